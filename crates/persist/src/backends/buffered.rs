@@ -1,0 +1,76 @@
+//! write + fdatasync through the page cache: the baseline every other method is measured against.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+
+use crate::backends::{check_range, open_target, write_error};
+use crate::error::{PersistError, Result};
+use crate::medium;
+use crate::sink::{Durability, Sink, SinkConfig, SinkReport, SyncMode};
+
+pub struct BufferedSink {
+    file: File,
+    region_offset_bytes: u64,
+    region_bytes: u64,
+    sync_mode: SyncMode,
+    report: SinkReport,
+}
+
+impl BufferedSink {
+    pub fn open(config: &SinkConfig) -> Result<Self> {
+        let flags = if config.sync_mode == SyncMode::Dsync { libc::O_DSYNC } else { 0 };
+        let file = open_target(config, flags)?;
+        let medium = medium::probe(&config.path).map_err(|e| PersistError::io("probe", &config.path, e))?;
+        let durability = match (medium.volatile, config.sync_mode) {
+            (true, _) => Durability::Volatile,
+            (false, SyncMode::Fdatasync) => Durability::Fdatasync,
+            (false, SyncMode::Dsync) => Durability::Dsync,
+        };
+        Ok(BufferedSink {
+            file,
+            region_offset_bytes: config.region_offset_bytes,
+            region_bytes: config.region_bytes,
+            sync_mode: config.sync_mode,
+            report: SinkReport {
+                method: config.method,
+                path: config.path.clone(),
+                medium,
+                durability,
+                alignment_bytes: 1,
+                instruction_path: "pwrite".to_string(),
+                pages: None,
+                notes: Vec::new(),
+            },
+        })
+    }
+}
+
+impl Sink for BufferedSink {
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        check_range(offset, data.len(), self.region_bytes)?;
+        self.file
+            .write_all_at(data, self.region_offset_bytes + offset)
+            .map_err(|e| write_error("write", &self.report.path, e, data.len()))
+    }
+
+    fn persist(&mut self) -> Result<()> {
+        match self.sync_mode {
+            SyncMode::Fdatasync => self
+                .file
+                .sync_data()
+                .map_err(|e| PersistError::io("fdatasync", &self.report.path, e)),
+            SyncMode::Dsync => Ok(()),
+        }
+    }
+
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        check_range(offset, buf.len(), self.region_bytes)?;
+        self.file
+            .read_exact_at(buf, self.region_offset_bytes + offset)
+            .map_err(|e| PersistError::io("read", &self.report.path, e))
+    }
+
+    fn report(&self) -> &SinkReport {
+        &self.report
+    }
+}

@@ -1,0 +1,216 @@
+//! The mapped-memory methods: nt, clwb, clflushopt, clflush, msync and pmdk.
+//!
+//! All map the target region shared and store into it; they differ in how the stores reach the
+//! persistence domain:
+//! - nt: non-temporal vector stores, then SFENCE at the persist point;
+//! - clwb / clflushopt: regular stores, that flush per written line, then SFENCE (both are weakly
+//!   ordered: without the fence, a later "ack" store could become visible before them);
+//! - clflush: regular stores and CLFLUSH per line. CLFLUSH is ordered with respect to stores and
+//!   other CLFLUSHes and completes its write-back in program order, so no fence is needed;
+//! - msync: memcpy, then msync of the dirty pages (the kernel writes them back);
+//! - pmdk: libpmem's pmem_memcpy_nodrain, then pmem_drain.
+//!
+//! On DAX with MAP_SYNC that is all durability takes. On a mapping that is not persistent memory
+//! the instructions only reach the page cache, so a disk-backed file also gets msync of the
+//! written range. On tmpfs (RAM only) there is nothing to sync to: the result says `volatile`.
+
+use std::fs::File;
+
+use crate::backends::{check_range, open_target};
+use crate::cpu::{CpuFeatures, FlushInstr, SimdPath};
+use crate::error::{PersistError, Result};
+use crate::medium;
+use crate::memory::{FileMapping, MapKind};
+use crate::sink::{Durability, Sink, SinkConfig, SinkReport};
+use crate::Method;
+
+#[derive(Clone, Copy, Debug)]
+enum Store {
+    Nt { path: SimdPath, edge: FlushInstr },
+    Flush(FlushInstr),
+    Plain,
+    #[cfg(feature = "pmdk")]
+    Pmdk,
+}
+
+pub struct MappedSink {
+    map: FileMapping,
+    // Kept open for the mapping's lifetime so the file cannot be reported closed under it.
+    _file: File,
+    store: Store,
+    msync_at_persist: bool,
+    /// Byte range written since the last persist (for msync).
+    dirty: Option<(usize, usize)>,
+    region_bytes: u64,
+    report: SinkReport,
+}
+
+impl MappedSink {
+    pub fn open(config: &SinkConfig) -> Result<Self> {
+        let cpu = CpuFeatures::detect();
+        let unsupported = |why: &str| PersistError::Unsupported {
+            method: config.method,
+            why: why.to_string(),
+        };
+        let need = |instr: FlushInstr| {
+            if cpu.has(instr) {
+                Ok(instr)
+            } else {
+                Err(unsupported(&format!("this CPU has no {}", instr.name())))
+            }
+        };
+        let store = match config.method {
+            Method::Nt => Store::Nt {
+                path: cpu
+                    .simd_path()
+                    .ok_or_else(|| unsupported("non-temporal stores need x86-64"))?,
+                edge: cpu
+                    .best_flush()
+                    .ok_or_else(|| unsupported("no cache-line flush instruction"))?,
+            },
+            Method::Clwb => Store::Flush(need(FlushInstr::Clwb)?),
+            Method::Clflushopt => Store::Flush(need(FlushInstr::Clflushopt)?),
+            Method::Clflush => Store::Flush(need(FlushInstr::Clflush)?),
+            Method::Msync => Store::Plain,
+            #[cfg(feature = "pmdk")]
+            Method::Pmdk => Store::Pmdk,
+            other => return Err(unsupported(&format!("{other} is not a mapped method"))),
+        };
+
+        let file = open_target(config, 0)?;
+        let medium = medium::probe(&config.path).map_err(|e| PersistError::io("probe", &config.path, e))?;
+        let len = usize::try_from(config.region_bytes)
+            .map_err(|_| PersistError::Config("region does not fit in the address space".into()))?;
+        let map = FileMapping::map(
+            &file,
+            config.region_offset_bytes,
+            len,
+            config.page_size,
+            config.prefault,
+        )
+        .map_err(|e| PersistError::io("mmap", &config.path, e))?;
+
+        let mut notes = Vec::new();
+        let (durability, msync_at_persist) = match (map.kind(), config.method, medium.volatile) {
+            (_, Method::Msync, true) => (Durability::Volatile, true),
+            (_, Method::Msync, false) => (Durability::Msync, true),
+            (MapKind::Sync, _, _) => (Durability::MapSync, false),
+            (MapKind::Shared, _, true) => {
+                notes.push(format!(
+                    "{} is not persistent memory and keeps data in RAM only: this measures the \
+                     instruction path, nothing here survives power loss",
+                    medium.fs_type
+                ));
+                (Durability::Volatile, false)
+            }
+            (MapKind::Shared, _, false) => {
+                notes.push(format!(
+                    "{} refused MAP_SYNC (not DAX): not persistent memory; msync of the written \
+                     range makes data durable",
+                    medium.fs_type
+                ));
+                (Durability::Msync, true)
+            }
+        };
+        let instruction_path = match store {
+            Store::Nt { path, edge } => {
+                notes.push(format!(
+                    "non-temporal stores use {path} (widest the CPU has); partial lines use {}",
+                    edge.name()
+                ));
+                path.name().to_string()
+            }
+            Store::Flush(f) => f.name().to_string(),
+            Store::Plain => "memcpy".to_string(),
+            #[cfg(feature = "pmdk")]
+            Store::Pmdk => "libpmem".to_string(),
+        };
+        let pages = map.pages_obtained().ok();
+        Ok(MappedSink {
+            map,
+            _file: file,
+            store,
+            msync_at_persist,
+            dirty: None,
+            region_bytes: config.region_bytes,
+            report: SinkReport {
+                method: config.method,
+                path: config.path.clone(),
+                medium,
+                durability,
+                alignment_bytes: 1,
+                instruction_path,
+                pages,
+                notes,
+            },
+        })
+    }
+}
+
+impl Sink for MappedSink {
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        check_range(offset, data.len(), self.region_bytes)?;
+        let off = offset as usize;
+        // SAFETY: [off, off + len) is inside the mapping (checked above); `data` is a separate
+        // allocation, so the ranges cannot overlap; the CPU features were checked at open.
+        unsafe {
+            let dst = self.map.as_ptr().add(off);
+            match self.store {
+                #[cfg(target_arch = "x86_64")]
+                Store::Nt { path, edge } => {
+                    crate::instructions::copy_nt(path, edge, dst, data.as_ptr(), data.len())
+                }
+                #[cfg(target_arch = "x86_64")]
+                Store::Flush(f) => crate::instructions::copy_flushed(f, dst, data.as_ptr(), data.len()),
+                #[cfg(not(target_arch = "x86_64"))]
+                Store::Nt { .. } | Store::Flush(_) => unreachable!("refused at open off x86-64"),
+                Store::Plain => std::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len()),
+                #[cfg(feature = "pmdk")]
+                Store::Pmdk => crate::backends::pmdk::memcpy_nodrain(dst, data.as_ptr(), data.len()),
+            }
+        }
+        if self.msync_at_persist {
+            let end = off + data.len();
+            self.dirty = Some(match self.dirty {
+                Some((lo, hi)) => (lo.min(off), hi.max(end)),
+                None => (off, end),
+            });
+        }
+        Ok(())
+    }
+
+    fn persist(&mut self) -> Result<()> {
+        match self.store {
+            #[cfg(target_arch = "x86_64")]
+            Store::Nt { .. } | Store::Flush(FlushInstr::Clwb | FlushInstr::Clflushopt) => {
+                crate::instructions::sfence()
+            }
+            // CLFLUSH is strongly ordered: its write-backs are complete in program order.
+            Store::Flush(FlushInstr::Clflush) | Store::Plain => {}
+            #[cfg(not(target_arch = "x86_64"))]
+            Store::Nt { .. } | Store::Flush(_) => {}
+            #[cfg(feature = "pmdk")]
+            // SAFETY: pmem_drain has no preconditions.
+            Store::Pmdk => unsafe { crate::backends::pmdk::drain() },
+        }
+        if let Some((lo, hi)) = self.dirty.take() {
+            self.map
+                .msync(lo, hi - lo)
+                .map_err(|e| PersistError::io("msync", &self.report.path, e))?;
+        }
+        Ok(())
+    }
+
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        check_range(offset, buf.len(), self.region_bytes)?;
+        // SAFETY: the range is inside the mapping (checked) and `buf` is a separate allocation.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.map.as_ptr().add(offset as usize), buf.as_mut_ptr(), buf.len())
+        };
+        Ok(())
+    }
+
+    fn report(&self) -> &SinkReport {
+        &self.report
+    }
+}

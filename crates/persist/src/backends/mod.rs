@@ -1,0 +1,109 @@
+//! One backend per family of persistence methods, all behind `Sink`.
+//!
+//! - `mapped`: nt, clwb, clflushopt, clflush, msync, pmdk — a shared mapping of the file; they
+//!   differ only in how stores are made and drained.
+//! - `direct`: O_DIRECT pwrite from an aligned staging buffer.
+//! - `uring`: io_uring, O_DIRECT, queue depth > 1.
+//! - `buffered`: pwrite through the page cache.
+
+pub mod buffered;
+pub mod direct;
+pub mod mapped;
+#[cfg(feature = "pmdk")]
+pub mod pmdk;
+pub mod uring;
+
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use crate::error::{PersistError, Result};
+use crate::sink::SinkConfig;
+
+/// Refuses a range outside the region before anything is written.
+pub(crate) fn check_range(offset: u64, len: usize, region_bytes: u64) -> Result<()> {
+    if offset.checked_add(len as u64).is_none_or(|end| end > region_bytes) {
+        return Err(PersistError::OutOfRange {
+            offset,
+            len,
+            region_bytes,
+        });
+    }
+    Ok(())
+}
+
+pub(crate) fn check_aligned(offset: u64, alignment_bytes: u64) -> Result<()> {
+    if offset % alignment_bytes != 0 {
+        return Err(PersistError::Misaligned {
+            offset,
+            alignment_bytes,
+        });
+    }
+    Ok(())
+}
+
+pub(crate) fn align_up(n: u64, alignment: u64) -> u64 {
+    n.div_ceil(alignment) * alignment
+}
+
+/// Opens (creating if needed) the target and makes sure its region exists: with `prefault`, the
+/// blocks are allocated now (posix_fallocate) so that no write in the timed region waits for the
+/// file system's allocator, and a target that cannot hold the region fails here with ENOSPC.
+pub(crate) fn open_target(config: &SinkConfig, extra_flags: i32) -> Result<File> {
+    let path: &Path = &config.path;
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o644)
+        .custom_flags(extra_flags)
+        .open(path)
+        .map_err(|e| PersistError::io("open", path, e))?;
+    let end = config
+        .region_offset_bytes
+        .checked_add(config.region_bytes)
+        .ok_or_else(|| PersistError::Config("region end overflows".into()))?;
+    if config.prefault {
+        // SAFETY: a plain syscall on an fd we own.
+        let rc = unsafe {
+            libc::posix_fallocate(
+                file.as_raw_fd(),
+                config.region_offset_bytes as libc::off_t,
+                config.region_bytes as libc::off_t,
+            )
+        };
+        if rc != 0 {
+            return Err(PersistError::io(
+                "allocate",
+                path,
+                std::io::Error::from_raw_os_error(rc),
+            ));
+        }
+    } else {
+        let len = file
+            .metadata()
+            .map_err(|e| PersistError::io("stat", path, e))?
+            .len();
+        if len < end {
+            file.set_len(end)
+                .map_err(|e| PersistError::io("extend", path, e))?;
+        }
+    }
+    Ok(file)
+}
+
+/// Maps `WriteZero` (the kernel accepted no bytes) to the typed short-write error.
+pub(crate) fn write_error(op: &'static str, path: &Path, e: std::io::Error, expected: usize) -> PersistError {
+    if e.kind() == std::io::ErrorKind::WriteZero {
+        PersistError::ShortWrite {
+            op,
+            path: path.to_path_buf(),
+            written: 0,
+            expected,
+        }
+    } else {
+        PersistError::io(op, path, e)
+    }
+}

@@ -1,0 +1,21 @@
+//! FFI to Debian's libpmem (PMDK): the papers' "with PMDK" baseline.
+//!
+//! Only the two calls the mapped backend needs. libpmem picks its own copy routine (AVX or
+//! AVX-512 when PMEM_AVX512F=1, SSE2 otherwise) and its own flush; that choice is the baseline.
+
+extern "C" {
+    fn pmem_memcpy_nodrain(pmemdest: *mut libc::c_void, src: *const libc::c_void, len: usize) -> *mut libc::c_void;
+    fn pmem_drain();
+}
+
+/// # Safety
+/// As `memcpy`: `dst` valid for `len` writes, `src` for `len` reads, no overlap.
+pub unsafe fn memcpy_nodrain(dst: *mut u8, src: *const u8, len: usize) {
+    pmem_memcpy_nodrain(dst.cast(), src.cast(), len);
+}
+
+/// # Safety
+/// None beyond the FFI call itself; pmem_drain only fences.
+pub unsafe fn drain() {
+    pmem_drain();
+}

@@ -1,0 +1,404 @@
+//! io_uring with O_DIRECT: several writes in flight from one thread.
+//!
+//! Each write is copied into one of `queue_depth` slots of an aligned buffer (registered with
+//! the kernel when RLIMIT_MEMLOCK allows, so the pages are not pinned per request), and the file
+//! is registered too. Completions arrive in any order, so a persist point first waits for every
+//! write it covers to complete and only then submits the fdatasync: an fsync submitted beside
+//! in-flight writes is not ordered after them. Short completions are resubmitted for the rest; an
+//! error completion fails the sink (and the latch keeps it failed).
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::time::Instant;
+
+use io_uring::{opcode, squeue, types, IoUring};
+
+use crate::backends::{align_up, check_aligned, check_range, open_target};
+use crate::error::{PersistError, Result};
+use crate::medium;
+use crate::memory::AlignedBuf;
+use crate::sink::{Durability, Sink, SinkConfig, SinkReport, SyncMode};
+
+/// user_data of the fsync SQE; slots use their index.
+const FSYNC_TAG: u64 = u64::MAX;
+/// Bound on completion latencies kept between drains (the caller drains after every write).
+const MAX_PENDING_LATENCIES: usize = 1 << 16;
+/// The kernel caps a registered buffer at 1 GiB; stay well inside it.
+const MAX_QUEUE_DEPTH: u32 = 4096;
+
+#[derive(Clone, Copy, Default)]
+struct InFlight {
+    /// File offset of the slot's first byte.
+    file_offset: u64,
+    len: usize,
+    done: usize,
+    submitted: Option<Instant>,
+}
+
+pub struct UringSink {
+    ring: IoUring,
+    file: File,
+    slots: AlignedBuf,
+    slot_bytes: usize,
+    free_slots: Vec<u16>,
+    in_flight: Vec<InFlight>,
+    in_flight_count: usize,
+    registered_buffers: bool,
+    registered_file: bool,
+    alignment_bytes: u64,
+    region_offset_bytes: u64,
+    region_bytes: u64,
+    sync_mode: SyncMode,
+    latencies_ns: Vec<u64>,
+    report: SinkReport,
+}
+
+impl UringSink {
+    pub fn open(config: &SinkConfig) -> Result<Self> {
+        let qd = config.queue_depth.clamp(1, MAX_QUEUE_DEPTH);
+        let ring = IoUring::new(qd).map_err(|e| PersistError::Unsupported {
+            method: config.method,
+            why: format!("io_uring_setup failed ({e}); io_uring may be disabled (kernel.io_uring_disabled)"),
+        })?;
+        let mut flags = libc::O_DIRECT;
+        if config.sync_mode == SyncMode::Dsync {
+            flags |= libc::O_DSYNC;
+        }
+        let file = open_target(config, flags)?;
+        let medium = medium::probe(&config.path).map_err(|e| PersistError::io("probe", &config.path, e))?;
+        let alignment_bytes = medium.dio_align_bytes();
+        check_aligned(config.region_offset_bytes, alignment_bytes)?;
+        let slot_bytes = align_up(config.max_io_bytes as u64, alignment_bytes.max(4096)) as usize;
+        let slots = AlignedBuf::new(slot_bytes * qd as usize, config.page_size)
+            .map_err(|e| PersistError::io("allocate io_uring buffers for", &config.path, e))?;
+
+        let mut notes = vec![format!("queue depth {qd}, O_DIRECT alignment {alignment_bytes} B")];
+        let registered_buffers = register_buffers(&ring, &slots, &mut notes);
+        let registered_file = match ring.submitter().register_files(&[file.as_raw_fd()]) {
+            Ok(()) => true,
+            Err(e) => {
+                notes.push(format!("registered file unavailable ({e}): using the plain fd"));
+                false
+            }
+        };
+        let durability = match (medium.volatile, config.sync_mode) {
+            (true, _) => Durability::Volatile,
+            (false, SyncMode::Fdatasync) => Durability::Fdatasync,
+            (false, SyncMode::Dsync) => Durability::Dsync,
+        };
+        let pages = slots.pages_obtained().ok();
+        Ok(UringSink {
+            ring,
+            file,
+            slot_bytes,
+            free_slots: (0..qd as u16).rev().collect(),
+            in_flight: vec![InFlight::default(); qd as usize],
+            in_flight_count: 0,
+            registered_buffers,
+            registered_file,
+            alignment_bytes,
+            region_offset_bytes: config.region_offset_bytes,
+            region_bytes: config.region_bytes,
+            sync_mode: config.sync_mode,
+            latencies_ns: Vec::with_capacity(qd as usize),
+            report: SinkReport {
+                method: config.method,
+                path: config.path.clone(),
+                medium,
+                durability,
+                alignment_bytes,
+                instruction_path: "io_uring O_DIRECT".to_string(),
+                pages,
+                notes,
+            },
+            slots,
+        })
+    }
+
+    fn slot_ptr(&self, slot: u16) -> *mut u8 {
+        // SAFETY: slot < queue depth, so the offset is inside `slots`.
+        unsafe { (self.slots.as_ptr() as *mut u8).add(slot as usize * self.slot_bytes) }
+    }
+
+    /// Queues the not-yet-done part of a slot's write.
+    fn push_write(&mut self, slot: u16) -> Result<()> {
+        let f = self.in_flight[slot as usize];
+        let ptr = self.slot_ptr(slot).wrapping_add(f.done);
+        let len = (f.len - f.done) as u32;
+        let offset = f.file_offset + f.done as u64;
+        let fd = self.file.as_raw_fd();
+        let sqe = match (self.registered_buffers, self.registered_file) {
+            (true, true) => opcode::WriteFixed::new(types::Fixed(0), ptr, len, 0).offset(offset).build(),
+            (true, false) => opcode::WriteFixed::new(types::Fd(fd), ptr, len, 0).offset(offset).build(),
+            (false, true) => opcode::Write::new(types::Fixed(0), ptr, len).offset(offset).build(),
+            (false, false) => opcode::Write::new(types::Fd(fd), ptr, len).offset(offset).build(),
+        };
+        self.push(sqe.user_data(slot as u64))
+    }
+
+    fn push(&mut self, sqe: squeue::Entry) -> Result<()> {
+        // SAFETY: the SQE points into `slots`, which outlives the ring's use of it: Drop waits for
+        // every in-flight request before the buffer is freed.
+        let pushed = unsafe { self.ring.submission().push(&sqe) };
+        if pushed.is_err() {
+            // Cannot happen: at most queue_depth requests are in flight and the SQ has that many
+            // entries, and every push is followed by a submit.
+            return Err(PersistError::Config("io_uring submission queue full".into()));
+        }
+        self.submit(0)
+    }
+
+    fn submit(&mut self, want: usize) -> Result<()> {
+        loop {
+            match self.ring.submit_and_wait(want) {
+                Ok(_) => return Ok(()),
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(e) => return Err(PersistError::io("io_uring_enter", &self.report.path, e)),
+            }
+        }
+    }
+
+    /// Waits for at least one completion and processes all that are ready. Returns the result of
+    /// the fsync if its completion was among them.
+    fn reap(&mut self) -> Result<Option<i32>> {
+        self.submit(1)?;
+        let mut fsync_result = None;
+        let mut first_error = None;
+        let completions: Vec<(u64, i32)> = self
+            .ring
+            .completion()
+            .map(|c| (c.user_data(), c.result()))
+            .collect();
+        for (tag, res) in completions {
+            if tag == FSYNC_TAG {
+                fsync_result = Some(res);
+                continue;
+            }
+            let slot = tag as u16;
+            let f = &mut self.in_flight[slot as usize];
+            let remaining = f.len - f.done;
+            let outcome = if res < 0 {
+                Err(PersistError::io(
+                    "io_uring write",
+                    &self.report.path,
+                    std::io::Error::from_raw_os_error(-res),
+                ))
+            } else if res == 0 {
+                Err(PersistError::ShortWrite {
+                    op: "io_uring write",
+                    path: self.report.path.clone(),
+                    written: f.done,
+                    expected: f.len,
+                })
+            } else if (res as usize) < remaining {
+                // A short completion: the rest is still owed. Resubmit it from the same slot.
+                f.done += res as usize;
+                if let Err(e) = self.push_write(slot) {
+                    first_error.get_or_insert(e);
+                }
+                continue;
+            } else {
+                Ok(())
+            };
+            let f = &mut self.in_flight[slot as usize];
+            if let Some(t) = f.submitted.take() {
+                if self.latencies_ns.len() < MAX_PENDING_LATENCIES {
+                    self.latencies_ns.push(t.elapsed().as_nanos() as u64);
+                }
+            }
+            self.in_flight_count -= 1;
+            self.free_slots.push(slot);
+            if let Err(e) = outcome {
+                first_error.get_or_insert(e);
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(fsync_result),
+        }
+    }
+
+    fn wait_all_writes(&mut self) -> Result<()> {
+        while self.in_flight_count > 0 {
+            self.reap()?;
+        }
+        Ok(())
+    }
+}
+
+/// Registers the slot buffer, raising RLIMIT_MEMLOCK's soft limit to its hard limit first if
+/// needed (pinned pages count against it). If that is still too small, plain writes are used and
+/// the note says why: the method stays correct, only a little slower.
+fn register_buffers(ring: &IoUring, slots: &AlignedBuf, notes: &mut Vec<String>) -> bool {
+    let need = slots.len() as u64;
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain syscalls on a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) == 0 && lim.rlim_cur < need && lim.rlim_max > lim.rlim_cur {
+            let raised = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            libc::setrlimit(libc::RLIMIT_MEMLOCK, &raised);
+        }
+    }
+    let iov = libc::iovec {
+        iov_base: slots.as_ptr() as *mut libc::c_void,
+        iov_len: slots.len(),
+    };
+    // SAFETY: the buffer lives as long as the sink, which unregisters it implicitly by dropping
+    // the ring first (field order) after waiting for in-flight requests.
+    match unsafe { ring.submitter().register_buffers(&[iov]) } {
+        Ok(()) => true,
+        Err(e) => {
+            notes.push(format!(
+                "registered buffers unavailable ({e}; {} B needed, RLIMIT_MEMLOCK {} B): using plain writes",
+                need, lim.rlim_cur
+            ));
+            false
+        }
+    }
+}
+
+impl Sink for UringSink {
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        check_aligned(offset, self.alignment_bytes)?;
+        let padded = align_up(data.len() as u64, self.alignment_bytes) as usize;
+        if padded > self.slot_bytes {
+            return Err(PersistError::TooLarge {
+                len: data.len(),
+                max_bytes: self.slot_bytes,
+            });
+        }
+        check_range(offset, padded, self.region_bytes)?;
+        while self.free_slots.is_empty() {
+            self.reap()?;
+        }
+        let slot = self.free_slots.pop().expect("a slot was freed above");
+        // SAFETY: the slot is free (no request uses it) and holds slot_bytes >= padded bytes.
+        let buf = unsafe { std::slice::from_raw_parts_mut(self.slot_ptr(slot), padded) };
+        buf[..data.len()].copy_from_slice(data);
+        buf[data.len()..].fill(0);
+        self.in_flight[slot as usize] = InFlight {
+            file_offset: self.region_offset_bytes + offset,
+            len: padded,
+            done: 0,
+            submitted: Some(Instant::now()),
+        };
+        self.in_flight_count += 1;
+        self.push_write(slot)
+    }
+
+    fn persist(&mut self) -> Result<()> {
+        // Completions are unordered and an fsync is only ordered after writes that completed
+        // before it was submitted: so wait for all of them first.
+        self.wait_all_writes()?;
+        if self.sync_mode == SyncMode::Dsync {
+            return Ok(());
+        }
+        let sqe = if self.registered_file {
+            opcode::Fsync::new(types::Fixed(0))
+        } else {
+            opcode::Fsync::new(types::Fd(self.file.as_raw_fd()))
+        }
+        .flags(types::FsyncFlags::DATASYNC)
+        .build()
+        .user_data(FSYNC_TAG);
+        self.push(sqe)?;
+        loop {
+            if let Some(res) = self.reap()? {
+                if res < 0 {
+                    return Err(PersistError::io(
+                        "io_uring fdatasync",
+                        &self.report.path,
+                        std::io::Error::from_raw_os_error(-res),
+                    ));
+                }
+                return Ok(());
+            }
+        }
+    }
+
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        check_aligned(offset, self.alignment_bytes)?;
+        let padded = align_up(buf.len() as u64, self.alignment_bytes) as usize;
+        if padded > self.slot_bytes {
+            return Err(PersistError::TooLarge {
+                len: buf.len(),
+                max_bytes: self.slot_bytes,
+            });
+        }
+        check_range(offset, padded, self.region_bytes)?;
+        // Reads are synchronous (queue depth 1): free every slot so slot 0 can be used.
+        self.wait_all_writes()?;
+        let ptr = self.slot_ptr(0);
+        let mut done = 0usize;
+        while done < padded {
+            let fd = self.file.as_raw_fd();
+            let (p, len, off) = (ptr.wrapping_add(done), (padded - done) as u32, self.region_offset_bytes + offset + done as u64);
+            let sqe = match (self.registered_buffers, self.registered_file) {
+                (true, true) => opcode::ReadFixed::new(types::Fixed(0), p, len, 0).offset(off).build(),
+                (true, false) => opcode::ReadFixed::new(types::Fd(fd), p, len, 0).offset(off).build(),
+                (false, true) => opcode::Read::new(types::Fixed(0), p, len).offset(off).build(),
+                (false, false) => opcode::Read::new(types::Fd(fd), p, len).offset(off).build(),
+            };
+            // Tag the read like the fsync so `reap` hands back its raw result.
+            self.push(sqe.user_data(FSYNC_TAG))?;
+            let res = loop {
+                if let Some(res) = self.reap()? {
+                    break res;
+                }
+            };
+            if res < 0 {
+                return Err(PersistError::io(
+                    "io_uring read",
+                    &self.report.path,
+                    std::io::Error::from_raw_os_error(-res),
+                ));
+            }
+            if res == 0 {
+                return Err(PersistError::io(
+                    "io_uring read",
+                    &self.report.path,
+                    std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
+                ));
+            }
+            done += res as usize;
+        }
+        // SAFETY: slot 0 holds `padded` bytes just read.
+        let data = unsafe { std::slice::from_raw_parts(ptr, buf.len()) };
+        buf.copy_from_slice(data);
+        Ok(())
+    }
+
+    fn report(&self) -> &SinkReport {
+        &self.report
+    }
+
+    fn drain_completion_latencies_ns(&mut self, record: &mut dyn FnMut(u64)) -> bool {
+        for &ns in &self.latencies_ns {
+            record(ns);
+        }
+        self.latencies_ns.clear();
+        true
+    }
+}
+
+impl Drop for UringSink {
+    fn drop(&mut self) {
+        // The kernel may still be writing from our buffers: wait for every request before the
+        // buffers are freed, whatever their outcome (errors were already reported or latched).
+        while self.in_flight_count > 0 {
+            match self.ring.submit_and_wait(1) {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(_) => break,
+            }
+            let n = self.ring.completion().filter(|c| c.user_data() != FSYNC_TAG).count();
+            self.in_flight_count = self.in_flight_count.saturating_sub(n);
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! The CPU: which store and flush instructions it has, and pinning threads to cores.
+//!
+//! Detection is done once, at run time, from CPUID (through `is_x86_feature_detected!`), so one
+//! binary runs the widest path on every x86-64 machine it lands on.
+
+use std::fmt;
+use std::io;
+
+/// The vector width used for non-temporal stores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SimdPath {
+    /// 64-byte VMOVNTDQ (zmm).
+    Avx512,
+    /// 32-byte VMOVNTDQ (ymm).
+    Avx2,
+    /// 16-byte MOVNTDQ (xmm); every x86-64 CPU has it.
+    Sse2,
+}
+
+impl SimdPath {
+    pub fn name(self) -> &'static str {
+        match self {
+            SimdPath::Avx512 => "avx512",
+            SimdPath::Avx2 => "avx2",
+            SimdPath::Sse2 => "sse2",
+        }
+    }
+}
+
+impl fmt::Display for SimdPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The cache-line write-back instructions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlushInstr {
+    Clwb,
+    Clflushopt,
+    Clflush,
+}
+
+impl FlushInstr {
+    pub fn name(self) -> &'static str {
+        match self {
+            FlushInstr::Clwb => "clwb",
+            FlushInstr::Clflushopt => "clflushopt",
+            FlushInstr::Clflush => "clflush",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuFeatures {
+    pub avx512f: bool,
+    pub avx2: bool,
+    pub sse2: bool,
+    pub clwb: bool,
+    pub clflushopt: bool,
+    pub clflush: bool,
+}
+
+impl CpuFeatures {
+    #[cfg(target_arch = "x86_64")]
+    pub fn detect() -> Self {
+        CpuFeatures {
+            avx512f: std::arch::is_x86_feature_detected!("avx512f"),
+            avx2: std::arch::is_x86_feature_detected!("avx2"),
+            sse2: std::arch::is_x86_feature_detected!("sse2"),
+            clwb: cpuid_leaf7_ebx() & (1 << 24) != 0,
+            clflushopt: cpuid_leaf7_ebx() & (1 << 23) != 0,
+            // CLFLUSH is architectural on x86-64 (CPUID.01H:EDX[19] on every 64-bit part).
+            clflush: true,
+        }
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    pub fn detect() -> Self {
+        CpuFeatures {
+            avx512f: false,
+            avx2: false,
+            sse2: false,
+            clwb: false,
+            clflushopt: false,
+            clflush: false,
+        }
+    }
+
+    /// The widest non-temporal store path, or None off x86-64.
+    pub fn simd_path(&self) -> Option<SimdPath> {
+        if self.avx512f {
+            Some(SimdPath::Avx512)
+        } else if self.avx2 {
+            Some(SimdPath::Avx2)
+        } else if self.sse2 {
+            Some(SimdPath::Sse2)
+        } else {
+            None
+        }
+    }
+
+    pub fn has(&self, instr: FlushInstr) -> bool {
+        match instr {
+            FlushInstr::Clwb => self.clwb,
+            FlushInstr::Clflushopt => self.clflushopt,
+            FlushInstr::Clflush => self.clflush,
+        }
+    }
+
+    /// The cheapest flush the CPU has: CLWB keeps the line cached, CLFLUSHOPT evicts it but is
+    /// weakly ordered, CLFLUSH evicts and serialises.
+    pub fn best_flush(&self) -> Option<FlushInstr> {
+        [FlushInstr::Clwb, FlushInstr::Clflushopt, FlushInstr::Clflush]
+            .into_iter()
+            .find(|f| self.has(*f))
+    }
+
+    /// Names of the persistence-relevant flags present, for the results' machine record.
+    pub fn flag_names(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        for (on, name) in [
+            (self.sse2, "sse2"),
+            (self.avx2, "avx2"),
+            (self.avx512f, "avx512f"),
+            (self.clflush, "clflush"),
+            (self.clflushopt, "clflushopt"),
+            (self.clwb, "clwb"),
+        ] {
+            if on {
+                v.push(name);
+            }
+        }
+        v
+    }
+}
+
+/// CPUID.(EAX=07H,ECX=0):EBX, where CLFLUSHOPT (bit 23) and CLWB (bit 24) are reported; the
+/// standard library's detection macro does not know these two.
+#[cfg(target_arch = "x86_64")]
+fn cpuid_leaf7_ebx() -> u32 {
+    use std::arch::x86_64::{__cpuid, __cpuid_count};
+    // CPUID is available on every x86-64 CPU; leaf 7 is only read when the max leaf allows.
+    if __cpuid(0).eax < 7 {
+        return 0;
+    }
+    __cpuid_count(7, 0).ebx
+}
+
+/// Parses a CPU list as the kernel writes it: `0-3,8,10-11`.
+pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
+    let mut cpus = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let parse = |x: &str| {
+            x.trim()
+                .parse::<usize>()
+                .map_err(|_| format!("'{x}' in CPU list '{s}' is not a CPU number"))
+        };
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (parse(a)?, parse(b)?);
+                if a > b {
+                    return Err(format!("range '{part}' in CPU list '{s}' runs backwards"));
+                }
+                cpus.extend(a..=b);
+            }
+            None => cpus.push(parse(part)?),
+        }
+    }
+    if cpus.is_empty() {
+        return Err(format!("CPU list '{s}' names no CPU"));
+    }
+    Ok(cpus)
+}
+
+/// The CPUs this process may run on, in order.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it for pid 0 (this thread).
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return (0..num_cpus_fallback()).collect();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
+}
+
+fn num_cpus_fallback() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+/// Pins the calling thread to one CPU.
+pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("CPU {cpu} is beyond CPU_SETSIZE"),
+        ));
+    }
+    // SAFETY: as in allowed_cpus; CPU_SET is in bounds (checked above).
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists_parse_like_the_kernel_writes_them() {
+        assert_eq!(parse_cpu_list("0-3,8").unwrap(), vec![0, 1, 2, 3, 8]);
+        assert_eq!(parse_cpu_list("1").unwrap(), vec![1]);
+        assert!(parse_cpu_list("3-1").is_err());
+        assert!(parse_cpu_list("a").is_err());
+        assert!(parse_cpu_list("").is_err());
+    }
+
+    #[test]
+    fn detection_is_consistent() {
+        let f = CpuFeatures::detect();
+        if cfg!(target_arch = "x86_64") {
+            assert!(f.simd_path().is_some());
+            assert!(f.best_flush().is_some());
+        }
+        assert!(!allowed_cpus().is_empty());
+        pin_current_thread(allowed_cpus()[0]).unwrap();
+    }
+}

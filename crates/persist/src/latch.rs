@@ -1,0 +1,139 @@
+//! Latching of failures: after an I/O error, a sink refuses everything.
+//!
+//! PostgreSQL's fsync bug taught the field that a failed fsync may have dropped the dirty pages
+//! it was flushing: retrying it can return success with the data gone. So the first error that
+//! leaves the target in an unknown state is remembered, and every later call fails with it. The
+//! caller marks that link's burst failed; other sinks (other links) carry on.
+
+use crate::error::{PersistError, Result};
+use crate::sink::{Sink, SinkReport};
+
+pub struct Latched<S> {
+    inner: S,
+    failure: Option<String>,
+}
+
+impl<S: Sink> Latched<S> {
+    pub fn new(inner: S) -> Self {
+        Latched {
+            inner,
+            failure: None,
+        }
+    }
+
+    /// The first error that poisoned the sink, if any.
+    pub fn failure(&self) -> Option<&str> {
+        self.failure.as_deref()
+    }
+
+    fn check(&self) -> Result<()> {
+        match &self.failure {
+            Some(cause) => Err(PersistError::Latched {
+                path: self.inner.report().path.clone(),
+                cause: cause.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn observe<T>(&mut self, r: Result<T>) -> Result<T> {
+        if let Err(e) = &r {
+            if e.poisons_sink() && self.failure.is_none() {
+                self.failure = Some(e.to_string());
+            }
+        }
+        r
+    }
+}
+
+impl<S: Sink> Sink for Latched<S> {
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        self.check()?;
+        let r = self.inner.write_at(offset, data);
+        self.observe(r)
+    }
+
+    fn persist(&mut self) -> Result<()> {
+        self.check()?;
+        let r = self.inner.persist();
+        self.observe(r)
+    }
+
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.check()?;
+        let r = self.inner.read_at(offset, buf);
+        self.observe(r)
+    }
+
+    fn report(&self) -> &SinkReport {
+        self.inner.report()
+    }
+
+    fn drain_completion_latencies_ns(&mut self, record: &mut dyn FnMut(u64)) -> bool {
+        self.inner.drain_completion_latencies_ns(record)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::medium::Medium;
+    use crate::sink::Durability;
+    use crate::Method;
+
+    /// A sink whose first persist fails like a failed fsync and whose later ones "succeed", the
+    /// way a kernel that dropped the dirty pages would report.
+    struct FailsOnce {
+        persists: u32,
+        report: SinkReport,
+    }
+
+    impl Sink for FailsOnce {
+        fn write_at(&mut self, _: u64, _: &[u8]) -> Result<()> {
+            Ok(())
+        }
+        fn persist(&mut self) -> Result<()> {
+            self.persists += 1;
+            if self.persists == 1 {
+                Err(PersistError::io("fdatasync", "/x", std::io::Error::from_raw_os_error(libc::EIO)))
+            } else {
+                Ok(())
+            }
+        }
+        fn read_at(&mut self, _: u64, _: &mut [u8]) -> Result<()> {
+            Ok(())
+        }
+        fn report(&self) -> &SinkReport {
+            &self.report
+        }
+    }
+
+    #[test]
+    fn a_failed_fsync_is_never_retried_as_if_it_worked() {
+        let report = SinkReport {
+            method: Method::Buffered,
+            path: "/x".into(),
+            medium: Medium {
+                fs_type: "ext4".into(),
+                dax: false,
+                volatile: false,
+                dio_offset_align_bytes: None,
+                dio_mem_align_bytes: None,
+            },
+            durability: Durability::Fdatasync,
+            alignment_bytes: 1,
+            instruction_path: "pwrite".into(),
+            pages: None,
+            notes: vec![],
+        };
+        let mut s = Latched::new(FailsOnce { persists: 0, report });
+        s.write_at(0, b"a").unwrap();
+        assert!(s.persist().is_err());
+        let again = s.persist().unwrap_err();
+        assert!(again.to_string().contains("fdatasync"), "{again}");
+        assert!(matches!(again, PersistError::Latched { .. }));
+        assert!(s.write_at(0, b"b").is_err());
+        assert_eq!(s.inner.persists, 1, "the inner fsync was not called again");
+        assert!(s.failure().unwrap().contains("Input/output error"));
+    }
+}

@@ -1,0 +1,62 @@
+//! snbuf-persist: how bytes become durable on a medium.
+//!
+//! One `Sink` per persistence method (see `method::METHODS` for the table and its capability
+//! flags): mapped memory with non-temporal stores or cache-line flushes, msync, O_DIRECT,
+//! io_uring, buffered writes, and libpmem behind the `pmdk` feature. The recorder and every
+//! benchmark go through `open`, so a benchmark figure is a promise about the recorder.
+//!
+//! The contract (docs/DURABILITY.md): data passed to `Sink::write_at` is durable, as far as the
+//! medium can make it, once the next `Sink::persist` returns Ok — and not before. After an I/O
+//! error a sink is latched failed and never reports success again.
+
+pub mod backends;
+pub mod cpu;
+pub mod error;
+#[cfg(target_arch = "x86_64")]
+pub mod instructions;
+pub mod latch;
+pub mod medium;
+pub mod memory;
+pub mod method;
+pub mod sink;
+
+pub use error::{PersistError, Result};
+pub use latch::Latched;
+pub use medium::Medium;
+pub use memory::{AlignedBuf, PageSize, PagesObtained};
+pub use method::{Capabilities, Method, METHODS};
+pub use sink::{Durability, Sink, SinkConfig, SinkReport, SyncMode};
+
+/// Opens a sink for `config.method`, wrapped so that its first I/O error is latched.
+pub fn open(config: &SinkConfig) -> Result<Box<dyn Sink>> {
+    if !config.method.compiled_in() {
+        return Err(PersistError::Unsupported {
+            method: config.method,
+            why: format!(
+                "this snbuf was built without it; rebuild with `--features {}` (needs libpmem-dev)",
+                config.method.capabilities().cargo_feature.unwrap_or("?")
+            ),
+        });
+    }
+    if config.region_bytes == 0 {
+        return Err(PersistError::Config("region of 0 bytes".into()));
+    }
+    if config.max_io_bytes == 0 {
+        return Err(PersistError::Config("largest I/O of 0 bytes".into()));
+    }
+    if config.region_offset_bytes % config.page_size.bytes() as u64 != 0 {
+        return Err(PersistError::Config(format!(
+            "region offset {} is not a multiple of the {} B page size",
+            config.region_offset_bytes,
+            config.page_size.bytes()
+        )));
+    }
+    Ok(match config.method {
+        Method::Nt | Method::Clwb | Method::Clflushopt | Method::Clflush | Method::Msync | Method::Pmdk => {
+            Box::new(Latched::new(backends::mapped::MappedSink::open(config)?))
+        }
+        Method::Direct => Box::new(Latched::new(backends::direct::DirectSink::open(config)?)),
+        Method::Uring => Box::new(Latched::new(backends::uring::UringSink::open(config)?)),
+        Method::Buffered => Box::new(Latched::new(backends::buffered::BufferedSink::open(config)?)),
+    })
+}

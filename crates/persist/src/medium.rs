@@ -1,0 +1,152 @@
+//! What the target file sits on: file system, DAX or not, direct-I/O alignment, volatile or not.
+//!
+//! Backends choose their durability step from this probe (MAP_SYNC fence, msync, fdatasync), and
+//! results record it, so that a figure measured on tmpfs is never mistaken for a durable one.
+
+use std::ffi::CString;
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+/// The alignment assumed for O_DIRECT when the kernel cannot tell (pre-6.1 kernels): 4 KiB is a
+/// multiple of every logical block size in use, so it is always correct, if sometimes wasteful.
+pub const FALLBACK_DIO_ALIGN_BYTES: u64 = 4096;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Medium {
+    /// File-system name from statfs's magic number (`ext4`, `xfs`, `tmpfs`, …).
+    pub fs_type: String,
+    /// The file is served by DAX (statx STATX_ATTR_DAX): loads and stores reach the medium.
+    pub dax: bool,
+    /// The file system keeps data only in RAM (tmpfs, ramfs, hugetlbfs): nothing survives power
+    /// loss, whatever instructions are used. /dev/shm stands in for pmem this way.
+    pub volatile: bool,
+    /// O_DIRECT offset/length alignment the kernel reported (statx STATX_DIOALIGN), if any.
+    pub dio_offset_align_bytes: Option<u64>,
+    /// O_DIRECT buffer alignment the kernel reported, if any.
+    pub dio_mem_align_bytes: Option<u64>,
+}
+
+impl Medium {
+    /// The alignment O_DIRECT offsets, lengths and buffers must honour on this medium.
+    pub fn dio_align_bytes(&self) -> u64 {
+        match (self.dio_offset_align_bytes, self.dio_mem_align_bytes) {
+            (Some(o), Some(m)) if o > 0 => o.max(m).max(512),
+            _ => FALLBACK_DIO_ALIGN_BYTES,
+        }
+    }
+
+    /// One line for people: `ext4 (not DAX, O_DIRECT align 512 B)`.
+    pub fn describe(&self) -> String {
+        let kind = if self.dax {
+            "DAX"
+        } else if self.volatile {
+            "volatile, RAM only"
+        } else {
+            "not DAX"
+        };
+        format!(
+            "{} ({}, O_DIRECT align {} B)",
+            self.fs_type,
+            kind,
+            self.dio_align_bytes()
+        )
+    }
+}
+
+/// Probes the medium of an existing file or directory.
+pub fn probe(path: &Path) -> io::Result<Medium> {
+    let c_path = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
+
+    let mut sfs = MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: c_path is NUL-terminated and sfs is a valid out-pointer for one statfs.
+    if unsafe { libc::statfs(c_path.as_ptr(), sfs.as_mut_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: statfs returned 0, so it filled the struct.
+    let magic = unsafe { sfs.assume_init() }.f_type as u64;
+
+    let mut stx = MaybeUninit::<libc::statx>::zeroed();
+    // SAFETY: as above; statx fills at most size_of::<statx>() bytes.
+    let rc = unsafe {
+        libc::statx(
+            libc::AT_FDCWD,
+            c_path.as_ptr(),
+            0,
+            libc::STATX_BASIC_STATS | libc::STATX_DIOALIGN,
+            stx.as_mut_ptr(),
+        )
+    };
+    let (dax, dio_offset, dio_mem) = if rc == 0 {
+        // SAFETY: statx succeeded; the struct was zeroed first so unreported fields read 0.
+        let stx = unsafe { stx.assume_init() };
+        let dax = stx.stx_attributes_mask & libc::STATX_ATTR_DAX as u64 != 0
+            && stx.stx_attributes & libc::STATX_ATTR_DAX as u64 != 0;
+        if stx.stx_mask & libc::STATX_DIOALIGN != 0 && stx.stx_dio_offset_align > 0 {
+            (
+                dax,
+                Some(stx.stx_dio_offset_align as u64),
+                Some(stx.stx_dio_mem_align as u64),
+            )
+        } else {
+            (dax, None, None)
+        }
+    } else {
+        (false, None, None)
+    };
+
+    let (fs_type, volatile) = fs_name(magic);
+    Ok(Medium {
+        fs_type,
+        dax,
+        volatile,
+        dio_offset_align_bytes: dio_offset,
+        dio_mem_align_bytes: dio_mem,
+    })
+}
+
+fn fs_name(magic: u64) -> (String, bool) {
+    let (name, volatile) = match magic {
+        0xef53 => ("ext4", false),
+        0x5846_5342 => ("xfs", false),
+        0x9123_683e => ("btrfs", false),
+        0x0102_1994 => ("tmpfs", true),
+        0x8584_58f6 => ("ramfs", true),
+        0x9584_58f6 => ("hugetlbfs", true),
+        0x2fc1_2fc1 => ("zfs", false),
+        0x6969 => ("nfs", false),
+        0x794c_7630 => ("overlayfs", false),
+        0xf2f5_2010 => ("f2fs", false),
+        0x4244 => ("hfs", false),
+        0x5346_544e => ("ntfs", false),
+        0x4d44 => ("vfat", false),
+        0x6573_5546 => ("fuse", false),
+        other => return (format!("unknown (0x{other:x})"), false),
+    };
+    (name.to_string(), volatile)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probes_the_temp_dir_and_dev_shm() {
+        let m = probe(&std::env::temp_dir()).unwrap();
+        assert!(!m.fs_type.is_empty());
+        assert!(m.dio_align_bytes().is_power_of_two());
+        if Path::new("/dev/shm").exists() {
+            let shm = probe(Path::new("/dev/shm")).unwrap();
+            assert_eq!(shm.fs_type, "tmpfs");
+            assert!(shm.volatile);
+            assert!(!shm.dax);
+        }
+    }
+
+    #[test]
+    fn a_missing_path_is_an_error() {
+        assert!(probe(Path::new("/nonexistent/snbuf/x")).is_err());
+    }
+}

@@ -1,0 +1,148 @@
+//! The one interface every persistence method implements.
+//!
+//! A `Sink` owns a region of one target file. `write_at` places bytes; they count for nothing
+//! until `persist` returns `Ok`, which is the single point where the method's durability step
+//! runs (SFENCE, CLFLUSH, msync, fdatasync, an ordered io_uring fsync). Callers acknowledge data
+//! only after `persist`. After an I/O error the sink is latched failed (see `latch`).
+
+use std::path::PathBuf;
+
+use crate::error::Result;
+use crate::medium::Medium;
+use crate::memory::{PageSize, PagesObtained};
+use crate::Method;
+
+/// How a block-device method makes completed writes durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncMode {
+    /// fdatasync at each persist point (default: one flush covers many writes).
+    Fdatasync,
+    /// Open with O_DSYNC: every write is durable when it completes; persist waits for completions.
+    Dsync,
+}
+
+/// What opening a sink needs.
+#[derive(Clone, Debug)]
+pub struct SinkConfig {
+    pub method: Method,
+    pub path: PathBuf,
+    /// Start of this sink's region in the file; a multiple of the page size asked for.
+    pub region_offset_bytes: u64,
+    pub region_bytes: u64,
+    /// The largest single write or read (sizes staging and registered buffers).
+    pub max_io_bytes: usize,
+    /// Page size of the mapping and of the staging buffers.
+    pub page_size: PageSize,
+    /// io_uring submission queue depth (writes in flight).
+    pub queue_depth: u32,
+    pub sync_mode: SyncMode,
+    /// Allocate the file range and populate page tables at open, outside any timed region.
+    pub prefault: bool,
+}
+
+impl SinkConfig {
+    pub fn new(method: Method, path: impl Into<PathBuf>, region_bytes: u64) -> Self {
+        SinkConfig {
+            method,
+            path: path.into(),
+            region_offset_bytes: 0,
+            region_bytes,
+            max_io_bytes: 1 << 20,
+            page_size: PageSize::Small4K,
+            queue_depth: 32,
+            sync_mode: SyncMode::Fdatasync,
+            prefault: true,
+        }
+    }
+}
+
+/// What `persist` guarantees on the medium this sink was opened on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// DAX with MAP_SYNC: the fence (or CLFLUSH) makes the stores durable. Persistent memory.
+    MapSync,
+    /// A mapping that is not persistent memory: msync of the written range makes it durable.
+    Msync,
+    /// O_DIRECT or buffered write, then fdatasync.
+    Fdatasync,
+    /// O_DSYNC: each completed write is durable.
+    Dsync,
+    /// The medium keeps data in RAM only (tmpfs): the instructions run, but nothing can survive a
+    /// power cut. The stand-in for pmem on machines without it.
+    Volatile,
+}
+
+impl Durability {
+    pub fn name(self) -> &'static str {
+        match self {
+            Durability::MapSync => "map_sync",
+            Durability::Msync => "msync",
+            Durability::Fdatasync => "fdatasync",
+            Durability::Dsync => "o_dsync",
+            Durability::Volatile => "volatile",
+        }
+    }
+
+    /// Whether an acknowledged write survives power loss on this medium.
+    pub fn survives_power_loss(self) -> bool {
+        !matches!(self, Durability::Volatile)
+    }
+}
+
+/// What a sink obtained when it was opened, for results and for the terminal.
+#[derive(Clone, Debug)]
+pub struct SinkReport {
+    pub method: Method,
+    /// The target file.
+    pub path: PathBuf,
+    pub medium: Medium,
+    pub durability: Durability,
+    /// Offsets must be multiples of this and lengths are padded to it (1 for byte-addressable).
+    pub alignment_bytes: u64,
+    /// The instruction path used: `avx512`, `avx2`, `sse2`, `clwb`, `pwrite`, `io_uring`, ….
+    pub instruction_path: String,
+    /// Page-size facts of the mapping or staging buffer, if there is one.
+    pub pages: Option<PagesObtained>,
+    /// Human notes: what was chosen and why, what was not available.
+    pub notes: Vec<String>,
+}
+
+impl SinkReport {
+    /// One line for people, e.g. `nt via avx512 on tmpfs: volatile (RAM only), 4 KiB pages`.
+    pub fn summary(&self) -> String {
+        let durability = match self.durability {
+            Durability::MapSync => "persistent memory (DAX + MAP_SYNC), durable after the fence".to_string(),
+            Durability::Msync => "not persistent memory, durable after msync".to_string(),
+            Durability::Fdatasync => "durable after fdatasync".to_string(),
+            Durability::Dsync => "durable on completion (O_DSYNC)".to_string(),
+            Durability::Volatile => format!(
+                "{} is RAM only: not durable (stands in for pmem)",
+                self.medium.fs_type
+            ),
+        };
+        format!("{} via {}: {}", self.method, self.instruction_path, durability)
+    }
+}
+
+/// A persistence method bound to a region of one file.
+pub trait Sink: Send {
+    /// Places `data` at `offset` (relative to the region). Not durable until `persist`.
+    /// `offset` must be a multiple of `report().alignment_bytes`; the length is padded to it.
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()>;
+
+    /// Makes every earlier write durable, as far as the medium allows (`report().durability`).
+    fn persist(&mut self) -> Result<()>;
+
+    /// Reads `buf.len()` bytes at `offset` (relative to the region), bypassing the page cache
+    /// where the method does (O_DIRECT). `offset` must be aligned as for `write_at`.
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()>;
+
+    fn report(&self) -> &SinkReport;
+
+    /// Completion latencies (ns, submission to completion) of asynchronous writes finished since
+    /// the last call, for methods with a queue. Synchronous methods return false and record
+    /// nothing: for them the caller's own timing of `write_at` is the latency.
+    fn drain_completion_latencies_ns(&mut self, _record: &mut dyn FnMut(u64)) -> bool {
+        false
+    }
+}
