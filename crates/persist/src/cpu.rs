@@ -111,9 +111,13 @@ impl CpuFeatures {
     /// The cheapest flush the CPU has: CLWB keeps the line cached, CLFLUSHOPT evicts it but is
     /// weakly ordered, CLFLUSH evicts and serialises.
     pub fn best_flush(&self) -> Option<FlushInstr> {
-        [FlushInstr::Clwb, FlushInstr::Clflushopt, FlushInstr::Clflush]
-            .into_iter()
-            .find(|f| self.has(*f))
+        [
+            FlushInstr::Clwb,
+            FlushInstr::Clflushopt,
+            FlushInstr::Clflush,
+        ]
+        .into_iter()
+        .find(|f| self.has(*f))
     }
 
     /// Names of the persistence-relevant flags present, for the results' machine record.

@@ -15,6 +15,24 @@ use crate::cpu::{FlushInstr, SimdPath};
 /// A cache line, the unit every flush instruction acts on.
 pub const CACHE_LINE_BYTES: usize = 64;
 
+/// A non-temporal copy routine for one SIMD width, chosen once (like libpmem's function table)
+/// so the per-block path has no dispatch left between one fence and the next block's stores.
+///
+/// # Safety
+/// `dst` valid for `len` writes, `src` for `len` reads, no overlap, and the CPU has the
+/// routine's SIMD width and CLWB-or-better (the edge flush; see `copy_nt_fn`).
+pub type CopyNtFn = unsafe fn(dst: *mut u8, src: *const u8, len: usize, edge: FlushInstr);
+
+/// The routine for `path`.
+#[cfg(target_arch = "x86_64")]
+pub fn copy_nt_fn(path: SimdPath) -> CopyNtFn {
+    match path {
+        SimdPath::Avx512 => copy_nt_avx512,
+        SimdPath::Avx2 => copy_nt_avx2,
+        SimdPath::Sse2 => copy_nt_sse2,
+    }
+}
+
 /// Copies `len` bytes from `src` to `dst` with non-temporal stores on `path`; partial lines at the
 /// ends are stored normally and written back with `edge_flush`. Not durable until `sfence()`.
 ///
@@ -22,23 +40,56 @@ pub const CACHE_LINE_BYTES: usize = 64;
 /// `dst` must be valid for `len` bytes of writes and `src` for `len` bytes of reads, they must
 /// not overlap, and the CPU must support `path` and `edge_flush`.
 #[cfg(target_arch = "x86_64")]
-pub unsafe fn copy_nt(path: SimdPath, edge_flush: FlushInstr, dst: *mut u8, src: *const u8, len: usize) {
-    // Bring the destination to a cache-line boundary: streamed stores are whole aligned vectors.
-    let head = dst.align_offset(CACHE_LINE_BYTES).min(len);
+pub unsafe fn copy_nt(
+    path: SimdPath,
+    edge_flush: FlushInstr,
+    dst: *mut u8,
+    src: *const u8,
+    len: usize,
+) {
+    copy_nt_fn(path)(dst, src, len, edge_flush)
+}
+
+/// Head (to a cache-line boundary) and tail (after the last whole line) with regular stores and
+/// flushes, whole lines in between with `stream`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn copy_nt_with(
+    dst: *mut u8,
+    src: *const u8,
+    len: usize,
+    edge: FlushInstr,
+    stream: impl Fn(*mut u8, *const u8, usize),
+) {
+    // Streamed stores are whole aligned vectors: bring the destination to a line boundary.
+    let head = (dst.align_offset(CACHE_LINE_BYTES)).min(len);
     if head > 0 {
-        copy_flushed(edge_flush, dst, src, head);
+        copy_flushed(edge, dst, src, head);
     }
     let (dst, src, len) = (dst.add(head), src.add(head), len - head);
     let body = len & !(CACHE_LINE_BYTES - 1);
-    match path {
-        SimdPath::Avx512 => stream_avx512(dst, src, body),
-        SimdPath::Avx2 => stream_avx2(dst, src, body),
-        SimdPath::Sse2 => stream_sse2(dst, src, body),
-    }
+    stream(dst, src, body);
     let tail = len - body;
     if tail > 0 {
-        copy_flushed(edge_flush, dst.add(body), src.add(body), tail);
+        copy_flushed(edge, dst.add(body), src.add(body), tail);
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn copy_nt_avx512(dst: *mut u8, src: *const u8, len: usize, edge: FlushInstr) {
+    copy_nt_with(dst, src, len, edge, |d, s, n| stream_avx512(d, s, n))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn copy_nt_avx2(dst: *mut u8, src: *const u8, len: usize, edge: FlushInstr) {
+    copy_nt_with(dst, src, len, edge, |d, s, n| stream_avx2(d, s, n))
+}
+
+#[cfg(target_arch = "x86_64")]
+unsafe fn copy_nt_sse2(dst: *mut u8, src: *const u8, len: usize, edge: FlushInstr) {
+    copy_nt_with(dst, src, len, edge, |d, s, n| stream_sse2(d, s, n))
 }
 
 /// Regular copy followed by a write-back of every line it touched.
@@ -46,6 +97,7 @@ pub unsafe fn copy_nt(path: SimdPath, edge_flush: FlushInstr, dst: *mut u8, src:
 /// # Safety
 /// As `copy_nt`.
 #[cfg(target_arch = "x86_64")]
+#[inline]
 pub unsafe fn copy_flushed(flush: FlushInstr, dst: *mut u8, src: *const u8, len: usize) {
     std::ptr::copy_nonoverlapping(src, dst, len);
     flush_range(flush, dst, len);
@@ -66,7 +118,9 @@ pub unsafe fn flush_range(flush: FlushInstr, ptr: *const u8, len: usize) {
     while line < end {
         let p = line as *const u8;
         match flush {
-            FlushInstr::Clwb => std::arch::asm!("clwb [{0}]", in(reg) p, options(nostack, preserves_flags)),
+            FlushInstr::Clwb => {
+                std::arch::asm!("clwb [{0}]", in(reg) p, options(nostack, preserves_flags))
+            }
             FlushInstr::Clflushopt => {
                 std::arch::asm!("clflushopt [{0}]", in(reg) p, options(nostack, preserves_flags))
             }
@@ -86,9 +140,10 @@ pub fn sfence() {
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
+#[inline]
 unsafe fn stream_avx512(dst: *mut u8, src: *const u8, len: usize) {
     use std::arch::x86_64::*;
-    debug_assert!(len == 0 || dst as usize % 64 == 0);
+    debug_assert!(len == 0 || (dst as usize).is_multiple_of(64));
     let mut i = 0;
     // Four lines per iteration keeps the loads ahead of the streaming stores.
     while i + 256 <= len {
@@ -111,6 +166,7 @@ unsafe fn stream_avx512(dst: *mut u8, src: *const u8, len: usize) {
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
+#[inline]
 unsafe fn stream_avx2(dst: *mut u8, src: *const u8, len: usize) {
     use std::arch::x86_64::*;
     let mut i = 0;
@@ -124,6 +180,7 @@ unsafe fn stream_avx2(dst: *mut u8, src: *const u8, len: usize) {
 }
 
 #[cfg(target_arch = "x86_64")]
+#[inline]
 unsafe fn stream_sse2(dst: *mut u8, src: *const u8, len: usize) {
     use std::arch::x86_64::*;
     let mut i = 0;
@@ -159,11 +216,29 @@ mod tests {
                 for len in [0usize, 1, 63, 64, 65, 255, 256, 257, 4096, 5568] {
                     let mut dst = vec![0xAAu8; 6000 + 128];
                     // SAFETY: dst has room for dst_off + len (<= 5632) bytes; src has >= len.
-                    unsafe { copy_nt(path, flush, dst.as_mut_ptr().add(dst_off), src.as_ptr(), len) };
+                    unsafe {
+                        copy_nt(
+                            path,
+                            flush,
+                            dst.as_mut_ptr().add(dst_off),
+                            src.as_ptr(),
+                            len,
+                        )
+                    };
                     sfence();
-                    assert_eq!(&dst[dst_off..dst_off + len], &src[..len], "{path} off {dst_off} len {len}");
-                    assert!(dst[..dst_off].iter().all(|&b| b == 0xAA), "wrote before the range");
-                    assert!(dst[dst_off + len..].iter().all(|&b| b == 0xAA), "wrote past the range");
+                    assert_eq!(
+                        &dst[dst_off..dst_off + len],
+                        &src[..len],
+                        "{path} off {dst_off} len {len}"
+                    );
+                    assert!(
+                        dst[..dst_off].iter().all(|&b| b == 0xAA),
+                        "wrote before the range"
+                    );
+                    assert!(
+                        dst[dst_off + len..].iter().all(|&b| b == 0xAA),
+                        "wrote past the range"
+                    );
                 }
             }
         }

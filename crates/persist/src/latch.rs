@@ -95,7 +95,11 @@ mod tests {
         fn persist(&mut self) -> Result<()> {
             self.persists += 1;
             if self.persists == 1 {
-                Err(PersistError::io("fdatasync", "/x", std::io::Error::from_raw_os_error(libc::EIO)))
+                Err(PersistError::io(
+                    "fdatasync",
+                    "/x",
+                    std::io::Error::from_raw_os_error(libc::EIO),
+                ))
             } else {
                 Ok(())
             }
@@ -126,7 +130,10 @@ mod tests {
             pages: None,
             notes: vec![],
         };
-        let mut s = Latched::new(FailsOnce { persists: 0, report });
+        let mut s = Latched::new(FailsOnce {
+            persists: 0,
+            report,
+        });
         s.write_at(0, b"a").unwrap();
         assert!(s.persist().is_err());
         let again = s.persist().unwrap_err();

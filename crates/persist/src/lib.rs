@@ -44,7 +44,10 @@ pub fn open(config: &SinkConfig) -> Result<Box<dyn Sink>> {
     if config.max_io_bytes == 0 {
         return Err(PersistError::Config("largest I/O of 0 bytes".into()));
     }
-    if config.region_offset_bytes % config.page_size.bytes() as u64 != 0 {
+    if !config
+        .region_offset_bytes
+        .is_multiple_of(config.page_size.bytes() as u64)
+    {
         return Err(PersistError::Config(format!(
             "region offset {} is not a multiple of the {} B page size",
             config.region_offset_bytes,
@@ -52,11 +55,16 @@ pub fn open(config: &SinkConfig) -> Result<Box<dyn Sink>> {
         )));
     }
     Ok(match config.method {
-        Method::Nt | Method::Clwb | Method::Clflushopt | Method::Clflush | Method::Msync | Method::Pmdk => {
-            Box::new(Latched::new(backends::mapped::MappedSink::open(config)?))
-        }
+        Method::Nt
+        | Method::Clwb
+        | Method::Clflushopt
+        | Method::Clflush
+        | Method::Msync
+        | Method::Pmdk => Box::new(Latched::new(backends::mapped::MappedSink::open(config)?)),
         Method::Direct => Box::new(Latched::new(backends::direct::DirectSink::open(config)?)),
         Method::Uring => Box::new(Latched::new(backends::uring::UringSink::open(config)?)),
-        Method::Buffered => Box::new(Latched::new(backends::buffered::BufferedSink::open(config)?)),
+        Method::Buffered => Box::new(Latched::new(backends::buffered::BufferedSink::open(
+            config,
+        )?)),
     })
 }

@@ -85,7 +85,8 @@ pub fn pages_obtained(addr: *const u8) -> io::Result<PagesObtained> {
         // A VMA header looks like "7f12a0000000-7f12a0200000 rw-s 00000000 00:1a 1234  /path".
         if let Some((range, _)) = line.split_once(' ') {
             if let Some((a, b)) = range.split_once('-') {
-                if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) {
+                if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+                {
                     if inside {
                         break;
                     }
@@ -113,7 +114,10 @@ pub fn pages_obtained(addr: *const u8) -> io::Result<PagesObtained> {
         }
     }
     if !found {
-        return Err(io::Error::new(io::ErrorKind::NotFound, "address is not in any mapping"));
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            "address is not in any mapping",
+        ));
     }
     Ok(out)
 }
@@ -318,9 +322,18 @@ pub struct FileMapping {
 impl FileMapping {
     /// Maps the range, trying MAP_SYNC first; `offset` must be a multiple of the page size asked
     /// for. With `PageSize::Huge2M` the address is 2 MiB-aligned and MADV_HUGEPAGE is given.
-    pub fn map(file: &File, offset: u64, len: usize, page_size: PageSize, prefault: bool) -> io::Result<Self> {
+    pub fn map(
+        file: &File,
+        offset: u64,
+        len: usize,
+        page_size: PageSize,
+        prefault: bool,
+    ) -> io::Result<Self> {
         if len == 0 {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "cannot map 0 bytes"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "cannot map 0 bytes",
+            ));
         }
         // Always 2 MiB-aligned: it costs nothing and lets a huge-page file (DAX, tmpfs huge=) use
         // PMD mappings even when 4 KiB was asked for.
@@ -438,12 +451,17 @@ mod tests {
         let b = AlignedBuf::new(4 * HUGE_PAGE_BYTES, PageSize::Huge2M).unwrap();
         assert_eq!(b.as_ptr() as usize % HUGE_PAGE_BYTES, 0);
         let pages = b.pages_obtained().unwrap();
-        let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+        let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+            .unwrap_or_default();
         if thp.contains("[never]") {
             eprintln!("skip: transparent huge pages are disabled, cannot check 2 MiB pages");
             return;
         }
-        assert_eq!(pages.effective_page_bytes(), HUGE_PAGE_BYTES as u64, "{pages:?}");
+        assert_eq!(
+            pages.effective_page_bytes(),
+            HUGE_PAGE_BYTES as u64,
+            "{pages:?}"
+        );
     }
 
     #[test]

@@ -154,10 +154,7 @@ impl Method {
 
     /// Whether this build of snbuf contains the method.
     pub fn compiled_in(self) -> bool {
-        match self {
-            Method::Pmdk => cfg!(feature = "pmdk"),
-            _ => true,
-        }
+        self != Method::Pmdk || cfg!(feature = "pmdk")
     }
 
     pub fn all() -> impl Iterator<Item = Method> {

@@ -111,7 +111,9 @@ impl SinkReport {
     /// One line for people, e.g. `nt via avx512 on tmpfs: volatile (RAM only), 4 KiB pages`.
     pub fn summary(&self) -> String {
         let durability = match self.durability {
-            Durability::MapSync => "persistent memory (DAX + MAP_SYNC), durable after the fence".to_string(),
+            Durability::MapSync => {
+                "persistent memory (DAX + MAP_SYNC), durable after the fence".to_string()
+            }
             Durability::Msync => "not persistent memory, durable after msync".to_string(),
             Durability::Fdatasync => "durable after fdatasync".to_string(),
             Durability::Dsync => "durable on completion (O_DSYNC)".to_string(),
@@ -120,7 +122,10 @@ impl SinkReport {
                 self.medium.fs_type
             ),
         };
-        format!("{} via {}: {}", self.method, self.instruction_path, durability)
+        format!(
+            "{} via {}: {}",
+            self.method, self.instruction_path, durability
+        )
     }
 }
 

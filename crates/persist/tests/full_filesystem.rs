@@ -38,7 +38,9 @@ fn enospc_is_reported_plainly_and_latched() {
         return;
     };
     // Prefaulting: the allocation fails up front, before any data is accepted.
-    let err = open(&SinkConfig::new(Method::Nt, mnt.path().join("a"), 8 << 20)).err().unwrap();
+    let err = open(&SinkConfig::new(Method::Nt, mnt.path().join("a"), 8 << 20))
+        .err()
+        .unwrap();
     assert!(matches!(err, PersistError::NoSpace { .. }), "{err:?}");
     assert!(err.to_string().contains("no space left"), "{err}");
 

@@ -48,7 +48,8 @@ fn round_trip(method: Method, block: usize, random_order: bool, sync_mode: SyncM
         order.sort_by_key(|&i| (i * 7919) % slots);
     }
     for (n, &i) in order.iter().enumerate() {
-        sink.write_at((i * slot) as u64, &pattern(i as u64, block)).unwrap();
+        sink.write_at((i * slot) as u64, &pattern(i as u64, block))
+            .unwrap();
         if n % 5 == 4 {
             sink.persist().unwrap();
         }
@@ -58,15 +59,26 @@ fn round_trip(method: Method, block: usize, random_order: bool, sync_mode: SyncM
     let mut buf = vec![0u8; block];
     for i in 0..slots {
         sink.read_at((i * slot) as u64, &mut buf).unwrap();
-        assert!(buf == pattern(i as u64, block), "{method} block {block} slot {i}: sink read differs");
+        assert!(
+            buf == pattern(i as u64, block),
+            "{method} block {block} slot {i}: sink read differs"
+        );
     }
     drop(sink);
 
     let file = std::fs::read(&path).unwrap();
     for i in 0..slots {
         let got = &file[i * slot..i * slot + block];
-        assert!(got == pattern(i as u64, block).as_slice(), "{method} block {block} slot {i}: file differs");
-        assert!(file[i * slot + block..(i + 1) * slot].iter().all(|&b| b == 0), "padding is zero");
+        assert!(
+            got == pattern(i as u64, block).as_slice(),
+            "{method} block {block} slot {i}: file differs"
+        );
+        assert!(
+            file[i * slot + block..(i + 1) * slot]
+                .iter()
+                .all(|&b| b == 0),
+            "padding is zero"
+        );
     }
 }
 
@@ -113,8 +125,15 @@ fn misuse_is_refused_without_writing() {
     let mut sink = open(&SinkConfig::new(Method::Direct, &path, 1 << 20)).unwrap();
     let align = sink.report().alignment_bytes;
     assert!(sink.write_at(1, &[1, 2, 3]).is_err(), "misaligned offset");
-    assert!(sink.write_at((1 << 20) - align, &vec![1u8; 2 * align as usize]).is_err(), "past the region");
-    assert!(sink.write_at(0, &vec![1u8; 2 << 20]).is_err(), "larger than max_io_bytes");
+    assert!(
+        sink.write_at((1 << 20) - align, &vec![1u8; 2 * align as usize])
+            .is_err(),
+        "past the region"
+    );
+    assert!(
+        sink.write_at(0, &vec![1u8; 2 << 20]).is_err(),
+        "larger than max_io_bytes"
+    );
     // None of that poisoned the sink.
     sink.write_at(0, b"fine").unwrap();
     sink.persist().unwrap();
@@ -127,7 +146,9 @@ fn misuse_is_refused_without_writing() {
 #[test]
 fn a_missing_or_read_only_directory_is_an_error() {
     for method in methods_here() {
-        let err = open(&SinkConfig::new(method, "/nonexistent/snbuf/t", 1 << 20)).err().expect("must fail");
+        let err = open(&SinkConfig::new(method, "/nonexistent/snbuf/t", 1 << 20))
+            .err()
+            .expect("must fail");
         assert!(err.to_string().contains("/nonexistent/snbuf/t"), "{err}");
     }
     let dir = tempfile::tempdir().unwrap();
@@ -148,6 +169,12 @@ fn pmdk_without_the_feature_says_how_to_get_it() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let err = open(&SinkConfig::new(Method::Pmdk, dir.path().join("t"), 1 << 20)).err().unwrap();
+    let err = open(&SinkConfig::new(
+        Method::Pmdk,
+        dir.path().join("t"),
+        1 << 20,
+    ))
+    .err()
+    .unwrap();
     assert!(err.to_string().contains("--features pmdk"), "{err}");
 }

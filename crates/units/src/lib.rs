@@ -107,7 +107,7 @@ impl fmt::Display for Bytes {
         let n = self.0;
         // Exact multiples read best without decimals (4 KiB, 1 MiB); odd sizes such as the
         // 5568 B superchunk are clearer in bytes than as 5.44 KiB.
-        if n < 1024 || (n < 1024 * 1024 && n % 1024 != 0) {
+        if n < 1024 || (n < 1024 * 1024 && !n.is_multiple_of(1024)) {
             return write!(f, "{n} B");
         }
         let mut value = n as f64;
@@ -120,7 +120,13 @@ impl fmt::Display for Bytes {
         if value.fract() == 0.0 {
             write!(f, "{} {}", value as u64, UNITS[unit])
         } else {
-            write!(f, "{:.prec$} {}", value, UNITS[unit], prec = precision(value))
+            write!(
+                f,
+                "{:.prec$} {}",
+                value,
+                UNITS[unit],
+                prec = precision(value)
+            )
         }
     }
 }
@@ -138,7 +144,13 @@ impl fmt::Display for Rate {
             value /= 1024.0;
             unit += 1;
         }
-        write!(f, "{:.prec$} {}", value, UNITS[unit], prec = precision(value))
+        write!(
+            f,
+            "{:.prec$} {}",
+            value,
+            UNITS[unit],
+            prec = precision(value)
+        )
     }
 }
 
@@ -221,7 +233,7 @@ mod tests {
             parse_bytes("4XB"),
             Err(UnitError::UnknownUnit { .. })
         ));
-        assert!(matches!(parse_bytes("1e30"), Err(_)));
+        assert!(parse_bytes("1e30").is_err());
         assert!(matches!(
             parse_bytes("99999999999TiB"),
             Err(UnitError::Overflow(_))

@@ -18,9 +18,14 @@ pub struct BufferedSink {
 
 impl BufferedSink {
     pub fn open(config: &SinkConfig) -> Result<Self> {
-        let flags = if config.sync_mode == SyncMode::Dsync { libc::O_DSYNC } else { 0 };
+        let flags = if config.sync_mode == SyncMode::Dsync {
+            libc::O_DSYNC
+        } else {
+            0
+        };
         let file = open_target(config, flags)?;
-        let medium = medium::probe(&config.path).map_err(|e| PersistError::io("probe", &config.path, e))?;
+        let medium =
+            medium::probe(&config.path).map_err(|e| PersistError::io("probe", &config.path, e))?;
         let durability = match (medium.volatile, config.sync_mode) {
             (true, _) => Durability::Volatile,
             (false, SyncMode::Fdatasync) => Durability::Fdatasync,

@@ -35,12 +35,16 @@ impl DirectSink {
             PersistError::Io { ref source, .. } if source.raw_os_error() == Some(libc::EINVAL) => {
                 PersistError::Unsupported {
                     method: config.method,
-                    why: format!("{}: the file system does not support O_DIRECT", config.path.display()),
+                    why: format!(
+                        "{}: the file system does not support O_DIRECT",
+                        config.path.display()
+                    ),
                 }
             }
             other => other,
         })?;
-        let medium = medium::probe(&config.path).map_err(|e| PersistError::io("probe", &config.path, e))?;
+        let medium =
+            medium::probe(&config.path).map_err(|e| PersistError::io("probe", &config.path, e))?;
         let alignment_bytes = medium.dio_align_bytes();
         check_aligned(config.region_offset_bytes, alignment_bytes)?;
         let staging_bytes = align_up(config.max_io_bytes as u64, alignment_bytes) as usize;
@@ -60,12 +64,18 @@ impl DirectSink {
             report: SinkReport {
                 method: config.method,
                 path: config.path.clone(),
-                durability: if medium.volatile { Durability::Volatile } else { durability },
+                durability: if medium.volatile {
+                    Durability::Volatile
+                } else {
+                    durability
+                },
                 medium,
                 alignment_bytes,
                 instruction_path: "pwrite O_DIRECT".to_string(),
                 pages,
-                notes: vec![format!("O_DIRECT alignment {alignment_bytes} B; shorter tails are zero-padded")],
+                notes: vec![format!(
+                    "O_DIRECT alignment {alignment_bytes} B; shorter tails are zero-padded"
+                )],
             },
             staging,
         })

@@ -26,7 +26,12 @@ use crate::Method;
 
 #[derive(Clone, Copy, Debug)]
 enum Store {
-    Nt { path: SimdPath, edge: FlushInstr },
+    Nt {
+        path: SimdPath,
+        edge: FlushInstr,
+        #[cfg(target_arch = "x86_64")]
+        copy: crate::instructions::CopyNtFn,
+    },
     Flush(FlushInstr),
     Plain,
     #[cfg(feature = "pmdk")]
@@ -60,14 +65,19 @@ impl MappedSink {
             }
         };
         let store = match config.method {
-            Method::Nt => Store::Nt {
-                path: cpu
+            Method::Nt => {
+                let path = cpu
                     .simd_path()
-                    .ok_or_else(|| unsupported("non-temporal stores need x86-64"))?,
-                edge: cpu
-                    .best_flush()
-                    .ok_or_else(|| unsupported("no cache-line flush instruction"))?,
-            },
+                    .ok_or_else(|| unsupported("non-temporal stores need x86-64"))?;
+                Store::Nt {
+                    path,
+                    edge: cpu
+                        .best_flush()
+                        .ok_or_else(|| unsupported("no cache-line flush instruction"))?,
+                    #[cfg(target_arch = "x86_64")]
+                    copy: crate::instructions::copy_nt_fn(path),
+                }
+            }
             Method::Clwb => Store::Flush(need(FlushInstr::Clwb)?),
             Method::Clflushopt => Store::Flush(need(FlushInstr::Clflushopt)?),
             Method::Clflush => Store::Flush(need(FlushInstr::Clflush)?),
@@ -78,7 +88,8 @@ impl MappedSink {
         };
 
         let file = open_target(config, 0)?;
-        let medium = medium::probe(&config.path).map_err(|e| PersistError::io("probe", &config.path, e))?;
+        let medium =
+            medium::probe(&config.path).map_err(|e| PersistError::io("probe", &config.path, e))?;
         let len = usize::try_from(config.region_bytes)
             .map_err(|_| PersistError::Config("region does not fit in the address space".into()))?;
         let map = FileMapping::map(
@@ -113,7 +124,7 @@ impl MappedSink {
             }
         };
         let instruction_path = match store {
-            Store::Nt { path, edge } => {
+            Store::Nt { path, edge, .. } => {
                 notes.push(format!(
                     "non-temporal stores use {path} (widest the CPU has); partial lines use {}",
                     edge.name()
@@ -157,16 +168,18 @@ impl Sink for MappedSink {
             let dst = self.map.as_ptr().add(off);
             match self.store {
                 #[cfg(target_arch = "x86_64")]
-                Store::Nt { path, edge } => {
-                    crate::instructions::copy_nt(path, edge, dst, data.as_ptr(), data.len())
-                }
+                Store::Nt { copy, edge, .. } => copy(dst, data.as_ptr(), data.len(), edge),
                 #[cfg(target_arch = "x86_64")]
-                Store::Flush(f) => crate::instructions::copy_flushed(f, dst, data.as_ptr(), data.len()),
+                Store::Flush(f) => {
+                    crate::instructions::copy_flushed(f, dst, data.as_ptr(), data.len())
+                }
                 #[cfg(not(target_arch = "x86_64"))]
                 Store::Nt { .. } | Store::Flush(_) => unreachable!("refused at open off x86-64"),
                 Store::Plain => std::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len()),
                 #[cfg(feature = "pmdk")]
-                Store::Pmdk => crate::backends::pmdk::memcpy_nodrain(dst, data.as_ptr(), data.len()),
+                Store::Pmdk => {
+                    crate::backends::pmdk::memcpy_nodrain(dst, data.as_ptr(), data.len())
+                }
             }
         }
         if self.msync_at_persist {
@@ -205,7 +218,11 @@ impl Sink for MappedSink {
         check_range(offset, buf.len(), self.region_bytes)?;
         // SAFETY: the range is inside the mapping (checked) and `buf` is a separate allocation.
         unsafe {
-            std::ptr::copy_nonoverlapping(self.map.as_ptr().add(offset as usize), buf.as_mut_ptr(), buf.len())
+            std::ptr::copy_nonoverlapping(
+                self.map.as_ptr().add(offset as usize),
+                buf.as_mut_ptr(),
+                buf.len(),
+            )
         };
         Ok(())
     }

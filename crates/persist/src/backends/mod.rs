@@ -23,7 +23,10 @@ use crate::sink::SinkConfig;
 
 /// Refuses a range outside the region before anything is written.
 pub(crate) fn check_range(offset: u64, len: usize, region_bytes: u64) -> Result<()> {
-    if offset.checked_add(len as u64).is_none_or(|end| end > region_bytes) {
+    if offset
+        .checked_add(len as u64)
+        .is_none_or(|end| end > region_bytes)
+    {
         return Err(PersistError::OutOfRange {
             offset,
             len,
@@ -34,7 +37,7 @@ pub(crate) fn check_range(offset: u64, len: usize, region_bytes: u64) -> Result<
 }
 
 pub(crate) fn check_aligned(offset: u64, alignment_bytes: u64) -> Result<()> {
-    if offset % alignment_bytes != 0 {
+    if !offset.is_multiple_of(alignment_bytes) {
         return Err(PersistError::Misaligned {
             offset,
             alignment_bytes,
@@ -95,7 +98,12 @@ pub(crate) fn open_target(config: &SinkConfig, extra_flags: i32) -> Result<File>
 }
 
 /// Maps `WriteZero` (the kernel accepted no bytes) to the typed short-write error.
-pub(crate) fn write_error(op: &'static str, path: &Path, e: std::io::Error, expected: usize) -> PersistError {
+pub(crate) fn write_error(
+    op: &'static str,
+    path: &Path,
+    e: std::io::Error,
+    expected: usize,
+) -> PersistError {
     if e.kind() == std::io::ErrorKind::WriteZero {
         PersistError::ShortWrite {
             op,

@@ -4,7 +4,11 @@
 //! AVX-512 when PMEM_AVX512F=1, SSE2 otherwise) and its own flush; that choice is the baseline.
 
 extern "C" {
-    fn pmem_memcpy_nodrain(pmemdest: *mut libc::c_void, src: *const libc::c_void, len: usize) -> *mut libc::c_void;
+    fn pmem_memcpy_nodrain(
+        pmemdest: *mut libc::c_void,
+        src: *const libc::c_void,
+        len: usize,
+    ) -> *mut libc::c_void;
     fn pmem_drain();
 }
 

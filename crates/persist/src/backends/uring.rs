@@ -58,26 +58,33 @@ impl UringSink {
         let qd = config.queue_depth.clamp(1, MAX_QUEUE_DEPTH);
         let ring = IoUring::new(qd).map_err(|e| PersistError::Unsupported {
             method: config.method,
-            why: format!("io_uring_setup failed ({e}); io_uring may be disabled (kernel.io_uring_disabled)"),
+            why: format!(
+                "io_uring_setup failed ({e}); io_uring may be disabled (kernel.io_uring_disabled)"
+            ),
         })?;
         let mut flags = libc::O_DIRECT;
         if config.sync_mode == SyncMode::Dsync {
             flags |= libc::O_DSYNC;
         }
         let file = open_target(config, flags)?;
-        let medium = medium::probe(&config.path).map_err(|e| PersistError::io("probe", &config.path, e))?;
+        let medium =
+            medium::probe(&config.path).map_err(|e| PersistError::io("probe", &config.path, e))?;
         let alignment_bytes = medium.dio_align_bytes();
         check_aligned(config.region_offset_bytes, alignment_bytes)?;
         let slot_bytes = align_up(config.max_io_bytes as u64, alignment_bytes.max(4096)) as usize;
         let slots = AlignedBuf::new(slot_bytes * qd as usize, config.page_size)
             .map_err(|e| PersistError::io("allocate io_uring buffers for", &config.path, e))?;
 
-        let mut notes = vec![format!("queue depth {qd}, O_DIRECT alignment {alignment_bytes} B")];
+        let mut notes = vec![format!(
+            "queue depth {qd}, O_DIRECT alignment {alignment_bytes} B"
+        )];
         let registered_buffers = register_buffers(&ring, &slots, &mut notes);
         let registered_file = match ring.submitter().register_files(&[file.as_raw_fd()]) {
             Ok(()) => true,
             Err(e) => {
-                notes.push(format!("registered file unavailable ({e}): using the plain fd"));
+                notes.push(format!(
+                    "registered file unavailable ({e}): using the plain fd"
+                ));
                 false
             }
         };
@@ -128,10 +135,18 @@ impl UringSink {
         let offset = f.file_offset + f.done as u64;
         let fd = self.file.as_raw_fd();
         let sqe = match (self.registered_buffers, self.registered_file) {
-            (true, true) => opcode::WriteFixed::new(types::Fixed(0), ptr, len, 0).offset(offset).build(),
-            (true, false) => opcode::WriteFixed::new(types::Fd(fd), ptr, len, 0).offset(offset).build(),
-            (false, true) => opcode::Write::new(types::Fixed(0), ptr, len).offset(offset).build(),
-            (false, false) => opcode::Write::new(types::Fd(fd), ptr, len).offset(offset).build(),
+            (true, true) => opcode::WriteFixed::new(types::Fixed(0), ptr, len, 0)
+                .offset(offset)
+                .build(),
+            (true, false) => opcode::WriteFixed::new(types::Fd(fd), ptr, len, 0)
+                .offset(offset)
+                .build(),
+            (false, true) => opcode::Write::new(types::Fixed(0), ptr, len)
+                .offset(offset)
+                .build(),
+            (false, false) => opcode::Write::new(types::Fd(fd), ptr, len)
+                .offset(offset)
+                .build(),
         };
         self.push(sqe.user_data(slot as u64))
     }
@@ -143,7 +158,9 @@ impl UringSink {
         if pushed.is_err() {
             // Cannot happen: at most queue_depth requests are in flight and the SQ has that many
             // entries, and every push is followed by a submit.
-            return Err(PersistError::Config("io_uring submission queue full".into()));
+            return Err(PersistError::Config(
+                "io_uring submission queue full".into(),
+            ));
         }
         self.submit(0)
     }
@@ -237,7 +254,10 @@ fn register_buffers(ring: &IoUring, slots: &AlignedBuf, notes: &mut Vec<String>)
     };
     // SAFETY: plain syscalls on a local struct.
     unsafe {
-        if libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) == 0 && lim.rlim_cur < need && lim.rlim_max > lim.rlim_cur {
+        if libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) == 0
+            && lim.rlim_cur < need
+            && lim.rlim_max > lim.rlim_cur
+        {
             let raised = libc::rlimit {
                 rlim_cur: lim.rlim_max,
                 rlim_max: lim.rlim_max,
@@ -338,11 +358,21 @@ impl Sink for UringSink {
         let mut done = 0usize;
         while done < padded {
             let fd = self.file.as_raw_fd();
-            let (p, len, off) = (ptr.wrapping_add(done), (padded - done) as u32, self.region_offset_bytes + offset + done as u64);
+            let (p, len, off) = (
+                ptr.wrapping_add(done),
+                (padded - done) as u32,
+                self.region_offset_bytes + offset + done as u64,
+            );
             let sqe = match (self.registered_buffers, self.registered_file) {
-                (true, true) => opcode::ReadFixed::new(types::Fixed(0), p, len, 0).offset(off).build(),
-                (true, false) => opcode::ReadFixed::new(types::Fd(fd), p, len, 0).offset(off).build(),
-                (false, true) => opcode::Read::new(types::Fixed(0), p, len).offset(off).build(),
+                (true, true) => opcode::ReadFixed::new(types::Fixed(0), p, len, 0)
+                    .offset(off)
+                    .build(),
+                (true, false) => opcode::ReadFixed::new(types::Fd(fd), p, len, 0)
+                    .offset(off)
+                    .build(),
+                (false, true) => opcode::Read::new(types::Fixed(0), p, len)
+                    .offset(off)
+                    .build(),
                 (false, false) => opcode::Read::new(types::Fd(fd), p, len).offset(off).build(),
             };
             // Tag the read like the fsync so `reap` hands back its raw result.
@@ -397,7 +427,11 @@ impl Drop for UringSink {
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
                 Err(_) => break,
             }
-            let n = self.ring.completion().filter(|c| c.user_data() != FSYNC_TAG).count();
+            let n = self
+                .ring
+                .completion()
+                .filter(|c| c.user_data() != FSYNC_TAG)
+                .count();
             self.in_flight_count = self.in_flight_count.saturating_sub(n);
         }
     }

@@ -1,0 +1,17 @@
+//! snbuf-bench: the characterization suites and their result schema.
+//!
+//! Every suite drives the same persistence code as the recorder (`snbuf_persist::open`), records
+//! the machine it ran on, and returns raw results; the binary prints them in human units and
+//! exports them (`results`). The schema is documented in docs/RESULTS.md.
+
+pub mod clock;
+pub mod machine;
+pub mod results;
+pub mod throughput;
+
+pub use clock::OpClock;
+pub use machine::Machine;
+pub use results::{Results, ThroughputResult};
+pub use throughput::{
+    BenchError, Direction, Pattern, PersistEvery, Point, TargetFiles, ThroughputConfig,
+};

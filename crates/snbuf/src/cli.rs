@@ -1,0 +1,198 @@
+//! The command line: what each command takes, with help that teaches.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "snbuf",
+    version,
+    about = "Trigger-driven persistent storage buffer for streaming detector data, and the suite \
+             that measures whether a storage medium can carry it.",
+    long_about = "snbuf persists a window of streaming detector data (a supernova-burst trigger in \
+                  DUNE: ~100 s at ~10 GB/s per socket) through the fastest correct path the medium \
+                  offers, and measures media the way the DUNE persistent-memory papers do.\n\n\
+                  Start with `snbuf bench write` (persist throughput of /dev/shm, the pmem stand-in) \
+                  or `snbuf methods` (what this machine can do)."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Characterize a medium (the papers' measurements).
+    #[command(subcommand)]
+    Bench(BenchCommand),
+    /// List the persistence methods, what each does and whether it is available here.
+    Methods {
+        /// Also probe this target (directory or file): its file system, DAX, alignment.
+        #[arg(long)]
+        target: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Persist throughput, request rate and latency vs block size and threads (DUNE Figs 2, 3, 5).
+    ///
+    /// Each operation copies one block from DRAM to the target and, by default, makes it durable
+    /// (--persist-every op), which is what a request means in the papers. Example:
+    ///
+    ///   snbuf bench write --target /dev/shm --method nt,clwb --block-size 256,4KiB,1MiB --threads 1,2
+    ///
+    ///   snbuf bench write --target /var/tmp --method direct,uring --block-size 4KiB,1MiB --persist-every end
+    Write(Box<ThroughputArgs>),
+    /// Read throughput, request rate and latency vs block size and threads (DUNE Fig 3, Table II).
+    ///
+    /// The region is prefilled with position-stamped data, then read by walking it (never one
+    /// cached line); every read is checked. direct and uring bypass the page cache. Example:
+    ///
+    ///   snbuf bench read --target /var/tmp --method direct,uring --block-size 256,4KiB,1MiB
+    Read(Box<ThroughputArgs>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PatternArg {
+    /// Walk the region from start to end, wrapping around.
+    Seq,
+    /// Uniformly random block-aligned offsets in the region.
+    Rand,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SyncArg {
+    /// fdatasync at each persist point (one flush can cover many writes).
+    Fdatasync,
+    /// Open with O_DSYNC: every write is durable when it completes.
+    Dsync,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ThroughputArgs {
+    /// Where to write: a directory (a temporary file is made and removed) or a file (used as is).
+    /// Repeat it for one target per thread (the paper's non-interleaved case); thread i uses
+    /// target i mod N. Default: /dev/shm (RAM, the stand-in for pmem), else the temp directory.
+    #[arg(long = "target", value_name = "PATH")]
+    pub targets: Vec<PathBuf>,
+
+    /// Persistence methods, comma-separated: nt, clwb, clflushopt, clflush, msync (mapped file);
+    /// direct, uring (O_DIRECT); buffered (page cache); pmdk (libpmem, needs --features pmdk).
+    /// See `snbuf methods`.
+    #[arg(
+        long = "method",
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "nt"
+    )]
+    pub methods: Vec<String>,
+
+    /// Block sizes, comma-separated: 256, 4k, 4KiB, 5568, 64KiB, 1MiB. Sizes the medium cannot
+    /// address directly (5568 B with O_DIRECT) are padded to its alignment, never refused.
+    #[arg(
+        long = "block-size",
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "256,4KiB,5568,64KiB,1MiB",
+        value_parser = parse_size_nonzero
+    )]
+    pub block_sizes: Vec<u64>,
+
+    /// Thread counts, comma-separated. Default: 1 up to the number of CPUs.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_threads)]
+    pub threads: Vec<usize>,
+
+    /// Access pattern.
+    #[arg(long, value_enum, default_value = "seq")]
+    pub pattern: PatternArg,
+
+    /// Timed duration of each point (after the warm-up): 2s, 500ms.
+    #[arg(long, value_name = "TIME", default_value = "2s", value_parser = parse_duration_nonzero)]
+    pub duration: Duration,
+
+    /// Untimed warm-up before each point.
+    #[arg(long, value_name = "TIME", default_value = "500ms", value_parser = parse_duration)]
+    pub warmup: Duration,
+
+    /// Page size of the target mapping and of DRAM buffers: 4KiB, or 2MiB (transparent or
+    /// hugetlbfs pages; what the kernel granted is recorded and a shortfall is reported).
+    #[arg(long, value_name = "SIZE", default_value = "4KiB", value_parser = parse_page_size)]
+    pub page_size: u64,
+
+    /// CPUs to pin threads to, as the kernel writes lists (0-3,8). Default: the CPUs this process
+    /// may use, in order.
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+
+    /// Bytes of target each thread walks. Default: 4x the last-level cache (at least 256 MiB), so
+    /// neither reads nor writes are served by the cache.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_nonzero)]
+    pub region: Option<u64>,
+
+    /// io_uring writes in flight per thread (uring only).
+    #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub queue_depth: u32,
+
+    /// How direct, uring and buffered make writes durable.
+    #[arg(long, value_enum, default_value = "fdatasync")]
+    pub sync: SyncArg,
+
+    /// When a write point is made durable: `op` (after every block, the default), `end` (once, at
+    /// the end of the point, inside the timing: raw medium speed), or a size (every 1MiB).
+    #[arg(long, value_name = "WHEN", default_value = "op")]
+    pub persist_every: String,
+
+    /// Time one operation in N for the latency percentiles: 1 times every operation; N > 1 a
+    /// random sample averaging one in N; 0 none (throughput only, as fio's gtod_reduce). Each
+    /// clock read costs ~10 ns, a few percent of a 256 B persist.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub latency_every: u32,
+
+    /// Write the results as JSON (schema in docs/RESULTS.md).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// Write the results as CSV, one row per point.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+}
+
+fn parse_size_nonzero(s: &str) -> Result<u64, String> {
+    match snbuf_units::parse_bytes(s) {
+        Ok(0) => Err("must be more than 0 bytes".to_string()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn parse_threads(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".to_string()),
+        Ok(n) if n > 4096 => Err("more than 4096 threads is not a sensible point".to_string()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("'{s}' is not a whole number")),
+    }
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    snbuf_units::parse_duration(s).map_err(|e| e.to_string())
+}
+
+fn parse_duration_nonzero(s: &str) -> Result<Duration, String> {
+    match parse_duration(s)? {
+        d if d.is_zero() => Err("must be more than 0".to_string()),
+        d => Ok(d),
+    }
+}
+
+fn parse_page_size(s: &str) -> Result<u64, String> {
+    match snbuf_units::parse_bytes(s) {
+        Ok(4096) => Ok(4096),
+        Ok(2097152) => Ok(2097152),
+        Ok(_) => Err("page size must be 4KiB or 2MiB".to_string()),
+        Err(e) => Err(e.to_string()),
+    }
+}

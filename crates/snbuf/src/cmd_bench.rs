@@ -1,0 +1,253 @@
+//! `snbuf bench write|read`: runs a throughput sweep with a progress bar, prints a table in
+//! human units, and exports JSON/CSV on request.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
+use snbuf_bench::machine::last_level_cache_bytes;
+use snbuf_bench::results::{write_json, write_throughput_csv, SCHEMA_VERSION};
+use snbuf_bench::throughput::run_point;
+use snbuf_bench::{
+    BenchError, Direction, Machine, OpClock, Pattern, PersistEvery, Results, TargetFiles,
+    ThroughputConfig, ThroughputResult,
+};
+use snbuf_persist::{cpu, Method, PageSize, SyncMode};
+use snbuf_units::{Bytes, Count, Nanos, Rate};
+
+use crate::cli::{BenchCommand, PatternArg, SyncArg, ThroughputArgs};
+use crate::exit::usage;
+use crate::table::Table;
+
+pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
+    match cmd {
+        BenchCommand::Write(args) => throughput(Direction::Write, *args),
+        BenchCommand::Read(args) => throughput(Direction::Read, *args),
+    }
+}
+
+/// The default target: /dev/shm stands in for persistent memory where it exists.
+fn default_target() -> PathBuf {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    }
+}
+
+/// 4x the last-level cache, at least 256 MiB: large enough that no figure is a cache figure.
+fn default_region_bytes() -> u64 {
+    let llc = last_level_cache_bytes().unwrap_or(32 << 20);
+    (4 * llc).max(256 << 20)
+}
+
+fn parse_persist_every(s: &str) -> anyhow::Result<PersistEvery> {
+    match s.trim() {
+        "op" => Ok(PersistEvery::Op),
+        "end" => Ok(PersistEvery::End),
+        other => match snbuf_units::parse_bytes(other) {
+            Ok(0) => Err(usage("--persist-every must be more than 0 bytes")),
+            Ok(n) => Ok(PersistEvery::Bytes(n)),
+            Err(_) => Err(usage(format!(
+                "--persist-every '{other}': expected op, end, or a size such as 1MiB"
+            ))),
+        },
+    }
+}
+
+pub fn config_from_args(
+    direction: Direction,
+    args: &ThroughputArgs,
+) -> anyhow::Result<ThroughputConfig> {
+    let methods = args
+        .methods
+        .iter()
+        .map(|m| m.parse::<Method>().map_err(|e| usage(e.to_string())))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let cpus = match &args.cpus {
+        Some(list) => {
+            let cpus = cpu::parse_cpu_list(list).map_err(usage)?;
+            let allowed = cpu::allowed_cpus();
+            if let Some(bad) = cpus.iter().find(|c| !allowed.contains(c)) {
+                return Err(usage(format!(
+                    "--cpus: CPU {bad} is not available to this process (allowed: {allowed:?})"
+                )));
+            }
+            cpus
+        }
+        None => cpu::allowed_cpus(),
+    };
+    let threads = if args.threads.is_empty() {
+        (1..=cpus.len()).collect()
+    } else {
+        args.threads.clone()
+    };
+    let config = ThroughputConfig {
+        direction,
+        methods,
+        targets: if args.targets.is_empty() {
+            vec![default_target()]
+        } else {
+            args.targets.clone()
+        },
+        block_sizes_bytes: args.block_sizes.clone(),
+        threads,
+        pattern: match args.pattern {
+            PatternArg::Seq => Pattern::Seq,
+            PatternArg::Rand => Pattern::Rand,
+        },
+        duration: args.duration,
+        warmup: args.warmup,
+        page_size: PageSize::from_bytes(args.page_size).expect("clap accepts only 4KiB or 2MiB"),
+        cpus,
+        region_bytes_per_thread: args.region.unwrap_or_else(default_region_bytes),
+        queue_depth: args.queue_depth,
+        sync_mode: match args.sync {
+            SyncArg::Fdatasync => SyncMode::Fdatasync,
+            SyncArg::Dsync => SyncMode::Dsync,
+        },
+        persist_every: parse_persist_every(&args.persist_every)?,
+        latency_every: args.latency_every,
+    };
+    config.validate().map_err(|e| match e {
+        BenchError::Config(_) | BenchError::Target { .. } => usage(e.to_string()),
+        other => anyhow::Error::new(other),
+    })?;
+    Ok(config)
+}
+
+fn throughput(direction: Direction, args: ThroughputArgs) -> anyhow::Result<()> {
+    let config = config_from_args(direction, &args)?;
+    let files = TargetFiles::prepare(&config).map_err(|e| usage(e.to_string()))?;
+    let clock = OpClock::calibrate(Duration::from_millis(50));
+    let machine = Machine::probe(&files.paths(), clock.describe(), env!("SNBUF_GIT_COMMIT"));
+
+    eprintln!(
+        "snbuf bench {}: {} ({} CPUs, {} non-temporal path), {}",
+        direction.name(),
+        machine.cpu_model,
+        machine.logical_cpus,
+        machine.simd_path,
+        machine.kernel
+    );
+    for t in &machine.targets {
+        let kind = if t.dax {
+            "DAX"
+        } else if t.volatile {
+            "RAM only, not durable"
+        } else {
+            "not DAX"
+        };
+        eprintln!("  target {} on {} ({kind})", t.path, t.filesystem);
+    }
+    let points = config.points();
+    let per_point = config.warmup + config.duration;
+    eprintln!(
+        "  {} points x ({} warm-up + {}) = at least {}; region {} per thread; latency clock: {}",
+        points.len(),
+        Nanos(config.warmup.as_nanos() as u64),
+        Nanos(config.duration.as_nanos() as u64),
+        Nanos((per_point * points.len() as u32).as_nanos() as u64),
+        Bytes(config.region_bytes()),
+        clock.describe()
+    );
+
+    let bar = ProgressBar::new(points.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} points, ETA {eta}  {msg}",
+        )
+        .expect("the template is valid"),
+    );
+    let mut results = Vec::with_capacity(points.len());
+    for point in points {
+        bar.set_message(format!(
+            "{} {} x{}",
+            point.method,
+            Bytes(point.block_size_bytes),
+            point.threads
+        ));
+        let r = run_point(&config, &files, point, &clock);
+        match r {
+            Ok(r) => results.push(r),
+            Err(e) => {
+                bar.abandon();
+                // Keep what was measured: a failed point should not throw away the sweep.
+                export(&args, &machine, direction, &results)?;
+                return Err(anyhow::Error::new(e));
+            }
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+
+    print!("{}", render(&results));
+    let mut notes: Vec<&String> = results.iter().flat_map(|r| &r.notes).collect();
+    notes.sort();
+    notes.dedup();
+    for n in notes {
+        println!("note: {n}");
+    }
+    export(&args, &machine, direction, &results)
+}
+
+fn export(
+    args: &ThroughputArgs,
+    machine: &Machine,
+    direction: Direction,
+    results: &[ThroughputResult],
+) -> anyhow::Result<()> {
+    if let Some(path) = &args.json {
+        let doc = Results {
+            schema_version: SCHEMA_VERSION,
+            suite: direction.name().to_string(),
+            machine: machine.clone(),
+            results: results.to_vec(),
+        };
+        write_json(path, &doc)
+            .with_context(|| format!("write JSON results to {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let Some(path) = &args.csv {
+        write_throughput_csv(path, results)
+            .with_context(|| format!("write CSV results to {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+fn render(results: &[ThroughputResult]) -> String {
+    let mut t = Table::new(&[
+        ("method", false),
+        ("block", true),
+        ("thr", true),
+        ("throughput", true),
+        ("requests/s", true),
+        ("p50", true),
+        ("p99", true),
+        ("p99.9", true),
+        ("max", true),
+        ("queue p99", true),
+        ("durability", false),
+    ]);
+    for r in results {
+        t.row(vec![
+            r.method.clone(),
+            Bytes(r.block_size_bytes).to_string(),
+            r.threads.to_string(),
+            Rate(r.gib_per_s * (1u64 << 30) as f64).to_string(),
+            Count(r.mops_per_s * 1e6).to_string(),
+            Nanos(r.latency_ns.p50).to_string(),
+            Nanos(r.latency_ns.p99).to_string(),
+            Nanos(r.latency_ns.p999).to_string(),
+            Nanos(r.latency_ns.max).to_string(),
+            r.completion_latency_ns
+                .map(|c| Nanos(c.p99).to_string())
+                .unwrap_or_else(|| "-".into()),
+            r.durability.clone(),
+        ]);
+    }
+    t.render()
+}

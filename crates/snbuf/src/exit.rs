@@ -1,0 +1,26 @@
+//! Exit codes: 0 success, 1 the run failed (I/O error, full disk, implausible figure), 2 the
+//! command was wrong (bad option, target that cannot be used) — the same 2 clap uses.
+
+/// Marks an error as the user's input being wrong, for exit code 2.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+pub fn usage(msg: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(UsageError(msg.into()))
+}
+
+pub fn code_for(e: &anyhow::Error) -> u8 {
+    if e.chain().any(|c| c.is::<UsageError>()) {
+        2
+    } else {
+        1
+    }
+}

@@ -1,0 +1,28 @@
+//! snbuf: the command-line program. A thin layer over the crates below it: it parses arguments,
+//! shows progress and tables in human units, and writes machine-readable results on request.
+
+mod cli;
+mod cmd_bench;
+mod cmd_methods;
+mod exit;
+mod table;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    let result = match cli.command {
+        cli::Command::Bench(cmd) => cmd_bench::run(cmd),
+        cli::Command::Methods { target } => cmd_methods::run(target.as_deref()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // One line a person can act on; the chain of contexts names file, method, operation.
+            eprintln!("snbuf: error: {e:#}");
+            ExitCode::from(exit::code_for(&e))
+        }
+    }
+}
