@@ -114,13 +114,12 @@ pub enum BenchError {
     Config(String),
     #[error("target {path}: {why}")]
     Target { path: PathBuf, why: String },
-    #[error("{method}, {block} B, {threads} thread(s): {source}")]
+    #[error("{method}, {block} B, {threads} thread(s): {cause}")]
     Persist {
         method: Method,
         block: u64,
         threads: usize,
-        #[source]
-        source: PersistError,
+        cause: PersistError,
     },
     #[error("{0}")]
     Implausible(String),
@@ -186,6 +185,31 @@ impl ThroughputConfig {
         for t in &self.targets {
             check_target(t)?;
         }
+        self.check_free_space()
+    }
+
+    /// Refuses a sweep whose regions cannot fit in a target directory's free space, so a small
+    /// file system gets advice instead of a failure in the middle of a sweep. (A full file system
+    /// met later anyway is still reported as ENOSPC by the sink.)
+    fn check_free_space(&self) -> Result<(), BenchError> {
+        let max_threads = *self.threads.iter().max().unwrap_or(&1) as u64;
+        let sharers = max_threads.div_ceil(self.targets.len() as u64);
+        let needed = self.region_bytes() * sharers;
+        for t in self.targets.iter().filter(|t| t.is_dir()) {
+            if let Some(free) = free_bytes(t) {
+                if free < needed {
+                    return Err(BenchError::Target {
+                        path: t.clone(),
+                        why: format!(
+                            "has {} free, the sweep needs {} ({} per thread x {sharers}); lower --region",
+                            snbuf_units::Bytes(free),
+                            snbuf_units::Bytes(needed),
+                            snbuf_units::Bytes(self.region_bytes())
+                        ),
+                    });
+                }
+            }
+        }
         Ok(())
     }
 
@@ -212,6 +236,19 @@ impl ThroughputConfig {
         }
         v
     }
+}
+
+fn free_bytes(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: c is NUL-terminated; st is a valid out-pointer.
+    if unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: statvfs returned 0 and filled it.
+    let st = unsafe { st.assume_init() };
+    Some(st.f_bavail as u64 * st.f_frsize as u64)
 }
 
 /// A target must be an existing directory, or a file (existing or not) in an existing directory.
@@ -314,11 +351,11 @@ pub fn run_point(
     let phase = AtomicU8::new(PHASE_WARMUP);
     let ready = Barrier::new(point.threads + 1);
     let first_error: Mutex<Option<BenchError>> = Mutex::new(None);
-    let wrap = |source: PersistError| BenchError::Persist {
+    let wrap = |cause: PersistError| BenchError::Persist {
         method: point.method,
         block: point.block_size_bytes,
         threads: point.threads,
-        source,
+        cause,
     };
 
     let outcomes: Vec<Option<ThreadOutcome>> = std::thread::scope(|s| {

@@ -7,12 +7,12 @@ use crate::Method;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PersistError {
-    #[error("{op} {path}: {source}")]
+    // The OS error is part of the message, not a `source`: chained error printers would repeat it.
+    #[error("{op} {path}: {cause}")]
     Io {
         op: &'static str,
         path: PathBuf,
-        #[source]
-        source: io::Error,
+        cause: io::Error,
     },
     #[error("{op} {path}: no space left on the target file system")]
     NoSpace { op: &'static str, path: PathBuf },
@@ -43,12 +43,12 @@ pub enum PersistError {
 
 impl PersistError {
     /// Wraps an OS error, turning ENOSPC into the `NoSpace` case that callers report plainly.
-    pub fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+    pub fn io(op: &'static str, path: impl Into<PathBuf>, cause: io::Error) -> Self {
         let path = path.into();
-        if source.raw_os_error() == Some(libc::ENOSPC) {
+        if cause.raw_os_error() == Some(libc::ENOSPC) {
             PersistError::NoSpace { op, path }
         } else {
-            PersistError::Io { op, path, source }
+            PersistError::Io { op, path, cause }
         }
     }
 

@@ -32,7 +32,7 @@ impl DirectSink {
             flags |= libc::O_DSYNC;
         }
         let file = open_target(config, flags).map_err(|e| match e {
-            PersistError::Io { ref source, .. } if source.raw_os_error() == Some(libc::EINVAL) => {
+            PersistError::Io { ref cause, .. } if cause.raw_os_error() == Some(libc::EINVAL) => {
                 PersistError::Unsupported {
                     method: config.method,
                     why: format!(

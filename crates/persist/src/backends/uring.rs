@@ -26,6 +26,14 @@ const MAX_PENDING_LATENCIES: usize = 1 << 16;
 /// The kernel caps a registered buffer at 1 GiB; stay well inside it.
 const MAX_QUEUE_DEPTH: u32 = 4096;
 
+/// Whether this kernel lets the process use io_uring (it may be compiled out, or disabled by
+/// kernel.io_uring_disabled or a seccomp policy). Err says why not.
+pub fn available() -> std::result::Result<(), String> {
+    IoUring::new(2)
+        .map(drop)
+        .map_err(|e| format!("io_uring is not available here ({e}); see kernel.io_uring_disabled"))
+}
+
 #[derive(Clone, Copy, Default)]
 struct InFlight {
     /// File offset of the slot's first byte.

@@ -1,0 +1,283 @@
+//! The `snbuf` binary as a user meets it: a short run that writes JSON and CSV with the documented
+//! fields, and bad input that gets one clear error line, the right exit code, no panic, and
+//! nothing written.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn snbuf(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_snbuf"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Exit code `code`, exactly one line naming the error, which mentions `needle`, and no panic.
+fn assert_refused(o: &Output, code: i32, needle: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(code), "stderr: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let error_lines: Vec<&str> = err.lines().filter(|l| l.contains("error")).collect();
+    assert_eq!(error_lines.len(), 1, "one error line: {err}");
+    assert!(error_lines[0].contains(needle), "'{needle}' not in: {err}");
+}
+
+const TINY: &[&str] = &[
+    "--duration",
+    "50ms",
+    "--warmup",
+    "10ms",
+    "--region",
+    "4MiB",
+    "--threads",
+    "1",
+];
+
+#[test]
+fn a_short_write_sweep_exports_the_documented_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let csv = dir.path().join("r.csv");
+    let target = dir.path().to_str().unwrap();
+    let mut args = vec![
+        "bench",
+        "write",
+        "--target",
+        target,
+        "--method",
+        "buffered,direct",
+        "--block-size",
+        "4k,5568",
+    ];
+    args.extend_from_slice(TINY);
+    args.extend_from_slice(&[
+        "--json",
+        json.to_str().unwrap(),
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    let o = snbuf(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        table.contains("5568 B") && table.contains("direct"),
+        "{table}"
+    );
+
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for key in [
+        "cpu_model",
+        "simd_path",
+        "kernel",
+        "page_size_bytes",
+        "git_commit",
+        "targets",
+    ] {
+        assert!(!doc["machine"][key].is_null(), "machine.{key} missing");
+    }
+    let t = &doc["machine"]["targets"][0];
+    for key in ["filesystem", "dax", "volatile"] {
+        assert!(!t[key].is_null(), "machine.targets[0].{key} missing");
+    }
+    let results = doc["results"].as_array().unwrap();
+    assert_eq!(results.len(), 4);
+    for r in results {
+        for key in [
+            "method",
+            "target",
+            "block_size_bytes",
+            "threads",
+            "pattern",
+            "page_size_bytes",
+            "bytes",
+            "seconds",
+            "gib_per_s",
+            "mops_per_s",
+        ] {
+            assert!(!r[key].is_null(), "result.{key} missing in {r}");
+        }
+        for p in ["p50", "p99", "p999", "max"] {
+            assert!(r["latency_ns"][p].as_u64().unwrap() > 0, "latency_ns.{p}");
+        }
+    }
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(csv.lines().count(), 5, "header + 4 rows");
+    assert!(csv.starts_with("suite,method,target"));
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        2,
+        "only the two result files remain"
+    );
+}
+
+#[test]
+fn a_short_read_sweep_runs() {
+    if let Err(why) = snbuf_persist::backends::uring::available() {
+        eprintln!("skip: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "bench",
+        "read",
+        "--target",
+        dir.path().to_str().unwrap(),
+        "--method",
+        "uring",
+        "--block-size",
+        "4k",
+        "--pattern",
+        "rand",
+    ];
+    args.extend_from_slice(TINY);
+    let o = snbuf(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn bad_input_gets_one_clear_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().to_str().unwrap();
+    let w = |extra: &[&str]| {
+        let mut a = vec!["bench", "write", "--target", target];
+        a.extend_from_slice(TINY);
+        a.extend_from_slice(extra);
+        snbuf(&a)
+    };
+    assert_refused(
+        &w(&["--method", "teleport"]),
+        2,
+        "unknown method 'teleport'",
+    );
+    assert_refused(&w(&["--block-size", "0"]), 2, "more than 0");
+    assert_refused(&w(&["--block-size", "4XB"]), 2, "unknown unit");
+    assert_refused(&w(&["--threads", "0"]), 2, "at least 1");
+    assert_refused(&w(&["--page-size", "3KiB"]), 2, "4KiB or 2MiB");
+    assert_refused(&w(&["--persist-every", "sometimes"]), 2, "--persist-every");
+    assert_refused(&w(&["--cpus", "9999"]), 2, "CPU 9999");
+    assert_refused(
+        &snbuf(&["bench", "write", "--target", target, "--duration", "0s"]),
+        2,
+        "more than 0",
+    );
+    assert_refused(&w(&["--block-size", "1GiB"]), 2, "region");
+    if !snbuf_persist::Method::Pmdk.compiled_in() {
+        assert_refused(&w(&["--method", "pmdk"]), 2, "--features pmdk");
+    }
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "nothing was written"
+    );
+
+    let mut a = vec!["bench", "write", "--target", "/nonexistent/snbuf/dir/file"];
+    a.extend_from_slice(TINY);
+    assert_refused(&snbuf(&a), 2, "/nonexistent/snbuf/dir/file");
+}
+
+/// A tmpfs mounted for one test (root only); unmounted on drop.
+struct Mount(tempfile::TempDir);
+
+impl Mount {
+    fn tmpfs(options: &str) -> Option<Mount> {
+        let dir = tempfile::tempdir().ok()?;
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        ok.then_some(Mount(dir))
+    }
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.0.path()).status();
+    }
+}
+
+#[test]
+fn a_read_only_target_is_refused() {
+    let Some(ro) = Mount::tmpfs("ro,size=16M") else {
+        eprintln!("skip: cannot mount a read-only tmpfs (needs root)");
+        return;
+    };
+    let mut a = vec!["bench", "write", "--target", ro.path().to_str().unwrap()];
+    a.extend_from_slice(TINY);
+    assert_refused(&snbuf(&a), 2, "Read-only file system");
+}
+
+#[test]
+fn a_file_system_too_small_for_the_sweep_is_refused_up_front() {
+    let Some(small) = Mount::tmpfs("size=1M") else {
+        eprintln!("skip: cannot mount a small tmpfs (needs root)");
+        return;
+    };
+    let mut a = vec![
+        "bench",
+        "write",
+        "--target",
+        small.path().to_str().unwrap(),
+        "--method",
+        "nt,direct",
+    ];
+    a.extend_from_slice(TINY);
+    assert_refused(&snbuf(&a), 2, "lower --region");
+    assert_eq!(
+        std::fs::read_dir(small.path()).unwrap().count(),
+        0,
+        "nothing was written"
+    );
+}
+
+#[test]
+fn a_full_file_system_met_during_the_run_fails_cleanly() {
+    let Some(small) = Mount::tmpfs("size=8M") else {
+        eprintln!("skip: cannot mount a small tmpfs (needs root)");
+        return;
+    };
+    // Fill most of it behind snbuf's back, after its free-space check would have passed.
+    let target = small.path().join("named.dat");
+    std::fs::write(small.path().join("ballast"), vec![1u8; 6 << 20]).unwrap();
+    let mut a = vec![
+        "bench",
+        "write",
+        "--target",
+        target.to_str().unwrap(),
+        "--method",
+        "direct",
+    ];
+    a.extend_from_slice(TINY);
+    assert_refused(&snbuf(&a), 1, "no space left");
+}
+
+#[test]
+fn help_teaches_and_methods_lists_what_is_here() {
+    let o = snbuf(&["bench", "write", "--help"]);
+    let help = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success());
+    for s in [
+        "--persist-every",
+        "--method",
+        "snbuf bench write --target",
+        "5568",
+    ] {
+        assert!(help.contains(s), "help lacks {s}");
+    }
+    let o = snbuf(&["methods", "--target", "/dev/shm"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        out.contains("nt") && out.contains("uring") && out.contains("tmpfs"),
+        "{out}"
+    );
+}
