@@ -9,6 +9,7 @@
 //! cached line) and checks the content against what the prefill wrote, so a read that returned
 //! nothing real fails the point.
 
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Barrier, Mutex};
@@ -16,7 +17,9 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use snbuf_persist::memory::{AlignedBuf, PageSize};
-use snbuf_persist::{cpu, open, Method, PersistError, Sink, SinkConfig, SinkReport, SyncMode};
+use snbuf_persist::{
+    cpu, open_with, Method, PersistError, Sink, SinkConfig, SinkReport, SyncMode, WithSink,
+};
 
 use crate::clock::OpClock;
 use crate::results::{LatencyNs, ThroughputResult};
@@ -248,7 +251,7 @@ fn free_bytes(dir: &Path) -> Option<u64> {
     }
     // SAFETY: statvfs returned 0 and filled it.
     let st = unsafe { st.assume_init() };
-    Some(st.f_bavail as u64 * st.f_frsize as u64)
+    Some(st.f_bavail.saturating_mul(st.f_frsize))
 }
 
 /// A target must be an existing directory, or a file (existing or not) in an existing directory.
@@ -464,6 +467,31 @@ impl SlotWalk {
     }
 }
 
+/// Everything one benchmark thread needs besides its sink.
+struct ThreadCtx<'a> {
+    config: &'a ThroughputConfig,
+    point: Point,
+    path: &'a Path,
+    region_offset: u64,
+    region: u64,
+    cpu_id: usize,
+    clock: &'a OpClock,
+    phase: &'a AtomicU8,
+    ready: &'a Barrier,
+    /// Set once the thread has reached the start barrier.
+    arrived: &'a Cell<bool>,
+}
+
+/// Runs the thread's loop with the sink's concrete type (see `snbuf_persist::WithSink`).
+struct Drive<'a>(&'a ThreadCtx<'a>);
+
+impl WithSink for Drive<'_> {
+    type Output = Result<ThreadOutcome, PersistError>;
+    fn run<S: Sink + 'static>(self, mut sink: S) -> Self::Output {
+        drive(&mut sink, self.0)
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn run_thread(
     config: &ThroughputConfig,
@@ -477,7 +505,19 @@ fn run_thread(
     ready: &Barrier,
 ) -> Result<ThreadOutcome, PersistError> {
     // Whatever happens, reach the barrier exactly once so the coordinator is never left waiting.
-    let mut arrived = false;
+    let arrived = Cell::new(false);
+    let ctx = ThreadCtx {
+        config,
+        point,
+        path,
+        region_offset,
+        region,
+        cpu_id,
+        clock,
+        phase,
+        ready,
+        arrived: &arrived,
+    };
     let r = (|| {
         let _ = cpu::pin_current_thread(cpu_id);
         let block = point.block_size_bytes as usize;
@@ -490,7 +530,30 @@ fn run_thread(
         sink_config.page_size = config.page_size;
         sink_config.queue_depth = config.queue_depth;
         sink_config.sync_mode = config.sync_mode;
-        let mut sink = open(&sink_config)?;
+        open_with(&sink_config, Drive(&ctx))?
+    })();
+    if !arrived.get() {
+        ready.wait();
+    }
+    r
+}
+
+/// The measured loop of one thread.
+fn drive<S: Sink>(sink: &mut S, ctx: &ThreadCtx) -> Result<ThreadOutcome, PersistError> {
+    let ThreadCtx {
+        config,
+        point,
+        path,
+        region_offset,
+        region,
+        cpu_id,
+        clock,
+        phase,
+        ready,
+        arrived,
+    } = *ctx;
+    let block = point.block_size_bytes as usize;
+    {
         let align = sink.report().alignment_bytes;
         let slot_bytes = (point.block_size_bytes.div_ceil(align) * align).max(1);
         let slots = region / slot_bytes;
@@ -507,7 +570,7 @@ fn run_thread(
                 (src, pages)
             }
             Direction::Read => {
-                prefill(sink.as_mut(), region, path)?;
+                prefill(sink, region, path)?;
                 (
                     AlignedBuf::new(block, config.page_size)
                         .map_err(|e| PersistError::io("allocate read buffer for", path, e))?,
@@ -533,7 +596,7 @@ fn run_thread(
         // per operation for nothing.
         let queued = point.method.capabilities().async_queue;
 
-        arrived = true;
+        arrived.set(true);
         ready.wait();
 
         let latency_every = config.latency_every;
@@ -570,24 +633,26 @@ fn run_thread(
             }
             match config.direction {
                 Direction::Write => {
-                    sink.write_at(
-                        offset,
-                        &source.as_slice()[source_offset..source_offset + block],
-                    )?;
+                    let data = &source.as_slice()[source_offset..source_offset + block];
                     last_write = Some((offset, source_offset));
                     source_offset += block;
                     if source_offset > source_span {
                         source_offset = 0;
                     }
-                    since_persist += point.block_size_bytes;
-                    let due = match persist_every {
-                        PersistEvery::Op => true,
-                        PersistEvery::Bytes(n) => since_persist >= n,
-                        PersistEvery::End => false,
-                    };
-                    if due {
-                        sink.persist()?;
-                        since_persist = 0;
+                    match persist_every {
+                        PersistEvery::Op => sink.write_persist_at(offset, data)?,
+                        PersistEvery::Bytes(n) => {
+                            sink.write_at(offset, data)?;
+                            since_persist += point.block_size_bytes;
+                            if since_persist >= n {
+                                sink.persist()?;
+                                since_persist = 0;
+                            }
+                        }
+                        PersistEvery::End => {
+                            sink.write_at(offset, data)?;
+                            since_persist += point.block_size_bytes;
+                        }
                     }
                 }
                 Direction::Read => {
@@ -660,15 +725,11 @@ fn run_thread(
             source_page_bytes,
             slot_bytes,
         })
-    })();
-    if !arrived {
-        ready.wait();
     }
-    r
 }
 
 /// Writes the whole region with position-stamped content, durably, in large writes.
-fn prefill(sink: &mut dyn Sink, region: u64, path: &Path) -> Result<(), PersistError> {
+fn prefill<S: Sink>(sink: &mut S, region: u64, path: &Path) -> Result<(), PersistError> {
     let mut chunk = AlignedBuf::new(PREFILL_CHUNK_BYTES, PageSize::Small4K)
         .map_err(|e| PersistError::io("allocate prefill buffer for", path, e))?;
     let mut offset = 0u64;

@@ -26,43 +26,55 @@ impl<S: Sink> Latched<S> {
         self.failure.as_deref()
     }
 
-    fn check(&self) -> Result<()> {
-        match &self.failure {
-            Some(cause) => Err(PersistError::Latched {
-                path: self.inner.report().path.clone(),
-                cause: cause.clone(),
-            }),
-            None => Ok(()),
+    /// The error every call returns once the sink has failed. Cold: the hot path is one branch.
+    #[cold]
+    #[inline(never)]
+    fn latched_error(&self) -> PersistError {
+        PersistError::Latched {
+            path: self.inner.report().path.clone(),
+            cause: self.failure.clone().unwrap_or_default(),
         }
     }
 
-    fn observe<T>(&mut self, r: Result<T>) -> Result<T> {
-        if let Err(e) = &r {
-            if e.poisons_sink() && self.failure.is_none() {
-                self.failure = Some(e.to_string());
-            }
+    /// Remembers the first error that leaves the target in an unknown state.
+    #[cold]
+    #[inline(never)]
+    fn record(&mut self, e: PersistError) -> PersistError {
+        if e.poisons_sink() && self.failure.is_none() {
+            self.failure = Some(e.to_string());
         }
-        r
+        e
     }
+}
+
+/// Runs one call on the inner sink unless it has failed, latching a new failure.
+macro_rules! latched_call {
+    ($self:ident, $call:expr) => {{
+        if $self.failure.is_some() {
+            return Err($self.latched_error());
+        }
+        match $call {
+            Ok(v) => Ok(v),
+            Err(e) => Err($self.record(e)),
+        }
+    }};
 }
 
 impl<S: Sink> Sink for Latched<S> {
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
-        self.check()?;
-        let r = self.inner.write_at(offset, data);
-        self.observe(r)
+        latched_call!(self, self.inner.write_at(offset, data))
     }
 
     fn persist(&mut self) -> Result<()> {
-        self.check()?;
-        let r = self.inner.persist();
-        self.observe(r)
+        latched_call!(self, self.inner.persist())
+    }
+
+    fn write_persist_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        latched_call!(self, self.inner.write_persist_at(offset, data))
     }
 
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        self.check()?;
-        let r = self.inner.read_at(offset, buf);
-        self.observe(r)
+        latched_call!(self, self.inner.read_at(offset, buf))
     }
 
     fn report(&self) -> &SinkReport {

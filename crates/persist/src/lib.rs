@@ -27,8 +27,19 @@ pub use memory::{AlignedBuf, PageSize, PagesObtained};
 pub use method::{Capabilities, Method, METHODS};
 pub use sink::{Durability, Sink, SinkConfig, SinkReport, SyncMode};
 
-/// Opens a sink for `config.method`, wrapped so that its first I/O error is latched.
-pub fn open(config: &SinkConfig) -> Result<Box<dyn Sink>> {
+/// Something to run with a sink of its concrete type.
+///
+/// `open_with` hands the visitor the latched backend itself, not a trait object, so a hot loop
+/// written against `S: Sink` is compiled once per backend with every call inlined: at 256 B a
+/// persist to memory takes ~200 ns and one virtual call per operation costs ~2% of it. Code that
+/// does not care uses `open`, which boxes.
+pub trait WithSink {
+    type Output;
+    fn run<S: Sink + 'static>(self, sink: S) -> Self::Output;
+}
+
+/// Opens a sink for `config.method` (its first I/O error latched) and runs `visitor` with it.
+pub fn open_with<W: WithSink>(config: &SinkConfig, visitor: W) -> Result<W::Output> {
     if !config.method.compiled_in() {
         return Err(PersistError::Unsupported {
             method: config.method,
@@ -54,17 +65,30 @@ pub fn open(config: &SinkConfig) -> Result<Box<dyn Sink>> {
             config.page_size.bytes()
         )));
     }
+    use backends::{
+        buffered::BufferedSink, direct::DirectSink, mapped::MappedSink, uring::UringSink,
+    };
     Ok(match config.method {
         Method::Nt
         | Method::Clwb
         | Method::Clflushopt
         | Method::Clflush
         | Method::Msync
-        | Method::Pmdk => Box::new(Latched::new(backends::mapped::MappedSink::open(config)?)),
-        Method::Direct => Box::new(Latched::new(backends::direct::DirectSink::open(config)?)),
-        Method::Uring => Box::new(Latched::new(backends::uring::UringSink::open(config)?)),
-        Method::Buffered => Box::new(Latched::new(backends::buffered::BufferedSink::open(
-            config,
-        )?)),
+        | Method::Pmdk => visitor.run(Latched::new(MappedSink::open(config)?)),
+        Method::Direct => visitor.run(Latched::new(DirectSink::open(config)?)),
+        Method::Uring => visitor.run(Latched::new(UringSink::open(config)?)),
+        Method::Buffered => visitor.run(Latched::new(BufferedSink::open(config)?)),
     })
+}
+
+/// Opens a sink for `config.method`, wrapped so that its first I/O error is latched.
+pub fn open(config: &SinkConfig) -> Result<Box<dyn Sink>> {
+    struct Boxed;
+    impl WithSink for Boxed {
+        type Output = Box<dyn Sink>;
+        fn run<S: Sink + 'static>(self, sink: S) -> Box<dyn Sink> {
+            Box::new(sink)
+        }
+    }
+    open_with(config, Boxed)
 }

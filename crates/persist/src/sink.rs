@@ -138,6 +138,15 @@ pub trait Sink: Send {
     /// Makes every earlier write durable, as far as the medium allows (`report().durability`).
     fn persist(&mut self) -> Result<()>;
 
+    /// `write_at` then `persist`: one block made durable, the recorder's "acknowledge this chunk"
+    /// and the papers' request. One dynamic call instead of two matters when a whole operation
+    /// takes 200 ns, as a 256 B persist to memory does.
+    #[inline]
+    fn write_persist_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        self.write_at(offset, data)?;
+        self.persist()
+    }
+
     /// Reads `buf.len()` bytes at `offset` (relative to the region), bypassing the page cache
     /// where the method does (O_DIRECT). `offset` must be aligned as for `write_at`.
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()>;

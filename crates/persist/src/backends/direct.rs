@@ -19,6 +19,8 @@ pub struct DirectSink {
     file: File,
     staging: AlignedBuf,
     alignment_bytes: u64,
+    /// O_DIRECT buffer alignment (statx stx_dio_mem_align; the offset alignment when unknown).
+    mem_alignment_bytes: u64,
     region_offset_bytes: u64,
     region_bytes: u64,
     sync_mode: SyncMode,
@@ -55,9 +57,11 @@ impl DirectSink {
             SyncMode::Dsync => Durability::Dsync,
         };
         let pages = staging.pages_obtained().ok();
+        let mem_alignment_bytes = medium.dio_mem_align_bytes.unwrap_or(alignment_bytes).max(1);
         Ok(DirectSink {
             file,
             alignment_bytes,
+            mem_alignment_bytes,
             region_offset_bytes: config.region_offset_bytes,
             region_bytes: config.region_bytes,
             sync_mode: config.sync_mode,
@@ -93,11 +97,22 @@ impl Sink for DirectSink {
             });
         }
         check_range(offset, padded, self.region_bytes)?;
-        let staging = self.staging.as_mut_slice();
-        staging[..data.len()].copy_from_slice(data);
-        staging[data.len()..padded].fill(0);
+        // Data that is already aligned in memory and length (a page-aligned ring slot, a 1 MiB
+        // block) goes to the device from where it is: the write is synchronous, so the caller's
+        // buffer outlives it. Anything else is staged and padded.
+        let aligned_in_place = padded == data.len()
+            && (data.as_ptr() as u64)
+                .is_multiple_of(self.alignment_bytes.max(self.mem_alignment_bytes));
+        let bytes: &[u8] = if aligned_in_place {
+            data
+        } else {
+            let staging = self.staging.as_mut_slice();
+            staging[..data.len()].copy_from_slice(data);
+            staging[data.len()..padded].fill(0);
+            &staging[..padded]
+        };
         self.file
-            .write_all_at(&staging[..padded], self.region_offset_bytes + offset)
+            .write_all_at(bytes, self.region_offset_bytes + offset)
             .map_err(|e| write_error("O_DIRECT write", &self.report.path, e, padded))
     }
 
