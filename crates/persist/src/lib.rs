@@ -18,6 +18,7 @@ pub mod latch;
 pub mod medium;
 pub mod memory;
 pub mod method;
+pub mod sim;
 pub mod sink;
 
 pub use error::{PersistError, Result};

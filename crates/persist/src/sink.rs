@@ -160,3 +160,25 @@ pub trait Sink: Send {
         false
     }
 }
+
+/// A boxed sink is a sink, so code generic over `S: Sink` also takes what `open` returns.
+impl<S: Sink + ?Sized> Sink for Box<S> {
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        (**self).write_at(offset, data)
+    }
+    fn persist(&mut self) -> Result<()> {
+        (**self).persist()
+    }
+    fn write_persist_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        (**self).write_persist_at(offset, data)
+    }
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        (**self).read_at(offset, buf)
+    }
+    fn report(&self) -> &SinkReport {
+        (**self).report()
+    }
+    fn drain_completion_latencies_ns(&mut self, record: &mut dyn FnMut(u64)) -> bool {
+        (**self).drain_completion_latencies_ns(record)
+    }
+}

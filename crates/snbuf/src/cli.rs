@@ -27,6 +27,31 @@ pub enum Command {
     /// Characterize a medium (the papers' measurements).
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Check a recorded burst: every chunk's checksums, sequence and timestamps, the manifest,
+    /// the trigger window's coverage. Changes nothing. Exit 0 valid, 1 problems found, 2 usage.
+    ///
+    ///   snbuf verify snbuf-data/20261121T231000Z-0001
+    Verify {
+        /// The burst directory.
+        burst_dir: PathBuf,
+        /// Print the full report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// After a crash: keep each link's longest valid prefix, cut off torn or corrupt tails
+    /// (reporting file, offset, bytes and why), rebuild the manifest. Never invents data.
+    ///
+    ///   snbuf recover snbuf-data/20261121T231000Z-0001 --dry-run
+    Recover {
+        /// The burst directory.
+        burst_dir: PathBuf,
+        /// Say what would be done, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// List the persistence methods, what each does and whether it is available here.
     Methods {
         /// Also probe this target (directory or file): its file system, DAX, alignment.

@@ -1,5 +1,6 @@
-//! Exit codes: 0 success, 1 the run failed (I/O error, full disk, implausible figure), 2 the
-//! command was wrong (bad option, target that cannot be used) — the same 2 clap uses.
+//! Exit codes: 0 success, 1 the run failed or found data problems (I/O error, full disk, a burst
+//! that does not verify), 2 the command was wrong (bad option, a path that cannot be used) — the
+//! same 2 clap uses.
 
 /// Marks an error as the user's input being wrong, for exit code 2.
 #[derive(Debug)]
@@ -12,6 +13,18 @@ impl std::fmt::Display for UsageError {
 }
 
 impl std::error::Error for UsageError {}
+
+/// A finding already printed in full (a burst that does not verify): exit 1 with one line.
+#[derive(Debug)]
+pub struct Failure(pub String);
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Failure {}
 
 pub fn usage(msg: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(UsageError(msg.into()))

@@ -3,6 +3,7 @@
 
 mod cli;
 mod cmd_bench;
+mod cmd_burst;
 mod cmd_methods;
 mod exit;
 mod table;
@@ -16,6 +17,12 @@ fn main() -> ExitCode {
     let result = match cli.command {
         cli::Command::Bench(cmd) => cmd_bench::run(cmd),
         cli::Command::Methods { target } => cmd_methods::run(target.as_deref()),
+        cli::Command::Verify { burst_dir, json } => cmd_burst::verify(&burst_dir, json),
+        cli::Command::Recover {
+            burst_dir,
+            dry_run,
+            json,
+        } => cmd_burst::recover(&burst_dir, dry_run, json),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -22,7 +22,7 @@ use crate::error::{PersistError, Result};
 use crate::sink::SinkConfig;
 
 /// Refuses a range outside the region before anything is written.
-pub(crate) fn check_range(offset: u64, len: usize, region_bytes: u64) -> Result<()> {
+pub fn check_range(offset: u64, len: usize, region_bytes: u64) -> Result<()> {
     if offset
         .checked_add(len as u64)
         .is_none_or(|end| end > region_bytes)

@@ -1,0 +1,272 @@
+//! `recover`: after a crash, keep for each link the longest prefix of valid, sequence-contiguous
+//! chunks, cut off the rest (reporting exactly what and why), and rebuild the manifest from the
+//! data. It never invents, reorders or repairs data, and running it twice changes nothing the
+//! second time. Chunks from a newer format version make it refuse to touch anything.
+
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::manifest::{
+    now_unix_ns, BurstState, LinkRecord, LinkState, Manifest, ManifestError, MANIFEST_FORMAT,
+    MANIFEST_VERSION,
+};
+use crate::scan::{scan, End, Expect, ScanReport};
+use crate::verify::{check_dir, link_files, BurstDirError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecoverError {
+    #[error(transparent)]
+    Dir(#[from] BurstDirError),
+    #[error("{0}")]
+    Refused(String),
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Dropped {
+    pub file: String,
+    pub offset: u64,
+    pub bytes: u64,
+    pub why: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct LinkRecovery {
+    pub link: u32,
+    pub file: String,
+    pub kept_chunks: u64,
+    pub kept_frames: u64,
+    pub kept_bytes: u64,
+    /// Unused preallocated space (all zeros) trimmed from the end: no data.
+    pub trimmed_zero_bytes: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RecoverReport {
+    pub dir: String,
+    pub dry_run: bool,
+    pub links: Vec<LinkRecovery>,
+    pub dropped: Vec<Dropped>,
+    pub manifest_rebuilt: bool,
+    pub manifest_problem: Option<String>,
+    pub changed: bool,
+}
+
+pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, RecoverError> {
+    check_dir(dir)?;
+    let mut manifest_problems = Vec::new();
+    let old = match Manifest::read(dir) {
+        Ok(m) => Some(m),
+        Err(e @ ManifestError::FutureVersion { .. }) => {
+            return Err(RecoverError::Refused(format!("{e}; nothing was changed")));
+        }
+        Err(e) => {
+            manifest_problems.push(e.to_string());
+            None
+        }
+    };
+    let step = old
+        .as_ref()
+        .and_then(|m| m.frame.as_ref())
+        .map(|f| f.ticks_per_frame);
+    let files = link_files(dir, old.as_ref())?;
+    if old.is_none() && files.is_empty() {
+        return Err(RecoverError::Refused(format!(
+            "{}: no manifest and no link data files: not a burst, nothing to recover",
+            dir.display()
+        )));
+    }
+
+    // Read everything first: if anything must be refused, nothing is changed.
+    let mut scans: Vec<(u32, String, PathBuf, Option<ScanReport>)> = Vec::new();
+    for (link, name) in files {
+        if name.contains('/') || name.contains("..") {
+            return Err(RecoverError::Refused(format!(
+                "manifest names file '{name}' outside the burst; nothing was changed"
+            )));
+        }
+        let path = dir.join(&name);
+        let report = match std::fs::File::open(&path) {
+            Ok(f) => Some(
+                scan(
+                    &f,
+                    Expect {
+                        link: Some(link),
+                        ticks_per_frame: step,
+                    },
+                )
+                .map_err(|cause| BurstDirError::Io {
+                    path: path.clone(),
+                    cause,
+                })?,
+            ),
+            Err(_) => None,
+        };
+        if let Some(End::FutureVersion { offset, version }) = report.as_ref().map(|r| &r.end) {
+            return Err(RecoverError::Refused(format!(
+                "{}: chunk at offset {offset} has format version {version}, newer than this snbuf ({}); nothing was changed",
+                path.display(),
+                crate::chunk::FORMAT_VERSION
+            )));
+        }
+        scans.push((link, name, path, report));
+    }
+
+    let mut links = Vec::new();
+    let mut dropped = Vec::new();
+    let mut records = Vec::new();
+    let mut changed = false;
+    for (link, name, path, report) in scans {
+        let old_record = old
+            .as_ref()
+            .and_then(|m| m.links.iter().find(|l| l.link == link))
+            .cloned();
+        let Some(report) = report else {
+            dropped.push(Dropped {
+                file: name.clone(),
+                offset: 0,
+                bytes: 0,
+                why: "the file is missing".into(),
+            });
+            records.push(LinkRecord {
+                state: LinkState::Failed,
+                error: Some(format!("{}: missing at recovery", path.display())),
+                chunks: 0,
+                frames: 0,
+                payload_bytes: 0,
+                file_bytes: 0,
+                first_timestamp: None,
+                last_timestamp: None,
+                ..old_record.unwrap_or_else(|| empty_record(link, &name))
+            });
+            continue;
+        };
+        let mut trimmed_zero_bytes = 0;
+        if report.file_bytes > report.valid_bytes {
+            match &report.end {
+                End::Clean { zero_tail_bytes } => trimmed_zero_bytes = *zero_tail_bytes,
+                End::TornTail { offset, why, .. } | End::BadChunk { offset, why, .. } => dropped.push(Dropped {
+                    file: name.clone(),
+                    offset: *offset,
+                    bytes: report.file_bytes - offset,
+                    why: if report.chunks_after_end > 0 {
+                        format!("{why}; {} valid chunk(s) after it are not contiguous with the prefix", report.chunks_after_end)
+                    } else {
+                        why.clone()
+                    },
+                }),
+                End::FutureVersion { .. } => unreachable!("refused above"),
+            }
+            if !dry_run {
+                let f = OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .map_err(|cause| BurstDirError::Io {
+                        path: path.clone(),
+                        cause,
+                    })?;
+                f.set_len(report.valid_bytes)
+                    .and_then(|_| f.sync_all())
+                    .map_err(|cause| BurstDirError::Io {
+                        path: path.clone(),
+                        cause,
+                    })?;
+            }
+            changed = true;
+        }
+        let base = old_record.unwrap_or_else(|| empty_record(link, &name));
+        records.push(LinkRecord {
+            chunks: report.chunks.len() as u64,
+            frames: report.frames(),
+            payload_bytes: report.payload_bytes(),
+            file_bytes: report.valid_bytes,
+            first_timestamp: report.first_timestamp(),
+            last_timestamp: report.last_timestamp(),
+            ..base
+        });
+        links.push(LinkRecovery {
+            link,
+            file: name,
+            kept_chunks: report.chunks.len() as u64,
+            kept_frames: report.frames(),
+            kept_bytes: report.payload_bytes(),
+            trimmed_zero_bytes,
+        });
+    }
+
+    let state_ok = old
+        .as_ref()
+        .is_some_and(|m| matches!(m.state, BurstState::Sealed | BurstState::Recovered));
+    let counts_agree = old.as_ref().is_some_and(|m| m.links == records);
+    let manifest_rebuilt = !(state_ok && counts_agree && !changed);
+    if manifest_rebuilt {
+        let summary = format!(
+            "recovered at {} ns: {} link(s), {} region(s) dropped{}",
+            now_unix_ns(),
+            records.len(),
+            dropped.len(),
+            if old.is_none() {
+                ", manifest rebuilt from the data"
+            } else {
+                ""
+            }
+        );
+        let m = match old {
+            Some(m) => Manifest {
+                state: BurstState::Recovered,
+                links: records,
+                recovery: Some(summary),
+                ..m
+            },
+            None => Manifest {
+                format: MANIFEST_FORMAT.into(),
+                format_version: MANIFEST_VERSION,
+                burst_id: dir
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                state: BurstState::Recovered,
+                created_unix_ns: now_unix_ns(),
+                sealed_unix_ns: None,
+                trigger: None,
+                frame: None,
+                method: "unknown".into(),
+                durability: "unknown".into(),
+                links: records,
+                recovery: Some(summary),
+            },
+        };
+        if !dry_run {
+            m.write_atomic(dir)?;
+        }
+        changed = true;
+    }
+    Ok(RecoverReport {
+        dir: dir.display().to_string(),
+        dry_run,
+        links,
+        dropped,
+        manifest_rebuilt,
+        manifest_problem: manifest_problems.pop(),
+        changed,
+    })
+}
+
+fn empty_record(link: u32, name: &str) -> LinkRecord {
+    LinkRecord {
+        link,
+        file: name.to_string(),
+        state: LinkState::Ok,
+        chunks: 0,
+        frames: 0,
+        payload_bytes: 0,
+        file_bytes: 0,
+        first_timestamp: None,
+        last_timestamp: None,
+        lost_frames: 0,
+        error: None,
+    }
+}

@@ -1,0 +1,282 @@
+//! `verify`: checks a burst without changing anything.
+//!
+//! Every chunk of every link file is read (magic, header checksum, payload checksum, sequence,
+//! link, timestamps against the frame type's step), the result is compared with the manifest,
+//! and the trigger window's coverage is computed. A burst is valid when the manifest is sealed
+//! (or recovered), every file ends cleanly, the counts agree, and every frame of the window the
+//! data lacks is accounted for as lost.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::manifest::{link_file_name, link_of_file_name, BurstState, Manifest, ManifestError};
+use crate::scan::{scan, End, Expect, ScanReport, TimestampGap};
+
+#[derive(Debug, thiserror::Error)]
+pub enum BurstDirError {
+    #[error("{0}: no such directory")]
+    NotFound(PathBuf),
+    #[error("{0}: not a directory")]
+    NotADirectory(PathBuf),
+    #[error("{path}: {cause}")]
+    Io {
+        path: PathBuf,
+        cause: std::io::Error,
+    },
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Coverage {
+    pub window_start_timestamp: u64,
+    pub window_end_timestamp: u64,
+    /// Frames of the window that are in the data.
+    pub frames_present: u64,
+    /// Frames the window spans at the frame type's step.
+    pub frames_in_window: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct LinkVerify {
+    pub link: u32,
+    pub file: String,
+    pub chunks: u64,
+    pub frames: u64,
+    pub payload_bytes: u64,
+    pub first_timestamp: Option<u64>,
+    pub last_timestamp: Option<u64>,
+    pub coverage: Option<Coverage>,
+    pub gaps: Vec<TimestampGap>,
+    pub end: Option<End>,
+    pub chunks_after_end: u64,
+    pub problems: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct VerifyReport {
+    pub dir: String,
+    pub burst_id: Option<String>,
+    pub state: Option<BurstState>,
+    pub links: Vec<LinkVerify>,
+    /// Problems of the burst as a whole (manifest).
+    pub problems: Vec<String>,
+    pub valid: bool,
+}
+
+/// The link files of a burst: those the manifest lists and any `link-NNNN.dat` present.
+pub(crate) fn link_files(
+    dir: &Path,
+    manifest: Option<&Manifest>,
+) -> Result<BTreeMap<u32, String>, BurstDirError> {
+    let mut files = BTreeMap::new();
+    if let Some(m) = manifest {
+        for l in &m.links {
+            files.insert(l.link, l.file.clone());
+        }
+    }
+    let entries = std::fs::read_dir(dir).map_err(|cause| BurstDirError::Io {
+        path: dir.to_path_buf(),
+        cause,
+    })?;
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if let Some(link) = link_of_file_name(&name) {
+            files.entry(link).or_insert(name);
+        }
+    }
+    Ok(files)
+}
+
+pub(crate) fn check_dir(dir: &Path) -> Result<(), BurstDirError> {
+    if !dir.exists() {
+        return Err(BurstDirError::NotFound(dir.to_path_buf()));
+    }
+    if !dir.is_dir() {
+        return Err(BurstDirError::NotADirectory(dir.to_path_buf()));
+    }
+    Ok(())
+}
+
+/// Reads the manifest, turning its absence or damage into a problem line.
+pub(crate) fn read_manifest(dir: &Path, problems: &mut Vec<String>) -> Option<Manifest> {
+    match Manifest::read(dir) {
+        Ok(m) => Some(m),
+        Err(ManifestError::Missing { .. }) => {
+            problems.push("no manifest.json (recording interrupted before it was written? `snbuf recover` rebuilds it)".into());
+            None
+        }
+        Err(e) => {
+            problems.push(e.to_string());
+            None
+        }
+    }
+}
+
+pub fn verify_burst(dir: &Path) -> Result<VerifyReport, BurstDirError> {
+    check_dir(dir)?;
+    let mut problems = Vec::new();
+    let manifest = read_manifest(dir, &mut problems);
+    if let Some(m) = &manifest {
+        match m.state {
+            BurstState::Sealed | BurstState::Recovered => {}
+            BurstState::Recording => {
+                problems.push("burst was never sealed (state: recording)".into())
+            }
+            BurstState::Failed => problems.push("burst is marked failed".into()),
+        }
+    }
+    let files = link_files(dir, manifest.as_ref())?;
+    if files.is_empty() {
+        problems.push("no link data files in the burst".into());
+    }
+    let step = manifest
+        .as_ref()
+        .and_then(|m| m.frame.as_ref())
+        .map(|f| f.ticks_per_frame);
+    let mut links = Vec::new();
+    for (link, name) in files {
+        let record = manifest
+            .as_ref()
+            .and_then(|m| m.links.iter().find(|l| l.link == link));
+        let mut lv = LinkVerify {
+            link,
+            file: name.clone(),
+            chunks: 0,
+            frames: 0,
+            payload_bytes: 0,
+            first_timestamp: None,
+            last_timestamp: None,
+            coverage: None,
+            gaps: vec![],
+            end: None,
+            chunks_after_end: 0,
+            problems: vec![],
+        };
+        if name != link_file_name(link) || name.contains('/') {
+            lv.problems.push(format!(
+                "manifest names file '{name}' for link {link}; expected {}",
+                link_file_name(link)
+            ));
+            links.push(lv);
+            continue;
+        }
+        let path = dir.join(&name);
+        let file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) => {
+                lv.problems.push(format!("{}: {e}", path.display()));
+                links.push(lv);
+                continue;
+            }
+        };
+        let report = scan(
+            &file,
+            Expect {
+                link: Some(link),
+                ticks_per_frame: step,
+            },
+        )
+        .map_err(|cause| BurstDirError::Io {
+            path: path.clone(),
+            cause,
+        })?;
+        fill_link(&mut lv, &report, manifest.as_ref(), record);
+        links.push(lv);
+    }
+    let valid = problems.is_empty() && links.iter().all(|l| l.problems.is_empty());
+    Ok(VerifyReport {
+        dir: dir.display().to_string(),
+        burst_id: manifest.as_ref().map(|m| m.burst_id.clone()),
+        state: manifest.as_ref().map(|m| m.state),
+        links,
+        problems,
+        valid,
+    })
+}
+
+fn fill_link(
+    lv: &mut LinkVerify,
+    report: &ScanReport,
+    manifest: Option<&Manifest>,
+    record: Option<&crate::manifest::LinkRecord>,
+) {
+    lv.chunks = report.chunks.len() as u64;
+    lv.frames = report.frames();
+    lv.payload_bytes = report.payload_bytes();
+    lv.first_timestamp = report.first_timestamp();
+    lv.last_timestamp = report.last_timestamp();
+    lv.gaps = report.gaps.clone();
+    lv.end = Some(report.end.clone());
+    lv.chunks_after_end = report.chunks_after_end;
+    match &report.end {
+        End::Clean { .. } => {}
+        End::TornTail { offset, bytes, why } => lv
+            .problems
+            .push(format!("torn tail at offset {offset} ({bytes} B): {why}")),
+        End::BadChunk { offset, bytes, why } => lv
+            .problems
+            .push(format!("bad chunk at offset {offset} ({bytes} B): {why}")),
+        End::FutureVersion { offset, version } => lv.problems.push(format!(
+            "chunk at offset {offset} has format version {version}, newer than this snbuf ({})",
+            crate::chunk::FORMAT_VERSION
+        )),
+    }
+    if report.chunks_after_end > 0 {
+        lv.problems.push(format!(
+            "{} valid chunk(s) after the bad one are cut off from the data",
+            report.chunks_after_end
+        ));
+    }
+    let Some(record) = record else {
+        if manifest.is_some() {
+            lv.problems
+                .push("link file not listed in the manifest".into());
+        }
+        return;
+    };
+    if record.chunks != lv.chunks || record.frames != lv.frames {
+        lv.problems.push(format!(
+            "manifest says {} chunks / {} frames, the file holds {} / {}",
+            record.chunks, record.frames, lv.chunks, lv.frames
+        ));
+    }
+    if let Some(err) = &record.error {
+        lv.problems
+            .push(format!("link failed while recording: {err}"));
+    }
+    let (Some(m), Some(first), Some(last)) = (manifest, lv.first_timestamp, lv.last_timestamp)
+    else {
+        return;
+    };
+    let (Some(trigger), Some(frame)) = (&m.trigger, &m.frame) else {
+        return;
+    };
+    if frame.ticks_per_frame == 0 {
+        return;
+    }
+    let step = frame.ticks_per_frame;
+    let (ws, we) = (trigger.window_start_timestamp, trigger.window_end_timestamp);
+    let in_window = we.saturating_sub(ws).div_ceil(step);
+    let present_span_start = first.max(ws);
+    let present_span_end = (last + step).min(we);
+    let gap_frames: u64 = lv.gaps.iter().map(|g| g.missing_frames).sum();
+    let present = present_span_end
+        .saturating_sub(present_span_start)
+        .div_ceil(step)
+        .saturating_sub(gap_frames);
+    lv.coverage = Some(Coverage {
+        window_start_timestamp: ws,
+        window_end_timestamp: we,
+        frames_present: present,
+        frames_in_window: in_window,
+    });
+    let missing = in_window.saturating_sub(present);
+    if missing > record.lost_frames {
+        lv.problems.push(format!(
+            "{missing} frame(s) of the window are not in the data and the manifest accounts for {} lost",
+            record.lost_frames
+        ));
+    }
+}

@@ -1,0 +1,246 @@
+//! The writer side: frames in, durable chunks out, one `ChunkWriter` per link file.
+//!
+//! A chunk is acknowledged (`write_chunk` returns its `ChunkAck`) only after the sink's persist
+//! returned, which is the durability contract of docs/DURABILITY.md. Any error leaves the sink
+//! latched failed; the writer reports it with the link, the file and the operation, and refuses
+//! further chunks, so the caller marks this link's burst failed while the other links go on.
+
+use std::path::PathBuf;
+
+use snbuf_persist::memory::{AlignedBuf, PageSize};
+use snbuf_persist::{PersistError, Sink};
+
+use crate::chunk::{stride_for, ChunkHeader, HEADER_BYTES, MAPPED_CHUNK_ALIGN_BYTES};
+
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error("link {link}: {cause}")]
+    Persist { link: u32, cause: PersistError },
+    #[error("link {link} ({file}): the burst file is full at {offset} B")]
+    Full {
+        link: u32,
+        file: PathBuf,
+        offset: u64,
+    },
+    #[error("link {link}: {why}")]
+    BadChunk { link: u32, why: String },
+    #[error("link {link}: an earlier error failed this link; no more chunks are accepted")]
+    Failed { link: u32 },
+}
+
+/// Proof that a chunk is durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkAck {
+    pub sequence: u64,
+    pub offset: u64,
+    pub stride_bytes: u64,
+}
+
+/// What a link's file holds so far (acknowledged chunks only).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkTotals {
+    pub chunks: u64,
+    pub frames: u64,
+    pub payload_bytes: u64,
+    /// Bytes of file used, padding included: where the next chunk goes.
+    pub file_bytes: u64,
+    pub first_timestamp: Option<u64>,
+    pub last_timestamp: Option<u64>,
+}
+
+pub struct ChunkWriter<S: Sink> {
+    sink: S,
+    link: u32,
+    frame_bytes: u32,
+    align_bytes: u64,
+    /// Mapped memory: payload and header are persisted separately, payload first.
+    mapped: bool,
+    /// Block devices: header and payload assembled in one aligned buffer, written at once.
+    staging: Option<AlignedBuf>,
+    totals: LinkTotals,
+    failed: bool,
+}
+
+impl<S: Sink> ChunkWriter<S> {
+    /// A writer for `link`, appending chunks of up to `max_payload_bytes` of `frame_bytes`
+    /// frames from the start of the sink's region.
+    pub fn new(
+        sink: S,
+        link: u32,
+        frame_bytes: u32,
+        max_payload_bytes: usize,
+    ) -> Result<Self, WriteError> {
+        let report = sink.report();
+        let mapped = report.method.capabilities().mapped;
+        // Chunks start on the medium's alignment: the direct-I/O alignment for block devices
+        // (so every chunk is one aligned write), 256 B on memory.
+        let align_bytes = if mapped {
+            MAPPED_CHUNK_ALIGN_BYTES
+        } else {
+            report.alignment_bytes.max(512)
+        };
+        if frame_bytes == 0 {
+            return Err(WriteError::BadChunk {
+                link,
+                why: "frames of 0 bytes".into(),
+            });
+        }
+        let staging = if mapped {
+            None
+        } else {
+            let stride = stride_for(max_payload_bytes, align_bytes) as usize;
+            Some(
+                AlignedBuf::new(stride, PageSize::Small4K).map_err(|e| WriteError::Persist {
+                    link,
+                    cause: PersistError::io("allocate chunk buffer for", &report.path, e),
+                })?,
+            )
+        };
+        Ok(ChunkWriter {
+            sink,
+            link,
+            frame_bytes,
+            align_bytes,
+            mapped,
+            staging,
+            totals: LinkTotals::default(),
+            failed: false,
+        })
+    }
+
+    pub fn align_bytes(&self) -> u64 {
+        self.align_bytes
+    }
+
+    pub fn totals(&self) -> LinkTotals {
+        self.totals
+    }
+
+    pub fn sink(&self) -> &S {
+        &self.sink
+    }
+
+    pub fn into_sink(self) -> S {
+        self.sink
+    }
+
+    /// Writes whole frames as the next chunk and returns once it is durable.
+    pub fn write_chunk(
+        &mut self,
+        first_timestamp: u64,
+        last_timestamp: u64,
+        payload: &[u8],
+    ) -> Result<ChunkAck, WriteError> {
+        if self.failed {
+            return Err(WriteError::Failed { link: self.link });
+        }
+        let link = self.link;
+        if payload.is_empty() || !payload.len().is_multiple_of(self.frame_bytes as usize) {
+            return Err(WriteError::BadChunk {
+                link,
+                why: format!(
+                    "{} B is not whole frames of {} B",
+                    payload.len(),
+                    self.frame_bytes
+                ),
+            });
+        }
+        let stride = stride_for(payload.len(), self.align_bytes);
+        let header = ChunkHeader {
+            link,
+            sequence: self.totals.chunks,
+            first_timestamp,
+            last_timestamp,
+            frame_count: (payload.len() / self.frame_bytes as usize) as u32,
+            frame_bytes: self.frame_bytes,
+            payload_bytes: u32::try_from(payload.len()).map_err(|_| WriteError::BadChunk {
+                link,
+                why: "payload over 4 GiB".into(),
+            })?,
+            payload_crc32c: crc32c::crc32c(payload),
+            stride_bytes: u32::try_from(stride).map_err(|_| WriteError::BadChunk {
+                link,
+                why: "chunk over 4 GiB".into(),
+            })?,
+        };
+        // Assert before writing what the reader will check after reading.
+        header.check().map_err(|e| WriteError::BadChunk {
+            link,
+            why: e.to_string(),
+        })?;
+        let offset = self.totals.file_bytes;
+        let result = if self.mapped {
+            self.write_mapped(offset, &header, payload)
+        } else {
+            self.write_block(offset, &header, payload, stride as usize)
+        };
+        if let Err(e) = result {
+            self.failed = true;
+            return Err(match e {
+                PersistError::OutOfRange { .. } => WriteError::Full {
+                    link,
+                    file: self.sink.report().path.clone(),
+                    offset,
+                },
+                cause => WriteError::Persist { link, cause },
+            });
+        }
+        let t = &mut self.totals;
+        t.chunks += 1;
+        t.frames += header.frame_count as u64;
+        t.payload_bytes += payload.len() as u64;
+        t.file_bytes += stride;
+        t.first_timestamp.get_or_insert(first_timestamp);
+        t.last_timestamp = Some(last_timestamp);
+        Ok(ChunkAck {
+            sequence: header.sequence,
+            offset,
+            stride_bytes: stride,
+        })
+    }
+
+    /// Persistent memory: the payload is made durable first, and only then the header. Why: a
+    /// header is what makes bytes count as a chunk. If it could become durable before its payload
+    /// (stores drain in any order before a fence), a crash would leave a valid header over a
+    /// partial payload: a chunk whose checksum fails, which is what media corruption looks like.
+    /// With this order a crash leaves at most header-less payload bytes (a torn tail), and a
+    /// failing payload checksum always means real damage. The crash test checks exactly this.
+    /// Two fences per chunk, never one per frame.
+    fn write_mapped(
+        &mut self,
+        offset: u64,
+        header: &ChunkHeader,
+        payload: &[u8],
+    ) -> Result<(), PersistError> {
+        self.sink
+            .write_persist_at(offset + HEADER_BYTES as u64, payload)?;
+        self.sink.write_persist_at(offset, &header.encode())
+    }
+
+    /// Block devices: one aligned write of header, payload and zero padding, then the persist. A
+    /// torn write leaves a header whose payload checksum fails, or no header at all: either way
+    /// recovery ends the data there, and nothing before it was affected.
+    fn write_block(
+        &mut self,
+        offset: u64,
+        header: &ChunkHeader,
+        payload: &[u8],
+        stride: usize,
+    ) -> Result<(), PersistError> {
+        let staging = self
+            .staging
+            .as_mut()
+            .expect("block writers have a staging buffer");
+        if stride > staging.len() {
+            return Err(PersistError::TooLarge {
+                len: stride,
+                max_bytes: staging.len(),
+            });
+        }
+        let buf = &mut staging.as_mut_slice()[..stride];
+        buf[..HEADER_BYTES].copy_from_slice(&header.encode());
+        buf[HEADER_BYTES..HEADER_BYTES + payload.len()].copy_from_slice(payload);
+        buf[HEADER_BYTES + payload.len()..].fill(0);
+        self.sink.write_persist_at(offset, buf)
+    }
+}

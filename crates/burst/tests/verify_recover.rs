@@ -1,0 +1,209 @@
+//! `verify` and `recover` on damaged bursts: an empty directory, a missing manifest, a truncated
+//! file, one flipped payload byte, one flipped header byte, a chunk from a future version. verify
+//! never changes a byte; recover keeps exactly the valid prefix and says what it dropped.
+
+mod common;
+
+use common::*;
+use snbuf_burst::manifest::link_file_name;
+use snbuf_burst::{recover_burst, verify_burst, End, HEADER_BYTES};
+
+fn link0(dir: &std::path::Path) -> std::path::PathBuf {
+    dir.join(link_file_name(0))
+}
+
+#[test]
+fn a_good_burst_verifies_and_recovery_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    write_burst(dir.path(), 2);
+    let before = snapshot(dir.path());
+    let v = verify_burst(dir.path()).unwrap();
+    assert!(v.valid, "{v:?}");
+    assert_eq!(v.links.len(), 2);
+    assert_eq!(v.links[0].chunks, CHUNKS);
+    let c = v.links[0].coverage.as_ref().unwrap();
+    assert_eq!(c.frames_present, c.frames_in_window);
+    assert_eq!(snapshot(dir.path()), before, "verify changed nothing");
+    let r = recover_burst(dir.path(), false).unwrap();
+    assert!(!r.changed && r.dropped.is_empty(), "{r:?}");
+    assert_eq!(snapshot(dir.path()), before);
+}
+
+#[test]
+fn an_empty_directory_is_not_a_valid_burst_and_is_not_recovered_into_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = verify_burst(dir.path()).unwrap();
+    assert!(!v.valid);
+    assert!(
+        recover_burst(dir.path(), false).is_err(),
+        "nothing to recover from"
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "nothing was created"
+    );
+}
+
+#[test]
+fn a_missing_directory_is_a_usage_error() {
+    assert!(verify_burst(std::path::Path::new("/nonexistent/burst")).is_err());
+    assert!(recover_burst(std::path::Path::new("/nonexistent/burst"), false).is_err());
+}
+
+#[test]
+fn a_missing_manifest_is_reported_and_rebuilt_from_the_data() {
+    let dir = tempfile::tempdir().unwrap();
+    write_burst(dir.path(), 2);
+    std::fs::remove_file(dir.path().join("manifest.json")).unwrap();
+    let v = verify_burst(dir.path()).unwrap();
+    assert!(!v.valid);
+    assert!(
+        v.problems.iter().any(|p| p.contains("no manifest")),
+        "{:?}",
+        v.problems
+    );
+    let dry = recover_burst(dir.path(), true).unwrap();
+    assert!(
+        dry.manifest_rebuilt && !dir.path().join("manifest.json").exists(),
+        "dry run writes nothing"
+    );
+    let r = recover_burst(dir.path(), false).unwrap();
+    assert!(r.manifest_rebuilt && r.dropped.is_empty());
+    let v = verify_burst(dir.path()).unwrap();
+    assert!(v.valid, "{v:?}");
+    assert_eq!(v.links[1].frames, CHUNKS * FRAMES_PER_CHUNK as u64);
+}
+
+#[test]
+fn a_truncated_file_loses_only_its_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = write_burst(dir.path(), 1);
+    let len = m.links[0].file_bytes;
+    // Cut into the middle of the last chunk.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(link0(dir.path()))
+        .unwrap()
+        .set_len(len - 3000)
+        .unwrap();
+    let v = verify_burst(dir.path()).unwrap();
+    assert!(!v.valid);
+    assert!(
+        matches!(v.links[0].end, Some(End::TornTail { .. })),
+        "{:?}",
+        v.links[0].end
+    );
+    let r = recover_burst(dir.path(), false).unwrap();
+    assert_eq!(r.links[0].kept_chunks, CHUNKS - 1);
+    assert_eq!(r.dropped.len(), 1);
+    let v = verify_burst(dir.path()).unwrap();
+    // The window is now short of the last chunk's frames, which the manifest does not count as
+    // lost: verify says so rather than pretending the burst is complete.
+    assert_eq!(v.links[0].chunks, CHUNKS - 1);
+    assert!(
+        v.links[0]
+            .problems
+            .iter()
+            .any(|p| p.contains("frame(s) of the window")),
+        "{:?}",
+        v.links[0].problems
+    );
+}
+
+#[test]
+fn one_flipped_payload_byte_is_found_with_its_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    write_burst(dir.path(), 1);
+    let path = link0(dir.path());
+    let mut bytes = std::fs::read(&path).unwrap();
+    let stride = bytes.len() / CHUNKS as usize;
+    let at = 2 * stride + HEADER_BYTES + 100; // inside chunk 2's payload
+    bytes[at] ^= 0x01;
+    std::fs::write(&path, &bytes).unwrap();
+    let before = snapshot(dir.path());
+    let v = verify_burst(dir.path()).unwrap();
+    assert!(!v.valid);
+    match &v.links[0].end {
+        Some(End::BadChunk { offset, why, .. }) => {
+            assert_eq!(*offset, 2 * stride as u64);
+            assert!(why.contains("payload checksum"), "{why}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        v.links[0].chunks, 2,
+        "only the chunks before the bad one are data"
+    );
+    assert_eq!(snapshot(dir.path()), before, "verify changed nothing");
+    let r = recover_burst(dir.path(), false).unwrap();
+    assert_eq!(r.links[0].kept_chunks, 2);
+    assert_eq!(r.dropped[0].offset, 2 * stride as u64);
+    assert!(
+        r.dropped[0].why.contains("3 valid chunk(s) after it"),
+        "{}",
+        r.dropped[0].why
+    );
+}
+
+#[test]
+fn one_flipped_header_byte_ends_the_data_there() {
+    let dir = tempfile::tempdir().unwrap();
+    write_burst(dir.path(), 1);
+    let path = link0(dir.path());
+    let mut bytes = std::fs::read(&path).unwrap();
+    let stride = bytes.len() / CHUNKS as usize;
+    bytes[4 * stride + 20] ^= 0x80; // chunk 4's sequence field
+    std::fs::write(&path, &bytes).unwrap();
+    let v = verify_burst(dir.path()).unwrap();
+    assert!(!v.valid);
+    assert_eq!(v.links[0].chunks, 4);
+    let r = recover_burst(dir.path(), false).unwrap();
+    assert_eq!(r.links[0].kept_chunks, 4);
+    assert_eq!(r.dropped[0].offset, 4 * stride as u64);
+}
+
+#[test]
+fn a_chunk_from_a_future_version_is_reported_and_never_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    write_burst(dir.path(), 1);
+    let path = link0(dir.path());
+    let mut bytes = std::fs::read(&path).unwrap();
+    let stride = bytes.len() / CHUNKS as usize;
+    let at = 3 * stride;
+    // Version 2 with a correct header checksum: a newer snbuf wrote it.
+    bytes[at + 8..at + 10].copy_from_slice(&2u16.to_le_bytes());
+    let crc = crc32c::crc32c(&bytes[at..at + 60]);
+    bytes[at + 60..at + 64].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    let before = snapshot(dir.path());
+    let v = verify_burst(dir.path()).unwrap();
+    assert!(!v.valid);
+    assert!(
+        matches!(v.links[0].end, Some(End::FutureVersion { version: 2, .. })),
+        "{:?}",
+        v.links[0].end
+    );
+    let e = recover_burst(dir.path(), false).unwrap_err();
+    assert!(e.to_string().contains("newer than this snbuf"), "{e}");
+    assert_eq!(
+        snapshot(dir.path()),
+        before,
+        "recover refused and changed nothing"
+    );
+}
+
+#[test]
+fn a_future_manifest_is_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    write_burst(dir.path(), 1);
+    let p = dir.path().join("manifest.json");
+    let text = std::fs::read_to_string(&p)
+        .unwrap()
+        .replace("\"format_version\": 1", "\"format_version\": 9");
+    std::fs::write(&p, text).unwrap();
+    let before = snapshot(dir.path());
+    assert!(!verify_burst(dir.path()).unwrap().valid);
+    assert!(recover_burst(dir.path(), false).is_err());
+    assert_eq!(snapshot(dir.path()), before);
+}
