@@ -5,6 +5,7 @@
 //! `snbuf_persist::Sink`; `scan` reads them back; `verify` checks a burst without changing it;
 //! `recover` cuts a crashed burst back to what is provably intact.
 
+pub mod burst_writer;
 pub mod chunk;
 pub mod manifest;
 pub mod recover;
@@ -12,6 +13,7 @@ pub mod scan;
 pub mod verify;
 pub mod writer;
 
+pub use burst_writer::{BurstError, BurstSpec, BurstWriter};
 pub use chunk::{ChunkHeader, FORMAT_VERSION, HEADER_BYTES};
 pub use manifest::{BurstState, FrameInfo, LinkRecord, LinkState, Manifest, TriggerInfo};
 pub use recover::{recover_burst, RecoverReport};

@@ -176,8 +176,18 @@ impl SimSink {
         (sink, state)
     }
 
+    /// Names the file the simulated medium stands for (it appears in error messages).
+    pub fn with_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.report.path = path.into();
+        self
+    }
+
     fn err(&self, op: &'static str, errno: i32) -> PersistError {
-        PersistError::io(op, "sim", std::io::Error::from_raw_os_error(errno))
+        PersistError::io(
+            op,
+            &self.report.path,
+            std::io::Error::from_raw_os_error(errno),
+        )
     }
 }
 

@@ -1,0 +1,227 @@
+//! A whole burst being written: its directory, one chunk writer per link, and the manifest.
+//!
+//! The manifest is written `recording` when the burst starts and `sealed` (or `failed`) at the
+//! end, atomically both times. A link whose write or fsync fails is marked failed in the
+//! manifest with the error (link, operation, file); it accepts no more chunks, and the other
+//! links go on. This is what the recorder drives; tests drive it with simulated media.
+
+use std::path::{Path, PathBuf};
+
+use snbuf_persist::{PersistError, Sink};
+
+use crate::manifest::{
+    link_file_name, now_unix_ns, BurstState, FrameInfo, LinkRecord, LinkState, Manifest,
+    ManifestError, TriggerInfo, MANIFEST_FORMAT, MANIFEST_VERSION,
+};
+use crate::writer::{ChunkAck, ChunkWriter, WriteError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum BurstError {
+    #[error("{path}: {cause}")]
+    Dir {
+        path: PathBuf,
+        cause: std::io::Error,
+    },
+    #[error("{0}: already exists; a burst is never written over another")]
+    Exists(PathBuf),
+    #[error("burst id '{0}' is not a plain name (no '/', '..' or empty)")]
+    BadId(String),
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    #[error("link {link} ({file}): {cause}")]
+    Open {
+        link: u32,
+        file: PathBuf,
+        cause: PersistError,
+    },
+    #[error(transparent)]
+    Write(#[from] WriteError),
+}
+
+/// What the burst is about, fixed when it starts.
+#[derive(Clone, Debug)]
+pub struct BurstSpec {
+    pub burst_id: String,
+    pub frame: FrameInfo,
+    pub trigger: Option<TriggerInfo>,
+    pub method: String,
+    pub durability: String,
+    pub links: Vec<u32>,
+    pub max_payload_bytes: usize,
+}
+
+struct LinkSlot<S: Sink> {
+    writer: Option<ChunkWriter<S>>,
+    record: LinkRecord,
+}
+
+pub struct BurstWriter<S: Sink> {
+    dir: PathBuf,
+    manifest: Manifest,
+    links: Vec<LinkSlot<S>>,
+}
+
+/// A burst id is a directory name inside the output directory: nothing that could escape it.
+pub fn check_burst_id(id: &str) -> Result<(), BurstError> {
+    if id.is_empty() || id == "." || id == ".." || id.contains('/') || id.contains('\0') {
+        return Err(BurstError::BadId(id.to_string()));
+    }
+    Ok(())
+}
+
+impl<S: Sink> BurstWriter<S> {
+    /// Creates `parent/<burst_id>/`, opens a sink per link with `open_sink(link, path)`, and
+    /// writes the manifest in state `recording`.
+    pub fn create(
+        parent: &Path,
+        spec: BurstSpec,
+        mut open_sink: impl FnMut(u32, &Path) -> Result<S, PersistError>,
+    ) -> Result<Self, BurstError> {
+        check_burst_id(&spec.burst_id)?;
+        let dir = parent.join(&spec.burst_id);
+        match std::fs::create_dir(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(BurstError::Exists(dir))
+            }
+            Err(cause) => return Err(BurstError::Dir { path: dir, cause }),
+        }
+        let mut links = Vec::new();
+        for &link in &spec.links {
+            let file = link_file_name(link);
+            let path = dir.join(&file);
+            let sink = open_sink(link, &path).map_err(|cause| BurstError::Open {
+                link,
+                file: path.clone(),
+                cause,
+            })?;
+            let writer =
+                ChunkWriter::new(sink, link, spec.frame.frame_bytes, spec.max_payload_bytes)?;
+            links.push(LinkSlot {
+                writer: Some(writer),
+                record: LinkRecord {
+                    link,
+                    file,
+                    state: LinkState::Ok,
+                    chunks: 0,
+                    frames: 0,
+                    payload_bytes: 0,
+                    file_bytes: 0,
+                    first_timestamp: None,
+                    last_timestamp: None,
+                    lost_frames: 0,
+                    error: None,
+                },
+            });
+        }
+        let manifest = Manifest {
+            format: MANIFEST_FORMAT.into(),
+            format_version: MANIFEST_VERSION,
+            burst_id: spec.burst_id,
+            state: BurstState::Recording,
+            created_unix_ns: now_unix_ns(),
+            sealed_unix_ns: None,
+            trigger: spec.trigger,
+            frame: Some(spec.frame),
+            method: spec.method,
+            durability: spec.durability,
+            links: links.iter().map(|l| l.record.clone()).collect(),
+            recovery: None,
+        };
+        manifest.write_atomic(&dir)?;
+        Ok(BurstWriter {
+            dir,
+            manifest,
+            links,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Appends a durable chunk to link slot `index` (the order of `BurstSpec::links`). On an
+    /// error the link is failed for the rest of the burst, and the error is returned.
+    pub fn write_chunk(
+        &mut self,
+        index: usize,
+        first_timestamp: u64,
+        last_timestamp: u64,
+        frames: &[u8],
+    ) -> Result<ChunkAck, WriteError> {
+        let slot = &mut self.links[index];
+        let link = slot.record.link;
+        let Some(writer) = slot.writer.as_mut() else {
+            return Err(WriteError::Failed { link });
+        };
+        match writer.write_chunk(first_timestamp, last_timestamp, frames) {
+            Ok(ack) => {
+                let t = writer.totals();
+                let r = &mut slot.record;
+                r.chunks = t.chunks;
+                r.frames = t.frames;
+                r.payload_bytes = t.payload_bytes;
+                r.file_bytes = t.file_bytes;
+                r.first_timestamp = t.first_timestamp;
+                r.last_timestamp = t.last_timestamp;
+                Ok(ack)
+            }
+            // A malformed chunk is the caller's mistake, refused before anything was written:
+            // the link stays good.
+            Err(e @ WriteError::BadChunk { .. }) => Err(e),
+            Err(e) => {
+                slot.record.state = LinkState::Failed;
+                slot.record.error = Some(e.to_string());
+                // The writer (and its latched sink) is done: drop it so nothing reaches it again.
+                slot.writer = None;
+                Err(e)
+            }
+        }
+    }
+
+    /// Counts frames of the window this link could not record.
+    pub fn add_lost_frames(&mut self, index: usize, frames: u64) {
+        self.links[index].record.lost_frames += frames;
+    }
+
+    pub fn link_failed(&self, index: usize) -> bool {
+        self.links[index].record.state == LinkState::Failed
+    }
+
+    /// Finishes the burst: closes every link, trims each file to the bytes in use, and writes
+    /// the manifest `sealed`, or `failed` if any link failed.
+    pub fn seal(mut self) -> Result<Manifest, BurstError> {
+        for slot in &mut self.links {
+            slot.writer = None;
+            let path = self.dir.join(&slot.record.file);
+            // Trim the preallocated tail so the file is exactly its chunks. Files that are not on
+            // disk (simulated media) have nothing to trim.
+            if let Ok(f) = std::fs::OpenOptions::new().write(true).open(&path) {
+                if f.metadata()
+                    .map(|m| m.len() > slot.record.file_bytes)
+                    .unwrap_or(false)
+                {
+                    f.set_len(slot.record.file_bytes)
+                        .and_then(|_| f.sync_all())
+                        .map_err(|cause| BurstError::Dir {
+                            path: path.clone(),
+                            cause,
+                        })?;
+                }
+            }
+        }
+        let failed = self
+            .links
+            .iter()
+            .any(|l| l.record.state == LinkState::Failed);
+        self.manifest.links = self.links.iter().map(|l| l.record.clone()).collect();
+        self.manifest.state = if failed {
+            BurstState::Failed
+        } else {
+            BurstState::Sealed
+        };
+        self.manifest.sealed_unix_ns = Some(now_unix_ns());
+        self.manifest.write_atomic(&self.dir)?;
+        Ok(self.manifest)
+    }
+}
