@@ -100,17 +100,8 @@ impl<S: Sink> BurstWriter<S> {
             links.push(LinkSlot {
                 writer: Some(writer),
                 record: LinkRecord {
-                    link,
                     file,
-                    state: LinkState::Ok,
-                    chunks: 0,
-                    frames: 0,
-                    payload_bytes: 0,
-                    file_bytes: 0,
-                    first_timestamp: None,
-                    last_timestamp: None,
-                    lost_frames: 0,
-                    error: None,
+                    ..LinkRecord::empty(link)
                 },
             });
         }

@@ -100,6 +100,25 @@ pub enum ManifestError {
     FutureVersion { path: PathBuf, version: u32 },
 }
 
+impl LinkRecord {
+    /// A link with nothing recorded yet, in its standard file.
+    pub fn empty(link: u32) -> Self {
+        LinkRecord {
+            link,
+            file: link_file_name(link),
+            state: LinkState::Ok,
+            chunks: 0,
+            frames: 0,
+            payload_bytes: 0,
+            file_bytes: 0,
+            first_timestamp: None,
+            last_timestamp: None,
+            lost_frames: 0,
+            error: None,
+        }
+    }
+}
+
 /// The data file name of a link: `link-0003.dat`.
 pub fn link_file_name(link: u32) -> String {
     format!("link-{link:04}.dat")

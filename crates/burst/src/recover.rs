@@ -257,16 +257,7 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
 
 fn empty_record(link: u32, name: &str) -> LinkRecord {
     LinkRecord {
-        link,
         file: name.to_string(),
-        state: LinkState::Ok,
-        chunks: 0,
-        frames: 0,
-        payload_bytes: 0,
-        file_bytes: 0,
-        first_timestamp: None,
-        last_timestamp: None,
-        lost_frames: 0,
-        error: None,
+        ..LinkRecord::empty(link)
     }
 }
