@@ -1,0 +1,11 @@
+//! snbuf-daq: readout emulation and buffering — frame types, rate-limited link sources, and the
+//! per-link DRAM latency buffer that holds the last seconds of a link for a trigger to reach
+//! back into.
+
+pub mod frame;
+pub mod latency_buffer;
+pub mod source;
+
+pub use frame::FrameType;
+pub use latency_buffer::{latency_buffer, LatencyBuffer, Lookup, Producer, ReadError};
+pub use source::{Emulator, GapSpec, Payload};
