@@ -50,7 +50,8 @@ pub struct BurstSpec {
     pub max_payload_bytes: usize,
 }
 
-struct LinkSlot<S: Sink> {
+/// One link of a burst: its chunk writer and its manifest record. Writer threads own these.
+pub struct LinkWriter<S: Sink> {
     writer: Option<ChunkWriter<S>>,
     record: LinkRecord,
 }
@@ -58,7 +59,13 @@ struct LinkSlot<S: Sink> {
 pub struct BurstWriter<S: Sink> {
     dir: PathBuf,
     manifest: Manifest,
-    links: Vec<LinkSlot<S>>,
+    links: Vec<LinkWriter<S>>,
+}
+
+/// A burst whose links were handed out with `split`; `seal` takes them back.
+pub struct BurstSeal {
+    dir: PathBuf,
+    manifest: Manifest,
 }
 
 /// A burst id is a directory name inside the output directory: nothing that could escape it.
@@ -97,7 +104,7 @@ impl<S: Sink> BurstWriter<S> {
             })?;
             let writer =
                 ChunkWriter::new(sink, link, spec.frame.frame_bytes, spec.max_payload_bytes)?;
-            links.push(LinkSlot {
+            links.push(LinkWriter {
                 writer: Some(writer),
                 record: LinkRecord {
                     file,
@@ -140,15 +147,65 @@ impl<S: Sink> BurstWriter<S> {
         last_timestamp: u64,
         frames: &[u8],
     ) -> Result<ChunkAck, WriteError> {
-        let slot = &mut self.links[index];
-        let link = slot.record.link;
-        let Some(writer) = slot.writer.as_mut() else {
+        self.links[index].write_chunk(first_timestamp, last_timestamp, frames)
+    }
+
+    /// Counts frames of the window link slot `index` could not record.
+    pub fn add_lost_frames(&mut self, index: usize, frames: u64) {
+        self.links[index].add_lost_frames(frames);
+    }
+
+    pub fn link_failed(&self, index: usize) -> bool {
+        self.links[index].failed()
+    }
+
+    /// Hands the links out (to writer threads); `BurstSeal::seal` takes them back.
+    pub fn split(self) -> (BurstSeal, Vec<LinkWriter<S>>) {
+        (
+            BurstSeal {
+                dir: self.dir,
+                manifest: self.manifest,
+            },
+            self.links,
+        )
+    }
+
+    /// Finishes the burst: see `BurstSeal::seal`.
+    pub fn seal(self) -> Result<Manifest, BurstError> {
+        let (seal, links) = self.split();
+        seal.seal(links)
+    }
+}
+
+impl<S: Sink> LinkWriter<S> {
+    pub fn link(&self) -> u32 {
+        self.record.link
+    }
+
+    pub fn record(&self) -> &LinkRecord {
+        &self.record
+    }
+
+    pub fn failed(&self) -> bool {
+        self.record.state == LinkState::Failed
+    }
+
+    /// Appends a durable chunk. On an error that touched the medium the link is failed for the
+    /// rest of the burst (its writer and latched sink are dropped), and the error is returned.
+    pub fn write_chunk(
+        &mut self,
+        first_timestamp: u64,
+        last_timestamp: u64,
+        frames: &[u8],
+    ) -> Result<ChunkAck, WriteError> {
+        let link = self.record.link;
+        let Some(writer) = self.writer.as_mut() else {
             return Err(WriteError::Failed { link });
         };
         match writer.write_chunk(first_timestamp, last_timestamp, frames) {
             Ok(ack) => {
                 let t = writer.totals();
-                let r = &mut slot.record;
+                let r = &mut self.record;
                 r.chunks = t.chunks;
                 r.frames = t.frames;
                 r.payload_bytes = t.payload_bytes;
@@ -161,28 +218,30 @@ impl<S: Sink> BurstWriter<S> {
             // the link stays good.
             Err(e @ WriteError::BadChunk { .. }) => Err(e),
             Err(e) => {
-                slot.record.state = LinkState::Failed;
-                slot.record.error = Some(e.to_string());
-                // The writer (and its latched sink) is done: drop it so nothing reaches it again.
-                slot.writer = None;
+                self.record.state = LinkState::Failed;
+                self.record.error = Some(e.to_string());
+                self.writer = None;
                 Err(e)
             }
         }
     }
 
     /// Counts frames of the window this link could not record.
-    pub fn add_lost_frames(&mut self, index: usize, frames: u64) {
-        self.links[index].record.lost_frames += frames;
+    pub fn add_lost_frames(&mut self, frames: u64) {
+        self.record.lost_frames += frames;
     }
+}
 
-    pub fn link_failed(&self, index: usize) -> bool {
-        self.links[index].record.state == LinkState::Failed
+impl BurstSeal {
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// Finishes the burst: closes every link, trims each file to the bytes in use, and writes
     /// the manifest `sealed`, or `failed` if any link failed.
-    pub fn seal(mut self) -> Result<Manifest, BurstError> {
-        for slot in &mut self.links {
+    pub fn seal<S: Sink>(mut self, mut links: Vec<LinkWriter<S>>) -> Result<Manifest, BurstError> {
+        links.sort_by_key(|l| l.record.link);
+        for slot in &mut links {
             slot.writer = None;
             let path = self.dir.join(&slot.record.file);
             // Trim the preallocated tail so the file is exactly its chunks. Files that are not on
@@ -201,11 +260,8 @@ impl<S: Sink> BurstWriter<S> {
                 }
             }
         }
-        let failed = self
-            .links
-            .iter()
-            .any(|l| l.record.state == LinkState::Failed);
-        self.manifest.links = self.links.iter().map(|l| l.record.clone()).collect();
+        let failed = links.iter().any(|l| l.failed());
+        self.manifest.links = links.iter().map(|l| l.record.clone()).collect();
         self.manifest.state = if failed {
             BurstState::Failed
         } else {

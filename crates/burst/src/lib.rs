@@ -13,7 +13,7 @@ pub mod scan;
 pub mod verify;
 pub mod writer;
 
-pub use burst_writer::{BurstError, BurstSpec, BurstWriter};
+pub use burst_writer::{BurstError, BurstSeal, BurstSpec, BurstWriter, LinkWriter};
 pub use chunk::{ChunkHeader, FORMAT_VERSION, HEADER_BYTES};
 pub use manifest::{BurstState, FrameInfo, LinkRecord, LinkState, Manifest, TriggerInfo};
 pub use recover::{recover_burst, RecoverReport};

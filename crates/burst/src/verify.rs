@@ -258,7 +258,18 @@ fn fill_link(
     }
     let step = frame.ticks_per_frame;
     let (ws, we) = (trigger.window_start_timestamp, trigger.window_end_timestamp);
-    let in_window = we.saturating_sub(ws).div_ceil(step);
+    // Frames lie on a grid first + k * step. The window holds the grid points in [ws, we): count
+    // them from the first point at or after ws (the window need not start on a frame).
+    let grid_start = if first >= ws {
+        first - (first - ws) / step * step
+    } else {
+        first + (ws - first).div_ceil(step) * step
+    };
+    let in_window = if grid_start < we {
+        (we - 1 - grid_start) / step + 1
+    } else {
+        0
+    };
     let present_span_start = first.max(ws);
     let present_span_end = (last + step).min(we);
     let gap_frames: u64 = lv.gaps.iter().map(|g| g.missing_frames).sum();

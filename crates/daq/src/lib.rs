@@ -4,8 +4,10 @@
 
 pub mod frame;
 pub mod latency_buffer;
+pub mod recorder;
 pub mod source;
 
 pub use frame::FrameType;
 pub use latency_buffer::{latency_buffer, LatencyBuffer, Lookup, Producer, ReadError};
+pub use recorder::{record, LinkProgress, Progress, RecordConfig, RecordError, RecordReport};
 pub use source::{Emulator, GapSpec, Payload};

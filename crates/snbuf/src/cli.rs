@@ -24,6 +24,22 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Record a burst: emulated readout links feed DRAM latency buffers; after --trigger-after a
+    /// trigger opens the window [trigger - pre, trigger + post); writer threads persist it as
+    /// checksummed chunks, count every frame they could not save, seal the burst and verify it.
+    ///
+    ///   snbuf record                                  # 10 WIB links, ~10 s, into ./snbuf-data
+    ///
+    ///   snbuf record --links 4 --rate-per-link 200MB/s --pre 1s --post 5s --method direct
+    ///
+    ///   snbuf record --profile dune --output /mnt/pmem0   # the paper's unit: 10 x 0.93 GB/s, 100 s
+    Record(Box<RecordArgs>),
+    /// Size a unit (DUNE Fig 6): DRAM needed = (input rate - output rate) x recording time.
+    ///
+    ///   snbuf plan --input-rate 10GB/s --time 100s --output-rate 7GiB/s
+    ///
+    ///   snbuf plan --input-rate 10GB/s --time 100s --bench results.json --method nt --block-size 5568
+    Plan(PlanArgs),
     /// Characterize a medium (the papers' measurements).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -78,6 +94,83 @@ pub enum BenchCommand {
     ///
     ///   snbuf bench read --target /var/tmp --method direct,uring --block-size 256,4KiB,1MiB
     Read(Box<ThroughputArgs>),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RecordArgs {
+    /// Readout links to emulate (default 10, one socket's worth in DUNE).
+    #[arg(long)]
+    pub links: Option<u32>,
+    /// Frame type: protodune-wib (5568 B, 300 ticks at 50 MHz), wib2, wibeth, custom:BYTES:TICKS.
+    #[arg(long, default_value = "protodune-wib")]
+    pub frame: String,
+    /// Input rate per link: 20MB/s (default), 930MB/s (a real WIB link), 1GiB/s.
+    #[arg(long, value_name = "RATE")]
+    pub rate_per_link: Option<String>,
+    /// Seconds of each link the DRAM latency buffer holds (default 3s; dune: 10s).
+    #[arg(long, value_name = "TIME", value_parser = parse_duration_nonzero)]
+    pub buffer: Option<Duration>,
+    /// How far before the trigger the window starts (default 2s; dune: 10s). At most --buffer.
+    #[arg(long, value_name = "TIME", value_parser = parse_duration)]
+    pub pre: Option<Duration>,
+    /// How far after the trigger the window ends (default 3s; dune: 100s).
+    #[arg(long, value_name = "TIME", value_parser = parse_duration)]
+    pub post: Option<Duration>,
+    /// When the trigger fires, from the start (default: --pre + 1s, so the buffer holds the pre-trigger data).
+    #[arg(long, value_name = "TIME", value_parser = parse_duration)]
+    pub trigger_after: Option<Duration>,
+    /// auto (nt on DAX, else uring, else direct), or any method of `snbuf methods`.
+    #[arg(long, default_value = "auto")]
+    pub method: String,
+    /// Writer threads (default: one per link, as in the paper).
+    #[arg(long)]
+    pub writers: Option<usize>,
+    /// Frames per chunk (default: about 1 MiB of frames).
+    #[arg(long)]
+    pub chunk_frames: Option<u32>,
+    /// CPUs to pin to: the first runs the link emulation, the rest the writers.
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+    /// Page size of the latency buffers: 4KiB or 2MiB.
+    #[arg(long, value_name = "SIZE", default_value = "4KiB", value_parser = parse_page_size)]
+    pub page_size: u64,
+    /// Loop frame payloads from this file instead of a pattern (timestamps are rewritten).
+    #[arg(long, value_name = "FILE")]
+    pub replay: Option<PathBuf>,
+    /// Where bursts go: DIR/<burst-id>/.
+    #[arg(long, default_value = "./snbuf-data")]
+    pub output: PathBuf,
+    /// The burst's directory name (default: UTC time and process id).
+    #[arg(long)]
+    pub burst_id: Option<String>,
+    /// Preset: `dune` = 10 links x 0.93 GB/s, 10 s buffer, 10 s before, 100 s after.
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Write the summary as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct PlanArgs {
+    /// Input rate of the unit: 10GB/s.
+    #[arg(long, value_name = "RATE")]
+    pub input_rate: String,
+    /// How long a trigger records: 100s.
+    #[arg(long, value_name = "TIME", value_parser = parse_duration_nonzero)]
+    pub time: Duration,
+    /// The medium's sustained write rate, if known.
+    #[arg(long, value_name = "RATE", conflicts_with = "bench")]
+    pub output_rate: Option<String>,
+    /// Or: a `snbuf bench write --json` results file to take the output rate from.
+    #[arg(long, value_name = "FILE")]
+    pub bench: Option<PathBuf>,
+    /// With --bench: the method to take (default: the fastest in the file).
+    #[arg(long)]
+    pub method: Option<String>,
+    /// With --bench: the block size to take (default: any).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_nonzero)]
+    pub block_size: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -5,6 +5,8 @@ mod cli;
 mod cmd_bench;
 mod cmd_burst;
 mod cmd_methods;
+mod cmd_plan;
+mod cmd_record;
 mod exit;
 mod table;
 
@@ -16,6 +18,8 @@ fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     let result = match cli.command {
         cli::Command::Bench(cmd) => cmd_bench::run(cmd),
+        cli::Command::Record(args) => cmd_record::run(*args),
+        cli::Command::Plan(args) => cmd_plan::run(&args),
         cli::Command::Methods { target } => cmd_methods::run(target.as_deref()),
         cli::Command::Verify { burst_dir, json } => cmd_burst::verify(&burst_dir, json),
         cli::Command::Recover {

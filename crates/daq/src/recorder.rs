@@ -1,0 +1,508 @@
+//! The recorder: emulated links feed latency buffers; a trigger opens a timestamp window; writer
+//! threads persist it as a burst; nothing acknowledged is lost and nothing lost goes uncounted.
+//!
+//! Threads: one producer emulates every link (it never waits for storage); `writers` threads
+//! each own a subset of links and, for each, locate the window's first frame in the latency
+//! buffer, then copy frames out in chunks of `chunk_frames` and make each chunk durable through
+//! the burst writer. A frame of the window that the producer overwrote before its writer got to
+//! it is counted as lost for that link — live, and in the manifest. The caller sees progress
+//! about once a second through a callback (only the binary knows the terminal).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use snbuf_burst::{
+    verify_burst, BurstSpec, BurstWriter, FrameInfo, LinkWriter, Manifest, TriggerInfo,
+    VerifyReport,
+};
+use snbuf_persist::memory::{AlignedBuf, PageSize};
+use snbuf_persist::{cpu, open, Method, Sink, SinkConfig, SyncMode};
+
+use crate::frame::{timestamp_of, FrameType};
+use crate::latency_buffer::{latency_buffer, LatencyBuffer, Lookup, ReadError};
+use crate::source::{Emulator, GapSpec, Payload};
+
+#[derive(Clone)]
+pub struct RecordConfig {
+    pub frame_type: FrameType,
+    pub links: u32,
+    pub frames_per_s_per_link: f64,
+    /// How much of each link the latency buffer holds.
+    pub buffer: Duration,
+    pub pre: Duration,
+    pub post: Duration,
+    pub trigger_after: Duration,
+    pub method: Method,
+    pub sync_mode: SyncMode,
+    pub output_dir: PathBuf,
+    pub burst_id: String,
+    pub writers: usize,
+    pub cpus: Vec<usize>,
+    pub page_size: PageSize,
+    pub chunk_frames: u32,
+    pub payload: Payload,
+    pub gaps: Option<GapSpec>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("{0}")]
+    Config(String),
+    #[error("{0}")]
+    Setup(String),
+    #[error(transparent)]
+    Burst(#[from] snbuf_burst::BurstError),
+}
+
+/// One link's live figures.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LinkProgress {
+    pub link: u32,
+    /// Frames the link has produced into its buffer.
+    pub frames_in: u64,
+    /// Frames of the window made durable.
+    pub frames_out: u64,
+    pub lost_frames: u64,
+    pub buffer_fill_frames: u64,
+    /// Frames of the window produced but not yet durable: the part of the buffer that a slow
+    /// medium puts at risk (loss starts when it reaches the buffer's capacity).
+    pub backlog_frames: u64,
+    pub failed: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct Progress {
+    pub phase: &'static str,
+    pub elapsed: Duration,
+    pub links: Vec<LinkProgress>,
+}
+
+#[derive(Clone, Debug)]
+pub struct RecordReport {
+    pub burst_dir: PathBuf,
+    pub manifest: Manifest,
+    pub verify: VerifyReport,
+    pub window: TriggerInfo,
+    pub frame_bytes: u32,
+    pub input_bytes_per_s: f64,
+    /// Bytes made durable per second, from the trigger to the last chunk.
+    pub output_bytes_per_s: f64,
+    pub frames_recorded: u64,
+    pub lost_frames: u64,
+    pub buffer_memory_bytes: u64,
+    pub buffer_page_bytes: Option<u64>,
+    pub durability: String,
+    pub survives_power_loss: bool,
+    pub skipped_at_source: u64,
+}
+
+/// A link of the burst on whichever sink `open` chose.
+type DynLink = LinkWriter<Box<dyn Sink>>;
+
+struct LinkShared {
+    out: AtomicU64,
+    lost: AtomicU64,
+    cursor: AtomicU64,
+    failed: AtomicBool,
+}
+
+impl RecordConfig {
+    pub fn validate(&self) -> Result<(), RecordError> {
+        let bad = |s: String| Err(RecordError::Config(s));
+        if self.links == 0 {
+            return bad("at least one link is needed".into());
+        }
+        if !(self.frames_per_s_per_link.is_finite() && self.frames_per_s_per_link > 0.0) {
+            return bad("the rate per link must be more than 0".into());
+        }
+        if self.pre > self.buffer {
+            return bad(format!(
+                "--pre {:.1}s is longer than --buffer {:.1}s: the buffer cannot hold the data before the trigger",
+                self.pre.as_secs_f64(),
+                self.buffer.as_secs_f64()
+            ));
+        }
+        if self.writers == 0 || self.writers as u32 > self.links {
+            return bad(format!(
+                "--writers must be between 1 and the number of links ({})",
+                self.links
+            ));
+        }
+        if self.chunk_frames == 0 {
+            return bad("chunks need at least one frame".into());
+        }
+        if self.buffer_frames() < 2 * self.chunk_frames as u64 {
+            return bad(
+                "the buffer must hold at least two chunks; raise --buffer or the rate".into(),
+            );
+        }
+        if self.cpus.is_empty() {
+            return bad("no CPU to run on".into());
+        }
+        snbuf_burst::burst_writer::check_burst_id(&self.burst_id)
+            .map_err(|e| RecordError::Config(e.to_string()))?;
+        Ok(())
+    }
+
+    pub fn buffer_frames(&self) -> u64 {
+        (self.buffer.as_secs_f64() * self.frames_per_s_per_link).ceil() as u64
+    }
+
+    /// Emulated detector ticks per wall second.
+    fn ticks_per_s(&self) -> f64 {
+        self.frames_per_s_per_link * self.frame_type.ticks_per_frame() as f64
+    }
+}
+
+/// Runs a recording: buffer for `trigger_after`, trigger, persist the window, seal, verify.
+pub fn record(
+    config: &RecordConfig,
+    mut on_progress: impl FnMut(&Progress),
+) -> Result<RecordReport, RecordError> {
+    config.validate()?;
+    let ft = config.frame_type;
+    let fb = ft.frame_bytes() as usize;
+    let step = ft.ticks_per_frame();
+    std::fs::create_dir_all(&config.output_dir).map_err(|e| {
+        RecordError::Setup(format!(
+            "create output directory {}: {e}",
+            config.output_dir.display()
+        ))
+    })?;
+
+    // Latency buffers: allocated and prefaulted before anything runs.
+    let mut producers = Vec::new();
+    let mut buffers: Vec<LatencyBuffer> = Vec::new();
+    for link in 0..config.links {
+        let (p, b) = latency_buffer(fb, config.buffer_frames(), config.page_size)
+            .map_err(|e| RecordError::Setup(format!("latency buffer for link {link}: {e}")))?;
+        producers.push((link, p));
+        buffers.push(b);
+    }
+    let buffer_memory_bytes: u64 = buffers.iter().map(|b| b.memory_bytes()).sum();
+    let buffer_page_bytes = buffers[0]
+        .pages_obtained()
+        .map(|p| p.effective_page_bytes());
+    let first_ts =
+        (snbuf_burst::manifest::now_unix_ns() as f64 / 1e9 * ft.clock_hz() as f64) as u64;
+    let mut emulator = Emulator::new(
+        ft,
+        config.frames_per_s_per_link,
+        config.payload.clone(),
+        config.gaps,
+        producers,
+        first_ts,
+    )
+    .map_err(RecordError::Config)?;
+
+    let stop_source = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let producer_cpu = config.cpus[0];
+    let stop = stop_source.clone();
+    let source = std::thread::spawn(move || {
+        let _ = cpu::pin_current_thread(producer_cpu);
+        emulator.start_at(Instant::now());
+        emulator.run(&stop);
+        (emulator.produced_per_link(), emulator.skipped_per_link())
+    });
+    let snapshot = |phase: &'static str, shared: Option<&[LinkShared]>| Progress {
+        phase,
+        elapsed: started.elapsed(),
+        links: buffers
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let written = b.written();
+                let s = shared.map(|s| &s[i]);
+                LinkProgress {
+                    link: i as u32,
+                    frames_in: written,
+                    frames_out: s.map(|s| s.out.load(Ordering::Relaxed)).unwrap_or(0),
+                    lost_frames: s.map(|s| s.lost.load(Ordering::Relaxed)).unwrap_or(0),
+                    buffer_fill_frames: b.fill_frames(),
+                    backlog_frames: s
+                        .map(|s| written.saturating_sub(s.cursor.load(Ordering::Relaxed)))
+                        .unwrap_or(0),
+                    failed: s.is_some_and(|s| s.failed.load(Ordering::Relaxed)),
+                }
+            })
+            .collect(),
+    };
+
+    // Buffering until the trigger.
+    let trigger_at = started + config.trigger_after;
+    let mut next_tick = started + Duration::from_secs(1);
+    while Instant::now() < trigger_at {
+        std::thread::sleep(
+            Duration::from_millis(20).min(trigger_at.saturating_duration_since(Instant::now())),
+        );
+        if Instant::now() >= next_tick {
+            on_progress(&snapshot("buffering", None));
+            next_tick += Duration::from_secs(1);
+        }
+    }
+
+    // The trigger: "now" is the newest frame on link 0; the window reaches back `pre`.
+    let newest = buffers[0].written().saturating_sub(1);
+    let mut frame = vec![0u8; fb];
+    let trigger_ts = match buffers[0].read(newest, &mut frame) {
+        Ok(_) => timestamp_of(&frame),
+        Err(_) => first_ts,
+    };
+    // Whole frames before and after: the window starts on a frame and ends after one.
+    let pre_ticks = (config.pre.as_secs_f64() * config.ticks_per_s()) as u64 / step * step;
+    let post_ticks =
+        ((config.post.as_secs_f64() * config.ticks_per_s()) as u64).div_ceil(step) * step;
+    let window = TriggerInfo {
+        trigger_timestamp: trigger_ts,
+        window_start_timestamp: trigger_ts.saturating_sub(pre_ticks),
+        window_end_timestamp: trigger_ts + post_ticks,
+    };
+
+    // The burst: one sink per link, sized for the window (plus slack for partial chunks).
+    let payload_bytes = config.chunk_frames as usize * fb;
+    let window_frames = ((pre_ticks + post_ticks) / step) + 1;
+    let chunks = window_frames.div_ceil(config.chunk_frames as u64) + 4 * config.links as u64 + 16;
+    let stride = snbuf_burst::chunk::stride_for(payload_bytes, 4096);
+    let region = (chunks * stride).div_ceil(2 << 20) * (2 << 20);
+    let mut durability = String::new();
+    let mut survives = true;
+    let spec = BurstSpec {
+        burst_id: config.burst_id.clone(),
+        frame: FrameInfo {
+            frame_type: ft.name(),
+            frame_bytes: fb as u32,
+            ticks_per_frame: step,
+            clock_hz: ft.clock_hz(),
+        },
+        trigger: Some(window.clone()),
+        method: config.method.name().to_string(),
+        durability: String::new(),
+        links: (0..config.links).collect(),
+        max_payload_bytes: payload_bytes,
+    };
+    let burst = BurstWriter::create(&config.output_dir, spec, |_, path| {
+        let mut c = SinkConfig::new(config.method, path, region);
+        c.max_io_bytes = stride as usize;
+        c.page_size = config.page_size;
+        c.sync_mode = config.sync_mode;
+        let sink = open(&c)?;
+        durability = sink.report().durability.name().to_string();
+        survives = sink.report().durability.survives_power_loss();
+        Ok(sink)
+    });
+    let burst = match burst {
+        Ok(b) => b,
+        Err(e) => {
+            stop_source.store(true, Ordering::Relaxed);
+            let _ = source.join();
+            return Err(e.into());
+        }
+    };
+    let (seal, link_writers) = burst.split();
+
+    // Writers.
+    let shared: Arc<Vec<LinkShared>> = Arc::new(
+        (0..config.links)
+            .map(|_| LinkShared {
+                out: AtomicU64::new(0),
+                lost: AtomicU64::new(0),
+                cursor: AtomicU64::new(0),
+                failed: AtomicBool::new(false),
+            })
+            .collect(),
+    );
+    let mut per_writer: Vec<Vec<DynLink>> = (0..config.writers).map(|_| Vec::new()).collect();
+    for lw in link_writers {
+        per_writer[lw.link() as usize % config.writers].push(lw);
+    }
+    let trigger_instant = Instant::now();
+    let mut handles = Vec::new();
+    for (w, links) in per_writer.into_iter().enumerate() {
+        let cpu_id = config.cpus[(1 + w) % config.cpus.len()];
+        let bufs: Vec<LatencyBuffer> = links
+            .iter()
+            .map(|l| buffers[l.link() as usize].clone())
+            .collect();
+        let (shared, window) = (shared.clone(), window.clone());
+        let chunk_frames = config.chunk_frames;
+        handles.push(std::thread::spawn(move || {
+            let _ = cpu::pin_current_thread(cpu_id);
+            write_window(links, &bufs, &shared, &window, step, chunk_frames, fb)
+        }));
+    }
+    let mut next_tick = Instant::now() + Duration::from_secs(1);
+    while handles.iter().any(|h| !h.is_finished()) {
+        std::thread::sleep(Duration::from_millis(20));
+        if Instant::now() >= next_tick {
+            on_progress(&snapshot("recording", Some(&shared)));
+            next_tick += Duration::from_secs(1);
+        }
+    }
+    let mut links: Vec<DynLink> = Vec::new();
+    for h in handles {
+        links.extend(
+            h.join()
+                .map_err(|_| RecordError::Setup("a writer thread panicked".into()))?,
+        );
+    }
+    let writing_s = trigger_instant.elapsed().as_secs_f64();
+    stop_source.store(true, Ordering::Relaxed);
+    let (produced, skipped) = source
+        .join()
+        .map_err(|_| RecordError::Setup("the source thread panicked".into()))?;
+    let input_bytes_per_s =
+        produced as f64 * fb as f64 * config.links as f64 / started.elapsed().as_secs_f64();
+    on_progress(&snapshot("sealing", Some(&shared)));
+
+    let dir = seal.dir().to_path_buf();
+    let mut manifest = seal.seal(links)?;
+    manifest.durability = durability.clone();
+    manifest
+        .write_atomic(&dir)
+        .map_err(snbuf_burst::BurstError::from)?;
+    let verify = verify_burst(&dir).map_err(|e| RecordError::Setup(e.to_string()))?;
+    let frames_recorded: u64 = manifest.links.iter().map(|l| l.frames).sum();
+    let lost_frames: u64 = manifest.links.iter().map(|l| l.lost_frames).sum();
+    Ok(RecordReport {
+        burst_dir: dir,
+        output_bytes_per_s: frames_recorded as f64 * fb as f64 / writing_s,
+        frames_recorded,
+        lost_frames,
+        manifest,
+        verify,
+        window,
+        frame_bytes: fb as u32,
+        input_bytes_per_s,
+        buffer_memory_bytes,
+        buffer_page_bytes,
+        durability,
+        survives_power_loss: survives,
+        skipped_at_source: skipped,
+    })
+}
+
+/// Where a link's writer is in the window.
+struct Cursor {
+    next: Option<u64>,
+    done: bool,
+}
+
+/// Persists the window of each of `links` (reading from `bufs`, same order); returns the links.
+fn write_window(
+    mut links: Vec<DynLink>,
+    bufs: &[LatencyBuffer],
+    shared: &[LinkShared],
+    window: &TriggerInfo,
+    step: u64,
+    chunk_frames: u32,
+    frame_bytes: usize,
+) -> Vec<DynLink> {
+    let mut chunk = AlignedBuf::new(chunk_frames as usize * frame_bytes, PageSize::Small4K)
+        .expect("chunk buffer");
+    let mut cursors: Vec<Cursor> = links
+        .iter()
+        .map(|_| Cursor {
+            next: None,
+            done: false,
+        })
+        .collect();
+    let (ws, we) = (window.window_start_timestamp, window.window_end_timestamp);
+    while cursors.iter().any(|c| !c.done) {
+        let mut progressed = false;
+        for (i, lw) in links.iter_mut().enumerate() {
+            let c = &mut cursors[i];
+            if c.done {
+                continue;
+            }
+            let buf = &bufs[i];
+            let s = &shared[lw.link() as usize];
+            // Locate the window's first frame once.
+            let next = match c.next {
+                Some(n) => n,
+                None => {
+                    let n = match buf.find_timestamp(ws, step) {
+                        Lookup::At(n) => n,
+                        Lookup::After { next } => next,
+                        Lookup::BeforeOldest { oldest } => {
+                            // The window starts before the buffer does: the shortfall is lost.
+                            let mut f = vec![0u8; frame_bytes];
+                            if buf.read(oldest, &mut f).is_ok() {
+                                let short = timestamp_of(&f).saturating_sub(ws) / step;
+                                lw.add_lost_frames(short);
+                                s.lost.fetch_add(short, Ordering::Relaxed);
+                            }
+                            oldest
+                        }
+                    };
+                    c.next = Some(n);
+                    s.cursor.store(n, Ordering::Relaxed);
+                    n
+                }
+            };
+            // Wait for a full chunk unless the window's end is already buffered.
+            let written = buf.written();
+            let available = written.saturating_sub(next);
+            if available == 0 {
+                continue;
+            }
+            if available < chunk_frames as u64 {
+                let mut f = vec![0u8; frame_bytes];
+                let newest_ts = buf
+                    .read(written - 1, &mut f)
+                    .map(|_| timestamp_of(&f))
+                    .unwrap_or(0);
+                if newest_ts < we {
+                    continue;
+                }
+            }
+            let want = (available.min(chunk_frames as u64) as usize) * frame_bytes;
+            let n = match buf.read(next, &mut chunk.as_mut_slice()[..want]) {
+                Ok(n) => n,
+                Err(ReadError::Overwritten { oldest }) => {
+                    // The producer overwrote frames of the window before they were written.
+                    let lost = oldest - next;
+                    lw.add_lost_frames(lost);
+                    s.lost.fetch_add(lost, Ordering::Relaxed);
+                    c.next = Some(oldest);
+                    s.cursor.store(oldest, Ordering::Relaxed);
+                    progressed = true;
+                    continue;
+                }
+                Err(ReadError::NotYet) => continue,
+            };
+            let frames = &chunk.as_slice()[..n * frame_bytes];
+            // Keep only frames inside the window.
+            let inside = frames
+                .chunks(frame_bytes)
+                .take_while(|f| timestamp_of(f) < we)
+                .count();
+            if inside > 0 {
+                let data = &frames[..inside * frame_bytes];
+                let first = timestamp_of(data);
+                let last = timestamp_of(&data[(inside - 1) * frame_bytes..]);
+                if lw.write_chunk(first, last, data).is_err() {
+                    // The link is failed (latched, in its manifest record); the others go on.
+                    s.failed.store(true, Ordering::Relaxed);
+                    c.done = true;
+                    continue;
+                }
+                s.out.fetch_add(inside as u64, Ordering::Relaxed);
+            }
+            c.next = Some(next + inside as u64);
+            s.cursor.store(next + inside as u64, Ordering::Relaxed);
+            if inside < n {
+                c.done = true;
+                // Nothing of the window is left behind: no backlog for this link any more.
+                s.cursor.store(u64::MAX, Ordering::Relaxed);
+            }
+            progressed = true;
+        }
+        if !progressed {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    links
+}

@@ -1,0 +1,204 @@
+//! `snbuf record` and `snbuf plan` as a user runs them: a short recording that verifies and
+//! writes its summary, and bad input refused with one line and exit 2, before anything runs.
+
+use std::process::{Command, Output};
+
+fn snbuf(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_snbuf"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn one_error_line(o: &Output, code: i32, needle: &str) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(code), "{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("error")).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].contains(needle), "'{needle}' not in {err}");
+    assert!(!err.contains("panicked"));
+}
+
+const SHORT: &[&str] = &[
+    "--links",
+    "2",
+    "--rate-per-link",
+    "5MB/s",
+    "--buffer",
+    "1s",
+    "--pre",
+    "300ms",
+    "--post",
+    "400ms",
+    "--trigger-after",
+    "500ms",
+    "--method",
+    "direct",
+];
+
+#[test]
+fn a_short_recording_verifies_and_reports() {
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("summary.json");
+    let mut a = vec![
+        "record",
+        "--output",
+        out.path().to_str().unwrap(),
+        "--burst-id",
+        "b1",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    a.extend_from_slice(SHORT);
+    let o = snbuf(&a);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("verify      valid"), "{stdout}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["valid"], true);
+    assert_eq!(v["lost_frames"], 0);
+    assert!(v["frames_recorded"].as_u64().unwrap() > 0);
+    assert_eq!(
+        snbuf(&["verify", out.path().join("b1").to_str().unwrap()])
+            .status
+            .code(),
+        Some(0)
+    );
+    // The same id again is refused: a burst is never written over another.
+    let o = snbuf(&a);
+    assert_eq!(o.status.code(), Some(1));
+}
+
+#[test]
+fn bad_input_is_refused_before_anything_runs() {
+    let out = tempfile::tempdir().unwrap();
+    let d = out.path().to_str().unwrap();
+    let r = |extra: &[&str]| {
+        let mut a = vec!["record", "--output", d];
+        a.extend_from_slice(extra);
+        snbuf(&a)
+    };
+    one_error_line(&r(&["--frame", "wib9"]), 2, "unknown frame type 'wib9'");
+    one_error_line(
+        &r(&["--pre", "5s", "--buffer", "2s"]),
+        2,
+        "longer than --buffer",
+    );
+    one_error_line(&r(&["--rate-per-link", "0"]), 2, "more than 0");
+    one_error_line(&r(&["--method", "warp"]), 2, "unknown method");
+    one_error_line(&r(&["--profile", "lhc"]), 2, "unknown profile");
+    one_error_line(&r(&["--burst-id", "../x"]), 2, "not a plain name");
+    one_error_line(&r(&["--links", "2", "--writers", "3"]), 2, "--writers");
+    assert_eq!(
+        std::fs::read_dir(out.path()).unwrap().count(),
+        0,
+        "nothing was written"
+    );
+    let o = snbuf(&["record", "--output", "/proc/snbuf-cannot-be-here"]);
+    one_error_line(&o, 2, "--output /proc/snbuf-cannot-be-here");
+}
+
+#[test]
+fn plan_answers_fig_6() {
+    let o = snbuf(&[
+        "plan",
+        "--input-rate",
+        "10GB/s",
+        "--time",
+        "100s",
+        "--output-rate",
+        "5GB/s",
+    ]);
+    assert!(o.status.success());
+    let s = String::from_utf8_lossy(&o.stdout);
+    // (10 - 5) GB/s x 100 s = 500 GB = 466 GiB
+    assert!(s.contains("keeps up: no") && s.contains("466 GiB"), "{s}");
+    let o = snbuf(&[
+        "plan",
+        "--input-rate",
+        "1GB/s",
+        "--time",
+        "100s",
+        "--output-rate",
+        "2GB/s",
+    ]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("keeps up: yes"));
+    one_error_line(
+        &snbuf(&["plan", "--input-rate", "1GB/s", "--time", "10s"]),
+        2,
+        "--output-rate",
+    );
+    one_error_line(
+        &snbuf(&[
+            "plan",
+            "--input-rate",
+            "fast",
+            "--time",
+            "10s",
+            "--output-rate",
+            "1GB/s",
+        ]),
+        2,
+        "--input-rate",
+    );
+}
+
+#[test]
+fn plan_takes_the_output_rate_from_a_bench_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("w.json");
+    let o = snbuf(&[
+        "bench",
+        "write",
+        "--target",
+        dir.path().to_str().unwrap(),
+        "--method",
+        "buffered",
+        "--block-size",
+        "4k,64k",
+        "--threads",
+        "1",
+        "--duration",
+        "50ms",
+        "--warmup",
+        "10ms",
+        "--region",
+        "4MiB",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j = json.to_str().unwrap();
+    let o = snbuf(&[
+        "plan",
+        "--input-rate",
+        "100TB/s",
+        "--time",
+        "10s",
+        "--bench",
+        j,
+        "--block-size",
+        "64KiB",
+    ]);
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && s.contains("buffered at 65536 B") && s.contains("keeps up: no"),
+        "{s}"
+    );
+    one_error_line(
+        &snbuf(&[
+            "plan",
+            "--input-rate",
+            "1GB/s",
+            "--time",
+            "10s",
+            "--bench",
+            j,
+            "--method",
+            "nt",
+        ]),
+        2,
+        "no write result matches",
+    );
+}
