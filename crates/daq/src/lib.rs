@@ -2,6 +2,7 @@
 //! per-link DRAM latency buffer that holds the last seconds of a link for a trigger to reach
 //! back into.
 
+pub mod control;
 pub mod frame;
 pub mod latency_buffer;
 pub mod recorder;
@@ -9,5 +10,7 @@ pub mod source;
 
 pub use frame::FrameType;
 pub use latency_buffer::{latency_buffer, LatencyBuffer, Lookup, Producer, ReadError};
-pub use recorder::{record, LinkProgress, Progress, RecordConfig, RecordError, RecordReport};
+pub use recorder::{
+    record, LinkProgress, Progress, RecordConfig, RecordError, RecordReport, TriggerAt, Unit,
+};
 pub use source::{Emulator, GapSpec, Payload};

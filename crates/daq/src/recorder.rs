@@ -54,6 +54,8 @@ pub enum RecordError {
     Setup(String),
     #[error(transparent)]
     Burst(#[from] snbuf_burst::BurstError),
+    #[error("a burst is being recorded; this trigger is refused (each trigger is its own burst: retry when it is sealed)")]
+    Busy,
 }
 
 /// One link's live figures.
@@ -156,232 +158,368 @@ impl RecordConfig {
     }
 }
 
-/// Runs a recording: buffer for `trigger_after`, trigger, persist the window, seal, verify.
+/// When a trigger's window is centred.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TriggerAt {
+    /// The newest frame buffered when the trigger arrives.
+    Now,
+    /// A detector timestamp (ticks). One older than the buffer records what is still there and
+    /// counts the rest as lost.
+    Timestamp(u64),
+}
+
+/// A running readout unit: links emulated into their latency buffers, ready for triggers.
+pub struct Unit {
+    config: RecordConfig,
+    buffers: Vec<LatencyBuffer>,
+    stop: Arc<AtomicBool>,
+    source: Option<std::thread::JoinHandle<(u64, u64)>>,
+    started: Instant,
+    buffer_memory_bytes: u64,
+    buffer_page_bytes: Option<u64>,
+    /// The live counters of the burst being recorded, if one is.
+    live: std::sync::Mutex<Option<Arc<Vec<LinkShared>>>>,
+}
+
+impl Unit {
+    /// Allocates and prefaults the buffers, and starts the links.
+    pub fn start(config: &RecordConfig) -> Result<Unit, RecordError> {
+        config.validate()?;
+        let ft = config.frame_type;
+        let fb = ft.frame_bytes() as usize;
+        std::fs::create_dir_all(&config.output_dir).map_err(|e| {
+            RecordError::Setup(format!(
+                "create output directory {}: {e}",
+                config.output_dir.display()
+            ))
+        })?;
+        let mut producers = Vec::new();
+        let mut buffers: Vec<LatencyBuffer> = Vec::new();
+        for link in 0..config.links {
+            let (p, b) = latency_buffer(fb, config.buffer_frames(), config.page_size)
+                .map_err(|e| RecordError::Setup(format!("latency buffer for link {link}: {e}")))?;
+            producers.push((link, p));
+            buffers.push(b);
+        }
+        let buffer_memory_bytes: u64 = buffers.iter().map(|b| b.memory_bytes()).sum();
+        let buffer_page_bytes = buffers[0]
+            .pages_obtained()
+            .map(|p| p.effective_page_bytes());
+        let first_ts =
+            (snbuf_burst::manifest::now_unix_ns() as f64 / 1e9 * ft.clock_hz() as f64) as u64;
+        let mut emulator = Emulator::new(
+            ft,
+            config.frames_per_s_per_link,
+            config.payload.clone(),
+            config.gaps,
+            producers,
+            first_ts,
+        )
+        .map_err(RecordError::Config)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let producer_cpu = config.cpus[0];
+        let stop2 = stop.clone();
+        let source = std::thread::spawn(move || {
+            let _ = cpu::pin_current_thread(producer_cpu);
+            emulator.start_at(Instant::now());
+            emulator.run(&stop2);
+            (emulator.produced_per_link(), emulator.skipped_per_link())
+        });
+        Ok(Unit {
+            config: config.clone(),
+            buffers,
+            stop,
+            source: Some(source),
+            started: Instant::now(),
+            buffer_memory_bytes,
+            buffer_page_bytes,
+            live: std::sync::Mutex::new(None),
+        })
+    }
+
+    pub fn config(&self) -> &RecordConfig {
+        &self.config
+    }
+
+    pub fn uptime(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    pub fn buffer_memory_bytes(&self) -> u64 {
+        self.buffer_memory_bytes
+    }
+
+    /// Whether a burst is being recorded now.
+    pub fn recording(&self) -> bool {
+        self.live.lock().expect("unit state").is_some()
+    }
+
+    /// The newest frame's timestamp on link 0: the unit's "now" in detector ticks.
+    pub fn newest_timestamp(&self) -> Option<u64> {
+        let b = &self.buffers[0];
+        let mut f = vec![0u8; b.frame_bytes()];
+        let w = b.written();
+        if w == 0 {
+            return None;
+        }
+        b.read(w - 1, &mut f).ok().map(|_| timestamp_of(&f))
+    }
+
+    /// Live figures of every link (of the burst being recorded, if any).
+    pub fn progress(&self, phase: &'static str) -> Progress {
+        let live = self.live.lock().expect("unit state").clone();
+        Progress {
+            phase,
+            elapsed: self.started.elapsed(),
+            links: self
+                .buffers
+                .iter()
+                .enumerate()
+                .map(|(i, b)| {
+                    let written = b.written();
+                    let s = live.as_ref().map(|s| &s[i]);
+                    LinkProgress {
+                        link: i as u32,
+                        frames_in: written,
+                        frames_out: s.map(|s| s.out.load(Ordering::Relaxed)).unwrap_or(0),
+                        lost_frames: s.map(|s| s.lost.load(Ordering::Relaxed)).unwrap_or(0),
+                        buffer_fill_frames: b.fill_frames(),
+                        backlog_frames: s
+                            .map(|s| written.saturating_sub(s.cursor.load(Ordering::Relaxed)))
+                            .unwrap_or(0),
+                        failed: s.is_some_and(|s| s.failed.load(Ordering::Relaxed)),
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    /// The window a trigger at `at` records: whole frames from `pre` before to `post` after.
+    pub fn window(&self, at: TriggerAt, pre: Duration, post: Duration) -> Option<TriggerInfo> {
+        let step = self.config.frame_type.ticks_per_frame();
+        let t = match at {
+            TriggerAt::Now => self.newest_timestamp()?,
+            TriggerAt::Timestamp(t) => t,
+        };
+        let pre_ticks = (pre.as_secs_f64() * self.config.ticks_per_s()) as u64 / step * step;
+        let post_ticks =
+            ((post.as_secs_f64() * self.config.ticks_per_s()) as u64).div_ceil(step) * step;
+        Some(TriggerInfo {
+            trigger_timestamp: t,
+            window_start_timestamp: t.saturating_sub(pre_ticks),
+            window_end_timestamp: t + post_ticks,
+        })
+    }
+
+    /// Records one burst, blocking until its window is durable, sealed and verified. A trigger
+    /// that arrives while another burst is being recorded is refused (not merged): each trigger
+    /// is its own burst, and the caller can retry once the current one is sealed.
+    pub fn trigger(
+        &self,
+        at: TriggerAt,
+        pre: Duration,
+        post: Duration,
+        burst_id: &str,
+        mut on_progress: impl FnMut(&Progress),
+    ) -> Result<RecordReport, RecordError> {
+        let config = &self.config;
+        snbuf_burst::burst_writer::check_burst_id(burst_id)
+            .map_err(|e| RecordError::Config(e.to_string()))?;
+        if pre > config.buffer {
+            return Err(RecordError::Config(format!(
+                "pre {:.1}s is longer than the {:.1}s buffer",
+                pre.as_secs_f64(),
+                config.buffer.as_secs_f64()
+            )));
+        }
+        let shared: Arc<Vec<LinkShared>> = Arc::new(
+            (0..config.links)
+                .map(|_| LinkShared {
+                    out: AtomicU64::new(0),
+                    lost: AtomicU64::new(0),
+                    cursor: AtomicU64::new(0),
+                    failed: AtomicBool::new(false),
+                })
+                .collect(),
+        );
+        {
+            let mut live = self.live.lock().expect("unit state");
+            if live.is_some() {
+                return Err(RecordError::Busy);
+            }
+            *live = Some(shared.clone());
+        }
+        let result = self.record_window(at, pre, post, burst_id, &shared, &mut on_progress);
+        *self.live.lock().expect("unit state") = None;
+        result
+    }
+
+    fn record_window(
+        &self,
+        at: TriggerAt,
+        pre: Duration,
+        post: Duration,
+        burst_id: &str,
+        shared: &Arc<Vec<LinkShared>>,
+        on_progress: &mut dyn FnMut(&Progress),
+    ) -> Result<RecordReport, RecordError> {
+        let config = &self.config;
+        let ft = config.frame_type;
+        let fb = ft.frame_bytes() as usize;
+        let step = ft.ticks_per_frame();
+        let window = self
+            .window(at, pre, post)
+            .ok_or_else(|| RecordError::Setup("no frame buffered yet to trigger on".into()))?;
+
+        // The burst: one sink per link, sized for the window (plus slack for partial chunks).
+        let payload_bytes = config.chunk_frames as usize * fb;
+        let window_frames =
+            (window.window_end_timestamp - window.window_start_timestamp) / step + 1;
+        let chunks =
+            window_frames.div_ceil(config.chunk_frames as u64) + 4 * config.links as u64 + 16;
+        let stride = snbuf_burst::chunk::stride_for(payload_bytes, 4096);
+        let region = (chunks * stride).div_ceil(2 << 20) * (2 << 20);
+        let mut durability = String::new();
+        let mut survives = true;
+        let spec = BurstSpec {
+            burst_id: burst_id.to_string(),
+            frame: FrameInfo {
+                frame_type: ft.name(),
+                frame_bytes: fb as u32,
+                ticks_per_frame: step,
+                clock_hz: ft.clock_hz(),
+            },
+            trigger: Some(window.clone()),
+            method: config.method.name().to_string(),
+            durability: String::new(),
+            links: (0..config.links).collect(),
+            max_payload_bytes: payload_bytes,
+        };
+        let burst = BurstWriter::create(&config.output_dir, spec, |_, path| {
+            let mut c = SinkConfig::new(config.method, path, region);
+            c.max_io_bytes = stride as usize;
+            c.page_size = config.page_size;
+            c.sync_mode = config.sync_mode;
+            let sink = open(&c)?;
+            durability = sink.report().durability.name().to_string();
+            survives = sink.report().durability.survives_power_loss();
+            Ok(sink)
+        })?;
+        let (seal, link_writers) = burst.split();
+
+        let mut per_writer: Vec<Vec<DynLink>> = (0..config.writers).map(|_| Vec::new()).collect();
+        for lw in link_writers {
+            per_writer[lw.link() as usize % config.writers].push(lw);
+        }
+        let trigger_instant = Instant::now();
+        let mut handles = Vec::new();
+        for (w, links) in per_writer.into_iter().enumerate() {
+            let cpu_id = config.cpus[(1 + w) % config.cpus.len()];
+            let bufs: Vec<LatencyBuffer> = links
+                .iter()
+                .map(|l| self.buffers[l.link() as usize].clone())
+                .collect();
+            let (shared, window) = (shared.clone(), window.clone());
+            let chunk_frames = config.chunk_frames;
+            handles.push(std::thread::spawn(move || {
+                let _ = cpu::pin_current_thread(cpu_id);
+                write_window(links, &bufs, &shared, &window, step, chunk_frames, fb)
+            }));
+        }
+        let mut next_tick = Instant::now() + Duration::from_secs(1);
+        while handles.iter().any(|h| !h.is_finished()) {
+            std::thread::sleep(Duration::from_millis(20));
+            if Instant::now() >= next_tick {
+                on_progress(&self.progress("recording"));
+                next_tick += Duration::from_secs(1);
+            }
+        }
+        let mut links: Vec<DynLink> = Vec::new();
+        for h in handles {
+            links.extend(
+                h.join()
+                    .map_err(|_| RecordError::Setup("a writer thread panicked".into()))?,
+            );
+        }
+        let writing_s = trigger_instant.elapsed().as_secs_f64();
+        on_progress(&self.progress("sealing"));
+
+        let dir = seal.dir().to_path_buf();
+        let mut manifest = seal.seal(links)?;
+        manifest.durability = durability.clone();
+        manifest
+            .write_atomic(&dir)
+            .map_err(snbuf_burst::BurstError::from)?;
+        let verify = verify_burst(&dir).map_err(|e| RecordError::Setup(e.to_string()))?;
+        let frames_recorded: u64 = manifest.links.iter().map(|l| l.frames).sum();
+        let lost_frames: u64 = manifest.links.iter().map(|l| l.lost_frames).sum();
+        let produced = self.buffers[0].written();
+        Ok(RecordReport {
+            burst_dir: dir,
+            output_bytes_per_s: frames_recorded as f64 * fb as f64 / writing_s,
+            frames_recorded,
+            lost_frames,
+            manifest,
+            verify,
+            window,
+            frame_bytes: fb as u32,
+            input_bytes_per_s: produced as f64 * fb as f64 * config.links as f64
+                / self.started.elapsed().as_secs_f64(),
+            buffer_memory_bytes: self.buffer_memory_bytes,
+            buffer_page_bytes: self.buffer_page_bytes,
+            durability,
+            survives_power_loss: survives,
+            skipped_at_source: 0,
+        })
+    }
+
+    /// Stops the links; returns frames produced and frames skipped (producer late) per link.
+    pub fn stop(mut self) -> (u64, u64) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.source
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or((0, 0))
+    }
+}
+
+impl Drop for Unit {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.source.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// A self-contained recording: start the unit, buffer for `trigger_after`, trigger, record the
+/// window, seal, verify, stop.
 pub fn record(
     config: &RecordConfig,
     mut on_progress: impl FnMut(&Progress),
 ) -> Result<RecordReport, RecordError> {
-    config.validate()?;
-    let ft = config.frame_type;
-    let fb = ft.frame_bytes() as usize;
-    let step = ft.ticks_per_frame();
-    std::fs::create_dir_all(&config.output_dir).map_err(|e| {
-        RecordError::Setup(format!(
-            "create output directory {}: {e}",
-            config.output_dir.display()
-        ))
-    })?;
-
-    // Latency buffers: allocated and prefaulted before anything runs.
-    let mut producers = Vec::new();
-    let mut buffers: Vec<LatencyBuffer> = Vec::new();
-    for link in 0..config.links {
-        let (p, b) = latency_buffer(fb, config.buffer_frames(), config.page_size)
-            .map_err(|e| RecordError::Setup(format!("latency buffer for link {link}: {e}")))?;
-        producers.push((link, p));
-        buffers.push(b);
-    }
-    let buffer_memory_bytes: u64 = buffers.iter().map(|b| b.memory_bytes()).sum();
-    let buffer_page_bytes = buffers[0]
-        .pages_obtained()
-        .map(|p| p.effective_page_bytes());
-    let first_ts =
-        (snbuf_burst::manifest::now_unix_ns() as f64 / 1e9 * ft.clock_hz() as f64) as u64;
-    let mut emulator = Emulator::new(
-        ft,
-        config.frames_per_s_per_link,
-        config.payload.clone(),
-        config.gaps,
-        producers,
-        first_ts,
-    )
-    .map_err(RecordError::Config)?;
-
-    let stop_source = Arc::new(AtomicBool::new(false));
-    let started = Instant::now();
-    let producer_cpu = config.cpus[0];
-    let stop = stop_source.clone();
-    let source = std::thread::spawn(move || {
-        let _ = cpu::pin_current_thread(producer_cpu);
-        emulator.start_at(Instant::now());
-        emulator.run(&stop);
-        (emulator.produced_per_link(), emulator.skipped_per_link())
-    });
-    let snapshot = |phase: &'static str, shared: Option<&[LinkShared]>| Progress {
-        phase,
-        elapsed: started.elapsed(),
-        links: buffers
-            .iter()
-            .enumerate()
-            .map(|(i, b)| {
-                let written = b.written();
-                let s = shared.map(|s| &s[i]);
-                LinkProgress {
-                    link: i as u32,
-                    frames_in: written,
-                    frames_out: s.map(|s| s.out.load(Ordering::Relaxed)).unwrap_or(0),
-                    lost_frames: s.map(|s| s.lost.load(Ordering::Relaxed)).unwrap_or(0),
-                    buffer_fill_frames: b.fill_frames(),
-                    backlog_frames: s
-                        .map(|s| written.saturating_sub(s.cursor.load(Ordering::Relaxed)))
-                        .unwrap_or(0),
-                    failed: s.is_some_and(|s| s.failed.load(Ordering::Relaxed)),
-                }
-            })
-            .collect(),
-    };
-
-    // Buffering until the trigger.
-    let trigger_at = started + config.trigger_after;
-    let mut next_tick = started + Duration::from_secs(1);
+    let unit = Unit::start(config)?;
+    let trigger_at = Instant::now() + config.trigger_after;
+    let mut next_tick = Instant::now() + Duration::from_secs(1);
     while Instant::now() < trigger_at {
         std::thread::sleep(
             Duration::from_millis(20).min(trigger_at.saturating_duration_since(Instant::now())),
         );
         if Instant::now() >= next_tick {
-            on_progress(&snapshot("buffering", None));
+            on_progress(&unit.progress("buffering"));
             next_tick += Duration::from_secs(1);
         }
     }
-
-    // The trigger: "now" is the newest frame on link 0; the window reaches back `pre`.
-    let newest = buffers[0].written().saturating_sub(1);
-    let mut frame = vec![0u8; fb];
-    let trigger_ts = match buffers[0].read(newest, &mut frame) {
-        Ok(_) => timestamp_of(&frame),
-        Err(_) => first_ts,
-    };
-    // Whole frames before and after: the window starts on a frame and ends after one.
-    let pre_ticks = (config.pre.as_secs_f64() * config.ticks_per_s()) as u64 / step * step;
-    let post_ticks =
-        ((config.post.as_secs_f64() * config.ticks_per_s()) as u64).div_ceil(step) * step;
-    let window = TriggerInfo {
-        trigger_timestamp: trigger_ts,
-        window_start_timestamp: trigger_ts.saturating_sub(pre_ticks),
-        window_end_timestamp: trigger_ts + post_ticks,
-    };
-
-    // The burst: one sink per link, sized for the window (plus slack for partial chunks).
-    let payload_bytes = config.chunk_frames as usize * fb;
-    let window_frames = ((pre_ticks + post_ticks) / step) + 1;
-    let chunks = window_frames.div_ceil(config.chunk_frames as u64) + 4 * config.links as u64 + 16;
-    let stride = snbuf_burst::chunk::stride_for(payload_bytes, 4096);
-    let region = (chunks * stride).div_ceil(2 << 20) * (2 << 20);
-    let mut durability = String::new();
-    let mut survives = true;
-    let spec = BurstSpec {
-        burst_id: config.burst_id.clone(),
-        frame: FrameInfo {
-            frame_type: ft.name(),
-            frame_bytes: fb as u32,
-            ticks_per_frame: step,
-            clock_hz: ft.clock_hz(),
-        },
-        trigger: Some(window.clone()),
-        method: config.method.name().to_string(),
-        durability: String::new(),
-        links: (0..config.links).collect(),
-        max_payload_bytes: payload_bytes,
-    };
-    let burst = BurstWriter::create(&config.output_dir, spec, |_, path| {
-        let mut c = SinkConfig::new(config.method, path, region);
-        c.max_io_bytes = stride as usize;
-        c.page_size = config.page_size;
-        c.sync_mode = config.sync_mode;
-        let sink = open(&c)?;
-        durability = sink.report().durability.name().to_string();
-        survives = sink.report().durability.survives_power_loss();
-        Ok(sink)
-    });
-    let burst = match burst {
-        Ok(b) => b,
-        Err(e) => {
-            stop_source.store(true, Ordering::Relaxed);
-            let _ = source.join();
-            return Err(e.into());
-        }
-    };
-    let (seal, link_writers) = burst.split();
-
-    // Writers.
-    let shared: Arc<Vec<LinkShared>> = Arc::new(
-        (0..config.links)
-            .map(|_| LinkShared {
-                out: AtomicU64::new(0),
-                lost: AtomicU64::new(0),
-                cursor: AtomicU64::new(0),
-                failed: AtomicBool::new(false),
-            })
-            .collect(),
-    );
-    let mut per_writer: Vec<Vec<DynLink>> = (0..config.writers).map(|_| Vec::new()).collect();
-    for lw in link_writers {
-        per_writer[lw.link() as usize % config.writers].push(lw);
-    }
-    let trigger_instant = Instant::now();
-    let mut handles = Vec::new();
-    for (w, links) in per_writer.into_iter().enumerate() {
-        let cpu_id = config.cpus[(1 + w) % config.cpus.len()];
-        let bufs: Vec<LatencyBuffer> = links
-            .iter()
-            .map(|l| buffers[l.link() as usize].clone())
-            .collect();
-        let (shared, window) = (shared.clone(), window.clone());
-        let chunk_frames = config.chunk_frames;
-        handles.push(std::thread::spawn(move || {
-            let _ = cpu::pin_current_thread(cpu_id);
-            write_window(links, &bufs, &shared, &window, step, chunk_frames, fb)
-        }));
-    }
-    let mut next_tick = Instant::now() + Duration::from_secs(1);
-    while handles.iter().any(|h| !h.is_finished()) {
-        std::thread::sleep(Duration::from_millis(20));
-        if Instant::now() >= next_tick {
-            on_progress(&snapshot("recording", Some(&shared)));
-            next_tick += Duration::from_secs(1);
-        }
-    }
-    let mut links: Vec<DynLink> = Vec::new();
-    for h in handles {
-        links.extend(
-            h.join()
-                .map_err(|_| RecordError::Setup("a writer thread panicked".into()))?,
-        );
-    }
-    let writing_s = trigger_instant.elapsed().as_secs_f64();
-    stop_source.store(true, Ordering::Relaxed);
-    let (produced, skipped) = source
-        .join()
-        .map_err(|_| RecordError::Setup("the source thread panicked".into()))?;
-    let input_bytes_per_s =
-        produced as f64 * fb as f64 * config.links as f64 / started.elapsed().as_secs_f64();
-    on_progress(&snapshot("sealing", Some(&shared)));
-
-    let dir = seal.dir().to_path_buf();
-    let mut manifest = seal.seal(links)?;
-    manifest.durability = durability.clone();
-    manifest
-        .write_atomic(&dir)
-        .map_err(snbuf_burst::BurstError::from)?;
-    let verify = verify_burst(&dir).map_err(|e| RecordError::Setup(e.to_string()))?;
-    let frames_recorded: u64 = manifest.links.iter().map(|l| l.frames).sum();
-    let lost_frames: u64 = manifest.links.iter().map(|l| l.lost_frames).sum();
-    Ok(RecordReport {
-        burst_dir: dir,
-        output_bytes_per_s: frames_recorded as f64 * fb as f64 / writing_s,
-        frames_recorded,
-        lost_frames,
-        manifest,
-        verify,
-        window,
-        frame_bytes: fb as u32,
-        input_bytes_per_s,
-        buffer_memory_bytes,
-        buffer_page_bytes,
-        durability,
-        survives_power_loss: survives,
-        skipped_at_source: skipped,
-    })
+    let mut report = unit.trigger(
+        TriggerAt::Now,
+        config.pre,
+        config.post,
+        &config.burst_id,
+        &mut on_progress,
+    )?;
+    let (_, skipped) = unit.stop();
+    report.skipped_at_source = skipped;
+    Ok(report)
 }
 
 /// Where a link's writer is in the window.
@@ -402,6 +540,8 @@ fn write_window(
 ) -> Vec<DynLink> {
     let mut chunk = AlignedBuf::new(chunk_frames as usize * frame_bytes, PageSize::Small4K)
         .expect("chunk buffer");
+    // Scratch for peeking at single frames: allocated once, so the loop allocates nothing.
+    let mut peek = vec![0u8; frame_bytes];
     let mut cursors: Vec<Cursor> = links
         .iter()
         .map(|_| Cursor {
@@ -428,9 +568,8 @@ fn write_window(
                         Lookup::After { next } => next,
                         Lookup::BeforeOldest { oldest } => {
                             // The window starts before the buffer does: the shortfall is lost.
-                            let mut f = vec![0u8; frame_bytes];
-                            if buf.read(oldest, &mut f).is_ok() {
-                                let short = timestamp_of(&f).saturating_sub(ws) / step;
+                            if buf.read(oldest, &mut peek).is_ok() {
+                                let short = timestamp_of(&peek).saturating_sub(ws) / step;
                                 lw.add_lost_frames(short);
                                 s.lost.fetch_add(short, Ordering::Relaxed);
                             }
@@ -449,10 +588,9 @@ fn write_window(
                 continue;
             }
             if available < chunk_frames as u64 {
-                let mut f = vec![0u8; frame_bytes];
                 let newest_ts = buf
-                    .read(written - 1, &mut f)
-                    .map(|_| timestamp_of(&f))
+                    .read(written - 1, &mut peek)
+                    .map(|_| timestamp_of(&peek))
                     .unwrap_or(0);
                 if newest_ts < we {
                     continue;

@@ -184,3 +184,43 @@ fn bad_configurations_are_refused_before_anything_runs() {
         "nothing was written"
     );
 }
+
+#[test]
+fn a_trigger_older_than_the_buffer_records_what_is_left_and_counts_the_rest() {
+    use snbuf_daq::{TriggerAt, Unit};
+    let out = tempfile::tempdir().unwrap();
+    let cfg = config(out.path(), "unit");
+    let unit = Unit::start(&cfg).unwrap();
+    std::thread::sleep(Duration::from_millis(1300)); // more than the 1 s buffer
+    let now = unit.newest_timestamp().unwrap();
+    // 20 000 frames/s x 25 ticks: 1.2 s ago is before the oldest buffered frame.
+    let at = now - 24_000 * 25;
+    let r = unit
+        .trigger(
+            TriggerAt::Timestamp(at),
+            Duration::from_millis(100),
+            Duration::from_millis(300),
+            "old",
+            |_| {},
+        )
+        .unwrap();
+    assert!(r.lost_frames > 0, "the shortfall is counted");
+    assert!(r.frames_recorded > 0, "what is still buffered is recorded");
+    assert!(
+        r.verify.valid,
+        "{:?} {:?}",
+        r.verify.problems, r.verify.links
+    );
+    // A second trigger works once the first is sealed: each trigger is its own burst.
+    let r2 = unit
+        .trigger(
+            TriggerAt::Now,
+            Duration::from_millis(100),
+            Duration::from_millis(100),
+            "next",
+            |_| {},
+        )
+        .unwrap();
+    assert!(r2.verify.valid && r2.lost_frames == 0);
+    unit.stop();
+}

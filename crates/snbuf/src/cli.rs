@@ -34,6 +34,19 @@ pub enum Command {
     ///
     ///   snbuf record --profile dune --output /mnt/pmem0   # the paper's unit: 10 x 0.93 GB/s, 100 s
     Record(Box<RecordArgs>),
+    /// Run a unit that records on demand: links are emulated into their buffers continuously,
+    /// and each trigger sent to its control socket (0600, this host only) records a burst.
+    /// Takes the options of `record` (except --trigger-after).
+    ///
+    ///   snbuf serve --links 4 &
+    ///
+    ///   snbuf trigger --pre 2s --post 5s --wait
+    Serve(Box<ServeArgs>),
+    /// Trigger a running `snbuf serve`: record the window around now (or --at TICKS).
+    /// One burst at a time: a trigger while a burst is being recorded is refused.
+    Trigger(TriggerArgs),
+    /// Show a running `snbuf serve`: links, the burst being recorded, past bursts.
+    Status(StatusArgs),
     /// Size a unit (DUNE Fig 6): DRAM needed = (input rate - output rate) x recording time.
     ///
     ///   snbuf plan --input-rate 10GB/s --time 100s --output-rate 7GiB/s
@@ -149,6 +162,47 @@ pub struct RecordArgs {
     /// Write the summary as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub record: RecordArgs,
+    /// The control socket (default: OUTPUT/snbuf.sock).
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct TriggerArgs {
+    /// The server's control socket.
+    #[arg(long, value_name = "PATH", default_value = "./snbuf-data/snbuf.sock")]
+    pub socket: PathBuf,
+    /// Centre of the window: `now`, or a detector timestamp in ticks.
+    #[arg(long, default_value = "now")]
+    pub at: String,
+    /// Window start before the trigger (default: the server's --pre).
+    #[arg(long, value_name = "TIME", value_parser = parse_duration)]
+    pub pre: Option<Duration>,
+    /// Window end after the trigger (default: the server's --post).
+    #[arg(long, value_name = "TIME", value_parser = parse_duration)]
+    pub post: Option<Duration>,
+    /// Name of the burst (default: the server numbers them).
+    #[arg(long)]
+    pub burst_id: Option<String>,
+    /// Wait until the burst is sealed and verified, and print its outcome.
+    #[arg(long)]
+    pub wait: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct StatusArgs {
+    /// The server's control socket.
+    #[arg(long, value_name = "PATH", default_value = "./snbuf-data/snbuf.sock")]
+    pub socket: PathBuf,
+    /// Print the server's reply as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -7,6 +7,7 @@ mod cmd_burst;
 mod cmd_methods;
 mod cmd_plan;
 mod cmd_record;
+mod cmd_serve;
 mod exit;
 mod table;
 
@@ -20,6 +21,9 @@ fn main() -> ExitCode {
         cli::Command::Bench(cmd) => cmd_bench::run(cmd),
         cli::Command::Record(args) => cmd_record::run(*args),
         cli::Command::Plan(args) => cmd_plan::run(&args),
+        cli::Command::Serve(args) => cmd_serve::serve(*args),
+        cli::Command::Trigger(args) => cmd_serve::trigger(&args),
+        cli::Command::Status(args) => cmd_serve::status(&args),
         cli::Command::Methods { target } => cmd_methods::run(target.as_deref()),
         cli::Command::Verify { burst_dir, json } => cmd_burst::verify(&burst_dir, json),
         cli::Command::Recover {

@@ -1,0 +1,294 @@
+//! The control endpoint of a long-running unit (`snbuf serve`): a Unix socket, mode 0600, so
+//! only its owner on this host can trigger it. One request per connection, one JSON line each
+//! way, at most 64 KiB; a malformed request gets an error reply, never a crash.
+//!
+//! Requests:
+//! - `{"cmd":"trigger","at":"now"|TICKS,"pre_s":2.0,"post_s":3.0,"burst_id":"..."}` → accepted at
+//!   once (`{"ok":true,"burst_id","window"}`), recorded in the background; refused while another
+//!   burst is being recorded (each trigger is its own burst).
+//! - `{"cmd":"status"}` → the unit, the burst being recorded (live per link) and past bursts.
+//! - `{"cmd":"shutdown"}` → stops once the burst in progress, if any, is sealed.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::recorder::{RecordError, TriggerAt, Unit};
+
+pub const MAX_REQUEST_BYTES: u64 = 64 << 10;
+
+/// What happened to one trigger.
+#[derive(Clone, Debug)]
+struct BurstOutcome {
+    burst_id: String,
+    result: Value,
+}
+
+pub struct Server {
+    unit: Arc<Unit>,
+    socket: PathBuf,
+    listener: UnixListener,
+    bursts: Arc<Mutex<Vec<BurstOutcome>>>,
+    shutdown: Arc<AtomicBool>,
+    /// Set when a trigger is accepted, before its recording thread starts, so that a second
+    /// trigger right behind it is refused; cleared when the burst is sealed.
+    busy: Arc<AtomicBool>,
+    counter: Mutex<u64>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("{path}: an snbuf server is already listening there")]
+    AlreadyRunning { path: PathBuf },
+    #[error("{path}: {cause}")]
+    Io {
+        path: PathBuf,
+        cause: std::io::Error,
+    },
+    #[error("no snbuf server at {path} ({cause}); start one with `snbuf serve`")]
+    NotRunning {
+        path: PathBuf,
+        cause: std::io::Error,
+    },
+    #[error("the server at {path} answered something that is not a reply: {what}")]
+    BadReply { path: PathBuf, what: String },
+}
+
+impl Server {
+    /// Binds the socket (replacing a stale one left by a dead server, never a live one).
+    pub fn bind(unit: Unit, socket: &Path) -> Result<Server, ControlError> {
+        if socket.exists() {
+            if UnixStream::connect(socket).is_ok() {
+                return Err(ControlError::AlreadyRunning {
+                    path: socket.to_path_buf(),
+                });
+            }
+            std::fs::remove_file(socket).map_err(|cause| ControlError::Io {
+                path: socket.to_path_buf(),
+                cause,
+            })?;
+        }
+        let listener = UnixListener::bind(socket).map_err(|cause| ControlError::Io {
+            path: socket.to_path_buf(),
+            cause,
+        })?;
+        std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600)).map_err(
+            |cause| ControlError::Io {
+                path: socket.to_path_buf(),
+                cause,
+            },
+        )?;
+        Ok(Server {
+            unit: Arc::new(unit),
+            socket: socket.to_path_buf(),
+            listener,
+            bursts: Arc::new(Mutex::new(Vec::new())),
+            shutdown: Arc::new(AtomicBool::new(false)),
+            busy: Arc::new(AtomicBool::new(false)),
+            counter: Mutex::new(0),
+        })
+    }
+
+    pub fn unit(&self) -> &Unit {
+        &self.unit
+    }
+
+    /// Serves requests until a shutdown request, then waits for the burst in progress.
+    pub fn run(self, mut log: impl FnMut(&str)) {
+        for stream in self.listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+            let reply = match read_request(&mut stream) {
+                Ok(req) => self.handle(&req, &mut log),
+                Err(e) => json!({"ok": false, "error": e}),
+            };
+            let _ = writeln!(stream, "{reply}");
+            if self.shutdown.load(Ordering::Relaxed) {
+                break;
+            }
+        }
+        while self.busy.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = std::fs::remove_file(&self.socket);
+    }
+
+    fn handle(&self, req: &Value, log: &mut dyn FnMut(&str)) -> Value {
+        match req.get("cmd").and_then(Value::as_str) {
+            Some("status") => self.status(),
+            Some("shutdown") => {
+                self.shutdown.store(true, Ordering::Relaxed);
+                log("shutdown requested");
+                json!({"ok": true})
+            }
+            Some("trigger") => match self.trigger(req) {
+                Ok(v) => {
+                    log(&format!("trigger accepted: {v}"));
+                    v
+                }
+                Err(e) => {
+                    log(&format!("trigger refused: {e}"));
+                    json!({"ok": false, "error": e})
+                }
+            },
+            Some(other) => {
+                json!({"ok": false, "error": format!("unknown command '{other}' (known: trigger, status, shutdown)")})
+            }
+            None => json!({"ok": false, "error": "the request has no \"cmd\""}),
+        }
+    }
+
+    fn trigger(&self, req: &Value) -> Result<Value, String> {
+        let at = match req.get("at") {
+            None => TriggerAt::Now,
+            Some(Value::String(s)) if s == "now" => TriggerAt::Now,
+            Some(v) => TriggerAt::Timestamp(
+                v.as_u64()
+                    .ok_or("\"at\" must be \"now\" or a timestamp in ticks")?,
+            ),
+        };
+        let secs = |key: &str, default: Duration| -> Result<Duration, String> {
+            match req.get(key) {
+                None => Ok(default),
+                Some(v) => v
+                    .as_f64()
+                    .filter(|s| s.is_finite() && *s >= 0.0)
+                    .map(Duration::from_secs_f64)
+                    .ok_or_else(|| format!("\"{key}\" must be a number of seconds >= 0")),
+            }
+        };
+        let config = self.unit.config();
+        let pre = secs("pre_s", config.pre)?;
+        let post = secs("post_s", config.post)?;
+        if pre > config.buffer {
+            return Err(format!(
+                "pre {:.1}s is longer than the {:.1}s buffer",
+                pre.as_secs_f64(),
+                config.buffer.as_secs_f64()
+            ));
+        }
+        if self.busy.load(Ordering::Acquire) {
+            return Err(RecordError::Busy.to_string());
+        }
+        let burst_id = match req.get("burst_id") {
+            Some(v) => v
+                .as_str()
+                .ok_or("\"burst_id\" must be a string")?
+                .to_string(),
+            None => {
+                let mut n = self.counter.lock().expect("counter");
+                *n += 1;
+                format!("{}-{:04}", config.burst_id, *n)
+            }
+        };
+        snbuf_burst::burst_writer::check_burst_id(&burst_id).map_err(|e| e.to_string())?;
+        if config.output_dir.join(&burst_id).exists() {
+            return Err(format!("burst {burst_id} already exists"));
+        }
+        let window = self
+            .unit
+            .window(at, pre, post)
+            .ok_or("no frame buffered yet")?;
+        let (unit, bursts, busy, id) = (
+            self.unit.clone(),
+            self.bursts.clone(),
+            self.busy.clone(),
+            burst_id.clone(),
+        );
+        self.busy.store(true, Ordering::Release);
+        std::thread::spawn(move || {
+            let result = match unit.trigger(at, pre, post, &id, |_| {}) {
+                Ok(rep) => json!({
+                    "state": rep.manifest.state, "dir": rep.burst_dir, "frames": rep.frames_recorded,
+                    "lost_frames": rep.lost_frames, "valid": rep.verify.valid,
+                    "output_bytes_per_s": rep.output_bytes_per_s, "window": rep.window,
+                }),
+                Err(e) => json!({"state": "error", "error": e.to_string()}),
+            };
+            bursts.lock().expect("bursts").push(BurstOutcome {
+                burst_id: id,
+                result,
+            });
+            busy.store(false, Ordering::Release);
+        });
+        Ok(json!({"ok": true, "burst_id": burst_id, "window": window}))
+    }
+
+    fn status(&self) -> Value {
+        let u = &self.unit;
+        let c = u.config();
+        let live = self.busy.load(Ordering::Acquire).then(|| {
+            let p = u.progress("recording");
+            json!(p.links.iter().map(|l| json!({
+                "link": l.link, "frames_in": l.frames_in, "frames_out": l.frames_out, "lost_frames": l.lost_frames,
+                "backlog_frames": l.backlog_frames, "failed": l.failed,
+            })).collect::<Vec<_>>())
+        });
+        let bursts: Vec<Value> = self
+            .bursts
+            .lock()
+            .expect("bursts")
+            .iter()
+            .map(|b| {
+                let mut v = b.result.clone();
+                v["burst_id"] = json!(b.burst_id);
+                v
+            })
+            .collect();
+        json!({
+            "ok": true,
+            "uptime_s": u.uptime().as_secs_f64(),
+            "links": c.links,
+            "frame_type": c.frame_type.name(),
+            "rate_bytes_per_s_per_link": c.frames_per_s_per_link * c.frame_type.frame_bytes() as f64,
+            "buffer_s": c.buffer.as_secs_f64(),
+            "buffer_memory_bytes": u.buffer_memory_bytes(),
+            "method": c.method.name(),
+            "newest_timestamp": u.newest_timestamp(),
+            "recording": live,
+            "bursts": bursts,
+        })
+    }
+}
+
+fn read_request(stream: &mut UnixStream) -> Result<Value, String> {
+    let mut line = String::new();
+    let mut reader = BufReader::new(stream.take(MAX_REQUEST_BYTES + 1));
+    reader
+        .read_line(&mut line)
+        .map_err(|e| format!("cannot read the request: {e}"))?;
+    if line.len() as u64 > MAX_REQUEST_BYTES {
+        return Err(format!("request larger than {MAX_REQUEST_BYTES} bytes"));
+    }
+    serde_json::from_str(line.trim()).map_err(|e| format!("the request is not JSON: {e}"))
+}
+
+/// Sends one request to a server and returns its reply.
+pub fn request(socket: &Path, req: &Value) -> Result<Value, ControlError> {
+    let mut s = UnixStream::connect(socket).map_err(|cause| ControlError::NotRunning {
+        path: socket.to_path_buf(),
+        cause,
+    })?;
+    let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
+    writeln!(s, "{req}").map_err(|cause| ControlError::Io {
+        path: socket.to_path_buf(),
+        cause,
+    })?;
+    let mut line = String::new();
+    BufReader::new(s.take(16 << 20))
+        .read_line(&mut line)
+        .map_err(|cause| ControlError::Io {
+            path: socket.to_path_buf(),
+            cause,
+        })?;
+    serde_json::from_str(line.trim()).map_err(|e| ControlError::BadReply {
+        path: socket.to_path_buf(),
+        what: e.to_string(),
+    })
+}

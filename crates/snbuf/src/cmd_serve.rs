@@ -1,0 +1,160 @@
+//! `snbuf serve`, `snbuf trigger`, `snbuf status`: a unit that records on demand, and its clients.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use snbuf_daq::control::{request, ControlError, Server};
+use snbuf_daq::{RecordError, Unit};
+use snbuf_units::{Bytes, Rate};
+
+use crate::cli::{ServeArgs, StatusArgs, TriggerArgs};
+use crate::exit::{usage, Failure};
+
+pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let (mut config, why) = crate::cmd_record::config_from_args(&args.record)?;
+    if args.record.burst_id.is_none() {
+        config.burst_id = format!("burst-{}", config.burst_id);
+    }
+    let socket = args
+        .socket
+        .clone()
+        .unwrap_or_else(|| config.output_dir.join("snbuf.sock"));
+    let unit = Unit::start(&config).map_err(|e| match e {
+        RecordError::Config(m) => usage(m),
+        other => anyhow::Error::new(other),
+    })?;
+    let server = Server::bind(unit, &socket)?;
+    let fb = config.frame_type.frame_bytes() as f64;
+    eprintln!(
+        "snbuf serve: {} links of {} at {} each, buffer {:.1} s ({}), method {} ({why})",
+        config.links,
+        config.frame_type,
+        Rate(config.frames_per_s_per_link * fb),
+        config.buffer.as_secs_f64(),
+        Bytes(server.unit().buffer_memory_bytes()),
+        config.method
+    );
+    eprintln!(
+        "  control socket {} (mode 0600); bursts go to {}",
+        socket.display(),
+        config.output_dir.display()
+    );
+    eprintln!(
+        "  trigger with: snbuf trigger --socket {} --wait",
+        socket.display()
+    );
+    server.run(|line| eprintln!("  {line}"));
+    eprintln!("snbuf serve: stopped");
+    Ok(())
+}
+
+fn ask(socket: &std::path::Path, req: &Value) -> anyhow::Result<Value> {
+    let reply = request(socket, req).map_err(|e| match e {
+        ControlError::NotRunning { .. } => anyhow::Error::new(Failure(e.to_string())),
+        other => anyhow::Error::new(other),
+    })?;
+    if reply["ok"] != true {
+        let msg = reply["error"]
+            .as_str()
+            .unwrap_or("refused without a reason")
+            .to_string();
+        return Err(anyhow::Error::new(Failure(format!(
+            "the server refused: {msg}"
+        ))));
+    }
+    Ok(reply)
+}
+
+pub fn trigger(args: &TriggerArgs) -> anyhow::Result<()> {
+    let at = match args.at.as_str() {
+        "now" => json!("now"),
+        t => json!(t.parse::<u64>().map_err(|_| usage(format!(
+            "--at '{t}': expected `now` or a timestamp in ticks"
+        )))?),
+    };
+    let mut req = json!({"cmd": "trigger", "at": at});
+    if let Some(p) = args.pre {
+        req["pre_s"] = json!(p.as_secs_f64());
+    }
+    if let Some(p) = args.post {
+        req["post_s"] = json!(p.as_secs_f64());
+    }
+    if let Some(id) = &args.burst_id {
+        req["burst_id"] = json!(id);
+    }
+    let reply = ask(&args.socket, &req)?;
+    let id = reply["burst_id"].as_str().unwrap_or("?").to_string();
+    println!(
+        "accepted: burst {id}, window ticks {}..{}",
+        reply["window"]["window_start_timestamp"], reply["window"]["window_end_timestamp"]
+    );
+    if !args.wait {
+        return Ok(());
+    }
+    let started = Instant::now();
+    loop {
+        std::thread::sleep(Duration::from_millis(200));
+        let status = ask(&args.socket, &json!({"cmd": "status"}))?;
+        if let Some(b) = status["bursts"]
+            .as_array()
+            .and_then(|v| v.iter().find(|b| b["burst_id"] == id.as_str()))
+        {
+            println!(
+                "burst {id}: {} in {:.1} s, {} frames, {} lost, {}",
+                b["state"].as_str().unwrap_or("?"),
+                started.elapsed().as_secs_f64(),
+                b["frames"],
+                b["lost_frames"],
+                if b["valid"] == true {
+                    "valid"
+                } else {
+                    "NOT VALID"
+                }
+            );
+            if b["valid"] == true {
+                return Ok(());
+            }
+            let why = b["error"].as_str().unwrap_or("the burst does not verify");
+            return Err(anyhow::Error::new(Failure(format!("burst {id}: {why}"))));
+        }
+    }
+}
+
+pub fn status(args: &StatusArgs) -> anyhow::Result<()> {
+    let s = ask(&args.socket, &json!({"cmd": "status"}))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&s).expect("serialises"));
+        return Ok(());
+    }
+    println!(
+        "up {:.0} s: {} links of {} at {} each, buffer {:.1} s, method {}",
+        s["uptime_s"].as_f64().unwrap_or(0.0),
+        s["links"],
+        s["frame_type"].as_str().unwrap_or("?"),
+        Rate(s["rate_bytes_per_s_per_link"].as_f64().unwrap_or(0.0)),
+        s["buffer_s"].as_f64().unwrap_or(0.0),
+        s["method"].as_str().unwrap_or("?")
+    );
+    match s["recording"].as_array() {
+        Some(links) => {
+            let out: u64 = links.iter().filter_map(|l| l["frames_out"].as_u64()).sum();
+            let lost: u64 = links.iter().filter_map(|l| l["lost_frames"].as_u64()).sum();
+            println!("recording: {out} frames durable so far, {lost} lost");
+        }
+        None => println!("idle: ready for a trigger"),
+    }
+    for b in s["bursts"].as_array().into_iter().flatten() {
+        println!(
+            "  {}: {} frames, {} lost, {}",
+            b["burst_id"].as_str().unwrap_or("?"),
+            b["frames"],
+            b["lost_frames"],
+            if b["valid"] == true {
+                "valid".to_string()
+            } else {
+                format!("NOT VALID {}", b["error"].as_str().unwrap_or(""))
+            }
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,156 @@
+//! `snbuf serve` + `snbuf trigger` + `snbuf status`, as processes: several triggers each make
+//! their own verified burst, a trigger during a recording is refused, a malformed request gets an
+//! error reply and the server lives on, the socket is 0600, and a trigger to no server fails with
+//! one line.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn snbuf(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_snbuf"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+/// Kills the server if the test ends early.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn raw(socket: &Path, line: &str) -> String {
+    let mut s = UnixStream::connect(socket).unwrap();
+    s.write_all(line.as_bytes()).unwrap();
+    let mut reply = String::new();
+    BufReader::new(s).read_line(&mut reply).unwrap();
+    reply
+}
+
+#[test]
+fn triggers_make_bursts_one_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("data");
+    let socket = dir.path().join("ctl.sock");
+    let (o, s) = (out.to_str().unwrap(), socket.to_str().unwrap());
+    let child = Command::new(env!("CARGO_BIN_EXE_snbuf"))
+        .args([
+            "serve",
+            "--output",
+            o,
+            "--socket",
+            s,
+            "--links",
+            "2",
+            "--rate-per-link",
+            "5MB/s",
+            "--buffer",
+            "2s",
+            "--pre",
+            "500ms",
+            "--post",
+            "500ms",
+            "--method",
+            "direct",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _server = Server(child);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while UnixStream::connect(&socket).is_err() {
+        assert!(Instant::now() < deadline, "the server did not come up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(800)); // let the buffers hold the pre-trigger data
+    assert_eq!(
+        std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+
+    for id in ["first", "second"] {
+        let o = snbuf(&["trigger", "--socket", s, "--burst-id", id, "--wait"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(String::from_utf8_lossy(&o.stdout).contains("valid"));
+        assert_eq!(
+            snbuf(&["verify", out.join(id).to_str().unwrap()])
+                .status
+                .code(),
+            Some(0)
+        );
+    }
+
+    // While a long burst records, another trigger is refused with the reason.
+    let o = snbuf(&[
+        "trigger",
+        "--socket",
+        s,
+        "--burst-id",
+        "long",
+        "--post",
+        "2s",
+    ]);
+    assert!(o.status.success());
+    let o = snbuf(&["trigger", "--socket", s]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("a burst is being recorded"));
+
+    // Bad requests get an error reply; the server lives on.
+    assert!(raw(&socket, "{not json\n").contains("\"ok\":false"));
+    assert!(raw(&socket, "{\"cmd\":\"launch\"}\n").contains("unknown command"));
+    assert!(raw(&socket, "{\"cmd\":\"trigger\",\"pre_s\":-1}\n").contains("\"ok\":false"));
+    assert!(raw(&socket, "{\"cmd\":\"trigger\",\"burst_id\":\"../x\"}\n").contains("\"ok\":false"));
+    let big = format!(
+        "{{\"cmd\":\"status\",\"pad\":\"{}\"}}\n",
+        "x".repeat(70_000)
+    );
+    assert!(raw(&socket, &big).contains("larger than"));
+
+    let o = snbuf(&["status", "--socket", s, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["links"], 2);
+    assert!(v["bursts"].as_array().unwrap().len() >= 2);
+
+    // Shutdown waits for the burst in progress, which is then sealed and valid.
+    assert!(raw(&socket, "{\"cmd\":\"shutdown\"}\n").contains("\"ok\":true"));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while socket.exists() {
+        assert!(Instant::now() < deadline, "the server did not stop");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        snbuf(&["verify", out.join("long").to_str().unwrap()])
+            .status
+            .code(),
+        Some(0)
+    );
+}
+
+#[test]
+fn a_trigger_to_no_server_fails_with_one_line() {
+    let o = snbuf(&["trigger", "--socket", "/nonexistent/snbuf.sock"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("no snbuf server") && err.contains("snbuf serve"),
+        "{err}"
+    );
+    let o = snbuf(&[
+        "trigger",
+        "--at",
+        "yesterday",
+        "--socket",
+        "/nonexistent/snbuf.sock",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+}
