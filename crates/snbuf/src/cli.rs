@@ -111,12 +111,17 @@ pub enum BenchCommand {
 
 #[derive(Args, Debug, Clone)]
 pub struct RecordArgs {
+    /// A TOML file with any of these options (keys as the long options, with `_` for `-`:
+    /// `rate_per_link = "200MB/s"`). The command line wins over the file.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Readout links to emulate (default 10, one socket's worth in DUNE).
     #[arg(long)]
     pub links: Option<u32>,
-    /// Frame type: protodune-wib (5568 B, 300 ticks at 50 MHz), wib2, wibeth, custom:BYTES:TICKS.
-    #[arg(long, default_value = "protodune-wib")]
-    pub frame: String,
+    /// Frame type: protodune-wib (5568 B, 300 ticks at 50 MHz; the default), wib2, wibeth,
+    /// custom:BYTES:TICKS.
+    #[arg(long)]
+    pub frame: Option<String>,
     /// Input rate per link: 20MB/s (default), 930MB/s (a real WIB link), 1GiB/s.
     #[arg(long, value_name = "RATE")]
     pub rate_per_link: Option<String>,
@@ -132,9 +137,9 @@ pub struct RecordArgs {
     /// When the trigger fires, from the start (default: --pre + 1s, so the buffer holds the pre-trigger data).
     #[arg(long, value_name = "TIME", value_parser = parse_duration)]
     pub trigger_after: Option<Duration>,
-    /// auto (nt on DAX, else uring, else direct), or any method of `snbuf methods`.
-    #[arg(long, default_value = "auto")]
-    pub method: String,
+    /// auto (the default: nt on DAX, else uring, else direct), or any method of `snbuf methods`.
+    #[arg(long)]
+    pub method: Option<String>,
     /// Writer threads (default: one per link, as in the paper).
     #[arg(long)]
     pub writers: Option<usize>,
@@ -144,15 +149,15 @@ pub struct RecordArgs {
     /// CPUs to pin to: the first runs the link emulation, the rest the writers.
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
-    /// Page size of the latency buffers: 4KiB or 2MiB.
-    #[arg(long, value_name = "SIZE", default_value = "4KiB", value_parser = parse_page_size)]
-    pub page_size: u64,
+    /// Page size of the latency buffers: 4KiB (default) or 2MiB.
+    #[arg(long, value_name = "SIZE", value_parser = parse_page_size)]
+    pub page_size: Option<u64>,
     /// Loop frame payloads from this file instead of a pattern (timestamps are rewritten).
     #[arg(long, value_name = "FILE")]
     pub replay: Option<PathBuf>,
-    /// Where bursts go: DIR/<burst-id>/.
-    #[arg(long, default_value = "./snbuf-data")]
-    pub output: PathBuf,
+    /// Where bursts go: DIR/<burst-id>/ (default ./snbuf-data).
+    #[arg(long)]
+    pub output: Option<PathBuf>,
     /// The burst's directory name (default: UTC time and process id).
     #[arg(long)]
     pub burst_id: Option<String>,
@@ -349,7 +354,7 @@ fn parse_threads(s: &str) -> Result<usize, String> {
     }
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
     snbuf_units::parse_duration(s).map_err(|e| e.to_string())
 }
 
@@ -360,7 +365,7 @@ fn parse_duration_nonzero(s: &str) -> Result<Duration, String> {
     }
 }
 
-fn parse_page_size(s: &str) -> Result<u64, String> {
+pub fn parse_page_size(s: &str) -> Result<u64, String> {
     match snbuf_units::parse_bytes(s) {
         Ok(4096) => Ok(4096),
         Ok(2097152) => Ok(2097152),

@@ -77,12 +77,15 @@ fn utc_stamp() -> String {
 }
 
 pub fn config_from_args(args: &RecordArgs) -> anyhow::Result<(RecordConfig, String)> {
+    let args = &crate::config_file::merge(args)?;
     let dune = args.profile.as_deref() == Some("dune");
     if let Some(p) = args.profile.as_deref().filter(|p| *p != "dune") {
         return Err(usage(format!("unknown profile '{p}' (known: dune)")));
     }
     let frame_type: FrameType = args
         .frame
+        .as_deref()
+        .unwrap_or("protodune-wib")
         .parse()
         .map_err(|e: snbuf_daq::frame::FrameTypeError| usage(e.to_string()))?;
     let fb = frame_type.frame_bytes() as f64;
@@ -110,9 +113,13 @@ pub fn config_from_args(args: &RecordArgs) -> anyhow::Result<(RecordConfig, Stri
         Some(list) => cpu::parse_cpu_list(list).map_err(usage)?,
         None => cpu::allowed_cpus(),
     };
-    std::fs::create_dir_all(&args.output)
-        .map_err(|e| usage(format!("--output {}: {e}", args.output.display())))?;
-    let (method, why) = choose_method(&args.method, &args.output)?;
+    let output = args
+        .output
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("./snbuf-data"));
+    std::fs::create_dir_all(&output)
+        .map_err(|e| usage(format!("--output {}: {e}", output.display())))?;
+    let (method, why) = choose_method(args.method.as_deref().unwrap_or("auto"), &output)?;
     let payload = match &args.replay {
         Some(path) => {
             let data = std::fs::read(path)
@@ -144,14 +151,14 @@ pub fn config_from_args(args: &RecordArgs) -> anyhow::Result<(RecordConfig, Stri
             .max(pre),
         method,
         sync_mode: SyncMode::Fdatasync,
-        output_dir: args.output.clone(),
+        output_dir: output,
         burst_id: args
             .burst_id
             .clone()
             .unwrap_or_else(|| format!("{}-{}", utc_stamp(), std::process::id())),
         writers: args.writers.unwrap_or(links as usize),
         cpus,
-        page_size: if args.page_size == 2 << 20 {
+        page_size: if args.page_size == Some(2 << 20) {
             PageSize::Huge2M
         } else {
             PageSize::Small4K

@@ -8,6 +8,7 @@ mod cmd_methods;
 mod cmd_plan;
 mod cmd_record;
 mod cmd_serve;
+mod config_file;
 mod exit;
 mod table;
 

@@ -202,3 +202,42 @@ fn plan_takes_the_output_rate_from_a_bench_file() {
         "no write result matches",
     );
 }
+
+#[test]
+fn a_config_file_holds_the_options_and_unknown_keys_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("unit.toml");
+    std::fs::write(
+        &cfg,
+        "links = 2\nrate_per_link = \"5MB/s\"\nbuffer = \"1s\"\npre = \"300ms\"\npost = \"400ms\"\ntrigger_after = \"500ms\"\nmethod = \"direct\"\noutput = \"data\"\nburst_id = \"from-file\"\n",
+    )
+    .unwrap();
+    let o = snbuf(&["record", "--config", cfg.to_str().unwrap(), "--links", "1"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let m = std::fs::read_to_string(dir.path().join("data/from-file/manifest.json")).unwrap();
+    let m: serde_json::Value = serde_json::from_str(&m).unwrap();
+    assert_eq!(
+        m["links"].as_array().unwrap().len(),
+        1,
+        "the command line wins over the file"
+    );
+    assert_eq!(m["method"], "direct");
+
+    std::fs::write(&cfg, "links = 2\nlinkz = 3\n").unwrap();
+    one_error_line(
+        &snbuf(&["record", "--config", cfg.to_str().unwrap()]),
+        2,
+        "unknown field `linkz`",
+    );
+    std::fs::write(&cfg, "pre = \"soon\"\n").unwrap();
+    one_error_line(
+        &snbuf(&["record", "--config", cfg.to_str().unwrap()]),
+        2,
+        "pre",
+    );
+    one_error_line(
+        &snbuf(&["record", "--config", "/nonexistent/unit.toml"]),
+        2,
+        "/nonexistent/unit.toml",
+    );
+}

@@ -1,0 +1,94 @@
+//! `--config FILE`: the options of `record` and `serve` in a TOML file. Keys are the long
+//! options with `_` for `-`; unknown keys are an error (a typo must not be silently ignored).
+//! Values given on the command line win over the file.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::cli::{parse_duration, parse_page_size, RecordArgs};
+use crate::exit::usage;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecordFile {
+    links: Option<u32>,
+    frame: Option<String>,
+    rate_per_link: Option<String>,
+    buffer: Option<String>,
+    pre: Option<String>,
+    post: Option<String>,
+    trigger_after: Option<String>,
+    method: Option<String>,
+    writers: Option<usize>,
+    chunk_frames: Option<u32>,
+    cpus: Option<String>,
+    page_size: Option<String>,
+    replay: Option<PathBuf>,
+    output: Option<PathBuf>,
+    burst_id: Option<String>,
+    profile: Option<String>,
+}
+
+/// `args` with every option it lacks taken from its `--config` file, if any.
+pub fn merge(args: &RecordArgs) -> anyhow::Result<RecordArgs> {
+    let Some(path) = &args.config else {
+        return Ok(args.clone());
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| usage(format!("--config {}: {e}", path.display())))?;
+    let f: RecordFile = toml::from_str(&text).map_err(|e| {
+        usage(format!(
+            "--config {}: {}",
+            path.display(),
+            one_line(&e.to_string())
+        ))
+    })?;
+    let dur = |key: &str, v: &Option<String>| -> anyhow::Result<Option<std::time::Duration>> {
+        v.as_deref()
+            .map(|s| {
+                parse_duration(s)
+                    .map_err(|e| usage(format!("--config {}: {key}: {e}", path.display())))
+            })
+            .transpose()
+    };
+    let page = f
+        .page_size
+        .as_deref()
+        .map(|s| {
+            parse_page_size(s)
+                .map_err(|e| usage(format!("--config {}: page_size: {e}", path.display())))
+        })
+        .transpose()?;
+    let mut a = args.clone();
+    a.links = a.links.or(f.links);
+    a.frame = a.frame.or(f.frame);
+    a.rate_per_link = a.rate_per_link.or(f.rate_per_link);
+    a.buffer = a.buffer.or(dur("buffer", &f.buffer)?);
+    a.pre = a.pre.or(dur("pre", &f.pre)?);
+    a.post = a.post.or(dur("post", &f.post)?);
+    a.trigger_after = a.trigger_after.or(dur("trigger_after", &f.trigger_after)?);
+    a.method = a.method.or(f.method);
+    a.writers = a.writers.or(f.writers);
+    a.chunk_frames = a.chunk_frames.or(f.chunk_frames);
+    a.cpus = a.cpus.or(f.cpus);
+    a.page_size = a.page_size.or(page);
+    a.replay = a.replay.or_else(|| f.replay.map(|p| relative_to(path, p)));
+    a.output = a.output.or_else(|| f.output.map(|p| relative_to(path, p)));
+    a.burst_id = a.burst_id.or(f.burst_id);
+    a.profile = a.profile.or(f.profile);
+    Ok(a)
+}
+
+/// Relative paths in a config file are relative to the file, not to wherever snbuf runs.
+fn relative_to(config: &Path, p: PathBuf) -> PathBuf {
+    if p.is_absolute() {
+        p
+    } else {
+        config.parent().unwrap_or(Path::new(".")).join(p)
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
