@@ -524,11 +524,19 @@ pub fn record(
 
 /// Where a link's writer is in the window.
 struct Cursor {
+    /// Sequence number of the next frame to read from the buffer.
     next: Option<u64>,
+    /// Timestamp the next frame of the window should have (None before the first frame is read).
+    expect_ts: Option<u64>,
     done: bool,
 }
 
 /// Persists the window of each of `links` (reading from `bufs`, same order); returns the links.
+///
+/// Loss is counted by timestamps: whenever frames are read, any window frames between the
+/// timestamp expected next and the first one present are lost (overwritten in the buffer before
+/// the writer got to them, before the buffer's start, or never produced by the link). So only
+/// frames inside the window are ever counted, however far a slow writer falls behind.
 fn write_window(
     mut links: Vec<DynLink>,
     bufs: &[LatencyBuffer],
@@ -546,10 +554,19 @@ fn write_window(
         .iter()
         .map(|_| Cursor {
             next: None,
+            expect_ts: None,
             done: false,
         })
         .collect();
     let (ws, we) = (window.window_start_timestamp, window.window_end_timestamp);
+    // Window frames in [from, to) on the frame grid that starts at `from`.
+    let frames_between = |from: u64, to: u64| {
+        if to > from {
+            (to - from).div_ceil(step)
+        } else {
+            0
+        }
+    };
     while cursors.iter().any(|c| !c.done) {
         let mut progressed = false;
         for (i, lw) in links.iter_mut().enumerate() {
@@ -559,28 +576,23 @@ fn write_window(
             }
             let buf = &bufs[i];
             let s = &shared[lw.link() as usize];
-            // Locate the window's first frame once.
-            let next = match c.next {
-                Some(n) => n,
-                None => {
-                    let n = match buf.find_timestamp(ws, step) {
-                        Lookup::At(n) => n,
-                        Lookup::After { next } => next,
-                        Lookup::BeforeOldest { oldest } => {
-                            // The window starts before the buffer does: the shortfall is lost.
-                            if buf.read(oldest, &mut peek).is_ok() {
-                                let short = timestamp_of(&peek).saturating_sub(ws) / step;
-                                lw.add_lost_frames(short);
-                                s.lost.fetch_add(short, Ordering::Relaxed);
-                            }
-                            oldest
-                        }
-                    };
-                    c.next = Some(n);
-                    s.cursor.store(n, Ordering::Relaxed);
-                    n
+            let count_lost = |lw: &mut DynLink, n: u64| {
+                if n > 0 {
+                    lw.add_lost_frames(n);
+                    s.lost.fetch_add(n, Ordering::Relaxed);
                 }
             };
+            let next = *c.next.get_or_insert_with(|| {
+                let n = match buf.find_timestamp(ws, step) {
+                    Lookup::At(n) => n,
+                    Lookup::After { next } => next,
+                    // The window starts before the buffer does: start at what is left; the
+                    // shortfall is counted when the first frame is read.
+                    Lookup::BeforeOldest { oldest } => oldest,
+                };
+                s.cursor.store(n, Ordering::Relaxed);
+                n
+            });
             // Wait for a full chunk unless the window's end is already buffered.
             let written = buf.written();
             let available = written.saturating_sub(next);
@@ -600,10 +612,8 @@ fn write_window(
             let n = match buf.read(next, &mut chunk.as_mut_slice()[..want]) {
                 Ok(n) => n,
                 Err(ReadError::Overwritten { oldest }) => {
-                    // The producer overwrote frames of the window before they were written.
-                    let lost = oldest - next;
-                    lw.add_lost_frames(lost);
-                    s.lost.fetch_add(lost, Ordering::Relaxed);
+                    // Overwritten before this writer got to them: resume at the oldest frame
+                    // left; the frames skipped are counted (by timestamp) at the next read.
                     c.next = Some(oldest);
                     s.cursor.store(oldest, Ordering::Relaxed);
                     progressed = true;
@@ -611,32 +621,56 @@ fn write_window(
                 }
                 Err(ReadError::NotYet) => continue,
             };
+            progressed = true;
             let frames = &chunk.as_slice()[..n * frame_bytes];
-            // Keep only frames inside the window.
-            let inside = frames
+            // Frames before the window (a window that starts in the future) are passed over.
+            let before = frames
+                .chunks(frame_bytes)
+                .take_while(|f| timestamp_of(f) < ws)
+                .count();
+            let inside = frames[before * frame_bytes..]
                 .chunks(frame_bytes)
                 .take_while(|f| timestamp_of(f) < we)
                 .count();
-            if inside > 0 {
-                let data = &frames[..inside * frame_bytes];
-                let first = timestamp_of(data);
-                let last = timestamp_of(&data[(inside - 1) * frame_bytes..]);
-                if lw.write_chunk(first, last, data).is_err() {
-                    // The link is failed (latched, in its manifest record); the others go on.
-                    s.failed.store(true, Ordering::Relaxed);
-                    c.done = true;
+            if inside == 0 {
+                if before == n {
+                    c.next = Some(next + n as u64);
+                    s.cursor.store(next + n as u64, Ordering::Relaxed);
                     continue;
                 }
-                s.out.fetch_add(inside as u64, Ordering::Relaxed);
-            }
-            c.next = Some(next + inside as u64);
-            s.cursor.store(next + inside as u64, Ordering::Relaxed);
-            if inside < n {
+                // The next frame present is past the window: whatever was expected is lost.
+                count_lost(lw, frames_between(c.expect_ts.unwrap_or(ws), we));
                 c.done = true;
-                // Nothing of the window is left behind: no backlog for this link any more.
+                s.cursor.store(u64::MAX, Ordering::Relaxed);
+                continue;
+            }
+            let data = &frames[before * frame_bytes..(before + inside) * frame_bytes];
+            let first = timestamp_of(data);
+            let last = timestamp_of(&data[(inside - 1) * frame_bytes..]);
+            // Window frames missing before this batch. The first read counts from the window's
+            // start (floor: the first frame present fixes the grid).
+            let missing = match c.expect_ts {
+                Some(e) => frames_between(e, first.min(we)),
+                None => first.saturating_sub(ws) / step,
+            };
+            count_lost(lw, missing);
+            if lw.write_chunk(first, last, data).is_err() {
+                // The link is failed (latched, in its manifest record); the others go on.
+                s.failed.store(true, Ordering::Relaxed);
+                c.done = true;
+                continue;
+            }
+            s.out.fetch_add(inside as u64, Ordering::Relaxed);
+            c.expect_ts = Some(last + step);
+            let consumed = (before + inside) as u64;
+            c.next = Some(next + consumed);
+            s.cursor.store(next + consumed, Ordering::Relaxed);
+            if before + inside < n {
+                // A frame at or past the window's end is buffered: the window is complete.
+                count_lost(lw, frames_between(last + step, we));
+                c.done = true;
                 s.cursor.store(u64::MAX, Ordering::Relaxed);
             }
-            progressed = true;
         }
         if !progressed {
             std::thread::sleep(Duration::from_micros(200));

@@ -177,20 +177,21 @@ impl Emulator {
         self.produced += 1;
     }
 
-    /// Produces on schedule until `stop` is set: sleeps while the next frame is far, spins when
-    /// it is close (sleep granularity is ~50 µs; spinning keeps bursts small at high rates).
+    /// Produces on schedule until `stop` is set. It sleeps at least `MIN_SLEEP` between rounds
+    /// and then produces everything that fell due: the schedule is absolute, so sleeping only
+    /// makes the bursts larger (1 ms of frames, which the latency buffer absorbs), never the rate
+    /// wrong, and the producer costs the CPU of its copies, not a spinning core.
     pub fn run(&mut self, stop: &AtomicBool) {
+        const MIN_SLEEP: Duration = Duration::from_millis(1);
         while !stop.load(Ordering::Relaxed) {
-            let now = Instant::now();
-            self.produce_due(now);
+            self.produce_due(Instant::now());
             let next_due = self.start
                 + Duration::from_secs_f64((self.produced + 1) as f64 / self.frames_per_s);
-            let wait = next_due.saturating_duration_since(Instant::now());
-            if wait > Duration::from_micros(200) {
-                std::thread::sleep(wait - Duration::from_micros(100));
-            } else {
-                std::hint::spin_loop();
-            }
+            std::thread::sleep(
+                next_due
+                    .saturating_duration_since(Instant::now())
+                    .max(MIN_SLEEP),
+            );
         }
     }
 }

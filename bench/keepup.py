@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""The recorder's keep-up rate beside the raw medium (see keepup.sh)."""
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+
+GIB = 1 << 30
+
+
+def child_cpu_s():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def run(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    return r
+
+
+def probe(args, method, target, rate_total, n):
+    """One fixed-length recording at `rate_total` bytes/s; returns (lost, frames bytes, cpu_s, report)."""
+    out = tempfile.mkdtemp(prefix="keepup-", dir=target)
+    js = os.path.join(out, "summary.json")
+    cmd = [args.snbuf, "record", "--links", str(args.links), "--rate-per-link", f"{rate_total / args.links:.0f}",
+           "--buffer", "2s", "--pre", "500ms", "--post", args.post, "--trigger-after", "1s",
+           "--method", method, "--output", out, "--burst-id", f"p{n}", "--json", js]
+    cpu0 = child_cpu_s()
+    r = run(cmd)
+    cpu = child_cpu_s() - cpu0
+    try:
+        rep = json.load(open(js)) if os.path.exists(js) else None
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    if rep is None:
+        sys.exit(f"keepup: snbuf record failed at {rate_total / 1e6:.0f} MB/s:\n{r.stderr.strip()}")
+    recorded = rep["frames_recorded"] * rep["frame_bytes"]
+    return rep["lost_frames"], recorded, cpu, rep
+
+
+def keep_up(args, method, target):
+    rate, ok, bad, probes = args.start, None, None, []
+    n = 0
+    while bad is None and rate < 64e9:
+        n += 1
+        lost, rec, cpu, rep = probe(args, method, target, rate, n)
+        probes.append((rate, lost, rec, cpu, rep))
+        print(f"  {method} on {target}: {rate / 1e6:8.0f} MB/s -> lost {lost}, output {rep['output_bytes_per_s'] / 1e6:.0f} MB/s, source behind {rep['skipped_at_source_per_link']}", file=sys.stderr, flush=True)
+        if lost == 0 and rep["skipped_at_source_per_link"] == 0:
+            ok, rate = rate, rate * 2
+        else:
+            bad = rate
+    for _ in range(args.steps):
+        if ok is None or bad is None:
+            break
+        rate = (ok + bad) / 2
+        n += 1
+        lost, rec, cpu, rep = probe(args, method, target, rate, n)
+        probes.append((rate, lost, rec, cpu, rep))
+        print(f"  {method} on {target}: {rate / 1e6:8.0f} MB/s -> lost {lost}, source behind {rep['skipped_at_source_per_link']}", file=sys.stderr, flush=True)
+        if lost == 0 and rep["skipped_at_source_per_link"] == 0:
+            ok = rate
+        else:
+            bad = rate
+    best = max((p for p in probes if p[1] == 0), key=lambda p: p[0], default=None)
+    source_limited = any(p[4]["skipped_at_source_per_link"] > 0 for p in probes)
+    return ok or 0.0, best, source_limited
+
+
+def bench_write(args, method, target, block, threads):
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        r = run([args.snbuf, "bench", "write", "--target", target, "--method", method, "--block-size", str(block),
+                 "--threads", str(threads), "--duration", "2s", "--region", "1GiB", "--json", f.name])
+        if r.returncode != 0:
+            sys.exit(f"keepup: bench write failed: {r.stderr.strip()}")
+        return json.load(open(f.name))["results"][0]["gib_per_s"] * GIB
+
+
+def fio_best(args, directory):
+    best = 0.0
+    for engine, extra in (("psync", []), ("libaio", ["--iodepth=32"]), ("io_uring", ["--iodepth=32"])):
+        with tempfile.TemporaryDirectory(dir=directory, prefix="keepup-fio-") as d:
+            r = run(["fio", "--name=k", f"--directory={d}", f"--ioengine={engine}", "--direct=1", "--rw=write",
+                     "--bs=1m", "--size=1g", "--time_based", "--runtime=2", "--ramp_time=0.5", "--output-format=json", *extra])
+            if r.returncode == 0:
+                best = max(best, json.loads(r.stdout[r.stdout.index("{"):])["jobs"][0]["write"]["bw_bytes"])
+    return best
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--snbuf", required=True)
+    p.add_argument("--disk", default="/var/tmp")
+    p.add_argument("--shm", default="/dev/shm")
+    p.add_argument("--links", type=int, default=10)
+    p.add_argument("--post", default="2s")
+    p.add_argument("--start", type=float, default=200e6, help="first total rate to try, bytes/s")
+    p.add_argument("--steps", type=int, default=4, help="bisection steps after the first loss")
+    p.add_argument("--quick", action="store_true")
+    args = p.parse_args()
+    if args.quick:
+        args.steps, args.post = 2, "1s"
+    chunk = (1 << 20) // 5568 * 5568
+    print("| method | target | keep-up rate | bench write (same method, chunk, writers) | ratio | fio best O_DIRECT 1 MiB | ratio | CPU core-s per GiB at keep-up |")
+    print("|---|---|---|---|---|---|---|---|")
+    for method, target in (("uring", args.disk), ("direct", args.disk), ("nt", args.shm)):
+        rate, best, source_limited = keep_up(args, method, target)
+        bw = bench_write(args, method, target, chunk, min(args.links, os.cpu_count()))
+        fio = fio_best(args, target) if target == args.disk else None
+        cpu_per_gib = best[3] / (best[2] / GIB) if best and best[2] else float("nan")
+        note = " (source-limited: the emulator, not the medium, set the limit)" if source_limited else ""
+        fio_cols = f"{fio / GIB:.2f} GiB/s | {rate / fio:.2f}" if fio else "n/a | n/a"
+        print(f"| {method} | {target} | {rate / GIB:.2f} GiB/s{note} | {bw / GIB:.2f} GiB/s | {rate / bw:.2f} | {fio_cols} | {cpu_per_gib:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
