@@ -98,6 +98,43 @@ pub struct RecordReport {
     pub durability: String,
     pub survives_power_loss: bool,
     pub skipped_at_source: u64,
+    /// CPU seconds of the writer threads (copy out of the buffers, checksum, persist).
+    pub writer_cpu_s: f64,
+    /// CPU seconds of the link emulation while the window was recorded (ingest).
+    pub source_cpu_s: f64,
+}
+
+impl RecordReport {
+    /// Core-seconds per GiB recorded, ingest + checksum + persist, while the window recorded.
+    pub fn cpu_core_s_per_gib(&self) -> f64 {
+        let gib = (self.frames_recorded * self.frame_bytes as u64) as f64 / (1u64 << 30) as f64;
+        if gib > 0.0 {
+            (self.writer_cpu_s + self.source_cpu_s) / gib
+        } else {
+            0.0
+        }
+    }
+}
+
+/// CPU seconds a thread has used, from its CPU-time clock.
+fn cpu_seconds(clock: libc::clockid_t) -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a valid out-pointer.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return 0.0;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// The CPU-time clock of a running thread (so another thread can read it).
+fn thread_clock<T>(h: &std::thread::JoinHandle<T>) -> Option<libc::clockid_t> {
+    use std::os::unix::thread::JoinHandleExt;
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: the thread is alive (we hold its handle); the out-pointer is valid.
+    (unsafe { libc::pthread_getcpuclockid(h.as_pthread_t(), &mut clock) } == 0).then_some(clock)
 }
 
 /// A link of the burst on whichever sink `open` chose.
@@ -179,6 +216,8 @@ pub struct Unit {
     buffer_page_bytes: Option<u64>,
     /// The live counters of the burst being recorded, if one is.
     live: std::sync::Mutex<Option<Arc<Vec<LinkShared>>>>,
+    /// The emulator thread's CPU clock.
+    source_clock: Option<libc::clockid_t>,
 }
 
 impl Unit {
@@ -225,10 +264,12 @@ impl Unit {
             emulator.run(&stop2);
             (emulator.produced_per_link(), emulator.skipped_per_link())
         });
+        let source_clock = thread_clock(&source);
         Ok(Unit {
             config: config.clone(),
             buffers,
             stop,
+            source_clock,
             source: Some(source),
             started: Instant::now(),
             buffer_memory_bytes,
@@ -400,6 +441,10 @@ impl Unit {
             c.max_io_bytes = stride as usize;
             c.page_size = config.page_size;
             c.sync_mode = config.sync_mode;
+            // Reserve the space, but do not populate page tables now: that costs time in
+            // proportion to the window, and the trigger's pre-trigger data is ageing in the
+            // buffers meanwhile. (Preparing the next burst ahead of its trigger is the full fix.)
+            c.populate = false;
             let sink = open(&c)?;
             durability = sink.report().durability.name().to_string();
             survives = sink.report().durability.survives_power_loss();
@@ -412,6 +457,7 @@ impl Unit {
             per_writer[lw.link() as usize % config.writers].push(lw);
         }
         let trigger_instant = Instant::now();
+        let source_cpu0 = self.source_clock.map(cpu_seconds).unwrap_or(0.0);
         let mut handles = Vec::new();
         for (w, links) in per_writer.into_iter().enumerate() {
             let cpu_id = config.cpus[(1 + w) % config.cpus.len()];
@@ -423,7 +469,9 @@ impl Unit {
             let chunk_frames = config.chunk_frames;
             handles.push(std::thread::spawn(move || {
                 let _ = cpu::pin_current_thread(cpu_id);
-                write_window(links, &bufs, &shared, &window, step, chunk_frames, fb)
+                let cpu0 = cpu_seconds(libc::CLOCK_THREAD_CPUTIME_ID);
+                let links = write_window(links, &bufs, &shared, &window, step, chunk_frames, fb);
+                (links, cpu_seconds(libc::CLOCK_THREAD_CPUTIME_ID) - cpu0)
             }));
         }
         let mut next_tick = Instant::now() + Duration::from_secs(1);
@@ -435,13 +483,16 @@ impl Unit {
             }
         }
         let mut links: Vec<DynLink> = Vec::new();
+        let mut writer_cpu_s = 0.0;
         for h in handles {
-            links.extend(
-                h.join()
-                    .map_err(|_| RecordError::Setup("a writer thread panicked".into()))?,
-            );
+            let (l, cpu) = h
+                .join()
+                .map_err(|_| RecordError::Setup("a writer thread panicked".into()))?;
+            links.extend(l);
+            writer_cpu_s += cpu;
         }
         let writing_s = trigger_instant.elapsed().as_secs_f64();
+        let source_cpu_s = self.source_clock.map(cpu_seconds).unwrap_or(0.0) - source_cpu0;
         on_progress(&self.progress("sealing"));
 
         let dir = seal.dir().to_path_buf();
@@ -470,6 +521,8 @@ impl Unit {
             durability,
             survives_power_loss: survives,
             skipped_at_source: 0,
+            writer_cpu_s,
+            source_cpu_s,
         })
     }
 

@@ -75,13 +75,20 @@ impl PagesObtained {
 }
 
 /// Reads /proc/self/smaps for the mapping that contains `addr`.
+///
+/// The file is streamed and reading stops at the mapping: the kernel builds smaps as it is read,
+/// walking the page tables of every mapping it reports, so reading all of it costs time in
+/// proportion to everything the process has mapped (seconds, next to gigabytes of latency
+/// buffers), where stopping early costs only the mappings before this one.
 pub fn pages_obtained(addr: *const u8) -> io::Result<PagesObtained> {
-    let text = std::fs::read_to_string("/proc/self/smaps")?;
+    use std::io::BufRead;
+    let file = std::io::BufReader::new(File::open("/proc/self/smaps")?);
     let target = addr as usize;
     let mut inside = false;
     let mut found = false;
     let mut out = PagesObtained::default();
-    for line in text.lines() {
+    for line in file.lines() {
+        let line = line?;
         // A VMA header looks like "7f12a0000000-7f12a0200000 rw-s 00000000 00:1a 1234  /path".
         if let Some((range, _)) = line.split_once(' ') {
             if let Some((a, b)) = range.split_once('-') {

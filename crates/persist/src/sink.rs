@@ -36,8 +36,14 @@ pub struct SinkConfig {
     /// io_uring submission queue depth (writes in flight).
     pub queue_depth: u32,
     pub sync_mode: SyncMode,
-    /// Allocate the file range and populate page tables at open, outside any timed region.
+    /// Allocate the file range at open (posix_fallocate): no write later waits for the
+    /// allocator, and a target too small fails here with ENOSPC instead of mid-write (on a
+    /// mapping, a write into a hole of a full file system would be a SIGBUS).
     pub prefault: bool,
+    /// Also populate the mapping's page tables at open (mapped methods), so no timed store takes a
+    /// page fault. Costs time in proportion to the region: the benchmark wants it, a recorder
+    /// opening a burst at trigger time may not.
+    pub populate: bool,
 }
 
 impl SinkConfig {
@@ -52,6 +58,7 @@ impl SinkConfig {
             queue_depth: 32,
             sync_mode: SyncMode::Fdatasync,
             prefault: true,
+            populate: true,
         }
     }
 }

@@ -265,6 +265,12 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
         Rate(report.output_bytes_per_s)
     );
     println!(
+        "  CPU         {:.2} core-s per GiB recorded (writers {:.2} s, link emulation {:.2} s)",
+        report.cpu_core_s_per_gib(),
+        report.writer_cpu_s,
+        report.source_cpu_s
+    );
+    println!(
         "  method      {} ({}){}",
         m.method,
         report.durability,
@@ -327,6 +333,9 @@ fn write_json(path: &PathBuf, r: &snbuf_daq::RecordReport) -> std::io::Result<()
         "buffer_memory_bytes": r.buffer_memory_bytes,
         "buffer_page_bytes": r.buffer_page_bytes,
         "skipped_at_source_per_link": r.skipped_at_source,
+        "writer_cpu_s": r.writer_cpu_s,
+        "source_cpu_s": r.source_cpu_s,
+        "cpu_core_s_per_gib": r.cpu_core_s_per_gib(),
         "links": r.manifest.links,
         "valid": r.verify.valid,
         "problems": r.verify.problems,

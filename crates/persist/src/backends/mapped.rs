@@ -97,7 +97,7 @@ impl MappedSink {
             config.region_offset_bytes,
             len,
             config.page_size,
-            config.prefault,
+            config.prefault && config.populate,
         )
         .map_err(|e| PersistError::io("mmap", &config.path, e))?;
 
