@@ -28,7 +28,8 @@ def probe(args, method, target, rate_total, n):
     out = tempfile.mkdtemp(prefix="keepup-", dir=target)
     js = os.path.join(out, "summary.json")
     cmd = [args.snbuf, "record", "--links", str(args.links), "--rate-per-link", f"{rate_total / args.links:.0f}",
-           "--buffer", "2s", "--pre", "500ms", "--post", args.post, "--trigger-after", "1s",
+           # A window far longer than the buffer: DRAM cannot hide a medium that falls behind.
+           "--buffer", args.buffer, "--pre", "250ms", "--post", args.post, "--trigger-after", "600ms",
            "--method", method, "--output", out, "--burst-id", f"p{n}", "--json", js]
     cpu0 = child_cpu_s()
     r = run(cmd)
@@ -98,21 +99,25 @@ def main():
     p.add_argument("--disk", default="/var/tmp")
     p.add_argument("--shm", default="/dev/shm")
     p.add_argument("--links", type=int, default=10)
-    p.add_argument("--post", default="2s")
+    p.add_argument("--post", default="3s")
+    p.add_argument("--buffer", default="500ms")
     p.add_argument("--start", type=float, default=200e6, help="first total rate to try, bytes/s")
     p.add_argument("--steps", type=int, default=4, help="bisection steps after the first loss")
     p.add_argument("--quick", action="store_true")
     args = p.parse_args()
     if args.quick:
-        args.steps, args.post = 2, "1s"
+        args.steps, args.post = 2, "2s"
     chunk = (1 << 20) // 5568 * 5568
+    print(f"Recording window: 250 ms before to {args.post} after the trigger, buffer {args.buffer}, {args.links} links of 5568 B frames, one writer per link; {args.steps} bisection steps.")
+    print()
     print("| method | target | keep-up rate | bench write (same method, chunk, writers) | ratio | fio best O_DIRECT 1 MiB | ratio | CPU core-s per GiB at keep-up |")
     print("|---|---|---|---|---|---|---|---|")
     for method, target in (("uring", args.disk), ("direct", args.disk), ("nt", args.shm)):
         rate, best, source_limited = keep_up(args, method, target)
         bw = bench_write(args, method, target, chunk, min(args.links, os.cpu_count()))
         fio = fio_best(args, target) if target == args.disk else None
-        cpu_per_gib = best[3] / (best[2] / GIB) if best and best[2] else float("nan")
+        # Ingest + checksum + persist, from the recorder's thread CPU clocks over the recording.
+        cpu_per_gib = best[4]["cpu_core_s_per_gib"] if best else float("nan")
         note = " (source-limited: the emulator, not the medium, set the limit)" if source_limited else ""
         fio_cols = f"{fio / GIB:.2f} GiB/s | {rate / fio:.2f}" if fio else "n/a | n/a"
         print(f"| {method} | {target} | {rate / GIB:.2f} GiB/s{note} | {bw / GIB:.2f} GiB/s | {rate / bw:.2f} | {fio_cols} | {cpu_per_gib:.2f} |", flush=True)
