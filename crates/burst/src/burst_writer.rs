@@ -198,12 +198,44 @@ impl<S: Sink> LinkWriter<S> {
         last_timestamp: u64,
         frames: &[u8],
     ) -> Result<ChunkAck, WriteError> {
+        self.with_writer(|w| w.write_chunk(first_timestamp, last_timestamp, frames))
+    }
+
+    /// Appends a chunk that becomes durable (and counts in the manifest) at the next `persist`.
+    pub fn append_chunk(
+        &mut self,
+        first_timestamp: u64,
+        last_timestamp: u64,
+        frames: &[u8],
+    ) -> Result<u64, WriteError> {
+        self.with_writer(|w| w.append_chunk(first_timestamp, last_timestamp, frames))
+    }
+
+    /// Makes every appended chunk durable; returns how many this acknowledged.
+    pub fn persist(&mut self) -> Result<u64, WriteError> {
+        self.with_writer(|w| w.persist_appended())
+    }
+
+    /// Chunks appended but not yet acknowledged.
+    pub fn pending_chunks(&self) -> u64 {
+        self.writer
+            .as_ref()
+            .map(|w| w.pending_chunks())
+            .unwrap_or(0)
+    }
+
+    /// Runs `op` on the chunk writer; keeps the manifest record equal to the acknowledged chunks,
+    /// and fails the link on any error that touched the medium.
+    fn with_writer<T>(
+        &mut self,
+        op: impl FnOnce(&mut ChunkWriter<S>) -> Result<T, WriteError>,
+    ) -> Result<T, WriteError> {
         let link = self.record.link;
         let Some(writer) = self.writer.as_mut() else {
             return Err(WriteError::Failed { link });
         };
-        match writer.write_chunk(first_timestamp, last_timestamp, frames) {
-            Ok(ack) => {
+        match op(writer) {
+            Ok(v) => {
                 let t = writer.totals();
                 let r = &mut self.record;
                 r.chunks = t.chunks;
@@ -212,7 +244,7 @@ impl<S: Sink> LinkWriter<S> {
                 r.file_bytes = t.file_bytes;
                 r.first_timestamp = t.first_timestamp;
                 r.last_timestamp = t.last_timestamp;
-                Ok(ack)
+                Ok(v)
             }
             // A malformed chunk is the caller's mistake, refused before anything was written:
             // the link stays good.

@@ -5,7 +5,8 @@
 //! then dropped, kept or torn by a seeded RNG; `recover` runs on the resulting files. Checked:
 //! every acknowledged chunk is present and intact, every chunk returned is exactly one that was
 //! written (no bad checksum is ever returned as data), recovery is idempotent, and the recovered
-//! burst verifies. 250 workloads x 4 crash seeds = 1000 crash points per run; proptest prints the
+//! burst verifies. Chunks are acknowledged one at a time or a group (up to 4) per persist.
+//! 250 workloads x 4 crash seeds = 1000 crash points per run; proptest prints the
 //! failing workload and seed so it can be replayed.
 
 use std::sync::{Arc, Mutex};
@@ -23,6 +24,8 @@ struct Workload {
     frames_per_chunk: Vec<u32>,
     /// Per link: the call at which the power goes (may be after the last).
     power_cut_at: Vec<u64>,
+    /// Chunks appended per persist (1: every chunk acknowledged on its own).
+    group: u64,
     crash_seeds: [u64; 4],
 }
 
@@ -34,15 +37,19 @@ fn workload() -> impl Strategy<Value = Workload> {
         prop::collection::vec(1u32..=6, 1..=10),
         prop::collection::vec(1u64..=40, 3),
         any::<[u64; 4]>(),
+        1u64..=4,
     )
         .prop_map(
-            |(mapped, links, frame_bytes, frames_per_chunk, power_cut_at, crash_seeds)| Workload {
-                mapped,
-                links,
-                frame_bytes,
-                frames_per_chunk,
-                power_cut_at,
-                crash_seeds,
+            |(mapped, links, frame_bytes, frames_per_chunk, power_cut_at, crash_seeds, group)| {
+                Workload {
+                    mapped,
+                    links,
+                    frame_bytes,
+                    frames_per_chunk,
+                    power_cut_at,
+                    group,
+                    crash_seeds,
+                }
             },
         )
 }
@@ -90,12 +97,18 @@ fn run_link(w: &Workload, link: u32) -> LinkRun {
         let first = ts;
         let last = ts + (frames as u64 - 1) * 25;
         ts = last + 25;
-        match writer.write_chunk(first, last, &p) {
-            Ok(ack) => {
-                assert_eq!(ack.sequence, seq as u64);
-                acked += 1;
-            }
+        // Chunks are appended and acknowledged a group at a time: only a persist that returned
+        // acknowledges (everything appended before it).
+        match writer.append_chunk(first, last, &p) {
+            Ok(sequence) => assert_eq!(sequence, seq as u64),
             Err(_) => break, // the power is gone; nothing after this was acknowledged
+        }
+        let last_of_group = (seq as u64 + 1) % w.group == 0 || seq + 1 == w.frames_per_chunk.len();
+        if last_of_group {
+            match writer.persist_appended() {
+                Ok(_) => acked = writer.totals().chunks,
+                Err(_) => break,
+            }
         }
     }
     LinkRun {

@@ -42,6 +42,9 @@ pub struct RecordConfig {
     pub cpus: Vec<usize>,
     pub page_size: PageSize,
     pub chunk_frames: u32,
+    /// Chunks a writer appends per persist (fdatasync, fence): 1 acknowledges every chunk on its
+    /// own; more keeps several writes in flight and flushes less often, acknowledging later.
+    pub chunks_per_persist: u32,
     pub payload: Payload,
     pub gaps: Option<GapSpec>,
 }
@@ -171,6 +174,9 @@ impl RecordConfig {
         }
         if self.chunk_frames == 0 {
             return bad("chunks need at least one frame".into());
+        }
+        if self.chunks_per_persist == 0 {
+            return bad("--chunks-per-persist must be at least 1".into());
         }
         if self.buffer_frames() < 2 * self.chunk_frames as u64 {
             return bad(
@@ -466,11 +472,21 @@ impl Unit {
                 .map(|l| self.buffers[l.link() as usize].clone())
                 .collect();
             let (shared, window) = (shared.clone(), window.clone());
-            let chunk_frames = config.chunk_frames;
+            let (chunk_frames, chunks_per_persist) =
+                (config.chunk_frames, config.chunks_per_persist);
             handles.push(std::thread::spawn(move || {
                 let _ = cpu::pin_current_thread(cpu_id);
                 let cpu0 = cpu_seconds(libc::CLOCK_THREAD_CPUTIME_ID);
-                let links = write_window(links, &bufs, &shared, &window, step, chunk_frames, fb);
+                let links = write_window(
+                    links,
+                    &bufs,
+                    &shared,
+                    &window,
+                    step,
+                    chunk_frames,
+                    chunks_per_persist,
+                    fb,
+                );
                 (links, cpu_seconds(libc::CLOCK_THREAD_CPUTIME_ID) - cpu0)
             }));
         }
@@ -581,7 +597,29 @@ struct Cursor {
     next: Option<u64>,
     /// Timestamp the next frame of the window should have (None before the first frame is read).
     expect_ts: Option<u64>,
+    /// Frames appended to the burst but not yet acknowledged by a persist.
+    pending_frames: u64,
     done: bool,
+}
+
+/// Persists what `lw` has pending and counts it as durable; on failure the link is failed and
+/// done (its error is in its manifest record). Returns false on failure.
+fn flush(lw: &mut DynLink, c: &mut Cursor, s: &LinkShared) -> bool {
+    if lw.pending_chunks() == 0 {
+        return true;
+    }
+    match lw.persist() {
+        Ok(_) => {
+            s.out.fetch_add(c.pending_frames, Ordering::Relaxed);
+            c.pending_frames = 0;
+            true
+        }
+        Err(_) => {
+            s.failed.store(true, Ordering::Relaxed);
+            c.done = true;
+            false
+        }
+    }
 }
 
 /// Persists the window of each of `links` (reading from `bufs`, same order); returns the links.
@@ -597,6 +635,7 @@ fn write_window(
     window: &TriggerInfo,
     step: u64,
     chunk_frames: u32,
+    chunks_per_persist: u32,
     frame_bytes: usize,
 ) -> Vec<DynLink> {
     let mut chunk = AlignedBuf::new(chunk_frames as usize * frame_bytes, PageSize::Small4K)
@@ -608,6 +647,7 @@ fn write_window(
         .map(|_| Cursor {
             next: None,
             expect_ts: None,
+            pending_frames: 0,
             done: false,
         })
         .collect();
@@ -650,6 +690,8 @@ fn write_window(
             let written = buf.written();
             let available = written.saturating_sub(next);
             if available == 0 {
+                // Nothing new to write: acknowledge what is pending rather than sit on it.
+                flush(lw, c, s);
                 continue;
             }
             if available < chunk_frames as u64 {
@@ -658,6 +700,7 @@ fn write_window(
                     .map(|_| timestamp_of(&peek))
                     .unwrap_or(0);
                 if newest_ts < we {
+                    flush(lw, c, s);
                     continue;
                 }
             }
@@ -672,7 +715,10 @@ fn write_window(
                     progressed = true;
                     continue;
                 }
-                Err(ReadError::NotYet) => continue,
+                Err(ReadError::NotYet) => {
+                    flush(lw, c, s);
+                    continue;
+                }
             };
             progressed = true;
             let frames = &chunk.as_slice()[..n * frame_bytes];
@@ -693,6 +739,9 @@ fn write_window(
                 }
                 // The next frame present is past the window: whatever was expected is lost.
                 count_lost(lw, frames_between(c.expect_ts.unwrap_or(ws), we));
+                if !flush(lw, c, s) {
+                    continue;
+                }
                 c.done = true;
                 s.cursor.store(u64::MAX, Ordering::Relaxed);
                 continue;
@@ -707,13 +756,17 @@ fn write_window(
                 None => first.saturating_sub(ws) / step,
             };
             count_lost(lw, missing);
-            if lw.write_chunk(first, last, data).is_err() {
+            if lw.append_chunk(first, last, data).is_err() {
                 // The link is failed (latched, in its manifest record); the others go on.
                 s.failed.store(true, Ordering::Relaxed);
                 c.done = true;
                 continue;
             }
-            s.out.fetch_add(inside as u64, Ordering::Relaxed);
+            c.pending_frames += inside as u64;
+            // One persist per group of chunks: fewer flushes, several writes in flight.
+            if lw.pending_chunks() >= chunks_per_persist as u64 && !flush(lw, c, s) {
+                continue;
+            }
             c.expect_ts = Some(last + step);
             let consumed = (before + inside) as u64;
             c.next = Some(next + consumed);
@@ -721,6 +774,9 @@ fn write_window(
             if before + inside < n {
                 // A frame at or past the window's end is buffered: the window is complete.
                 count_lost(lw, frames_between(last + step, we));
+                if !flush(lw, c, s) {
+                    continue;
+                }
                 c.done = true;
                 s.cursor.store(u64::MAX, Ordering::Relaxed);
             }

@@ -31,6 +31,7 @@ fn config(out: &Path, id: &str) -> RecordConfig {
         cpus: cpu::allowed_cpus(),
         page_size: PageSize::Small4K,
         chunk_frames: 64,
+        chunks_per_persist: 4,
         payload: Payload::Pattern,
         gaps: None,
     }

@@ -146,6 +146,10 @@ pub struct RecordArgs {
     /// Frames per chunk (default: about 1 MiB of frames).
     #[arg(long)]
     pub chunk_frames: Option<u32>,
+    /// Chunks appended per persist (default 8): 1 acknowledges each chunk with its own
+    /// fdatasync or fence; more keeps writes in flight and flushes less often.
+    #[arg(long, value_name = "N")]
+    pub chunks_per_persist: Option<u32>,
     /// CPUs to pin to: the first runs the link emulation, the rest the writers.
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,

@@ -164,6 +164,7 @@ pub fn config_from_args(args: &RecordArgs) -> anyhow::Result<(RecordConfig, Stri
             PageSize::Small4K
         },
         chunk_frames,
+        chunks_per_persist: args.chunks_per_persist.unwrap_or(8),
         payload,
         gaps: None,
     };

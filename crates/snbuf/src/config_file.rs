@@ -22,6 +22,7 @@ struct RecordFile {
     method: Option<String>,
     writers: Option<usize>,
     chunk_frames: Option<u32>,
+    chunks_per_persist: Option<u32>,
     cpus: Option<String>,
     page_size: Option<String>,
     replay: Option<PathBuf>,
@@ -71,6 +72,7 @@ pub fn merge(args: &RecordArgs) -> anyhow::Result<RecordArgs> {
     a.method = a.method.or(f.method);
     a.writers = a.writers.or(f.writers);
     a.chunk_frames = a.chunk_frames.or(f.chunk_frames);
+    a.chunks_per_persist = a.chunks_per_persist.or(f.chunks_per_persist);
     a.cpus = a.cpus.or(f.cpus);
     a.page_size = a.page_size.or(page);
     a.replay = a.replay.or_else(|| f.replay.map(|p| relative_to(path, p)));
