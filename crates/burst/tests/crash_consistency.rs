@@ -103,7 +103,8 @@ fn run_link(w: &Workload, link: u32) -> LinkRun {
             Ok(sequence) => assert_eq!(sequence, seq as u64),
             Err(_) => break, // the power is gone; nothing after this was acknowledged
         }
-        let last_of_group = (seq as u64 + 1) % w.group == 0 || seq + 1 == w.frames_per_chunk.len();
+        let last_of_group =
+            (seq as u64 + 1).is_multiple_of(w.group) || seq + 1 == w.frames_per_chunk.len();
         if last_of_group {
             match writer.persist_appended() {
                 Ok(_) => acked = writer.totals().chunks,

@@ -471,22 +471,18 @@ impl Unit {
                 .iter()
                 .map(|l| self.buffers[l.link() as usize].clone())
                 .collect();
-            let (shared, window) = (shared.clone(), window.clone());
-            let (chunk_frames, chunks_per_persist) =
-                (config.chunk_frames, config.chunks_per_persist);
+            let shared = shared.clone();
+            let job = WindowJob {
+                window: window.clone(),
+                step,
+                chunk_frames: config.chunk_frames,
+                chunks_per_persist: config.chunks_per_persist,
+                frame_bytes: fb,
+            };
             handles.push(std::thread::spawn(move || {
                 let _ = cpu::pin_current_thread(cpu_id);
                 let cpu0 = cpu_seconds(libc::CLOCK_THREAD_CPUTIME_ID);
-                let links = write_window(
-                    links,
-                    &bufs,
-                    &shared,
-                    &window,
-                    step,
-                    chunk_frames,
-                    chunks_per_persist,
-                    fb,
-                );
+                let links = write_window(links, &bufs, &shared, &job);
                 (links, cpu_seconds(libc::CLOCK_THREAD_CPUTIME_ID) - cpu0)
             }));
         }
@@ -628,16 +624,29 @@ fn flush(lw: &mut DynLink, c: &mut Cursor, s: &LinkShared) -> bool {
 /// timestamp expected next and the first one present are lost (overwritten in the buffer before
 /// the writer got to them, before the buffer's start, or never produced by the link). So only
 /// frames inside the window are ever counted, however far a slow writer falls behind.
-fn write_window(
-    mut links: Vec<DynLink>,
-    bufs: &[LatencyBuffer],
-    shared: &[LinkShared],
-    window: &TriggerInfo,
+/// What every writer of a burst needs to know about the window and its chunks.
+#[derive(Clone)]
+struct WindowJob {
+    window: TriggerInfo,
     step: u64,
     chunk_frames: u32,
     chunks_per_persist: u32,
     frame_bytes: usize,
+}
+
+fn write_window(
+    mut links: Vec<DynLink>,
+    bufs: &[LatencyBuffer],
+    shared: &[LinkShared],
+    job: &WindowJob,
 ) -> Vec<DynLink> {
+    let WindowJob {
+        ref window,
+        step,
+        chunk_frames,
+        chunks_per_persist,
+        frame_bytes,
+    } = *job;
     let mut chunk = AlignedBuf::new(chunk_frames as usize * frame_bytes, PageSize::Small4K)
         .expect("chunk buffer");
     // Scratch for peeking at single frames: allocated once, so the loop allocates nothing.
