@@ -109,6 +109,8 @@ pub struct ThroughputConfig {
     /// averaging one in N, 0 none (throughput only, like fio's gtod_reduce). Reading the clock
     /// costs ~10 ns, a few percent of a 256 B persist.
     pub latency_every: u32,
+    /// Allow a target that is an existing, non-empty file: the benchmark overwrites it.
+    pub overwrite: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -187,6 +189,15 @@ impl ThroughputConfig {
         }
         for t in &self.targets {
             check_target(t)?;
+            // A benchmark overwrites its target: never a file that holds data, unless asked
+            // (pointing it at a burst's link file by mistake would destroy a recording).
+            if !self.overwrite && t.is_file() && t.metadata().map(|m| m.len() > 0).unwrap_or(false)
+            {
+                return Err(BenchError::Target {
+                    path: t.clone(),
+                    why: "exists and holds data, which the benchmark would overwrite; pass a directory, a new file, or --overwrite".into(),
+                });
+            }
         }
         self.check_free_space()
     }

@@ -28,6 +28,7 @@ fn config(target: &Path) -> ThroughputConfig {
         sync_mode: SyncMode::Fdatasync,
         persist_every: PersistEvery::Op,
         latency_every: 1,
+        overwrite: false,
     }
 }
 

@@ -35,6 +35,7 @@ fn tiny(direction: Direction, method: Method, pattern: Pattern, target: &Path) -
         sync_mode: SyncMode::Fdatasync,
         persist_every: PersistEvery::Op,
         latency_every: 1,
+        overwrite: false,
     }
 }
 

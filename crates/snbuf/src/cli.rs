@@ -332,6 +332,10 @@ pub struct ThroughputArgs {
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub latency_every: u32,
 
+    /// Let a --target that is an existing, non-empty file be overwritten (refused otherwise).
+    #[arg(long)]
+    pub overwrite: bool,
+
     /// Write the results as JSON (schema in docs/RESULTS.md).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,

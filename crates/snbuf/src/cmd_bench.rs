@@ -110,6 +110,7 @@ pub fn config_from_args(
         },
         persist_every: parse_persist_every(&args.persist_every)?,
         latency_every: args.latency_every,
+        overwrite: args.overwrite,
     };
     config.validate().map_err(|e| match e {
         BenchError::Config(_) | BenchError::Target { .. } => usage(e.to_string()),

@@ -261,6 +261,33 @@ fn a_full_file_system_met_during_the_run_fails_cleanly() {
 }
 
 #[test]
+fn a_file_that_holds_data_is_never_overwritten_unless_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let precious = dir.path().join("link-0000.dat");
+    std::fs::write(&precious, b"recorded data").unwrap();
+    let p = precious.to_str().unwrap();
+    let mut a = vec![
+        "bench",
+        "write",
+        "--target",
+        p,
+        "--method",
+        "buffered",
+        "--block-size",
+        "4k",
+    ];
+    a.extend_from_slice(TINY);
+    assert_refused(&snbuf(&a), 2, "--overwrite");
+    assert_eq!(
+        std::fs::read(&precious).unwrap(),
+        b"recorded data",
+        "nothing was changed"
+    );
+    a.push("--overwrite");
+    assert!(snbuf(&a).status.success());
+}
+
+#[test]
 fn help_teaches_and_methods_lists_what_is_here() {
     let o = snbuf(&["bench", "write", "--help"]);
     let help = String::from_utf8_lossy(&o.stdout);
