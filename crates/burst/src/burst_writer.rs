@@ -45,7 +45,6 @@ pub struct BurstSpec {
     pub frame: FrameInfo,
     pub trigger: Option<TriggerInfo>,
     pub method: String,
-    pub durability: String,
     pub links: Vec<u32>,
     pub max_payload_bytes: usize,
 }
@@ -94,6 +93,9 @@ impl<S: Sink> BurstWriter<S> {
             Err(cause) => return Err(BurstError::Dir { path: dir, cause }),
         }
         let mut links = Vec::new();
+        // What a persist achieves here (`fdatasync`, `map_sync`, `volatile`, …), as the sinks
+        // themselves report it: the manifest states it from the start.
+        let mut durability = String::from("unknown");
         for &link in &spec.links {
             let file = link_file_name(link);
             let path = dir.join(&file);
@@ -102,6 +104,7 @@ impl<S: Sink> BurstWriter<S> {
                 file: path.clone(),
                 cause,
             })?;
+            durability = sink.report().durability.name().to_string();
             let writer =
                 ChunkWriter::new(sink, link, spec.frame.frame_bytes, spec.max_payload_bytes)?;
             links.push(LinkWriter {
@@ -122,7 +125,7 @@ impl<S: Sink> BurstWriter<S> {
             trigger: spec.trigger,
             frame: Some(spec.frame),
             method: spec.method,
-            durability: spec.durability,
+            durability,
             links: links.iter().map(|l| l.record.clone()).collect(),
             recovery: None,
         };

@@ -18,7 +18,6 @@ fn spec(id: &str) -> BurstSpec {
         },
         trigger: None,
         method: "direct".into(),
-        durability: "fdatasync".into(),
         links: vec![0, 1, 2],
         max_payload_bytes: 4 * 464,
     }
@@ -153,6 +152,13 @@ fn a_chunk_of_partial_frames_is_refused() {
             .with_path(p))
     })
     .unwrap();
+    // The manifest states what a persist achieves from its first write, while still recording.
+    let recording = snbuf_burst::Manifest::read(&out.path().join("p")).unwrap();
+    assert_eq!(recording.state, BurstState::Recording);
+    assert_eq!(
+        recording.durability, "map_sync",
+        "the simulated mapped medium stands for DAX"
+    );
     assert!(matches!(
         w.write_chunk(0, 0, 0, &[1u8; 100]),
         Err(WriteError::BadChunk { .. })

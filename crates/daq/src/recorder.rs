@@ -426,7 +426,6 @@ impl Unit {
             window_frames.div_ceil(config.chunk_frames as u64) + 4 * config.links as u64 + 16;
         let stride = snbuf_burst::chunk::stride_for(payload_bytes, 4096);
         let region = (chunks * stride).div_ceil(2 << 20) * (2 << 20);
-        let mut durability = String::new();
         let mut survives = true;
         let spec = BurstSpec {
             burst_id: burst_id.to_string(),
@@ -438,7 +437,6 @@ impl Unit {
             },
             trigger: Some(window.clone()),
             method: config.method.name().to_string(),
-            durability: String::new(),
             links: (0..config.links).collect(),
             max_payload_bytes: payload_bytes,
         };
@@ -452,7 +450,6 @@ impl Unit {
             // buffers meanwhile. (Preparing the next burst ahead of its trigger is the full fix.)
             c.populate = false;
             let sink = open(&c)?;
-            durability = sink.report().durability.name().to_string();
             survives = sink.report().durability.survives_power_loss();
             Ok(sink)
         })?;
@@ -508,11 +505,8 @@ impl Unit {
         on_progress(&self.progress("sealing"));
 
         let dir = seal.dir().to_path_buf();
-        let mut manifest = seal.seal(links)?;
-        manifest.durability = durability.clone();
-        manifest
-            .write_atomic(&dir)
-            .map_err(snbuf_burst::BurstError::from)?;
+        let manifest = seal.seal(links)?;
+        let durability = manifest.durability.clone();
         let verify = verify_burst(&dir).map_err(|e| RecordError::Setup(e.to_string()))?;
         let frames_recorded: u64 = manifest.links.iter().map(|l| l.frames).sum();
         let lost_frames: u64 = manifest.links.iter().map(|l| l.lost_frames).sum();
