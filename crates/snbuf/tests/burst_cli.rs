@@ -1,19 +1,15 @@
 //! `snbuf verify` and `snbuf recover` as a user runs them: exit 0 / 1 / 2, one error line, JSON
 //! that parses, and a dry run that changes nothing.
 
+mod common;
+
+use common::snbuf;
+
 use std::path::Path;
-use std::process::{Command, Output};
 
 use snbuf_burst::manifest::{link_file_name, now_unix_ns, MANIFEST_FORMAT, MANIFEST_VERSION};
 use snbuf_burst::{BurstState, ChunkWriter, LinkRecord, LinkState, Manifest};
 use snbuf_persist::{open, Method, SinkConfig};
-
-fn snbuf(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_snbuf"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
 
 /// Two links of five 3-frame chunks each, written with `direct`, sealed.
 fn burst(dir: &Path) {

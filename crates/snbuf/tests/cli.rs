@@ -2,29 +2,12 @@
 //! fields, and bad input that gets one clear error line, the right exit code, no panic, and
 //! nothing written.
 
+mod common;
+
+use common::{assert_refused, snbuf, stderr};
+
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn snbuf(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_snbuf"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// Exit code `code`, exactly one line naming the error, which mentions `needle`, and no panic.
-fn assert_refused(o: &Output, code: i32, needle: &str) {
-    let err = stderr(o);
-    assert_eq!(o.status.code(), Some(code), "stderr: {err}");
-    assert!(!err.contains("panicked"), "{err}");
-    let error_lines: Vec<&str> = err.lines().filter(|l| l.contains("error")).collect();
-    assert_eq!(error_lines.len(), 1, "one error line: {err}");
-    assert!(error_lines[0].contains(needle), "'{needle}' not in: {err}");
-}
+use std::process::Command;
 
 const TINY: &[&str] = &[
     "--duration",

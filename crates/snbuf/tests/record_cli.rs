@@ -1,23 +1,9 @@
 //! `snbuf record` and `snbuf plan` as a user runs them: a short recording that verifies and
 //! writes its summary, and bad input refused with one line and exit 2, before anything runs.
 
-use std::process::{Command, Output};
+mod common;
 
-fn snbuf(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_snbuf"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
-
-fn one_error_line(o: &Output, code: i32, needle: &str) {
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(code), "{err}");
-    let lines: Vec<&str> = err.lines().filter(|l| l.contains("error")).collect();
-    assert_eq!(lines.len(), 1, "{err}");
-    assert!(lines[0].contains(needle), "'{needle}' not in {err}");
-    assert!(!err.contains("panicked"));
-}
+use common::{assert_refused, snbuf};
 
 const SHORT: &[&str] = &[
     "--links",
@@ -79,24 +65,24 @@ fn bad_input_is_refused_before_anything_runs() {
         a.extend_from_slice(extra);
         snbuf(&a)
     };
-    one_error_line(&r(&["--frame", "wib9"]), 2, "unknown frame type 'wib9'");
-    one_error_line(
+    assert_refused(&r(&["--frame", "wib9"]), 2, "unknown frame type 'wib9'");
+    assert_refused(
         &r(&["--pre", "5s", "--buffer", "2s"]),
         2,
         "longer than --buffer",
     );
-    one_error_line(&r(&["--rate-per-link", "0"]), 2, "more than 0");
-    one_error_line(&r(&["--method", "warp"]), 2, "unknown method");
-    one_error_line(&r(&["--profile", "lhc"]), 2, "unknown profile");
-    one_error_line(&r(&["--burst-id", "../x"]), 2, "not a plain name");
-    one_error_line(&r(&["--links", "2", "--writers", "3"]), 2, "--writers");
+    assert_refused(&r(&["--rate-per-link", "0"]), 2, "more than 0");
+    assert_refused(&r(&["--method", "warp"]), 2, "unknown method");
+    assert_refused(&r(&["--profile", "lhc"]), 2, "unknown profile");
+    assert_refused(&r(&["--burst-id", "../x"]), 2, "not a plain name");
+    assert_refused(&r(&["--links", "2", "--writers", "3"]), 2, "--writers");
     assert_eq!(
         std::fs::read_dir(out.path()).unwrap().count(),
         0,
         "nothing was written"
     );
     let o = snbuf(&["record", "--output", "/proc/snbuf-cannot-be-here"]);
-    one_error_line(&o, 2, "--output /proc/snbuf-cannot-be-here");
+    assert_refused(&o, 2, "--output /proc/snbuf-cannot-be-here");
 }
 
 #[test]
@@ -124,12 +110,12 @@ fn plan_answers_fig_6() {
         "2GB/s",
     ]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("keeps up: yes"));
-    one_error_line(
+    assert_refused(
         &snbuf(&["plan", "--input-rate", "1GB/s", "--time", "10s"]),
         2,
         "--output-rate",
     );
-    one_error_line(
+    assert_refused(
         &snbuf(&[
             "plan",
             "--input-rate",
@@ -186,7 +172,7 @@ fn plan_takes_the_output_rate_from_a_bench_file() {
         o.status.success() && s.contains("buffered at 65536 B") && s.contains("keeps up: no"),
         "{s}"
     );
-    one_error_line(
+    assert_refused(
         &snbuf(&[
             "plan",
             "--input-rate",
@@ -224,18 +210,18 @@ fn a_config_file_holds_the_options_and_unknown_keys_are_refused() {
     assert_eq!(m["method"], "direct");
 
     std::fs::write(&cfg, "links = 2\nlinkz = 3\n").unwrap();
-    one_error_line(
+    assert_refused(
         &snbuf(&["record", "--config", cfg.to_str().unwrap()]),
         2,
         "unknown field `linkz`",
     );
     std::fs::write(&cfg, "pre = \"soon\"\n").unwrap();
-    one_error_line(
+    assert_refused(
         &snbuf(&["record", "--config", cfg.to_str().unwrap()]),
         2,
         "pre",
     );
-    one_error_line(
+    assert_refused(
         &snbuf(&["record", "--config", "/nonexistent/unit.toml"]),
         2,
         "/nonexistent/unit.toml",

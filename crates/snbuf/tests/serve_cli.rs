@@ -3,19 +3,16 @@
 //! error reply and the server lives on, the socket is 0600, and a trigger to no server fails with
 //! one line.
 
+mod common;
+
+use common::snbuf;
+
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn snbuf(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_snbuf"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
 
 /// Kills the server if the test ends early.
 struct Server(Child);

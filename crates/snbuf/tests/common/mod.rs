@@ -1,0 +1,27 @@
+//! What every test of the `snbuf` binary needs: run it, and check a refusal the way a user
+//! meets one (the exit code, exactly one line naming the error, no panic).
+#![allow(dead_code)]
+
+use std::process::{Command, Output};
+
+/// Runs the binary under test with `args`.
+pub fn snbuf(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_snbuf"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Exit code `code`, exactly one line naming the error, which mentions `needle`, and no panic.
+pub fn assert_refused(o: &Output, code: i32, needle: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(code), "stderr: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let error_lines: Vec<&str> = err.lines().filter(|l| l.contains("error")).collect();
+    assert_eq!(error_lines.len(), 1, "one error line: {err}");
+    assert!(error_lines[0].contains(needle), "'{needle}' not in: {err}");
+}
