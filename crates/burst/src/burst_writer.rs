@@ -214,6 +214,20 @@ impl<S: Sink> LinkWriter<S> {
         self.with_writer(|w| w.append_chunk(first_timestamp, last_timestamp, frames))
     }
 
+    /// Stages the next chunk's payload without appending it (see `ChunkWriter::stage`).
+    pub fn stage(&mut self, parts: &[&[u8]]) -> Result<(), WriteError> {
+        self.with_writer(|w| w.stage(parts))
+    }
+
+    /// Appends the staged payload as a chunk that becomes durable at the next `persist`.
+    pub fn append_staged(
+        &mut self,
+        first_timestamp: u64,
+        last_timestamp: u64,
+    ) -> Result<u64, WriteError> {
+        self.with_writer(|w| w.append_staged(first_timestamp, last_timestamp))
+    }
+
     /// Makes every appended chunk durable; returns how many this acknowledged.
     pub fn persist(&mut self) -> Result<u64, WriteError> {
         self.with_writer(|w| w.persist_appended())

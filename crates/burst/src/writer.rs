@@ -48,6 +48,12 @@ pub struct LinkTotals {
     pub last_timestamp: Option<u64>,
 }
 
+#[derive(Clone, Copy, Debug)]
+struct Staged {
+    payload_bytes: usize,
+    crc32c: u32,
+}
+
 pub struct ChunkWriter<S: Sink> {
     sink: S,
     link: u32,
@@ -57,6 +63,8 @@ pub struct ChunkWriter<S: Sink> {
     mapped: bool,
     /// Block devices: header and payload assembled in one aligned buffer, written at once.
     staging: Option<AlignedBuf>,
+    /// The payload staged for the next chunk (`stage`), not yet appended: its length and CRC.
+    staged: Option<Staged>,
     /// Acknowledged chunks: durable.
     totals: LinkTotals,
     /// Appended chunks, durable or not (`totals` plus those awaiting a persist).
@@ -106,6 +114,7 @@ impl<S: Sink> ChunkWriter<S> {
             align_bytes,
             mapped,
             staging,
+            staged: None,
             totals: LinkTotals::default(),
             written: LinkTotals::default(),
             failed: false,
@@ -155,33 +164,111 @@ impl<S: Sink> ChunkWriter<S> {
         last_timestamp: u64,
         payload: &[u8],
     ) -> Result<u64, WriteError> {
+        self.stage(&[payload])?;
+        self.append_staged(first_timestamp, last_timestamp)
+    }
+
+    /// Copies the next chunk's payload (the concatenation of `parts`, whole frames) to where the
+    /// chunk will be written — straight onto the mapping on memory, into the aligned block
+    /// buffer behind the header slot otherwise — and checksums it, without making it a chunk yet.
+    /// `append_staged` does that; staging again first discards this payload, which is never
+    /// visible to a reader (no header points at it).
+    ///
+    /// This is how a caller that must validate its source after copying (a latency buffer read
+    /// while the producer may overwrite it) persists with a single copy: stage, validate, then
+    /// append or stage again.
+    pub fn stage(&mut self, parts: &[&[u8]]) -> Result<(), WriteError> {
+        self.staged = None;
         if self.failed {
             return Err(WriteError::Failed { link: self.link });
         }
         let link = self.link;
-        if payload.is_empty() || !payload.len().is_multiple_of(self.frame_bytes as usize) {
+        let payload_bytes: usize = parts.iter().map(|p| p.len()).sum();
+        if payload_bytes == 0 || !payload_bytes.is_multiple_of(self.frame_bytes as usize) {
             return Err(WriteError::BadChunk {
                 link,
                 why: format!(
-                    "{} B is not whole frames of {} B",
-                    payload.len(),
+                    "{payload_bytes} B is not whole frames of {} B",
                     self.frame_bytes
                 ),
             });
         }
-        let stride = stride_for(payload.len(), self.align_bytes);
+        let offset = self.written.file_bytes;
+        let crc32c = if self.mapped {
+            // Unfenced stores into the chunk's payload slot; `append_staged` fences them before
+            // it writes the header. The checksum is taken from the source, which the copy has
+            // just brought into the cache.
+            let mut pos = offset + HEADER_BYTES as u64;
+            let mut crc = 0;
+            for part in parts {
+                if let Err(e) = self.sink.write_at(pos, part) {
+                    return Err(self.fail(e, offset));
+                }
+                crc = crc32c::crc32c_append(crc, part);
+                pos += part.len() as u64;
+            }
+            crc
+        } else {
+            let staging = self
+                .staging
+                .as_mut()
+                .expect("block writers have a staging buffer");
+            if HEADER_BYTES + payload_bytes > staging.len() {
+                return Err(WriteError::BadChunk {
+                    link,
+                    why: format!(
+                        "{payload_bytes} B is more than the {} B a chunk holds",
+                        staging.len() - HEADER_BYTES
+                    ),
+                });
+            }
+            let mut pos = HEADER_BYTES;
+            for part in parts {
+                staging.as_mut_slice()[pos..pos + part.len()].copy_from_slice(part);
+                pos += part.len();
+            }
+            // From the staged copy, still in cache, rather than from the source again.
+            crc32c::crc32c(&staging.as_slice()[HEADER_BYTES..pos])
+        };
+        self.staged = Some(Staged {
+            payload_bytes,
+            crc32c,
+        });
+        Ok(())
+    }
+
+    /// Makes the staged payload the next chunk (not yet durable, as `append_chunk`): writes its
+    /// header (memory: after fencing the payload) or the whole aligned chunk (block devices).
+    pub fn append_staged(
+        &mut self,
+        first_timestamp: u64,
+        last_timestamp: u64,
+    ) -> Result<u64, WriteError> {
+        if self.failed {
+            return Err(WriteError::Failed { link: self.link });
+        }
+        let link = self.link;
+        let Some(staged) = self.staged.take() else {
+            return Err(WriteError::BadChunk {
+                link,
+                why: "no payload staged".into(),
+            });
+        };
+        let stride = stride_for(staged.payload_bytes, self.align_bytes);
         let header = ChunkHeader {
             link,
             sequence: self.written.chunks,
             first_timestamp,
             last_timestamp,
-            frame_count: (payload.len() / self.frame_bytes as usize) as u32,
+            frame_count: (staged.payload_bytes / self.frame_bytes as usize) as u32,
             frame_bytes: self.frame_bytes,
-            payload_bytes: u32::try_from(payload.len()).map_err(|_| WriteError::BadChunk {
-                link,
-                why: "payload over 4 GiB".into(),
+            payload_bytes: u32::try_from(staged.payload_bytes).map_err(|_| {
+                WriteError::BadChunk {
+                    link,
+                    why: "payload over 4 GiB".into(),
+                }
             })?,
-            payload_crc32c: crc32c::crc32c(payload),
+            payload_crc32c: staged.crc32c,
             stride_bytes: u32::try_from(stride).map_err(|_| WriteError::BadChunk {
                 link,
                 why: "chunk over 4 GiB".into(),
@@ -194,9 +281,9 @@ impl<S: Sink> ChunkWriter<S> {
         })?;
         let offset = self.written.file_bytes;
         let result = if self.mapped {
-            self.write_mapped(offset, &header, payload)
+            self.write_mapped_header(offset, &header)
         } else {
-            self.write_block(offset, &header, payload, stride as usize)
+            self.write_block(offset, &header, staged.payload_bytes, stride as usize)
         };
         if let Err(e) = result {
             return Err(self.fail(e, offset));
@@ -204,7 +291,7 @@ impl<S: Sink> ChunkWriter<S> {
         let t = &mut self.written;
         t.chunks += 1;
         t.frames += header.frame_count as u64;
-        t.payload_bytes += payload.len() as u64;
+        t.payload_bytes += staged.payload_bytes as u64;
         t.file_bytes += stride;
         t.first_timestamp.get_or_insert(first_timestamp);
         t.last_timestamp = Some(last_timestamp);
@@ -248,33 +335,32 @@ impl<S: Sink> ChunkWriter<S> {
         }
     }
 
-    /// Persistent memory: the payload is made durable first, and only then the header. Why: a
-    /// header is what makes bytes count as a chunk. If it could become durable before its payload
-    /// (stores drain in any order before a fence), a crash would leave a valid header over a
-    /// partial payload: a chunk whose checksum fails, which is what media corruption looks like.
-    /// With this order a crash leaves at most header-less payload bytes (a torn tail), and a
-    /// failing payload checksum always means real damage. The crash test checks exactly this.
-    /// Two fences per chunk, never one per frame.
-    fn write_mapped(
+    /// Persistent memory: the payload (staged with unfenced stores) is made durable first, and
+    /// only then the header. Why: a header is what makes bytes count as a chunk. If it could
+    /// become durable before its payload (stores drain in any order before a fence), a crash
+    /// would leave a valid header over a partial payload: a chunk whose checksum fails, which is
+    /// what media corruption looks like. With this order a crash leaves at most header-less
+    /// payload bytes (a torn tail), and a failing payload checksum always means real damage. The
+    /// crash test checks exactly this. Two fences per chunk, never one per frame.
+    fn write_mapped_header(
         &mut self,
         offset: u64,
         header: &ChunkHeader,
-        payload: &[u8],
     ) -> Result<(), PersistError> {
-        self.sink
-            .write_persist_at(offset + HEADER_BYTES as u64, payload)?;
+        self.sink.persist()?;
         // The header is fenced by the next persist: of this chunk (write_chunk) or of its group.
         self.sink.write_at(offset, &header.encode())
     }
 
-    /// Block devices: one aligned write of header, payload and zero padding; the persist follows
-    /// (per chunk, or per group). A torn write leaves a header whose payload checksum fails, or no header at all: either way
-    /// recovery ends the data there, and nothing before it was affected.
+    /// Block devices: one aligned write of header, payload (already staged behind the header
+    /// slot) and zero padding; the persist follows (per chunk, or per group). A torn write leaves
+    /// a header whose payload checksum fails, or no header at all: either way recovery ends the
+    /// data there, and nothing before it was affected.
     fn write_block(
         &mut self,
         offset: u64,
         header: &ChunkHeader,
-        payload: &[u8],
+        payload_bytes: usize,
         stride: usize,
     ) -> Result<(), PersistError> {
         let staging = self
@@ -289,8 +375,7 @@ impl<S: Sink> ChunkWriter<S> {
         }
         let buf = &mut staging.as_mut_slice()[..stride];
         buf[..HEADER_BYTES].copy_from_slice(&header.encode());
-        buf[HEADER_BYTES..HEADER_BYTES + payload.len()].copy_from_slice(payload);
-        buf[HEADER_BYTES + payload.len()..].fill(0);
+        buf[HEADER_BYTES + payload_bytes..].fill(0);
         self.sink.write_at(offset, buf)
     }
 }

@@ -37,6 +37,8 @@ unsafe impl Send for Ring {}
 /// The writing end; there is exactly one per buffer (it is not `Clone`).
 pub struct Producer {
     ring: Arc<Ring>,
+    /// Frames written into their slots, published or not (`stage`, `publish`).
+    staged: u64,
 }
 
 /// The reading end; clone it freely.
@@ -66,6 +68,53 @@ pub enum Lookup {
     After { next: u64 },
 }
 
+/// Consecutive frames lent in place by `LatencyBuffer::read_with`: the ring's memory from the
+/// first frame to the end of the ring (`head`) and, if the run wraps, from its start (`tail`).
+pub struct FrameRun<'a> {
+    head: &'a [u8],
+    tail: &'a [u8],
+    frame_bytes: usize,
+}
+
+impl<'a> FrameRun<'a> {
+    fn empty(frame_bytes: usize) -> Self {
+        FrameRun {
+            head: &[],
+            tail: &[],
+            frame_bytes,
+        }
+    }
+
+    pub fn frames(&self) -> usize {
+        (self.head.len() + self.tail.len()) / self.frame_bytes
+    }
+
+    /// Frame `i` of the run.
+    pub fn frame(&self, i: usize) -> &'a [u8] {
+        let in_head = self.head.len() / self.frame_bytes;
+        let (part, j) = if i < in_head {
+            (self.head, i)
+        } else {
+            (self.tail, i - in_head)
+        };
+        &part[j * self.frame_bytes..(j + 1) * self.frame_bytes]
+    }
+
+    /// Frames `range` as at most two contiguous byte slices (empty ones left out).
+    pub fn parts(&self, range: std::ops::Range<usize>) -> impl Iterator<Item = &'a [u8]> {
+        let in_head = self.head.len() / self.frame_bytes;
+        let fb = self.frame_bytes;
+        let h = range.start.min(in_head)..range.end.min(in_head);
+        let t = range.start.max(in_head) - in_head..range.end.max(in_head) - in_head;
+        [
+            &self.head[h.start * fb..h.end * fb],
+            &self.tail[t.start * fb..t.end * fb],
+        ]
+        .into_iter()
+        .filter(|p| !p.is_empty())
+    }
+}
+
 /// A latency buffer of `capacity_frames` frames of `frame_bytes`.
 pub fn latency_buffer(
     frame_bytes: usize,
@@ -92,7 +141,13 @@ pub fn latency_buffer(
         claimed: AtomicU64::new(0),
         written: AtomicU64::new(0),
     });
-    Ok((Producer { ring: ring.clone() }, LatencyBuffer { ring }))
+    Ok((
+        Producer {
+            ring: ring.clone(),
+            staged: 0,
+        },
+        LatencyBuffer { ring },
+    ))
 }
 
 impl Ring {
@@ -113,8 +168,18 @@ impl Producer {
     /// waits; overwrites the oldest frame when the ring is full.
     #[inline]
     pub fn push(&mut self, fill: impl FnOnce(u64, &mut [u8])) -> u64 {
+        let seq = self.stage(fill);
+        self.publish();
+        seq
+    }
+
+    /// Writes the next frame into its slot with `fill` (which may use non-temporal stores) but
+    /// does not make it readable yet: `publish` does, for every frame staged so far. Producing a
+    /// batch of frames and publishing once lets one store fence serve the whole batch.
+    #[inline]
+    pub fn stage(&mut self, fill: impl FnOnce(u64, &mut [u8])) -> u64 {
         let r = &*self.ring;
-        let seq = r.written.load(Ordering::Relaxed);
+        let seq = self.staged;
         // Announce the overwrite before touching the slot, so a reader copying the old frame
         // learns of it. The fence keeps the slot's stores after the announcement.
         r.claimed.store(seq + 1, Ordering::Relaxed);
@@ -123,8 +188,17 @@ impl Producer {
         // that overlap validate their copy against `claimed`.
         let slot = unsafe { std::slice::from_raw_parts_mut(r.slot_ptr(seq), r.frame_bytes) };
         fill(seq, slot);
-        r.written.store(seq + 1, Ordering::Release);
+        self.staged = seq + 1;
         seq
+    }
+
+    /// Makes every staged frame readable.
+    #[inline]
+    pub fn publish(&mut self) {
+        // Non-temporal stores are not ordered by a release store: drain them first.
+        #[cfg(target_arch = "x86_64")]
+        snbuf_persist::instructions::sfence();
+        self.ring.written.store(self.staged, Ordering::Release);
     }
 
     pub fn buffer(&self) -> LatencyBuffer {
@@ -175,33 +249,65 @@ impl LatencyBuffer {
     /// Copies frames `first, first + 1, …` into `out` (a whole number of frames, at most the
     /// capacity) and returns how many were copied: fewer than asked if not all are written yet.
     pub fn read(&self, first: u64, out: &mut [u8]) -> Result<usize, ReadError> {
+        let want = (out.len() / self.ring.frame_bytes) as u64;
+        let (n, ()) = self.read_with(first, want, |run| {
+            let mut pos = 0;
+            for part in run.parts(0..run.frames()) {
+                out[pos..pos + part.len()].copy_from_slice(part);
+                pos += part.len();
+            }
+        })?;
+        Ok(n)
+    }
+
+    /// Lends frames `first, first + 1, …` (at most `max_frames`, fewer if not all are written
+    /// yet) to `f` in place, as the ring's own memory, and returns how many it lent with what
+    /// `f` returned. No copy is made: `f` copies what it needs to where it is going.
+    ///
+    /// The producer may overwrite those slots while `f` runs, so what `f` reads may be torn.
+    /// `Ok` means it was not (the seqlock check runs after `f`); on `Overwritten` everything
+    /// `f` read must be thrown away. So `f` must only do what can be undone: stage, not commit.
+    pub fn read_with<R>(
+        &self,
+        first: u64,
+        max_frames: u64,
+        f: impl FnOnce(&FrameRun<'_>) -> R,
+    ) -> Result<(usize, R), ReadError> {
         let r = &*self.ring;
-        let want = (out.len() / r.frame_bytes) as u64;
         let written = r.written.load(Ordering::Acquire);
         if first >= written {
             return Err(ReadError::NotYet);
         }
-        let n = want.min(written - first).min(r.capacity);
-        for i in 0..n {
-            let dst = &mut out[(i as usize) * r.frame_bytes..(i as usize + 1) * r.frame_bytes];
-            // SAFETY: the slot is inside the ring. The producer may be overwriting it right now;
-            // the copy is only trusted after the check below (seqlock validation).
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    r.slot_ptr(first + i),
-                    dst.as_mut_ptr(),
-                    r.frame_bytes,
-                )
-            };
+        let n = max_frames.min(written - first).min(r.capacity);
+        if n == 0 {
+            return Ok((0, f(&FrameRun::empty(r.frame_bytes))));
         }
-        // Every copy above must happen before we look at `claimed`.
+        let start = (first % r.capacity) as usize;
+        let until_end = r.capacity as usize - start;
+        let (a, b) = if n as usize <= until_end {
+            (n as usize, 0)
+        } else {
+            (until_end, n as usize - until_end)
+        };
+        // SAFETY: both ranges lie inside the ring's allocation. The producer may be writing them
+        // right now: the slices are only trusted after the check below (seqlock validation), and
+        // `read_with`'s contract makes `f` treat them as provisional.
+        let run = unsafe {
+            FrameRun {
+                head: std::slice::from_raw_parts(r.slot_ptr(first), a * r.frame_bytes),
+                tail: std::slice::from_raw_parts(r.slot_ptr(0), b * r.frame_bytes),
+                frame_bytes: r.frame_bytes,
+            }
+        };
+        let out = f(&run);
+        // Every read `f` made must happen before we look at `claimed`.
         fence(Ordering::Acquire);
         let claimed = r.claimed.load(Ordering::Relaxed);
         let oldest = claimed.saturating_sub(r.capacity);
         if first < oldest {
             return Err(ReadError::Overwritten { oldest });
         }
-        Ok(n as usize)
+        Ok((n as usize, out))
     }
 
     fn timestamp_at(&self, seq: u64) -> Result<u64, ReadError> {
@@ -303,6 +409,40 @@ mod tests {
         );
         assert_eq!(b.read(7, &mut out), Ok(3));
         assert_eq!(b.memory_bytes(), 512);
+    }
+
+    #[test]
+    fn frames_are_lent_in_place_across_the_wrap_and_staged_frames_stay_hidden() {
+        let (mut p, b) = latency_buffer(32, 8, PageSize::Small4K).unwrap();
+        push_n(&mut p, 11, 10, 0);
+        // Frames 3..11 are buffered; 6..11 wrap: slots 6, 7 then 0, 1, 2.
+        let (n, seqs) = b
+            .read_with(6, 100, |run| {
+                let parts: Vec<usize> = run.parts(0..run.frames()).map(|p| p.len()).collect();
+                assert_eq!(parts, vec![64, 96], "two contiguous parts at the wrap");
+                assert_eq!(
+                    run.parts(2..4).map(|p| p.len()).collect::<Vec<_>>(),
+                    vec![64]
+                );
+                (0..run.frames())
+                    .map(|i| sequence_of(run.frame(i)))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap();
+        assert_eq!(n, 5);
+        assert_eq!(seqs, vec![6, 7, 8, 9, 10]);
+        // Overwritten while lent: the result is refused after the fact.
+        let r = b.read_with(3, 2, |_| push_n(&mut p, 4, 10, 0));
+        assert_eq!(r.map(|(n, _)| n), Err(ReadError::Overwritten { oldest: 7 }));
+        // Staged frames are not readable until published.
+        p.stage(|seq, f| stamp(f, 0, seq));
+        assert_eq!(b.written(), 15);
+        assert_eq!(
+            b.read_with(15, 1, |_| ()).map(|(n, _)| n),
+            Err(ReadError::NotYet)
+        );
+        p.publish();
+        assert_eq!(b.read_with(15, 1, |r| sequence_of(r.frame(0))), Ok((1, 15)));
     }
 
     #[test]

@@ -17,7 +17,7 @@ use snbuf_burst::{
     verify_burst, BurstSpec, BurstWriter, FrameInfo, LinkWriter, Manifest, TriggerInfo,
     VerifyReport,
 };
-use snbuf_persist::memory::{AlignedBuf, PageSize};
+use snbuf_persist::memory::PageSize;
 use snbuf_persist::{cpu, open, Method, Sink, SinkConfig, SyncMode};
 
 use crate::frame::{timestamp_of, FrameType};
@@ -264,12 +264,16 @@ impl Unit {
         let stop = Arc::new(AtomicBool::new(false));
         let producer_cpu = config.cpus[0];
         let stop2 = stop.clone();
-        let source = std::thread::spawn(move || {
-            let _ = cpu::pin_current_thread(producer_cpu);
-            emulator.start_at(Instant::now());
-            emulator.run(&stop2);
-            (emulator.produced_per_link(), emulator.skipped_per_link())
-        });
+        // Named threads, so `top -H` and profilers show which part of the unit is busy.
+        let source = std::thread::Builder::new()
+            .name("snbuf-links".into())
+            .spawn(move || {
+                let _ = cpu::pin_current_thread(producer_cpu);
+                emulator.start_at(Instant::now());
+                emulator.run(&stop2);
+                (emulator.produced_per_link(), emulator.skipped_per_link())
+            })
+            .map_err(|e| RecordError::Setup(format!("start the link emulation thread: {e}")))?;
         let source_clock = thread_clock(&source);
         Ok(Unit {
             config: config.clone(),
@@ -474,14 +478,28 @@ impl Unit {
                 step,
                 chunk_frames: config.chunk_frames,
                 chunks_per_persist: config.chunks_per_persist,
-                frame_bytes: fb,
             };
-            handles.push(std::thread::spawn(move || {
-                let _ = cpu::pin_current_thread(cpu_id);
-                let cpu0 = cpu_seconds(libc::CLOCK_THREAD_CPUTIME_ID);
-                let links = write_window(links, &bufs, &shared, &job);
-                (links, cpu_seconds(libc::CLOCK_THREAD_CPUTIME_ID) - cpu0)
-            }));
+            let spawned = std::thread::Builder::new()
+                .name(format!("snbuf-writer{w}"))
+                .spawn(move || {
+                    let _ = cpu::pin_current_thread(cpu_id);
+                    let cpu0 = cpu_seconds(libc::CLOCK_THREAD_CPUTIME_ID);
+                    let links = write_window(links, &bufs, &shared, &job);
+                    (links, cpu_seconds(libc::CLOCK_THREAD_CPUTIME_ID) - cpu0)
+                });
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    // Let the running writers finish what they persist; the burst is left
+                    // unsealed, which `snbuf recover` turns into a valid one.
+                    for h in handles {
+                        let _ = h.join();
+                    }
+                    return Err(RecordError::Setup(format!(
+                        "start writer thread {w}: {e}; the burst is unsealed, run `snbuf recover`"
+                    )));
+                }
+            }
         }
         let mut next_tick = Instant::now() + Duration::from_secs(1);
         while handles.iter().any(|h| !h.is_finished()) {
@@ -581,6 +599,18 @@ pub fn record(
     Ok(report)
 }
 
+/// What a writer took from one read of a link's buffer.
+struct Batch {
+    /// Frames before the window, passed over.
+    before: usize,
+    /// Window frames after those, staged as the next chunk.
+    inside: usize,
+    first: u64,
+    last: u64,
+    /// Whether staging succeeded (else the link has failed).
+    staged: bool,
+}
+
 /// Where a link's writer is in the window.
 struct Cursor {
     /// Sequence number of the next frame to read from the buffer.
@@ -625,7 +655,6 @@ struct WindowJob {
     step: u64,
     chunk_frames: u32,
     chunks_per_persist: u32,
-    frame_bytes: usize,
 }
 
 fn write_window(
@@ -639,12 +668,7 @@ fn write_window(
         step,
         chunk_frames,
         chunks_per_persist,
-        frame_bytes,
     } = *job;
-    let mut chunk = AlignedBuf::new(chunk_frames as usize * frame_bytes, PageSize::Small4K)
-        .expect("chunk buffer");
-    // Scratch for peeking at single frames: allocated once, so the loop allocates nothing.
-    let mut peek = vec![0u8; frame_bytes];
     let mut cursors: Vec<Cursor> = links
         .iter()
         .map(|_| Cursor {
@@ -699,20 +723,55 @@ fn write_window(
             }
             if available < chunk_frames as u64 {
                 let newest_ts = buf
-                    .read(written - 1, &mut peek)
-                    .map(|_| timestamp_of(&peek))
+                    .read_with(written - 1, 1, |run| timestamp_of(run.frame(0)))
+                    .map(|(_, ts)| ts)
                     .unwrap_or(0);
                 if newest_ts < we {
                     flush(lw, c, s);
                     continue;
                 }
             }
-            let want = (available.min(chunk_frames as u64) as usize) * frame_bytes;
-            let n = match buf.read(next, &mut chunk.as_mut_slice()[..want]) {
-                Ok(n) => n,
+            // The frames go from the ring straight to where the chunk is written (one copy),
+            // staged: they count only if the ring says afterwards that they were not overwritten
+            // while being copied.
+            let read = buf.read_with(next, available.min(chunk_frames as u64), |run| {
+                let n = run.frames();
+                // Frames before the window (a window that starts in the future) are passed over.
+                let before = (0..n)
+                    .take_while(|&i| timestamp_of(run.frame(i)) < ws)
+                    .count();
+                let inside = (before..n)
+                    .take_while(|&i| timestamp_of(run.frame(i)) < we)
+                    .count();
+                if inside == 0 {
+                    return Batch {
+                        before,
+                        inside,
+                        first: 0,
+                        last: 0,
+                        staged: true,
+                    };
+                }
+                let mut parts: [&[u8]; 2] = [&[], &[]];
+                let mut k = 0;
+                for p in run.parts(before..before + inside) {
+                    parts[k] = p;
+                    k += 1;
+                }
+                Batch {
+                    before,
+                    inside,
+                    first: timestamp_of(run.frame(before)),
+                    last: timestamp_of(run.frame(before + inside - 1)),
+                    staged: lw.stage(&parts[..k]).is_ok(),
+                }
+            });
+            let (n, batch) = match read {
+                Ok(r) => r,
                 Err(ReadError::Overwritten { oldest }) => {
                     // Overwritten before this writer got to them: resume at the oldest frame
-                    // left; the frames skipped are counted (by timestamp) at the next read.
+                    // left; the frames skipped are counted (by timestamp) at the next read. What
+                    // was staged is discarded (no header points at it).
                     c.next = Some(oldest);
                     s.cursor.store(oldest, Ordering::Relaxed);
                     progressed = true;
@@ -724,16 +783,13 @@ fn write_window(
                 }
             };
             progressed = true;
-            let frames = &chunk.as_slice()[..n * frame_bytes];
-            // Frames before the window (a window that starts in the future) are passed over.
-            let before = frames
-                .chunks(frame_bytes)
-                .take_while(|f| timestamp_of(f) < ws)
-                .count();
-            let inside = frames[before * frame_bytes..]
-                .chunks(frame_bytes)
-                .take_while(|f| timestamp_of(f) < we)
-                .count();
+            let Batch {
+                before,
+                inside,
+                first,
+                last,
+                staged,
+            } = batch;
             if inside == 0 {
                 if before == n {
                     c.next = Some(next + n as u64);
@@ -749,9 +805,12 @@ fn write_window(
                 s.cursor.store(u64::MAX, Ordering::Relaxed);
                 continue;
             }
-            let data = &frames[before * frame_bytes..(before + inside) * frame_bytes];
-            let first = timestamp_of(data);
-            let last = timestamp_of(&data[(inside - 1) * frame_bytes..]);
+            if !staged {
+                // The link is failed (latched, in its manifest record); the others go on.
+                s.failed.store(true, Ordering::Relaxed);
+                c.done = true;
+                continue;
+            }
             // Window frames missing before this batch. The first read counts from the window's
             // start (floor: the first frame present fixes the grid).
             let missing = match c.expect_ts {
@@ -759,7 +818,7 @@ fn write_window(
                 None => first.saturating_sub(ws) / step,
             };
             count_lost(lw, missing);
-            if lw.append_chunk(first, last, data).is_err() {
+            if lw.append_staged(first, last).is_err() {
                 // The link is failed (latched, in its manifest record); the others go on.
                 s.failed.store(true, Ordering::Relaxed);
                 c.done = true;

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::frame::{stamp, FrameType};
 use crate::latency_buffer::Producer;
+use snbuf_persist::instructions::StreamingCopy;
 
 /// Where a link's frame bytes come from.
 #[derive(Clone)]
@@ -34,12 +35,16 @@ pub struct GapSpec {
     pub skip_frames: u64,
 }
 
+/// Staged frames are published (made readable, one store fence) at least this often per link.
+const PUBLISH_EVERY_FRAMES: u64 = 32;
+
 pub struct EmulatedLink {
     pub link: u32,
     producer: Producer,
     next_timestamp: u64,
     replay_offset: usize,
-    pattern: Vec<u8>,
+    /// The next frame, assembled in cache (payload, then stamp) and streamed into the ring whole.
+    frame: Vec<u8>,
 }
 
 pub struct Emulator {
@@ -48,6 +53,7 @@ pub struct Emulator {
     payload: Payload,
     gaps: Option<GapSpec>,
     links: Vec<EmulatedLink>,
+    copy: StreamingCopy,
     start: Instant,
     /// Frames produced per link so far (the same for every link).
     produced: u64,
@@ -86,7 +92,7 @@ impl Emulator {
                 producer,
                 next_timestamp: first_timestamp,
                 replay_offset: 0,
-                pattern: (0..fb)
+                frame: (0..fb)
                     .map(|i| (i as u32 ^ link.wrapping_mul(0x9E)) as u8)
                     .collect(),
             })
@@ -97,6 +103,7 @@ impl Emulator {
             payload,
             gaps,
             links,
+            copy: StreamingCopy::detect(),
             start: Instant::now(),
             produced: 0,
             skipped: 0,
@@ -143,8 +150,13 @@ impl Emulator {
             }
         }
         let n = due.saturating_sub(self.produced);
-        for _ in 0..n {
+        for i in 0..n {
             self.produce_one();
+            if i % PUBLISH_EVERY_FRAMES == PUBLISH_EVERY_FRAMES - 1 || i + 1 == n {
+                for l in &mut self.links {
+                    l.producer.publish();
+                }
+            }
         }
         n
     }
@@ -159,18 +171,23 @@ impl Emulator {
                 l.next_timestamp += g.skip_frames * step;
             }
             let ts = l.next_timestamp;
-            let (payload, pattern, offset) = (&self.payload, &l.pattern, &mut l.replay_offset);
-            l.producer.push(|seq, frame| {
-                match payload {
-                    Payload::Pattern => frame.copy_from_slice(pattern),
-                    Payload::Replay(data) => {
-                        for b in frame.iter_mut() {
-                            *b = data[*offset];
-                            *offset = (*offset + 1) % data.len();
-                        }
-                    }
+            if let Payload::Replay(data) = &self.payload {
+                // The frame's bytes continue through the file, looping.
+                let mut pos = 0;
+                while pos < l.frame.len() {
+                    let take = (l.frame.len() - pos).min(data.len() - l.replay_offset);
+                    l.frame[pos..pos + take]
+                        .copy_from_slice(&data[l.replay_offset..l.replay_offset + take]);
+                    pos += take;
+                    l.replay_offset = (l.replay_offset + take) % data.len();
                 }
+            }
+            let (frame, copy) = (&mut l.frame, &self.copy);
+            l.producer.stage(|seq, slot| {
                 stamp(frame, ts, seq);
+                // Streamed: the ring is far larger than the cache, so a regular copy would read
+                // every slot in before overwriting it.
+                copy.copy(slot, frame);
             });
             l.next_timestamp += step;
         }
