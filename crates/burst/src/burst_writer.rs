@@ -13,6 +13,7 @@ use crate::manifest::{
     link_file_name, now_unix_ns, BurstState, FrameInfo, LinkRecord, LinkState, Manifest,
     ManifestError, TriggerInfo, MANIFEST_FORMAT, MANIFEST_VERSION,
 };
+use crate::prepared::PreparedBurst;
 use crate::writer::{ChunkAck, ChunkWriter, WriteError};
 
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +37,8 @@ pub enum BurstError {
     },
     #[error(transparent)]
     Write(#[from] WriteError),
+    #[error("this burst does not match its preparation: {0}")]
+    Mismatch(String),
 }
 
 /// What the burst is about, fixed when it starts.
@@ -67,9 +70,11 @@ pub struct BurstSeal {
     manifest: Manifest,
 }
 
-/// A burst id is a directory name inside the output directory: nothing that could escape it.
+/// A burst id is a plain directory name inside the output directory: nothing that could escape
+/// it, and not hidden.
 pub fn check_burst_id(id: &str) -> Result<(), BurstError> {
-    if id.is_empty() || id == "." || id == ".." || id.contains('/') || id.contains('\0') {
+    // Hidden names are the recorder's own (prepared bursts, temporary files).
+    if id.is_empty() || id.starts_with('.') || id.contains('/') || id.contains('\0') {
         return Err(BurstError::BadId(id.to_string()));
     }
     Ok(())
@@ -77,44 +82,53 @@ pub fn check_burst_id(id: &str) -> Result<(), BurstError> {
 
 impl<S: Sink> BurstWriter<S> {
     /// Creates `parent/<burst_id>/`, opens a sink per link with `open_sink(link, path)`, and
-    /// writes the manifest in state `recording`.
+    /// writes the manifest in state `recording`. (A recorder prepares this ahead of the trigger
+    /// with `PreparedBurst`; this is the same, done at once.)
     pub fn create(
         parent: &Path,
         spec: BurstSpec,
-        mut open_sink: impl FnMut(u32, &Path) -> Result<S, PersistError>,
+        open_sink: impl FnMut(u32, &Path) -> Result<S, PersistError>,
     ) -> Result<Self, BurstError> {
         check_burst_id(&spec.burst_id)?;
         let dir = parent.join(&spec.burst_id);
-        match std::fs::create_dir(&dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                return Err(BurstError::Exists(dir))
-            }
-            Err(cause) => return Err(BurstError::Dir { path: dir, cause }),
+        if dir.symlink_metadata().is_ok() {
+            return Err(BurstError::Exists(dir));
         }
-        let mut links = Vec::new();
+        PreparedBurst::prepare(
+            parent,
+            &spec.links,
+            spec.frame.frame_bytes,
+            spec.max_payload_bytes,
+            open_sink,
+        )?
+        .start(spec)
+    }
+
+    /// The burst `spec` in `dir` (which holds the links' files), with its links' writers, in
+    /// `spec.links` order: writes the manifest `recording`.
+    pub(crate) fn from_writers(
+        dir: PathBuf,
+        spec: BurstSpec,
+        writers: Vec<ChunkWriter<S>>,
+    ) -> Result<Self, BurstError> {
         // What a persist achieves here (`fdatasync`, `map_sync`, `volatile`, …), as the sinks
         // themselves report it: the manifest states it from the start.
-        let mut durability = String::from("unknown");
-        for &link in &spec.links {
-            let file = link_file_name(link);
-            let path = dir.join(&file);
-            let sink = open_sink(link, &path).map_err(|cause| BurstError::Open {
-                link,
-                file: path.clone(),
-                cause,
-            })?;
-            durability = sink.report().durability.name().to_string();
-            let writer =
-                ChunkWriter::new(sink, link, spec.frame.frame_bytes, spec.max_payload_bytes)?;
-            links.push(LinkWriter {
+        let durability = writers
+            .last()
+            .map(|w| w.sink().report().durability.name().to_string())
+            .unwrap_or_else(|| "unknown".into());
+        let links: Vec<LinkWriter<S>> = spec
+            .links
+            .iter()
+            .zip(writers)
+            .map(|(&link, writer)| LinkWriter {
                 writer: Some(writer),
                 record: LinkRecord {
-                    file,
+                    file: link_file_name(link),
                     ..LinkRecord::empty(link)
                 },
-            });
-        }
+            })
+            .collect();
         let manifest = Manifest {
             format: MANIFEST_FORMAT.into(),
             format_version: MANIFEST_VERSION,

@@ -208,6 +208,7 @@ impl Server {
                     "state": rep.manifest.state, "dir": rep.burst_dir, "frames": rep.frames_recorded,
                     "lost_frames": rep.lost_frames, "valid": rep.verify.valid,
                     "output_bytes_per_s": rep.output_bytes_per_s, "window": rep.window,
+                    "prepared_ahead": rep.prepared_ahead,
                 }),
                 Err(e) => json!({"state": "error", "error": e.to_string()}),
             };
@@ -215,6 +216,8 @@ impl Server {
                 burst_id: id,
                 result,
             });
+            // Arm for the next trigger: its files are prepared in the background.
+            unit.prepare_next();
             busy.store(false, Ordering::Release);
         });
         Ok(json!({"ok": true, "burst_id": burst_id, "window": window}))
@@ -252,6 +255,7 @@ impl Server {
             "method": c.method.name(),
             "newest_timestamp": u.newest_timestamp(),
             "recording": live,
+            "next_burst": u.next_burst_state(),
             "bursts": bursts,
         })
     }

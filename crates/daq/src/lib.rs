@@ -5,6 +5,7 @@
 pub mod control;
 pub mod frame;
 pub mod latency_buffer;
+mod next_burst;
 pub mod recorder;
 pub mod source;
 

@@ -18,10 +18,11 @@ use snbuf_burst::{
     VerifyReport,
 };
 use snbuf_persist::memory::PageSize;
-use snbuf_persist::{cpu, open, Method, Sink, SinkConfig, SyncMode};
+use snbuf_persist::{cpu, Method, Sink, SyncMode};
 
 use crate::frame::{timestamp_of, FrameType};
 use crate::latency_buffer::{latency_buffer, LatencyBuffer, Lookup, ReadError};
+use crate::next_burst::{link_region_bytes, open_link_sink, NextBurst};
 use crate::source::{Emulator, GapSpec, Payload};
 
 #[derive(Clone)]
@@ -100,6 +101,8 @@ pub struct RecordReport {
     pub buffer_page_bytes: Option<u64>,
     pub durability: String,
     pub survives_power_loss: bool,
+    /// Whether the burst's files were prepared before the trigger (else opened at it).
+    pub prepared_ahead: bool,
     pub skipped_at_source: u64,
     /// CPU seconds of the writer threads (copy out of the buffers, checksum, persist).
     pub writer_cpu_s: f64,
@@ -224,6 +227,8 @@ pub struct Unit {
     live: std::sync::Mutex<Option<Arc<Vec<LinkShared>>>>,
     /// The emulator thread's CPU clock.
     source_clock: Option<libc::clockid_t>,
+    /// The next burst's files, prepared ahead of its trigger.
+    next: std::sync::Mutex<NextBurst>,
 }
 
 impl Unit {
@@ -238,6 +243,15 @@ impl Unit {
                 config.output_dir.display()
             ))
         })?;
+        // Preparations a crashed process left hold no data; this unit's start preparing now.
+        if let Err(e) = snbuf_burst::prepared::remove_stale(&config.output_dir) {
+            return Err(RecordError::Setup(format!(
+                "clean {}: {e}",
+                config.output_dir.display()
+            )));
+        }
+        let mut next = NextBurst::default();
+        next.start(config, config.pre, config.post);
         let mut producers = Vec::new();
         let mut buffers: Vec<LatencyBuffer> = Vec::new();
         for link in 0..config.links {
@@ -285,11 +299,27 @@ impl Unit {
             buffer_memory_bytes,
             buffer_page_bytes,
             live: std::sync::Mutex::new(None),
+            next: std::sync::Mutex::new(next),
         })
     }
 
     pub fn config(&self) -> &RecordConfig {
         &self.config
+    }
+
+    /// Starts preparing the next burst's files for the configured window (see `next_burst`);
+    /// `serve` calls this after each burst.
+    pub fn prepare_next(&self) {
+        self.next.lock().expect("next burst").start(
+            &self.config,
+            self.config.pre,
+            self.config.post,
+        );
+    }
+
+    /// The next burst's files: "ready", "preparing" or "none" (a trigger opens them itself).
+    pub fn next_burst_state(&self) -> &'static str {
+        self.next.lock().expect("next burst").state()
     }
 
     pub fn uptime(&self) -> Duration {
@@ -426,11 +456,7 @@ impl Unit {
         let payload_bytes = config.chunk_frames as usize * fb;
         let window_frames =
             (window.window_end_timestamp - window.window_start_timestamp) / step + 1;
-        let chunks =
-            window_frames.div_ceil(config.chunk_frames as u64) + 4 * config.links as u64 + 16;
-        let stride = snbuf_burst::chunk::stride_for(payload_bytes, 4096);
-        let region = (chunks * stride).div_ceil(2 << 20) * (2 << 20);
-        let mut survives = true;
+        let (region, stride) = link_region_bytes(config, window_frames);
         let spec = BurstSpec {
             burst_id: burst_id.to_string(),
             frame: FrameInfo {
@@ -444,19 +470,24 @@ impl Unit {
             links: (0..config.links).collect(),
             max_payload_bytes: payload_bytes,
         };
-        let burst = BurstWriter::create(&config.output_dir, spec, |_, path| {
-            let mut c = SinkConfig::new(config.method, path, region);
-            c.max_io_bytes = stride as usize;
-            c.page_size = config.page_size;
-            c.sync_mode = config.sync_mode;
-            // Reserve the space, but do not populate page tables now: that costs time in
-            // proportion to the window, and the trigger's pre-trigger data is ageing in the
-            // buffers meanwhile. (Preparing the next burst ahead of its trigger is the full fix.)
-            c.populate = false;
-            let sink = open(&c)?;
-            survives = sink.report().durability.survives_power_loss();
-            Ok(sink)
-        })?;
+        let prepared = self.next.lock().expect("next burst").take();
+        let (burst, survives, prepared_ahead) = match prepared {
+            Some(p) if p.region_bytes >= region && p.burst.fits(&spec) => {
+                (p.burst.start(spec)?, p.survives_power_loss, true)
+            }
+            // Nothing prepared, or too small for this window (dropping it removes its files).
+            _ => {
+                let mut survives = true;
+                let burst = BurstWriter::create(&config.output_dir, spec, |_, path| {
+                    // Reserve the space, but do not populate page tables now: that costs time
+                    // in proportion to the window, and the pre-trigger data is ageing.
+                    let sink = open_link_sink(config, path, region, stride, false)?;
+                    survives &= sink.report().durability.survives_power_loss();
+                    Ok(sink)
+                })?;
+                (burst, survives, false)
+            }
+        };
         let (seal, link_writers) = burst.split();
 
         let mut per_writer: Vec<Vec<DynLink>> = (0..config.writers).map(|_| Vec::new()).collect();
@@ -478,6 +509,7 @@ impl Unit {
                 step,
                 chunk_frames: config.chunk_frames,
                 chunks_per_persist: config.chunks_per_persist,
+                frames_per_s: config.frames_per_s_per_link,
             };
             let spawned = std::thread::Builder::new()
                 .name(format!("snbuf-writer{w}"))
@@ -544,6 +576,7 @@ impl Unit {
             buffer_page_bytes: self.buffer_page_bytes,
             durability,
             survives_power_loss: survives,
+            prepared_ahead,
             skipped_at_source: 0,
             writer_cpu_s,
             source_cpu_s,
@@ -566,6 +599,10 @@ impl Drop for Unit {
         if let Some(h) = self.source.take() {
             let _ = h.join();
         }
+        // An unused preparation removes its files when dropped.
+        if let Ok(mut next) = self.next.lock() {
+            next.take();
+        }
     }
 }
 
@@ -578,12 +615,21 @@ pub fn record(
     let unit = Unit::start(config)?;
     let trigger_at = Instant::now() + config.trigger_after;
     let mut next_tick = Instant::now() + Duration::from_secs(1);
-    while Instant::now() < trigger_at {
+    // The trigger fires after `trigger_after`, once the burst's files are prepared: a unit is
+    // armed when it can start persisting at once.
+    loop {
+        let due = Instant::now() >= trigger_at;
+        let preparing = unit.next_burst_state() == "preparing";
+        if due && !preparing {
+            break;
+        }
         std::thread::sleep(
-            Duration::from_millis(20).min(trigger_at.saturating_duration_since(Instant::now())),
+            Duration::from_millis(20)
+                .min(trigger_at.saturating_duration_since(Instant::now()))
+                .max(Duration::from_millis(if due { 5 } else { 0 })),
         );
         if Instant::now() >= next_tick {
-            on_progress(&unit.progress("buffering"));
+            on_progress(&unit.progress(if due { "preparing" } else { "buffering" }));
             next_tick += Duration::from_secs(1);
         }
     }
@@ -648,6 +694,11 @@ fn flush(lw: &mut DynLink, c: &mut Cursor, s: &LinkShared) -> bool {
 /// timestamp expected next and the first one present are lost (overwritten in the buffer before
 /// the writer got to them, before the buffer's start, or never produced by the link). So only
 /// frames inside the window are ever counted, however far a slow writer falls behind.
+/// A caught-up writer sleeps at least this long (no busy polling) and at most this long (a link
+/// that runs ahead of its rate fills a chunk sooner; 5 ms of backlog is far inside any buffer).
+const MIN_IDLE_SLEEP: Duration = Duration::from_micros(200);
+const MAX_IDLE_SLEEP: Duration = Duration::from_millis(5);
+
 /// What every writer of a burst needs to know about the window and its chunks.
 #[derive(Clone)]
 struct WindowJob {
@@ -655,6 +706,8 @@ struct WindowJob {
     step: u64,
     chunk_frames: u32,
     chunks_per_persist: u32,
+    /// Frames per second a link produces: how long until a chunk fills.
+    frames_per_s: f64,
 }
 
 fn write_window(
@@ -668,6 +721,7 @@ fn write_window(
         step,
         chunk_frames,
         chunks_per_persist,
+        frames_per_s,
     } = *job;
     let mut cursors: Vec<Cursor> = links
         .iter()
@@ -689,6 +743,8 @@ fn write_window(
     };
     while cursors.iter().any(|c| !c.done) {
         let mut progressed = false;
+        // The fewest frames any link still needs for a full chunk: how long to sleep.
+        let mut fewest_missing = chunk_frames as u64;
         for (i, lw) in links.iter_mut().enumerate() {
             let c = &mut cursors[i];
             if c.done {
@@ -728,6 +784,7 @@ fn write_window(
                     .unwrap_or(0);
                 if newest_ts < we {
                     flush(lw, c, s);
+                    fewest_missing = fewest_missing.min(chunk_frames as u64 - available);
                     continue;
                 }
             }
@@ -844,7 +901,12 @@ fn write_window(
             }
         }
         if !progressed {
-            std::thread::sleep(Duration::from_micros(200));
+            // Caught up: sleep until the first link could have a full chunk, not in short
+            // polls. With ten writers on two cores, 200 us polls cost more CPU in context
+            // switches than the copies did. Bounded both ways: a link may run ahead of its
+            // nominal rate (a producer catching up), and the window's end may arrive sooner.
+            let until_chunk = Duration::from_secs_f64(fewest_missing as f64 / frames_per_s);
+            std::thread::sleep(until_chunk.clamp(MIN_IDLE_SLEEP, MAX_IDLE_SLEEP));
         }
     }
     links

@@ -69,3 +69,49 @@ fn a_racing_reader_never_accepts_a_torn_frame() {
     assert!(next <= produced);
     eprintln!("produced {produced}, accepted {accepted}, reported lost {lost}");
 }
+
+#[test]
+fn streamed_frames_published_in_batches_are_never_read_torn() {
+    use snbuf_persist::instructions::StreamingCopy;
+    let (mut producer, buffer) = latency_buffer(FRAME, 16, PageSize::Small4K).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let writer = std::thread::spawn(move || {
+        let copy = StreamingCopy::detect();
+        let mut frame = vec![0u8; FRAME];
+        let mut n = 0u64;
+        while !stop2.load(Ordering::Relaxed) && n < 20_000_000 {
+            producer.stage(|seq, slot| {
+                fill(seq, &mut frame);
+                copy.copy(slot, &frame);
+            });
+            n += 1;
+            if n.is_multiple_of(7) {
+                producer.publish();
+            }
+        }
+        n
+    });
+    let (mut accepted, mut next) = (0u64, 0u64);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(500);
+    while std::time::Instant::now() < deadline {
+        match buffer.read_with(next, 4, |run| {
+            (0..run.frames())
+                .all(|i| intact(run.frame(i)) && sequence_of(run.frame(i)) == next + i as u64)
+        }) {
+            Ok((n, all_intact)) => {
+                assert!(
+                    all_intact,
+                    "a torn or misplaced frame was accepted near {next}"
+                );
+                next += n as u64;
+                accepted += n as u64;
+            }
+            Err(ReadError::Overwritten { oldest }) => next = oldest,
+            Err(ReadError::NotYet) => std::hint::spin_loop(),
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    assert!(accepted > 0, "the reader read something");
+}

@@ -101,6 +101,12 @@ fn a_triggered_window_is_recorded_completely_and_verifies() {
         assert!(timestamp_of(frames.last().unwrap()) < we);
     }
     assert!(ticks >= 1, "progress was reported");
+    assert!(r.prepared_ahead, "the files were ready before the trigger");
+    let names: Vec<_> = std::fs::read_dir(out.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec!["complete"], "no preparation is left behind");
 }
 
 #[test]
@@ -226,5 +232,22 @@ fn a_trigger_older_than_the_buffer_records_what_is_left_and_counts_the_rest() {
         )
         .unwrap();
     assert!(r2.verify.valid && r2.lost_frames == 0);
+    assert!(r.prepared_ahead, "a window inside the prepared one uses it");
+    assert!(
+        !r2.prepared_ahead,
+        "nothing was prepared again (serve does that)"
+    );
+    unit.prepare_next();
+    assert_ne!(unit.next_burst_state(), "none");
     unit.stop();
+    let mut names: Vec<_> = std::fs::read_dir(out.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        vec!["next", "old"],
+        "an unused preparation is removed"
+    );
 }

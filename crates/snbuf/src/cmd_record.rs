@@ -282,6 +282,14 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
         }
     );
     println!(
+        "  files       {}",
+        if report.prepared_ahead {
+            "prepared before the trigger"
+        } else {
+            "opened at the trigger (the window was larger than prepared, or none was ready)"
+        }
+    );
+    println!(
         "  buffers     {} of DRAM on {} pages",
         Bytes(report.buffer_memory_bytes),
         report
@@ -331,6 +339,7 @@ fn write_json(path: &PathBuf, r: &snbuf_daq::RecordReport) -> std::io::Result<()
         "method": r.manifest.method,
         "durability": r.durability,
         "survives_power_loss": r.survives_power_loss,
+        "prepared_ahead": r.prepared_ahead,
         "buffer_memory_bytes": r.buffer_memory_bytes,
         "buffer_page_bytes": r.buffer_page_bytes,
         "skipped_at_source_per_link": r.skipped_at_source,

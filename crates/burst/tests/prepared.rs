@@ -1,0 +1,104 @@
+//! Bursts prepared before their trigger: the files are opened ahead, the trigger renames the
+//! directory and writes the manifest; an unused preparation leaves nothing behind.
+
+use std::path::Path;
+
+use snbuf_burst::prepared::remove_stale;
+use snbuf_burst::{verify_burst, BurstError, BurstSpec, BurstState, FrameInfo, PreparedBurst};
+use snbuf_persist::{open, Method, Sink, SinkConfig};
+
+const FRAME: u32 = 512;
+
+fn spec(id: &str, links: Vec<u32>) -> BurstSpec {
+    BurstSpec {
+        burst_id: id.into(),
+        frame: FrameInfo {
+            frame_type: "custom".into(),
+            frame_bytes: FRAME,
+            ticks_per_frame: 10,
+            clock_hz: 1_000_000,
+        },
+        trigger: None,
+        method: "direct".into(),
+        links,
+        max_payload_bytes: 4 * FRAME as usize,
+    }
+}
+
+fn prepare(parent: &Path, links: &[u32]) -> PreparedBurst<Box<dyn Sink>> {
+    PreparedBurst::prepare(parent, links, FRAME, 4 * FRAME as usize, |_, path| {
+        let mut c = SinkConfig::new(Method::Direct, path, 1 << 20);
+        c.max_io_bytes = 64 << 10;
+        open(&c)
+    })
+    .unwrap()
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_prepared_burst_becomes_a_verified_burst() {
+    let out = tempfile::tempdir().unwrap();
+    let prepared = prepare(out.path(), &[0, 1]);
+    let hidden = prepared.dir().unwrap().to_path_buf();
+    assert!(
+        hidden.join("link-0001.dat").exists(),
+        "files exist before the trigger"
+    );
+    assert!(!prepared.fits(&spec("x", vec![0, 1, 2])), "other links");
+    let burst = prepared.start(spec("b1", vec![0, 1])).unwrap();
+    assert!(!hidden.exists());
+    assert_eq!(entries(out.path()), vec!["b1"]);
+    let (seal, mut links) = burst.split();
+    for lw in &mut links {
+        let frames = vec![lw.link() as u8 + 1; 3 * FRAME as usize];
+        lw.write_chunk(100, 120, &frames).unwrap();
+    }
+    let m = seal.seal(links).unwrap();
+    assert_eq!(m.state, BurstState::Sealed);
+    assert_eq!(m.durability, "fdatasync");
+    let v = verify_burst(&out.path().join("b1")).unwrap();
+    assert!(v.valid, "{v:?}");
+}
+
+#[test]
+fn an_unused_or_refused_preparation_leaves_nothing() {
+    let out = tempfile::tempdir().unwrap();
+    drop(prepare(out.path(), &[0, 1]));
+    assert!(entries(out.path()).is_empty());
+
+    std::fs::create_dir(out.path().join("taken")).unwrap();
+    let r = prepare(out.path(), &[0]).start(spec("taken", vec![0]));
+    assert!(
+        matches!(r, Err(BurstError::Exists(_))),
+        "never over another burst"
+    );
+    let r = prepare(out.path(), &[0]).start(spec("../up", vec![0]));
+    assert!(matches!(r, Err(BurstError::BadId(_))));
+    assert_eq!(entries(out.path()), vec!["taken"]);
+}
+
+#[test]
+fn preparations_of_dead_processes_are_removed() {
+    let out = tempfile::tempdir().unwrap();
+    // No process has this id (above any pid_max).
+    let stale = out.path().join(".snbuf-next-999999999-0");
+    std::fs::create_dir(&stale).unwrap();
+    std::fs::write(stale.join("link-0000.dat"), b"").unwrap();
+    let live = prepare(out.path(), &[0]);
+    std::fs::create_dir(out.path().join("a-burst")).unwrap();
+    assert_eq!(remove_stale(out.path()).unwrap(), 1);
+    assert!(!stale.exists());
+    assert!(
+        live.dir().unwrap().exists(),
+        "this process's own preparation stays"
+    );
+    assert!(out.path().join("a-burst").exists());
+}
