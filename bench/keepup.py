@@ -23,14 +23,22 @@ def run(cmd):
     return r
 
 
+def window(args, target):
+    """(buffer, pre, post): a window six times the buffer, so DRAM cannot hide a medium that falls
+    behind. On memory the window is shorter (it must fit in RAM at rates of GB/s)."""
+    if target == args.shm:
+        return "200ms", "100ms", "1100ms"
+    return args.buffer, "250ms", args.post
+
+
 def probe(args, method, target, rate_total, n):
     """One fixed-length recording at `rate_total` bytes/s; returns (lost, frames bytes, cpu_s, report)."""
     out = tempfile.mkdtemp(prefix="keepup-", dir=target)
     js = os.path.join(out, "summary.json")
+    buffer, pre, post = window(args, target)
     cmd = [args.snbuf, "record", "--links", str(args.links), "--rate-per-link", f"{rate_total / args.links:.0f}",
-           # A window far longer than the buffer: DRAM cannot hide a medium that falls behind.
-           "--buffer", args.buffer, "--pre", "250ms", "--post", args.post, "--trigger-after", "600ms",
-           "--method", method, "--output", out, "--burst-id", f"p{n}", "--json", js]
+           "--buffer", buffer, "--pre", pre, "--post", post, "--trigger-after", "600ms",
+           "--writers", str(args.writers), "--method", method, "--output", out, "--burst-id", f"p{n}", "--json", js]
     cpu0 = child_cpu_s()
     r = run(cmd)
     cpu = child_cpu_s() - cpu0
@@ -103,18 +111,22 @@ def main():
     p.add_argument("--buffer", default="500ms")
     p.add_argument("--start", type=float, default=200e6, help="first total rate to try, bytes/s")
     p.add_argument("--steps", type=int, default=4, help="bisection steps after the first loss")
+    p.add_argument("--writers", type=int, default=0, help="writer threads (default: one per link)")
+    p.add_argument("--methods", default="uring,direct,nt")
     p.add_argument("--quick", action="store_true")
     args = p.parse_args()
+    args.writers = args.writers or args.links
     if args.quick:
         args.steps, args.post = 2, "2s"
     chunk = (1 << 20) // 5568 * 5568
-    print(f"Recording window: 250 ms before to {args.post} after the trigger, buffer {args.buffer}, {args.links} links of 5568 B frames, one writer per link; {args.steps} bisection steps.")
+    print(f"Recording window on disk: 250 ms before to {args.post} after the trigger, buffer {args.buffer}; on memory: 100 ms before to 1.1 s after, buffer 200 ms. {args.links} links of 5568 B frames, {args.writers} writer threads; {args.steps} bisection steps.")
     print()
     print("| method | target | keep-up rate | bench write (same method, chunk, writers) | ratio | fio best O_DIRECT 1 MiB | ratio | CPU core-s per GiB at keep-up |")
     print("|---|---|---|---|---|---|---|---|")
-    for method, target in (("uring", args.disk), ("direct", args.disk), ("nt", args.shm)):
+    for method in args.methods.split(","):
+        target = args.shm if method in ("nt", "clwb", "clflushopt", "clflush", "msync", "pmdk") else args.disk
         rate, best, source_limited = keep_up(args, method, target)
-        bw = bench_write(args, method, target, chunk, min(args.links, os.cpu_count()))
+        bw = bench_write(args, method, target, chunk, args.writers)
         fio = fio_best(args, target) if target == args.disk else None
         # Ingest + checksum + persist, from the recorder's thread CPU clocks over the recording.
         cpu_per_gib = best[4]["cpu_core_s_per_gib"] if best else float("nan")

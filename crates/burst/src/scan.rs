@@ -194,7 +194,7 @@ pub fn scan<R: ReadAt + ?Sized>(r: &R, expect: Expect) -> io::Result<ScanReport>
         }
         payload.resize(header.payload_bytes as usize, 0);
         r.read_exact_at_offset(&mut payload, offset + HEADER_BYTES as u64)?;
-        let crc = crc32c::crc32c(&payload);
+        let crc = crate::chunk::crc32c(&payload);
         if crc != header.payload_crc32c {
             let why = format!(
                 "payload checksum mismatch (stored {:#010x}, computed {crc:#010x})",
@@ -349,7 +349,7 @@ fn count_valid_after<R: ReadAt + ?Sized>(r: &R, mut offset: u64, len: u64) -> io
         }
         let mut p = vec![0u8; header.payload_bytes as usize];
         r.read_exact_at_offset(&mut p, offset + HEADER_BYTES as u64)?;
-        if crc32c::crc32c(&p) == header.payload_crc32c {
+        if crate::chunk::crc32c(&p) == header.payload_crc32c {
             n += 1;
         }
         offset += header.stride_bytes as u64;

@@ -10,7 +10,9 @@ use std::path::PathBuf;
 use snbuf_persist::memory::{AlignedBuf, PageSize};
 use snbuf_persist::{PersistError, Sink};
 
-use crate::chunk::{stride_for, ChunkHeader, HEADER_BYTES, MAPPED_CHUNK_ALIGN_BYTES};
+use crate::chunk::{
+    crc32c, crc32c_of_parts, stride_for, ChunkHeader, HEADER_BYTES, MAPPED_CHUNK_ALIGN_BYTES,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
@@ -199,15 +201,13 @@ impl<S: Sink> ChunkWriter<S> {
             // it writes the header. The checksum is taken from the source, which the copy has
             // just brought into the cache.
             let mut pos = offset + HEADER_BYTES as u64;
-            let mut crc = 0;
             for part in parts {
                 if let Err(e) = self.sink.write_at(pos, part) {
                     return Err(self.fail(e, offset));
                 }
-                crc = crc32c::crc32c_append(crc, part);
                 pos += part.len() as u64;
             }
-            crc
+            crc32c_of_parts(parts)
         } else {
             let staging = self
                 .staging
@@ -228,7 +228,7 @@ impl<S: Sink> ChunkWriter<S> {
                 pos += part.len();
             }
             // From the staged copy, still in cache, rather than from the source again.
-            crc32c::crc32c(&staging.as_slice()[HEADER_BYTES..pos])
+            crc32c(&staging.as_slice()[HEADER_BYTES..pos])
         };
         self.staged = Some(Staged {
             payload_bytes,

@@ -137,7 +137,8 @@ pub struct RecordArgs {
     /// When the trigger fires, from the start (default: --pre + 1s, so the buffer holds the pre-trigger data).
     #[arg(long, value_name = "TIME", value_parser = parse_duration)]
     pub trigger_after: Option<Duration>,
-    /// auto (the default: nt on DAX, else uring, else direct), or any method of `snbuf methods`.
+    /// auto (the default: nt on DAX; else direct with a writer per one or two links, uring with
+    /// fewer writers), or any method of `snbuf methods`.
     #[arg(long)]
     pub method: Option<String>,
     /// Writer threads (default: one per link, as in the paper).

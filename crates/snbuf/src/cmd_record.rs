@@ -12,9 +12,18 @@ use snbuf_units::{Bytes, Rate};
 use crate::cli::RecordArgs;
 use crate::exit::{usage, Failure};
 
-/// `--method auto`: mapped non-temporal stores where the medium is persistent memory (DAX),
-/// io_uring with O_DIRECT elsewhere (O_DIRECT when io_uring is unavailable). Says why.
-fn choose_method(requested: &str, output: &Path) -> anyhow::Result<(Method, String)> {
+/// `--method auto`: mapped non-temporal stores where the medium is persistent memory (DAX).
+/// Elsewhere O_DIRECT when each writer thread has at most two links, io_uring when writers are
+/// fewer. Why: one synchronous writer per link already keeps as many writes in flight as there
+/// are links, and costs less CPU per byte than io_uring's copy into registered buffers (keep-up
+/// on this project's disk: 1.96 GiB/s direct against 1.21 GiB/s uring, BENCHMARKS.md); a writer
+/// that serves many links needs io_uring's queue to keep the device busy. Says why.
+fn choose_method(
+    requested: &str,
+    output: &Path,
+    links: u32,
+    writers: usize,
+) -> anyhow::Result<(Method, String)> {
     if requested != "auto" {
         let m = requested
             .parse::<Method>()
@@ -36,11 +45,20 @@ fn choose_method(requested: &str, output: &Path) -> anyhow::Result<(Method, Stri
             ),
         ));
     }
+    if writers * 2 >= links as usize {
+        return Ok((
+            Method::Direct,
+            format!(
+                "{} is not DAX; {writers} writers for {links} links keep enough writes in flight: O_DIRECT and fdatasync",
+                m.fs_type
+            ),
+        ));
+    }
     match snbuf_persist::backends::uring::available() {
         Ok(()) => Ok((
             Method::Uring,
             format!(
-                "{} is not DAX: io_uring with O_DIRECT and fdatasync",
+                "{} is not DAX; {writers} writers for {links} links need a queue each: io_uring with O_DIRECT and fdatasync",
                 m.fs_type
             ),
         )),
@@ -119,7 +137,14 @@ pub fn config_from_args(args: &RecordArgs) -> anyhow::Result<(RecordConfig, Stri
         .unwrap_or_else(|| PathBuf::from("./snbuf-data"));
     std::fs::create_dir_all(&output)
         .map_err(|e| usage(format!("--output {}: {e}", output.display())))?;
-    let (method, why) = choose_method(args.method.as_deref().unwrap_or("auto"), &output)?;
+    let links = args.links.unwrap_or(10);
+    let writers = args.writers.unwrap_or(links as usize);
+    let (method, why) = choose_method(
+        args.method.as_deref().unwrap_or("auto"),
+        &output,
+        links,
+        writers,
+    )?;
     let payload = match &args.replay {
         Some(path) => {
             let data = std::fs::read(path)
@@ -134,7 +159,6 @@ pub fn config_from_args(args: &RecordArgs) -> anyhow::Result<(RecordConfig, Stri
         }
         None => Payload::Pattern,
     };
-    let links = args.links.unwrap_or(10);
     let chunk_frames = args
         .chunk_frames
         .unwrap_or(((1 << 20) as f64 / fb).max(1.0) as u32);
@@ -156,7 +180,7 @@ pub fn config_from_args(args: &RecordArgs) -> anyhow::Result<(RecordConfig, Stri
             .burst_id
             .clone()
             .unwrap_or_else(|| format!("{}-{}", utc_stamp(), std::process::id())),
-        writers: args.writers.unwrap_or(links as usize),
+        writers,
         cpus,
         page_size: if args.page_size == Some(2 << 20) {
             PageSize::Huge2M
