@@ -121,17 +121,22 @@ def main():
     chunk = (1 << 20) // 5568 * 5568
     print(f"Recording window on disk: 250 ms before to {args.post} after the trigger, buffer {args.buffer}; on memory: 100 ms before to 1.1 s after, buffer 200 ms. {args.links} links of 5568 B frames, {args.writers} writer threads; {args.steps} bisection steps.")
     print()
-    print("| method | target | keep-up rate | bench write (same method, chunk, writers) | ratio | fio best O_DIRECT 1 MiB | ratio | CPU core-s per GiB at keep-up |")
+    print("| method | target | keep-up rate | bench write (same method, chunk, writers) | ratio | fio best O_DIRECT 1 MiB, mean of before and after | ratio | CPU core-s per GiB at keep-up |")
     print("|---|---|---|---|---|---|---|---|")
     for method in args.methods.split(","):
         target = args.shm if method in ("nt", "clwb", "clflushopt", "clflush", "msync", "pmdk") else args.disk
+        # The disk drifts by tens of percent within minutes here: fio runs before and after the
+        # bisection, and the ratio is to their mean (both are printed).
+        fio_before = fio_best(args, target) if target == args.disk else None
         rate, best, source_limited = keep_up(args, method, target)
         bw = bench_write(args, method, target, chunk, args.writers)
-        fio = fio_best(args, target) if target == args.disk else None
+        fio_after = fio_best(args, target) if target == args.disk else None
+        fio = (fio_before + fio_after) / 2 if fio_before else None
         # Ingest + checksum + persist, from the recorder's thread CPU clocks over the recording.
         cpu_per_gib = best[4]["cpu_core_s_per_gib"] if best else float("nan")
         note = " (source-limited: the emulator, not the medium, set the limit)" if source_limited else ""
-        fio_cols = f"{fio / GIB:.2f} GiB/s | {rate / fio:.2f}" if fio else "n/a | n/a"
+        fio_cols = (f"{fio / GIB:.2f} GiB/s ({fio_before / GIB:.2f} before, {fio_after / GIB:.2f} after) | {rate / fio:.2f}"
+                    if fio else "n/a | n/a")
         print(f"| {method} | {target} | {rate / GIB:.2f} GiB/s{note} | {bw / GIB:.2f} GiB/s | {rate / bw:.2f} | {fio_cols} | {cpu_per_gib:.2f} |", flush=True)
 
 
