@@ -141,7 +141,10 @@ pub fn status(args: &StatusArgs) -> anyhow::Result<()> {
             let lost: u64 = links.iter().filter_map(|l| l["lost_frames"].as_u64()).sum();
             println!("recording: {out} frames durable so far, {lost} lost");
         }
-        None => println!("idle: ready for a trigger"),
+        None => println!(
+            "idle: ready for a trigger (next burst's files: {})",
+            s["next_burst"].as_str().unwrap_or("?")
+        ),
     }
     for b in s["bursts"].as_array().into_iter().flatten() {
         println!(

@@ -115,7 +115,14 @@ fn triggers_make_bursts_one_at_a_time() {
     let o = snbuf(&["status", "--socket", s, "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["links"], 2);
-    assert!(v["bursts"].as_array().unwrap().len() >= 2);
+    let bursts = v["bursts"].as_array().unwrap();
+    assert!(bursts.len() >= 2);
+    // The unit prepared each burst of its configured window before the trigger (at start, and
+    // again after every burst).
+    for b in &bursts[..2] {
+        assert_eq!(b["prepared_ahead"], true, "{b}");
+    }
+    assert!(v["next_burst"].is_string());
 
     // Shutdown waits for the burst in progress, which is then sealed and valid.
     assert!(raw(&socket, "{\"cmd\":\"shutdown\"}\n").contains("\"ok\":true"));
@@ -130,6 +137,12 @@ fn triggers_make_bursts_one_at_a_time() {
             .code(),
         Some(0)
     );
+    let mut names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["first", "long", "second"], "no preparation is left");
 }
 
 #[test]
