@@ -197,11 +197,14 @@ impl Manifest {
         drop(f);
         std::fs::rename(&tmp, &path).map_err(|e| io_err(&path, e))?;
         // The rename is only durable once the directory is.
-        File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| io_err(dir, e))?;
+        sync_dir(dir).map_err(|e| io_err(dir, e))?;
         Ok(())
     }
+}
+
+/// Makes the entries of `dir` (files created, renamed or removed in it) durable.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir).and_then(|d| d.sync_all())
 }
 
 #[cfg(test)]

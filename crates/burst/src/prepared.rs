@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use snbuf_persist::{PersistError, Sink};
 
 use crate::burst_writer::{check_burst_id, BurstError, BurstSpec, BurstWriter};
-use crate::manifest::link_file_name;
+use crate::manifest::{link_file_name, sync_dir};
 use crate::writer::ChunkWriter;
 
 const PREFIX: &str = ".snbuf-next-";
@@ -115,12 +115,10 @@ impl<S: Sink> PreparedBurst<S> {
             }
         })?;
         self.dir = None;
-        std::fs::File::open(&self.parent)
-            .and_then(|d| d.sync_all())
-            .map_err(|cause| BurstError::Dir {
-                path: self.parent.clone(),
-                cause,
-            })?;
+        sync_dir(&self.parent).map_err(|cause| BurstError::Dir {
+            path: self.parent.clone(),
+            cause,
+        })?;
         let writers = std::mem::take(&mut self.writers);
         BurstWriter::from_writers(to, spec, writers)
     }

@@ -86,6 +86,34 @@ fn an_unused_or_refused_preparation_leaves_nothing() {
 }
 
 #[test]
+fn a_preparation_that_cannot_open_a_link_fails_and_leaves_nothing() {
+    let out = tempfile::tempdir().unwrap();
+    let r = PreparedBurst::<Box<dyn Sink>>::prepare(
+        out.path(),
+        &[0, 1],
+        FRAME,
+        4 * FRAME as usize,
+        |link, path| {
+            if link == 1 {
+                return Err(snbuf_persist::PersistError::Config(
+                    "no space for link 1".into(),
+                ));
+            }
+            open(&SinkConfig::new(Method::Direct, path, 1 << 20))
+        },
+    );
+    match r {
+        Err(BurstError::Open { link: 1, .. }) => {}
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("a failed link was accepted"),
+    }
+    assert!(
+        entries(out.path()).is_empty(),
+        "the directory and link 0's file are removed"
+    );
+}
+
+#[test]
 fn preparations_of_dead_processes_are_removed() {
     let out = tempfile::tempdir().unwrap();
     // No process has this id (above any pid_max).

@@ -61,10 +61,14 @@ impl NextBurst {
         }
     }
 
+    pub fn is_preparing(&self) -> bool {
+        matches!(self, NextBurst::Preparing(h) if !h.is_finished())
+    }
+
     pub fn state(&self) -> &'static str {
         match self {
             NextBurst::None => "none",
-            NextBurst::Preparing(h) if !h.is_finished() => "preparing",
+            _ if self.is_preparing() => "preparing",
             NextBurst::Preparing(_) => "ready",
         }
     }

@@ -619,7 +619,7 @@ pub fn record(
     // armed when it can start persisting at once.
     loop {
         let due = Instant::now() >= trigger_at;
-        let preparing = unit.next_burst_state() == "preparing";
+        let preparing = unit.next.lock().expect("next burst").is_preparing();
         if due && !preparing {
             break;
         }
