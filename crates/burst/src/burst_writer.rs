@@ -56,6 +56,10 @@ pub struct BurstSpec {
 pub struct LinkWriter<S: Sink> {
     writer: Option<ChunkWriter<S>>,
     record: LinkRecord,
+    /// The directory the link's file was opened in (a preparation's hidden name) and the
+    /// burst's own: errors from the sink name the first, the manifest must name the second.
+    opened_in: String,
+    dir: String,
 }
 
 pub struct BurstWriter<S: Sink> {
@@ -107,6 +111,7 @@ impl<S: Sink> BurstWriter<S> {
     /// The burst `spec` in `dir` (which holds the links' files), with its links' writers, in
     /// `spec.links` order: writes the manifest `recording`.
     pub(crate) fn from_writers(
+        opened_in: &Path,
         dir: PathBuf,
         spec: BurstSpec,
         writers: Vec<ChunkWriter<S>>,
@@ -127,6 +132,8 @@ impl<S: Sink> BurstWriter<S> {
                     file: link_file_name(link),
                     ..LinkRecord::empty(link)
                 },
+                opened_in: opened_in.display().to_string(),
+                dir: dir.display().to_string(),
             })
             .collect();
         let manifest = Manifest {
@@ -277,16 +284,23 @@ impl<S: Sink> LinkWriter<S> {
                 r.last_timestamp = t.last_timestamp;
                 Ok(v)
             }
-            // A malformed chunk is the caller's mistake, refused before anything was written:
-            // the link stays good.
-            Err(e @ WriteError::BadChunk { .. }) => Err(e),
+            // A malformed chunk is the caller's mistake, and a full file a chunk that does not
+            // fit: both refused before anything was written. The link stays good, so that the
+            // caller can still persist what it appended before (then `fail` it, when full).
+            Err(e @ (WriteError::BadChunk { .. } | WriteError::Full { .. })) => Err(e),
             Err(e) => {
-                self.record.state = LinkState::Failed;
-                self.record.error = Some(e.to_string());
-                self.writer = None;
+                self.fail(&e);
                 Err(e)
             }
         }
+    }
+
+    /// Fails the link for the rest of the burst with `e` as its error in the manifest (its
+    /// writer and latched sink are dropped; chunks not yet persisted are not acknowledged).
+    pub fn fail(&mut self, e: &WriteError) {
+        self.record.state = LinkState::Failed;
+        self.record.error = Some(e.to_string().replace(&self.opened_in, &self.dir));
+        self.writer = None;
     }
 
     /// Counts frames of the window this link could not record.

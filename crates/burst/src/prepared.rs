@@ -120,7 +120,7 @@ impl<S: Sink> PreparedBurst<S> {
             cause,
         })?;
         let writers = std::mem::take(&mut self.writers);
-        BurstWriter::from_writers(to, spec, writers)
+        BurstWriter::from_writers(&from, to, spec, writers)
     }
 }
 

@@ -321,17 +321,21 @@ impl<S: Sink> ChunkWriter<S> {
     }
 
     fn fail(&mut self, e: PersistError, offset: u64) -> WriteError {
-        self.failed = true;
         match e {
+            // The sink refused the write before touching the medium: the file is full, and
+            // every chunk appended before is still good and can be made durable.
             PersistError::OutOfRange { .. } => WriteError::Full {
                 link: self.link,
                 file: self.sink.report().path.clone(),
                 offset,
             },
-            cause => WriteError::Persist {
-                link: self.link,
-                cause,
-            },
+            cause => {
+                self.failed = true;
+                WriteError::Persist {
+                    link: self.link,
+                    cause,
+                }
+            }
         }
     }
 

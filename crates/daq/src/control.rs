@@ -20,6 +20,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::recorder::{RecordError, TriggerAt, Unit};
+use crate::status_file::link_json;
 
 pub const MAX_REQUEST_BYTES: u64 = 64 << 10;
 
@@ -228,10 +229,7 @@ impl Server {
         let c = u.config();
         let live = self.busy.load(Ordering::Acquire).then(|| {
             let p = u.progress("recording");
-            json!(p.links.iter().map(|l| json!({
-                "link": l.link, "frames_in": l.frames_in, "frames_out": l.frames_out, "lost_frames": l.lost_frames,
-                "backlog_frames": l.backlog_frames, "failed": l.failed,
-            })).collect::<Vec<_>>())
+            json!(p.links.iter().map(link_json).collect::<Vec<_>>())
         });
         let bursts: Vec<Value> = self
             .bursts

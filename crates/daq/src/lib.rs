@@ -8,6 +8,7 @@ pub mod latency_buffer;
 mod next_burst;
 pub mod recorder;
 pub mod source;
+pub mod status_file;
 
 pub use frame::FrameType;
 pub use latency_buffer::{latency_buffer, LatencyBuffer, Lookup, Producer, ReadError};

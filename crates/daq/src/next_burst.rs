@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use snbuf_burst::chunk::stride_for;
 use snbuf_burst::PreparedBurst;
+use snbuf_persist::fault::{inject, FaultKind};
 use snbuf_persist::{open, PersistError, Sink, SinkConfig};
 
 use crate::recorder::{RecordConfig, RecordError};
@@ -87,6 +88,7 @@ pub(crate) fn link_region_bytes(config: &RecordConfig, window_frames: u64) -> (u
 /// leave the pages to the first writes (at a trigger, where time is short).
 pub(crate) fn open_link_sink(
     config: &RecordConfig,
+    link: u32,
     path: &Path,
     region_bytes: u64,
     stride: u64,
@@ -97,7 +99,18 @@ pub(crate) fn open_link_sink(
     c.page_size = config.page_size;
     c.sync_mode = config.sync_mode;
     c.populate = populate;
-    open(&c)
+    let sink = open(&c)?;
+    let faults: Vec<FaultKind> = config
+        .faults
+        .iter()
+        .filter(|f| f.applies_to(link))
+        .map(|f| f.kind)
+        .collect();
+    Ok(if faults.is_empty() {
+        sink
+    } else {
+        Box::new(inject(sink, faults))
+    })
 }
 
 fn prepare(config: &RecordConfig, window_frames: u64) -> Result<Prepared, RecordError> {
@@ -110,8 +123,8 @@ fn prepare(config: &RecordConfig, window_frames: u64) -> Result<Prepared, Record
         &links,
         config.frame_type.frame_bytes(),
         payload_bytes,
-        |_, path| {
-            let sink = open_link_sink(config, path, region_bytes, stride, true)?;
+        |link, path| {
+            let sink = open_link_sink(config, link, path, region_bytes, stride, true)?;
             survives_power_loss &= sink.report().durability.survives_power_loss();
             Ok(sink)
         },

@@ -14,16 +14,21 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use snbuf_burst::{
-    verify_burst, BurstSpec, BurstWriter, FrameInfo, LinkWriter, Manifest, TriggerInfo,
-    VerifyReport,
+    verify_burst, BurstError, BurstSpec, BurstWriter, FrameInfo, LinkWriter, Manifest, TriggerInfo,
+    VerifyReport, WriteError,
 };
+use snbuf_persist::fault::FaultPlan;
 use snbuf_persist::memory::PageSize;
-use snbuf_persist::{cpu, Method, Sink, SyncMode};
+use snbuf_persist::{cpu, Method, PersistError, Sink, SyncMode};
 
 use crate::frame::{timestamp_of, FrameType};
 use crate::latency_buffer::{latency_buffer, LatencyBuffer, Lookup, ReadError};
 use crate::next_burst::{link_region_bytes, open_link_sink, NextBurst};
 use crate::source::{Emulator, GapSpec, Payload};
+use crate::status_file::StatusFile;
+
+/// How often the status file is rewritten while a burst records.
+const STATUS_FILE_INTERVAL: Duration = Duration::from_millis(100);
 
 #[derive(Clone)]
 pub struct RecordConfig {
@@ -48,6 +53,11 @@ pub struct RecordConfig {
     pub chunks_per_persist: u32,
     pub payload: Payload,
     pub gaps: Option<GapSpec>,
+    /// Where to keep the live state with each link's durable watermark while a burst records
+    /// (see `status_file`); none by default.
+    pub status_file: Option<PathBuf>,
+    /// Faults injected into the links' sinks, for reliability tests (`--inject-fault`).
+    pub faults: Vec<FaultPlan>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -70,6 +80,10 @@ pub struct LinkProgress {
     pub frames_in: u64,
     /// Frames of the window made durable.
     pub frames_out: u64,
+    /// Chunks made durable, and the timestamp of the newest durable frame: the durable
+    /// watermark. Everything up to it survives a crash (`snbuf recover` keeps it).
+    pub durable_chunks: u64,
+    pub durable_until_timestamp: Option<u64>,
     pub lost_frames: u64,
     pub buffer_fill_frames: u64,
     /// Frames of the window produced but not yet durable: the part of the buffer that a slow
@@ -147,7 +161,12 @@ fn thread_clock<T>(h: &std::thread::JoinHandle<T>) -> Option<libc::clockid_t> {
 type DynLink = LinkWriter<Box<dyn Sink>>;
 
 struct LinkShared {
+    /// Frames of the window made durable (counted only after their persist returned).
     out: AtomicU64,
+    /// Chunks made durable, and the timestamp of the newest durable frame (meaningful once a
+    /// chunk is): the link's durable watermark, which a crash must never take back.
+    durable_chunks: AtomicU64,
+    durable_until: AtomicU64,
     lost: AtomicU64,
     cursor: AtomicU64,
     failed: AtomicBool,
@@ -362,10 +381,18 @@ impl Unit {
                     LinkProgress {
                         link: i as u32,
                         frames_in: written,
-                        frames_out: s.map(|s| s.out.load(Ordering::Relaxed)).unwrap_or(0),
+                        frames_out: s.map(|s| s.out.load(Ordering::Acquire)).unwrap_or(0),
+                        durable_chunks: s
+                            .map(|s| s.durable_chunks.load(Ordering::Acquire))
+                            .unwrap_or(0),
+                        durable_until_timestamp: s
+                            .filter(|s| s.durable_chunks.load(Ordering::Acquire) > 0)
+                            .map(|s| s.durable_until.load(Ordering::Acquire)),
                         lost_frames: s.map(|s| s.lost.load(Ordering::Relaxed)).unwrap_or(0),
                         buffer_fill_frames: b.fill_frames(),
+                        // A failed link writes nothing more: nothing of it is at risk.
                         backlog_frames: s
+                            .filter(|s| !s.failed.load(Ordering::Relaxed))
                             .map(|s| written.saturating_sub(s.cursor.load(Ordering::Relaxed)))
                             .unwrap_or(0),
                         failed: s.is_some_and(|s| s.failed.load(Ordering::Relaxed)),
@@ -417,6 +444,8 @@ impl Unit {
             (0..config.links)
                 .map(|_| LinkShared {
                     out: AtomicU64::new(0),
+                    durable_chunks: AtomicU64::new(0),
+                    durable_until: AtomicU64::new(0),
                     lost: AtomicU64::new(0),
                     cursor: AtomicU64::new(0),
                     failed: AtomicBool::new(false),
@@ -478,13 +507,42 @@ impl Unit {
             // Nothing prepared, or too small for this window (dropping it removes its files).
             _ => {
                 let mut survives = true;
-                let burst = BurstWriter::create(&config.output_dir, spec, |_, path| {
-                    // Reserve the space, but do not populate page tables now: that costs time
-                    // in proportion to the window, and the pre-trigger data is ageing.
-                    let sink = open_link_sink(config, path, region, stride, false)?;
-                    survives &= sink.report().durability.survives_power_loss();
-                    Ok(sink)
-                })?;
+                let mut create = |region: u64| {
+                    survives = true;
+                    BurstWriter::create(&config.output_dir, spec.clone(), |link, path| {
+                        // Reserve the space, but do not populate page tables now: that costs
+                        // time in proportion to the window, and the pre-trigger data is ageing.
+                        let sink = open_link_sink(config, link, path, region, stride, false)?;
+                        survives &= sink.report().durability.survives_power_loss();
+                        Ok(sink)
+                    })
+                };
+                let burst = match create(region) {
+                    Err(BurstError::Open {
+                        cause: PersistError::NoSpace { .. },
+                        ..
+                    }) => {
+                        // The disk cannot hold the whole window. A supernova burst is worth
+                        // what fits: record into the space there is, and each link stops,
+                        // failed with "full", when its share is used up.
+                        let fits = space_for_each_link(config, stride);
+                        if fits == 0 {
+                            return Err(RecordError::Setup(format!(
+                                "{}: no space left for even one chunk per link",
+                                config.output_dir.display()
+                            )));
+                        }
+                        eprintln!(
+                            "snbuf: {} has room for {} per link of the {} this window needs; \
+                             each link stops when its share is full",
+                            config.output_dir.display(),
+                            snbuf_units::Bytes(fits),
+                            snbuf_units::Bytes(region)
+                        );
+                        create(fits)?
+                    }
+                    other => other?,
+                };
                 (burst, survives, false)
             }
         };
@@ -533,9 +591,28 @@ impl Unit {
                 }
             }
         }
+        let mut status = config
+            .status_file
+            .as_deref()
+            .map(|p| (StatusFile::new(p), Instant::now()));
+        let dir = seal.dir().to_path_buf();
+        let mut report_status = |phase: &'static str, force: bool| {
+            if let Some((file, last)) = status.as_mut() {
+                if force || last.elapsed() >= STATUS_FILE_INTERVAL {
+                    *last = Instant::now();
+                    if let Err(e) = file.write(burst_id, Some(&dir), &self.progress(phase)) {
+                        // A reporting channel, not the data: recording goes on without it.
+                        eprintln!("snbuf: status file: {e}; it is no longer updated");
+                        status = None;
+                    }
+                }
+            }
+        };
+        report_status("recording", true);
         let mut next_tick = Instant::now() + Duration::from_secs(1);
         while handles.iter().any(|h| !h.is_finished()) {
             std::thread::sleep(Duration::from_millis(20));
+            report_status("recording", false);
             if Instant::now() >= next_tick {
                 on_progress(&self.progress("recording"));
                 next_tick += Duration::from_secs(1);
@@ -553,9 +630,10 @@ impl Unit {
         let writing_s = trigger_instant.elapsed().as_secs_f64();
         let source_cpu_s = self.source_clock.map(cpu_seconds).unwrap_or(0.0) - source_cpu0;
         on_progress(&self.progress("sealing"));
+        report_status("sealing", true);
 
-        let dir = seal.dir().to_path_buf();
         let manifest = seal.seal(links)?;
+        report_status("sealed", true);
         let durability = manifest.durability.clone();
         let verify = verify_burst(&dir).map_err(|e| RecordError::Setup(e.to_string()))?;
         let frames_recorded: u64 = manifest.links.iter().map(|l| l.frames).sum();
@@ -615,6 +693,8 @@ pub fn record(
     let unit = Unit::start(config)?;
     let trigger_at = Instant::now() + config.trigger_after;
     let mut next_tick = Instant::now() + Duration::from_secs(1);
+    let status = config.status_file.as_deref().map(StatusFile::new);
+    let mut status_written = Instant::now() - STATUS_FILE_INTERVAL;
     // The trigger fires after `trigger_after`, once the burst's files are prepared: a unit is
     // armed when it can start persisting at once.
     loop {
@@ -628,8 +708,16 @@ pub fn record(
                 .min(trigger_at.saturating_duration_since(Instant::now()))
                 .max(Duration::from_millis(if due { 5 } else { 0 })),
         );
+        let phase = if due { "preparing" } else { "buffering" };
+        if let Some(file) = &status {
+            if status_written.elapsed() >= STATUS_FILE_INTERVAL {
+                status_written = Instant::now();
+                // Failures are reported once the burst records (same file, same error).
+                let _ = file.write(&config.burst_id, None, &unit.progress(phase));
+            }
+        }
         if Instant::now() >= next_tick {
-            on_progress(&unit.progress(if due { "preparing" } else { "buffering" }));
+            on_progress(&unit.progress(phase));
             next_tick += Duration::from_secs(1);
         }
     }
@@ -645,6 +733,26 @@ pub fn record(
     Ok(report)
 }
 
+/// Bytes of file each link can have on the output's file system now (a whole number of chunk
+/// strides and pages), keeping a twentieth of the free space for the manifest and other files.
+fn space_for_each_link(config: &RecordConfig, stride: u64) -> u64 {
+    let free = free_bytes(&config.output_dir).unwrap_or(0);
+    let share = free / 20 * 19 / config.links as u64;
+    let page = config.page_size.bytes() as u64;
+    share / stride * stride / page * page
+}
+
+/// Bytes an unprivileged writer may still allocate on the file system holding `dir`.
+fn free_bytes(dir: &std::path::Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: a plain C struct of integers, for statvfs to fill.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `path` is NUL-terminated and `st` is a valid statvfs to write into.
+    let rc = unsafe { libc::statvfs(path.as_ptr(), &mut st) };
+    (rc == 0).then(|| st.f_bavail as u64 * st.f_frsize as u64)
+}
+
 /// What a writer took from one read of a link's buffer.
 struct Batch {
     /// Frames before the window, passed over.
@@ -653,8 +761,8 @@ struct Batch {
     inside: usize,
     first: u64,
     last: u64,
-    /// Whether staging succeeded (else the link has failed).
-    staged: bool,
+    /// Whether staging succeeded.
+    staged: Result<(), WriteError>,
 }
 
 /// Where a link's writer is in the window.
@@ -663,21 +771,32 @@ struct Cursor {
     next: Option<u64>,
     /// Timestamp the next frame of the window should have (None before the first frame is read).
     expect_ts: Option<u64>,
-    /// Frames appended to the burst but not yet acknowledged by a persist.
+    /// Frames appended to the burst but not yet acknowledged by a persist, and the timestamp of
+    /// the newest of them.
     pending_frames: u64,
+    pending_until: u64,
+    /// Window frames counted lost since the last persist (behind the durable watermark's
+    /// successor, so a failure does not count them twice).
+    lost_pending: u64,
     done: bool,
 }
 
 /// Persists what `lw` has pending and counts it as durable; on failure the link is failed and
 /// done (its error is in its manifest record). Returns false on failure.
 fn flush(lw: &mut DynLink, c: &mut Cursor, s: &LinkShared) -> bool {
-    if lw.pending_chunks() == 0 {
+    let chunks = lw.pending_chunks();
+    if chunks == 0 {
         return true;
     }
     match lw.persist() {
         Ok(_) => {
-            s.out.fetch_add(c.pending_frames, Ordering::Relaxed);
+            // Only now is the watermark raised: a status reader never sees a chunk as durable
+            // before its persist returned.
+            s.durable_chunks.fetch_add(chunks, Ordering::Release);
+            s.durable_until.store(c.pending_until, Ordering::Release);
+            s.out.fetch_add(c.pending_frames, Ordering::Release);
             c.pending_frames = 0;
+            c.lost_pending = 0;
             true
         }
         Err(_) => {
@@ -686,6 +805,17 @@ fn flush(lw: &mut DynLink, c: &mut Cursor, s: &LinkShared) -> bool {
             false
         }
     }
+}
+
+/// Stops a link on a write error; the others go on. A full file refused the chunk before writing
+/// anything, so what was appended before is made durable first; any other error has already
+/// failed the link (latched, in its manifest record).
+fn fail_link(lw: &mut DynLink, c: &mut Cursor, s: &LinkShared, e: WriteError) {
+    if matches!(e, WriteError::Full { .. }) && flush(lw, c, s) {
+        lw.fail(&e);
+    }
+    s.failed.store(true, Ordering::Relaxed);
+    c.done = true;
 }
 
 /// Persists the window of each of `links` (reading from `bufs`, same order); returns the links.
@@ -729,6 +859,8 @@ fn write_window(
             next: None,
             expect_ts: None,
             pending_frames: 0,
+            pending_until: 0,
+            lost_pending: 0,
             done: false,
         })
         .collect();
@@ -752,10 +884,11 @@ fn write_window(
             }
             let buf = &bufs[i];
             let s = &shared[lw.link() as usize];
-            let count_lost = |lw: &mut DynLink, n: u64| {
+            let count_lost = |lw: &mut DynLink, c: &mut Cursor, n: u64| {
                 if n > 0 {
                     lw.add_lost_frames(n);
                     s.lost.fetch_add(n, Ordering::Relaxed);
+                    c.lost_pending += n;
                 }
             };
             let next = *c.next.get_or_insert_with(|| {
@@ -806,7 +939,7 @@ fn write_window(
                         inside,
                         first: 0,
                         last: 0,
-                        staged: true,
+                        staged: Ok(()),
                     };
                 }
                 let mut parts: [&[u8]; 2] = [&[], &[]];
@@ -820,7 +953,7 @@ fn write_window(
                     inside,
                     first: timestamp_of(run.frame(before)),
                     last: timestamp_of(run.frame(before + inside - 1)),
-                    staged: lw.stage(&parts[..k]).is_ok(),
+                    staged: lw.stage(&parts[..k]),
                 }
             });
             let (n, batch) = match read {
@@ -854,7 +987,7 @@ fn write_window(
                     continue;
                 }
                 // The next frame present is past the window: whatever was expected is lost.
-                count_lost(lw, frames_between(c.expect_ts.unwrap_or(ws), we));
+                count_lost(lw, c, frames_between(c.expect_ts.unwrap_or(ws), we));
                 if !flush(lw, c, s) {
                     continue;
                 }
@@ -862,10 +995,8 @@ fn write_window(
                 s.cursor.store(u64::MAX, Ordering::Relaxed);
                 continue;
             }
-            if !staged {
-                // The link is failed (latched, in its manifest record); the others go on.
-                s.failed.store(true, Ordering::Relaxed);
-                c.done = true;
+            if let Err(e) = staged {
+                fail_link(lw, c, s, e);
                 continue;
             }
             // Window frames missing before this batch. The first read counts from the window's
@@ -874,14 +1005,13 @@ fn write_window(
                 Some(e) => frames_between(e, first.min(we)),
                 None => first.saturating_sub(ws) / step,
             };
-            count_lost(lw, missing);
-            if lw.append_staged(first, last).is_err() {
-                // The link is failed (latched, in its manifest record); the others go on.
-                s.failed.store(true, Ordering::Relaxed);
-                c.done = true;
+            count_lost(lw, c, missing);
+            if let Err(e) = lw.append_staged(first, last) {
+                fail_link(lw, c, s, e);
                 continue;
             }
             c.pending_frames += inside as u64;
+            c.pending_until = last;
             // One persist per group of chunks: fewer flushes, several writes in flight.
             if lw.pending_chunks() >= chunks_per_persist as u64 && !flush(lw, c, s) {
                 continue;
@@ -892,7 +1022,7 @@ fn write_window(
             s.cursor.store(next + consumed, Ordering::Relaxed);
             if before + inside < n {
                 // A frame at or past the window's end is buffered: the window is complete.
-                count_lost(lw, frames_between(last + step, we));
+                count_lost(lw, c, frames_between(last + step, we));
                 if !flush(lw, c, s) {
                     continue;
                 }
@@ -907,6 +1037,24 @@ fn write_window(
             // nominal rate (a producer catching up), and the window's end may arrive sooner.
             let until_chunk = Duration::from_secs_f64(fewest_missing as f64 / frames_per_s);
             std::thread::sleep(until_chunk.clamp(MIN_IDLE_SLEEP, MAX_IDLE_SLEEP));
+        }
+    }
+    // A failed link loses the rest of its window: every frame after its durable watermark that
+    // is not already counted. Loss stays explicit, whatever stopped the link.
+    for (lw, c) in links.iter_mut().zip(&cursors) {
+        let s = &shared[lw.link() as usize];
+        if !s.failed.load(Ordering::Relaxed) {
+            continue;
+        }
+        let from = if s.durable_chunks.load(Ordering::Relaxed) > 0 {
+            s.durable_until.load(Ordering::Relaxed) + step
+        } else {
+            ws
+        };
+        let n = frames_between(from, we).saturating_sub(c.lost_pending);
+        if n > 0 {
+            lw.add_lost_frames(n);
+            s.lost.fetch_add(n, Ordering::Relaxed);
         }
     }
     links

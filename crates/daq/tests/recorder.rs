@@ -34,6 +34,8 @@ fn config(out: &Path, id: &str) -> RecordConfig {
         chunks_per_persist: 4,
         payload: Payload::Pattern,
         gaps: None,
+        status_file: None,
+        faults: vec![],
     }
 }
 

@@ -12,6 +12,7 @@
 pub mod backends;
 pub mod cpu;
 pub mod error;
+pub mod fault;
 #[cfg(target_arch = "x86_64")]
 pub mod instructions;
 pub mod latch;

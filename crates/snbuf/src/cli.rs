@@ -172,6 +172,17 @@ pub struct RecordArgs {
     /// Write the summary as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Keep the live state in this JSON file, rewritten ~10 times a second while a burst
+    /// records: per link, the durable watermark (chunks, frames and newest timestamp that are
+    /// durable), loss and failure. What it ever said survives a crash.
+    #[arg(long, value_name = "FILE")]
+    pub status_file: Option<PathBuf>,
+    /// For reliability tests: inject a fault into the links' files (repeatable).
+    /// write-eio:link=1,after=4MiB (a write past 4 MiB fails with EIO), write-enospc:after=8MiB,
+    /// persist-eio:link=0,after=3 (the 4th fdatasync/fence fails), slow:rate=50MB/s (a throttled
+    /// medium). Without link=N, every link.
+    #[arg(long, value_name = "FAULT")]
+    pub inject_fault: Vec<String>,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use snbuf_daq::{record, FrameType, Payload, Progress, RecordConfig, RecordError};
+use snbuf_persist::fault::FaultPlan;
 use snbuf_persist::{cpu, medium, Method, PageSize, SyncMode};
 use snbuf_units::{Bytes, Rate};
 
@@ -191,6 +192,12 @@ pub fn config_from_args(args: &RecordArgs) -> anyhow::Result<(RecordConfig, Stri
         chunks_per_persist: args.chunks_per_persist.unwrap_or(8),
         payload,
         gaps: None,
+        status_file: args.status_file.clone(),
+        faults: args
+            .inject_fault
+            .iter()
+            .map(|f| FaultPlan::parse(f).map_err(|e| usage(format!("--inject-fault: {e}"))))
+            .collect::<anyhow::Result<_>>()?,
     };
     config.validate().map_err(|e| usage(e.to_string()))?;
     Ok((config, why))
@@ -340,13 +347,20 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
         write_json(path, &report).with_context(|| format!("write {}", path.display()))?;
         eprintln!("wrote {}", path.display());
     }
-    if report.verify.valid {
-        Ok(())
-    } else {
+    let failed = m.links.iter().filter(|l| l.error.is_some()).count();
+    if !report.verify.valid {
         Err(anyhow::Error::new(Failure(format!(
             "{}: the burst does not verify",
             report.burst_dir.display()
         ))))
+    } else if failed > 0 {
+        Err(anyhow::Error::new(Failure(format!(
+            "{}: {failed} of {} links failed (above); what they recorded before is valid",
+            report.burst_dir.display(),
+            m.links.len()
+        ))))
+    } else {
+        Ok(())
     }
 }
 

@@ -29,6 +29,9 @@ struct RecordFile {
     output: Option<PathBuf>,
     burst_id: Option<String>,
     profile: Option<String>,
+    status_file: Option<PathBuf>,
+    #[serde(default)]
+    inject_fault: Vec<String>,
 }
 
 /// `args` with every option it lacks taken from its `--config` file, if any.
@@ -79,6 +82,12 @@ pub fn merge(args: &RecordArgs) -> anyhow::Result<RecordArgs> {
     a.output = a.output.or_else(|| f.output.map(|p| relative_to(path, p)));
     a.burst_id = a.burst_id.or(f.burst_id);
     a.profile = a.profile.or(f.profile);
+    a.status_file = a
+        .status_file
+        .or_else(|| f.status_file.map(|p| relative_to(path, p)));
+    if a.inject_fault.is_empty() {
+        a.inject_fault = f.inject_fault;
+    }
     Ok(a)
 }
 

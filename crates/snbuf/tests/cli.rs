@@ -4,10 +4,7 @@
 
 mod common;
 
-use common::{assert_refused, snbuf, stderr};
-
-use std::path::Path;
-use std::process::Command;
+use common::{assert_refused, snbuf, stderr, Mount};
 
 const TINY: &[&str] = &[
     "--duration",
@@ -161,31 +158,6 @@ fn bad_input_gets_one_clear_line_and_exit_2() {
     let mut a = vec!["bench", "write", "--target", "/nonexistent/snbuf/dir/file"];
     a.extend_from_slice(TINY);
     assert_refused(&snbuf(&a), 2, "/nonexistent/snbuf/dir/file");
-}
-
-/// A tmpfs mounted for one test (root only); unmounted on drop.
-struct Mount(tempfile::TempDir);
-
-impl Mount {
-    fn tmpfs(options: &str) -> Option<Mount> {
-        let dir = tempfile::tempdir().ok()?;
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
-            .arg(dir.path())
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        ok.then_some(Mount(dir))
-    }
-    fn path(&self) -> &Path {
-        self.0.path()
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.0.path()).status();
-    }
 }
 
 #[test]

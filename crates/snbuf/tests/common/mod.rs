@@ -2,6 +2,7 @@
 //! meets one (the exit code, exactly one line naming the error, no panic).
 #![allow(dead_code)]
 
+use std::path::Path;
 use std::process::{Command, Output};
 
 /// Runs the binary under test with `args`.
@@ -24,4 +25,29 @@ pub fn assert_refused(o: &Output, code: i32, needle: &str) {
     let error_lines: Vec<&str> = err.lines().filter(|l| l.contains("error")).collect();
     assert_eq!(error_lines.len(), 1, "one error line: {err}");
     assert!(error_lines[0].contains(needle), "'{needle}' not in: {err}");
+}
+
+/// A tmpfs mounted for one test (root only); unmounted on drop.
+pub struct Mount(tempfile::TempDir);
+
+impl Mount {
+    pub fn tmpfs(options: &str) -> Option<Mount> {
+        let dir = tempfile::tempdir().ok()?;
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        ok.then_some(Mount(dir))
+    }
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.0.path()).status();
+    }
 }

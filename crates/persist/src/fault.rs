@@ -1,0 +1,281 @@
+//! Fault injection around a real backend, for reliability tests of the whole recorder
+//! (`snbuf record --inject-fault ...`): the data still goes to a real file through a real
+//! method, and at a chosen point a write or a persist fails the way the kernel would report it,
+//! or the medium is throttled to a set rate.
+//!
+//! An injected failed persist does not call the backend's persist, and later calls go through
+//! to the backend again: exactly the kernel that reports a failed fsync once and succeeds on the
+//! next, after dropping the dirty pages. Wrapped in `Latched` (as `inject` does), the sink must
+//! never report success after it; the tests check that nothing written before the failure and
+//! after the last good persist is ever acknowledged.
+
+use std::time::{Duration, Instant};
+
+use crate::error::{PersistError, Result};
+use crate::latch::Latched;
+use crate::sink::{Sink, SinkReport};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultKind {
+    /// The write that would take the file past `after_bytes` written fails with `errno`.
+    Write { errno: i32, after_bytes: u64 },
+    /// Persist number `after_persists + 1` fails with EIO (the first `after_persists` succeed).
+    Persist { after_persists: u64 },
+    /// Writes go no faster than this (a slow or congested medium).
+    Slow { bytes_per_s: u64 },
+}
+
+/// One injected fault, and the link it applies to (all links when `None`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FaultPlan {
+    pub kind: FaultKind,
+    pub link: Option<u32>,
+}
+
+impl FaultPlan {
+    /// Parses `KIND[:key=value,...]`:
+    /// `write-eio:link=1,after=4MiB`, `write-enospc:after=1MiB`, `persist-eio:link=0,after=3`,
+    /// `slow:rate=50MB/s`.
+    pub fn parse(s: &str) -> std::result::Result<FaultPlan, String> {
+        let (kind, rest) = s.split_once(':').unwrap_or((s, ""));
+        let mut link = None;
+        let mut after: Option<&str> = None;
+        let mut rate: Option<&str> = None;
+        for kv in rest.split(',').filter(|kv| !kv.is_empty()) {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| format!("fault {s:?}: {kv:?} is not key=value"))?;
+            match k {
+                "link" => {
+                    link = Some(
+                        v.parse::<u32>()
+                            .map_err(|_| format!("fault {s:?}: link {v:?} is not a link number"))?,
+                    )
+                }
+                "after" => after = Some(v),
+                "rate" => rate = Some(v),
+                _ => {
+                    return Err(format!(
+                        "fault {s:?}: unknown key {k:?} (link, after, rate)"
+                    ))
+                }
+            }
+        }
+        let bytes = |v: Option<&str>| -> std::result::Result<u64, String> {
+            v.map(|v| snbuf_units::parse_bytes(v).map_err(|e| format!("fault {s:?}: after: {e}")))
+                .unwrap_or(Ok(0))
+        };
+        let kind = match kind {
+            "write-eio" => FaultKind::Write {
+                errno: libc::EIO,
+                after_bytes: bytes(after)?,
+            },
+            "write-enospc" => FaultKind::Write {
+                errno: libc::ENOSPC,
+                after_bytes: bytes(after)?,
+            },
+            "persist-eio" => FaultKind::Persist {
+                after_persists: after
+                    .map(|v| v.parse::<u64>())
+                    .unwrap_or(Ok(0))
+                    .map_err(|_| format!("fault {s:?}: after must count persists"))?,
+            },
+            "slow" => {
+                let r = rate.ok_or_else(|| format!("fault {s:?}: slow needs rate=RATE"))?;
+                let bytes_per_s = snbuf_units::parse_rate_bytes_per_s(r)
+                    .map_err(|e| format!("fault {s:?}: rate: {e}"))?;
+                if bytes_per_s == 0 {
+                    return Err(format!("fault {s:?}: rate must be more than 0"));
+                }
+                FaultKind::Slow { bytes_per_s }
+            }
+            _ => {
+                return Err(format!(
+                    "unknown fault {kind:?} (write-eio, write-enospc, persist-eio, slow)"
+                ))
+            }
+        };
+        if rate.is_some() && !matches!(kind, FaultKind::Slow { .. }) {
+            return Err(format!("fault {s:?}: rate applies to slow only"));
+        }
+        Ok(FaultPlan { kind, link })
+    }
+
+    pub fn applies_to(&self, link: u32) -> bool {
+        self.link.is_none_or(|l| l == link)
+    }
+}
+
+/// A sink with faults injected (see the module comment).
+pub struct Faulty<S> {
+    inner: S,
+    faults: Vec<FaultKind>,
+    written_bytes: u64,
+    persists: u64,
+    /// When the first write came, for throttling.
+    since: Option<Instant>,
+}
+
+/// Wraps `sink` with `faults` and latches its first failure, as `open` does for a backend.
+pub fn inject<S: Sink>(sink: S, faults: Vec<FaultKind>) -> Latched<Faulty<S>> {
+    Latched::new(Faulty {
+        inner: sink,
+        faults,
+        written_bytes: 0,
+        persists: 0,
+        since: None,
+    })
+}
+
+impl<S: Sink> Faulty<S> {
+    fn injected(&self, op: &'static str, errno: i32) -> PersistError {
+        PersistError::io(
+            op,
+            self.inner.report().path.clone(),
+            std::io::Error::from_raw_os_error(errno),
+        )
+    }
+}
+
+impl<S: Sink> Sink for Faulty<S> {
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        let end = self.written_bytes + data.len() as u64;
+        for f in &self.faults {
+            if let FaultKind::Write { errno, after_bytes } = *f {
+                if end > after_bytes {
+                    return Err(self.injected("write (injected fault)", errno));
+                }
+            }
+        }
+        self.inner.write_at(offset, data)?;
+        self.written_bytes = end;
+        for f in &self.faults {
+            if let FaultKind::Slow { bytes_per_s } = *f {
+                // Sleep until the bytes written so far are due at the set rate: an average over
+                // the whole run, so the medium never runs ahead of it.
+                let since = *self.since.get_or_insert_with(Instant::now);
+                let due = Duration::from_secs_f64(end as f64 / bytes_per_s as f64);
+                if let Some(wait) = due.checked_sub(since.elapsed()) {
+                    std::thread::sleep(wait);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn persist(&mut self) -> Result<()> {
+        for f in &self.faults {
+            if let FaultKind::Persist { after_persists } = *f {
+                if self.persists == after_persists {
+                    self.persists += 1;
+                    return Err(self.injected("fdatasync (injected fault)", libc::EIO));
+                }
+            }
+        }
+        self.persists += 1;
+        self.inner.persist()
+    }
+
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.inner.read_at(offset, buf)
+    }
+
+    fn report(&self) -> &SinkReport {
+        self.inner.report()
+    }
+
+    fn drain_completion_latencies_ns(&mut self, record: &mut dyn FnMut(u64)) -> bool {
+        self.inner.drain_completion_latencies_ns(record)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{open, Method, SinkConfig};
+
+    #[test]
+    fn plans_parse_and_bad_ones_say_why() {
+        let p = FaultPlan::parse("write-eio:link=1,after=4KiB").unwrap();
+        assert_eq!(p.link, Some(1));
+        assert_eq!(
+            p.kind,
+            FaultKind::Write {
+                errno: libc::EIO,
+                after_bytes: 4096
+            }
+        );
+        assert!(p.applies_to(1) && !p.applies_to(0));
+        let p = FaultPlan::parse("persist-eio:after=3").unwrap();
+        assert_eq!(p.kind, FaultKind::Persist { after_persists: 3 });
+        assert!(p.applies_to(7));
+        let p = FaultPlan::parse("slow:rate=1MB/s").unwrap();
+        assert_eq!(
+            p.kind,
+            FaultKind::Slow {
+                bytes_per_s: 1_000_000
+            }
+        );
+        for bad in [
+            "boom",
+            "slow",
+            "slow:rate=0B/s",
+            "write-eio:link=x",
+            "write-eio:after=lots",
+            "persist-eio:after=1MiB",
+            "write-eio:when=1",
+            "write-eio:rate=1MB/s",
+            "write-eio:link",
+        ] {
+            let e = FaultPlan::parse(bad).unwrap_err();
+            assert!(!e.contains('\n') && e.contains("fault"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn an_injected_fsync_failure_is_latched_over_a_real_backend() {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = open(&SinkConfig::new(
+            Method::Buffered,
+            dir.path().join("f"),
+            1 << 20,
+        ))
+        .unwrap();
+        let mut s = inject(sink, vec![FaultKind::Persist { after_persists: 1 }]);
+        s.write_at(0, &[1; 4096]).unwrap();
+        s.persist().unwrap();
+        s.write_at(4096, &[2; 4096]).unwrap();
+        let e = s.persist().unwrap_err();
+        assert!(e.to_string().contains("injected"), "{e}");
+        // The backend would succeed now; the latch must not let it.
+        let again = s.persist().unwrap_err();
+        assert!(matches!(again, PersistError::Latched { .. }), "{again:?}");
+        assert!(s.write_at(8192, &[3; 4096]).is_err());
+    }
+
+    #[test]
+    fn an_injected_write_failure_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let sink = open(&SinkConfig::new(Method::Buffered, &path, 1 << 20)).unwrap();
+        let mut s = inject(
+            sink,
+            vec![FaultKind::Write {
+                errno: libc::EIO,
+                after_bytes: 8192,
+            }],
+        );
+        s.write_at(0, &[1; 4096]).unwrap();
+        s.write_at(4096, &[1; 4096]).unwrap();
+        let e = s.write_at(8192, &[9; 4096]).unwrap_err();
+        assert!(matches!(e, PersistError::Io { .. }), "{e:?}");
+        s.persist().unwrap_err();
+        let mut back = vec![0u8; 4096];
+        let mut r = open(&SinkConfig::new(Method::Buffered, &path, 1 << 20)).unwrap();
+        r.read_at(8192, &mut back).unwrap();
+        assert!(
+            back.iter().all(|&b| b != 9),
+            "the failed write left no data"
+        );
+    }
+}

@@ -1,0 +1,235 @@
+//! Faults while recording, injected into the real binary over real files: a failed fsync, an
+//! EIO on write, a full disk, a slow medium. Each stays inside the link it hit: the error is
+//! latched and named, that link's burst is marked failed with the rest of its window counted
+//! lost, the other links record their whole window, what was acknowledged stays valid, and the
+//! process exits 1. A slow medium costs counted loss, never a hang or unbounded memory.
+
+mod common;
+
+use std::path::Path;
+
+use common::{snbuf, stderr, Mount};
+use serde_json::Value;
+
+/// Three links of 20 MB/s, 0.5 s before to 1 s after a trigger at 0.6 s.
+fn record(out: &Path, method: &str, extra: &[&str]) -> (std::process::Output, Value) {
+    let a = record_args(out, method, extra);
+    let o = snbuf(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let v = std::fs::read_to_string(out.join("summary.json"))
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap_or(Value::Null);
+    (o, v)
+}
+
+fn record_args(out: &Path, method: &str, extra: &[&str]) -> Vec<String> {
+    let json = out.join("summary.json");
+    let status = out.join("status.json");
+    let mut a = vec![
+        "record",
+        "--output",
+        out.to_str().unwrap(),
+        "--burst-id",
+        "b",
+        "--links",
+        "3",
+        "--rate-per-link",
+        "20MB/s",
+        "--buffer",
+        "1s",
+        "--pre",
+        "500ms",
+        "--post",
+        "1s",
+        "--trigger-after",
+        "600ms",
+        "--method",
+        method,
+        "--json",
+        json.to_str().unwrap(),
+        "--status-file",
+        status.to_str().unwrap(),
+    ];
+    a.extend_from_slice(extra);
+    a.into_iter().map(String::from).collect()
+}
+
+fn manifest(burst: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(burst.join("manifest.json")).unwrap()).unwrap()
+}
+
+/// The burst's verify report (`snbuf verify --json`).
+fn verify(burst: &Path) -> (i32, Value) {
+    let o = snbuf(&["verify", "--json", burst.to_str().unwrap()]);
+    (
+        o.status.code().unwrap(),
+        serde_json::from_slice(&o.stdout).unwrap(),
+    )
+}
+
+/// Link `bad` failed with `needle` in its error; the others recorded every frame of the window;
+/// the failed link's acknowledged chunks all verify and the rest of its window is counted lost.
+fn assert_contained(out: &Path, o: &std::process::Output, bad: u64, needle: &str) {
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(o));
+    assert!(!stderr(o).contains("panicked"), "{}", stderr(o));
+    let burst = out.join("b");
+    let m = manifest(&burst);
+    assert_eq!(m["state"], "failed");
+    let (code, v) = verify(&burst);
+    assert_eq!(code, 1, "a failed burst does not pass verify");
+    for (l, lv) in m["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(v["links"].as_array().unwrap())
+    {
+        let link = l["link"].as_u64().unwrap();
+        let cov = &lv["coverage"];
+        if link == bad {
+            assert_eq!(l["state"], "failed");
+            let err = l["error"].as_str().unwrap();
+            assert!(err.contains(needle), "link {link}: {err}");
+            assert!(err.contains("/b/link-"), "names the burst's file: {err}");
+            // Every problem verify finds is the failure itself: no bad chunk, nothing
+            // unaccounted (present + counted lost covers the window).
+            for p in lv["problems"].as_array().unwrap() {
+                assert!(
+                    p.as_str().unwrap().contains("link failed while recording"),
+                    "{p}"
+                );
+            }
+            let present = cov["frames_present"].as_u64().unwrap_or(0);
+            let lost = l["lost_frames"].as_u64().unwrap();
+            assert!(lost > 0, "the rest of the window is counted lost");
+            assert!(
+                present + lost >= cov["frames_in_window"].as_u64().unwrap_or(0),
+                "{lv}"
+            );
+        } else {
+            assert_eq!(l["state"], "ok", "{l}");
+            assert_eq!(l["lost_frames"], 0, "{l}");
+            assert!(lv["problems"].as_array().unwrap().is_empty(), "{lv}");
+            assert_eq!(cov["frames_present"], cov["frames_in_window"], "{lv}");
+        }
+    }
+    // The status file's last word agrees with the manifest: what it called durable is there.
+    let st: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("status.json")).unwrap()).unwrap();
+    for (s, l) in st["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(m["links"].as_array().unwrap())
+    {
+        assert_eq!(s["durable_chunks"], l["chunks"], "{s} vs {l}");
+        assert_eq!(s["failed"], l["link"].as_u64() == Some(bad));
+    }
+}
+
+#[test]
+fn a_failed_fsync_fails_its_link_only() {
+    let out = tempfile::tempdir().unwrap();
+    let (o, _) = record(
+        out.path(),
+        "direct",
+        &["--inject-fault", "persist-eio:link=1,after=2"],
+    );
+    assert_contained(out.path(), &o, 1, "fdatasync (injected fault)");
+    let m = manifest(&out.path().join("b"));
+    // Two persists succeeded before the failed one: what they covered is acknowledged, nothing
+    // after (the status file said the same, checked above).
+    assert!(
+        m["links"][1]["chunks"].as_u64().unwrap() > 0,
+        "{}",
+        m["links"][1]
+    );
+}
+
+#[test]
+fn an_eio_on_write_fails_its_link_only() {
+    for method in ["uring", "nt"] {
+        let out = tempfile::tempdir().unwrap();
+        let (o, _) = record(
+            out.path(),
+            method,
+            &["--inject-fault", "write-eio:link=2,after=6MiB"],
+        );
+        assert_contained(out.path(), &o, 2, "Input/output error");
+    }
+}
+
+#[test]
+fn a_full_disk_stops_the_links_cleanly_and_keeps_what_fit() {
+    let Some(small) = Mount::tmpfs("size=24M") else {
+        eprintln!("skip: cannot mount a small tmpfs (needs root) to fill a file system");
+        return;
+    };
+    let out = small.path();
+    let (o, v) = record(out, "nt", &[]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("has room for"),
+        "says the window does not fit: {err}"
+    );
+    let burst = out.join("b");
+    let m = manifest(&burst);
+    assert_eq!(m["state"], "failed");
+    let (_, rep) = verify(&burst);
+    for (l, lv) in m["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(rep["links"].as_array().unwrap())
+    {
+        assert!(l["error"].as_str().unwrap().contains("full"), "{l}");
+        assert!(l["chunks"].as_u64().unwrap() > 0, "what fit was kept: {l}");
+        for p in lv["problems"].as_array().unwrap() {
+            assert!(
+                p.as_str().unwrap().contains("link failed while recording"),
+                "{p}"
+            );
+        }
+    }
+    assert!(v["lost_frames"].as_u64().unwrap() > 0, "{v}");
+}
+
+#[test]
+fn a_slow_medium_costs_counted_loss_and_bounded_memory() {
+    let out = tempfile::tempdir().unwrap();
+    let args = record_args(out.path(), "direct", &["--inject-fault", "slow:rate=6MB/s"]);
+    let (code, peak_rss_bytes) = run_measuring_peak_rss(&args);
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("summary.json")).unwrap())
+            .unwrap();
+    // Loss is not a failure of the run: the burst is valid, its loss accounted per link.
+    assert_eq!(code, 0);
+    assert!(v["lost_frames"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(v["valid"], true);
+    let (code, rep) = verify(&out.path().join("b"));
+    assert_eq!(code, 0, "{rep}");
+    // Memory: the buffers are sized up front and never grow with the backlog.
+    let buffers = v["buffer_memory_bytes"].as_u64().unwrap();
+    assert!(
+        peak_rss_bytes < buffers + (64 << 20),
+        "peak RSS {peak_rss_bytes} B for {buffers} B of buffers"
+    );
+}
+
+/// Runs snbuf with `args` (output discarded) and returns its exit code and peak resident set,
+/// from wait4's accounting of that one child.
+#[allow(clippy::zombie_processes)] // reaped by wait4, which std does not know about
+fn run_measuring_peak_rss(args: &[String]) -> (i32, u64) {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_snbuf"))
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut status = 0;
+    // SAFETY: rusage is plain integers, filled by wait4.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child by pid, with valid pointers; `child` is not waited on again.
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut ru) };
+    assert_eq!(pid, child.id() as i32);
+    (libc::WEXITSTATUS(status), ru.ru_maxrss as u64 * 1024)
+}
