@@ -13,7 +13,7 @@ use crate::manifest::{
     MANIFEST_VERSION,
 };
 use crate::scan::{scan, End, Expect, ScanReport};
-use crate::verify::{check_dir, link_files, BurstDirError};
+use crate::verify::{check_dir, link_files, window_coverage, BurstDirError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RecoverError {
@@ -178,7 +178,18 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
             changed = true;
         }
         let base = old_record.unwrap_or_else(|| empty_record(link, &name));
+        // Window frames the kept data does not hold were lost (in the crash, or with a dropped
+        // region): counted, so that the burst states its loss rather than hiding it.
+        let missing = old
+            .as_ref()
+            .and_then(|m| missing_window_frames(m, &report))
+            .unwrap_or(0);
+        let lost_frames = base.lost_frames.max(missing);
+        if lost_frames != base.lost_frames {
+            changed = true;
+        }
         records.push(LinkRecord {
+            lost_frames,
             chunks: report.chunks.len() as u64,
             frames: report.frames(),
             payload_bytes: report.payload_bytes(),
@@ -252,6 +263,20 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
         manifest_rebuilt,
         manifest_problem: manifest_problems.pop(),
         changed,
+    })
+}
+
+/// Frames of the trigger window of `m` that the data of `report` lacks (the whole window when
+/// the link has no data); None without a window.
+fn missing_window_frames(m: &Manifest, report: &ScanReport) -> Option<u64> {
+    if let Some(c) = window_coverage(m, report) {
+        return Some(c.frames_in_window.saturating_sub(c.frames_present));
+    }
+    let (t, f) = (m.trigger.as_ref()?, m.frame.as_ref()?);
+    (f.ticks_per_frame > 0 && report.chunks.is_empty()).then(|| {
+        t.window_end_timestamp
+            .saturating_sub(t.window_start_timestamp)
+            .div_ceil(f.ticks_per_frame)
     })
 }
 

@@ -246,15 +246,26 @@ fn fill_link(
         lv.problems
             .push(format!("link failed while recording: {err}"));
     }
-    let (Some(m), Some(first), Some(last)) = (manifest, lv.first_timestamp, lv.last_timestamp)
-    else {
+    let Some(cov) = manifest.and_then(|m| window_coverage(m, report)) else {
         return;
     };
-    let (Some(trigger), Some(frame)) = (&m.trigger, &m.frame) else {
-        return;
-    };
+    let missing = cov.frames_in_window.saturating_sub(cov.frames_present);
+    lv.coverage = Some(cov);
+    if missing > record.lost_frames {
+        lv.problems.push(format!(
+            "{missing} frame(s) of the window are not in the data and the manifest accounts for {} lost",
+            record.lost_frames
+        ));
+    }
+}
+
+/// How much of the burst's trigger window one link's data covers (None without a trigger window
+/// or frame information in the manifest, or without data).
+pub(crate) fn window_coverage(m: &Manifest, report: &ScanReport) -> Option<Coverage> {
+    let (first, last) = (report.first_timestamp()?, report.last_timestamp()?);
+    let (trigger, frame) = (m.trigger.as_ref()?, m.frame.as_ref()?);
     if frame.ticks_per_frame == 0 {
-        return;
+        return None;
     }
     let step = frame.ticks_per_frame;
     let (ws, we) = (trigger.window_start_timestamp, trigger.window_end_timestamp);
@@ -272,22 +283,15 @@ fn fill_link(
     };
     let present_span_start = first.max(ws);
     let present_span_end = (last + step).min(we);
-    let gap_frames: u64 = lv.gaps.iter().map(|g| g.missing_frames).sum();
+    let gap_frames: u64 = report.gaps.iter().map(|g| g.missing_frames).sum();
     let present = present_span_end
         .saturating_sub(present_span_start)
         .div_ceil(step)
         .saturating_sub(gap_frames);
-    lv.coverage = Some(Coverage {
+    Some(Coverage {
         window_start_timestamp: ws,
         window_end_timestamp: we,
         frames_present: present,
         frames_in_window: in_window,
-    });
-    let missing = in_window.saturating_sub(present);
-    if missing > record.lost_frames {
-        lv.problems.push(format!(
-            "{missing} frame(s) of the window are not in the data and the manifest accounts for {} lost",
-            record.lost_frames
-        ));
-    }
+    })
 }

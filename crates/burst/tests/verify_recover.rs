@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use snbuf_burst::manifest::link_file_name;
-use snbuf_burst::{recover_burst, verify_burst, End, HEADER_BYTES};
+use snbuf_burst::{recover_burst, verify_burst, BurstState, End, Manifest, HEADER_BYTES};
 
 fn link0(dir: &std::path::Path) -> std::path::PathBuf {
     dir.join(link_file_name(0))
@@ -97,18 +97,20 @@ fn a_truncated_file_loses_only_its_torn_tail() {
     let r = recover_burst(dir.path(), false).unwrap();
     assert_eq!(r.links[0].kept_chunks, CHUNKS - 1);
     assert_eq!(r.dropped.len(), 1);
+    // The window is now short of the last chunk's frames: recovery counts them lost (the
+    // manifest says so, with the region it dropped), and the burst verifies as what it is.
     let v = verify_burst(dir.path()).unwrap();
-    // The window is now short of the last chunk's frames, which the manifest does not count as
-    // lost: verify says so rather than pretending the burst is complete.
     assert_eq!(v.links[0].chunks, CHUNKS - 1);
-    assert!(
-        v.links[0]
-            .problems
-            .iter()
-            .any(|p| p.contains("frame(s) of the window")),
-        "{:?}",
-        v.links[0].problems
+    let after = Manifest::read(dir.path()).unwrap();
+    assert_eq!(after.state, BurstState::Recovered);
+    let cov = v.links[0].coverage.clone().unwrap();
+    assert!(cov.frames_present < cov.frames_in_window);
+    assert_eq!(
+        after.links[0].lost_frames,
+        m.links[0].lost_frames + cov.frames_in_window - cov.frames_present
     );
+    assert!(v.valid, "{:?}", v.links[0].problems);
+    assert!(after.recovery.unwrap().contains("1 region(s) dropped"));
 }
 
 #[test]

@@ -28,6 +28,22 @@ pub enum Payload {
     Replay(Arc<Vec<u8>>),
 }
 
+/// Byte `i` of every frame of `link` with the pattern payload (bytes 0..16 are then overwritten
+/// by the timestamp and sequence number).
+pub fn pattern_byte(link: u32, i: usize) -> u8 {
+    (i as u32 ^ link.wrapping_mul(0x9E)) as u8
+}
+
+/// Whether `frame` carries `link`'s pattern payload after its timestamp and sequence number:
+/// how a test tells a frame snbuf recorded from one it corrupted or took from another link.
+pub fn has_pattern_payload(link: u32, frame: &[u8]) -> bool {
+    frame
+        .iter()
+        .enumerate()
+        .skip(crate::frame::MIN_FRAME_BYTES as usize)
+        .all(|(i, &b)| b == pattern_byte(link, i))
+}
+
 /// Injected data loss at the source.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GapSpec {
@@ -92,9 +108,7 @@ impl Emulator {
                 producer,
                 next_timestamp: first_timestamp,
                 replay_offset: 0,
-                frame: (0..fb)
-                    .map(|i| (i as u32 ^ link.wrapping_mul(0x9E)) as u8)
-                    .collect(),
+                frame: (0..fb).map(|i| pattern_byte(link, i)).collect(),
             })
             .collect();
         Ok(Emulator {
