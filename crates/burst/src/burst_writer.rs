@@ -25,7 +25,7 @@ pub enum BurstError {
     },
     #[error("{0}: already exists; a burst is never written over another")]
     Exists(PathBuf),
-    #[error("burst id '{0}' is not a plain name (no '/', '..' or empty)")]
+    #[error("burst id '{0}' is not a plain name (no '/', '..', leading '.' or empty)")]
     BadId(String),
     #[error(transparent)]
     Manifest(#[from] ManifestError),

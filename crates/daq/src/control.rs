@@ -23,6 +23,8 @@ use crate::recorder::{RecordError, TriggerAt, Unit};
 use crate::status_file::link_json;
 
 pub const MAX_REQUEST_BYTES: u64 = 64 << 10;
+/// The longest `pre_s` or `post_s` a trigger may ask for: a day.
+const MAX_WINDOW_S: f64 = 86_400.0;
 
 /// What happened to one trigger.
 #[derive(Clone, Debug)]
@@ -157,11 +159,15 @@ impl Server {
         let secs = |key: &str, default: Duration| -> Result<Duration, String> {
             match req.get(key) {
                 None => Ok(default),
+                // Bounded: a window of more than a day is a mistake, and a huge number must
+                // be refused here rather than overflow a Duration.
                 Some(v) => v
                     .as_f64()
-                    .filter(|s| s.is_finite() && *s >= 0.0)
+                    .filter(|s| (0.0..=MAX_WINDOW_S).contains(s))
                     .map(Duration::from_secs_f64)
-                    .ok_or_else(|| format!("\"{key}\" must be a number of seconds >= 0")),
+                    .ok_or_else(|| {
+                        format!("\"{key}\" must be a number of seconds from 0 to {MAX_WINDOW_S}")
+                    }),
             }
         };
         let config = self.unit.config();
@@ -174,6 +180,7 @@ impl Server {
                 config.buffer.as_secs_f64()
             ));
         }
+        let window = self.unit.window(at, pre, post)?;
         if self.busy.load(Ordering::Acquire) {
             return Err(RecordError::Busy.to_string());
         }
@@ -192,10 +199,6 @@ impl Server {
         if config.output_dir.join(&burst_id).exists() {
             return Err(format!("burst {burst_id} already exists"));
         }
-        let window = self
-            .unit
-            .window(at, pre, post)
-            .ok_or("no frame buffered yet")?;
         let (unit, bursts, busy, id) = (
             self.unit.clone(),
             self.bursts.clone(),

@@ -403,19 +403,39 @@ impl Unit {
     }
 
     /// The window a trigger at `at` records: whole frames from `pre` before to `post` after.
-    pub fn window(&self, at: TriggerAt, pre: Duration, post: Duration) -> Option<TriggerInfo> {
+    /// Refused when nothing is buffered yet, or when `at` lies further ahead of the newest frame
+    /// than the buffer is long (a clock mix-up, not a trigger: the burst would wait for data
+    /// that is far away).
+    pub fn window(
+        &self,
+        at: TriggerAt,
+        pre: Duration,
+        post: Duration,
+    ) -> Result<TriggerInfo, String> {
         let step = self.config.frame_type.ticks_per_frame();
+        let newest = self
+            .newest_timestamp()
+            .ok_or("no frame buffered yet to trigger on")?;
         let t = match at {
-            TriggerAt::Now => self.newest_timestamp()?,
+            TriggerAt::Now => newest,
             TriggerAt::Timestamp(t) => t,
         };
+        let ahead_limit = (self.config.buffer.as_secs_f64() * self.config.ticks_per_s()) as u64;
+        if t > newest.saturating_add(ahead_limit) {
+            return Err(format!(
+                "trigger at {t} is {:.1} s ahead of the newest frame ({newest}); at most the \
+                 buffer's {:.1} s ahead is accepted",
+                (t - newest) as f64 / self.config.ticks_per_s(),
+                self.config.buffer.as_secs_f64()
+            ));
+        }
         let pre_ticks = (pre.as_secs_f64() * self.config.ticks_per_s()) as u64 / step * step;
         let post_ticks =
             ((post.as_secs_f64() * self.config.ticks_per_s()) as u64).div_ceil(step) * step;
-        Some(TriggerInfo {
+        Ok(TriggerInfo {
             trigger_timestamp: t,
             window_start_timestamp: t.saturating_sub(pre_ticks),
-            window_end_timestamp: t + post_ticks,
+            window_end_timestamp: t.saturating_add(post_ticks),
         })
     }
 
@@ -477,9 +497,7 @@ impl Unit {
         let ft = config.frame_type;
         let fb = ft.frame_bytes() as usize;
         let step = ft.ticks_per_frame();
-        let window = self
-            .window(at, pre, post)
-            .ok_or_else(|| RecordError::Setup("no frame buffered yet to trigger on".into()))?;
+        let window = self.window(at, pre, post).map_err(RecordError::Setup)?;
 
         // The burst: one sink per link, sized for the window (plus slack for partial chunks).
         let payload_bytes = config.chunk_frames as usize * fb;

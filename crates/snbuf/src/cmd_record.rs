@@ -95,8 +95,47 @@ fn utc_stamp() -> String {
     )
 }
 
+/// The recorder's configuration from the command line (and its config file). Refuses bad input
+/// before anything runs, and then leaves nothing behind: an output directory it had to create
+/// for probing the medium is removed again.
 pub fn config_from_args(args: &RecordArgs) -> anyhow::Result<(RecordConfig, String)> {
     let args = &crate::config_file::merge(args)?;
+    let output = args
+        .output
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("./snbuf-data"));
+    for (flag, path) in [("--json", &args.json), ("--status-file", &args.status_file)] {
+        if let Some(path) = path {
+            check_parent_dir(flag, path)?;
+        }
+    }
+    let created = !output.exists();
+    std::fs::create_dir_all(&output)
+        .map_err(|e| usage(format!("--output {}: {e}", output.display())))?;
+    let result = build_config(args, output.clone());
+    if result.is_err() && created {
+        let _ = std::fs::remove_dir(&output);
+    }
+    result
+}
+
+/// A file snbuf will write at the end must have somewhere to go: refused now, not after a run.
+pub fn check_parent_dir(flag: &str, path: &Path) -> anyhow::Result<()> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !parent.is_dir() {
+        return Err(usage(format!(
+            "{flag} {}: {} is not a directory",
+            path.display(),
+            parent.display()
+        )));
+    }
+    Ok(())
+}
+
+fn build_config(args: &RecordArgs, output: PathBuf) -> anyhow::Result<(RecordConfig, String)> {
     let dune = args.profile.as_deref() == Some("dune");
     if let Some(p) = args.profile.as_deref().filter(|p| *p != "dune") {
         return Err(usage(format!("unknown profile '{p}' (known: dune)")));
@@ -132,12 +171,6 @@ pub fn config_from_args(args: &RecordArgs) -> anyhow::Result<(RecordConfig, Stri
         Some(list) => cpu::parse_cpu_list(list).map_err(usage)?,
         None => cpu::allowed_cpus(),
     };
-    let output = args
-        .output
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("./snbuf-data"));
-    std::fs::create_dir_all(&output)
-        .map_err(|e| usage(format!("--output {}: {e}", output.display())))?;
     let links = args.links.unwrap_or(10);
     let writers = args.writers.unwrap_or(links as usize);
     let (method, why) = choose_method(

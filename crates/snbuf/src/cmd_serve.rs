@@ -11,6 +11,9 @@ use crate::cli::{ServeArgs, StatusArgs, TriggerArgs};
 use crate::exit::{usage, Failure};
 
 pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    if let Some(socket) = &args.socket {
+        crate::cmd_record::check_parent_dir("--socket", socket)?;
+    }
     let (mut config, why) = crate::cmd_record::config_from_args(&args.record)?;
     if args.record.burst_id.is_none() {
         config.burst_id = format!("burst-{}", config.burst_id);
@@ -80,6 +83,8 @@ pub fn trigger(args: &TriggerArgs) -> anyhow::Result<()> {
         req["post_s"] = json!(p.as_secs_f64());
     }
     if let Some(id) = &args.burst_id {
+        snbuf_burst::burst_writer::check_burst_id(id)
+            .map_err(|e| usage(format!("--burst-id: {e}")))?;
         req["burst_id"] = json!(id);
     }
     let reply = ask(&args.socket, &req)?;

@@ -54,7 +54,7 @@ fn env_u64(name: &str, default: u64) -> u64 {
 
 fn run_trials(method: &str) {
     let trials = env_u64("SNBUF_CRASH_TRIALS", 2);
-    let mut seed = env_u64("SNBUF_CRASH_SEED", 1) ^ method.len() as u64 * 0x1000_0001;
+    let mut seed = env_u64("SNBUF_CRASH_SEED", 1) ^ (method.len() as u64 * 0x1000_0001);
     let mut tally = Tally::default();
     for _ in 0..trials {
         // From just after the start to just after a normal run ends (about 2.6 s), so that

@@ -111,6 +111,27 @@ fn triggers_make_bursts_one_at_a_time() {
         "x".repeat(70_000)
     );
     assert!(raw(&socket, &big).contains("larger than"));
+    // Numbers that would overflow a window, and a trigger far ahead of the data.
+    assert!(raw(&socket, "{\"cmd\":\"trigger\",\"post_s\":1e300}\n").contains("from 0 to"));
+    assert!(raw(&socket, "{\"cmd\":\"trigger\",\"pre_s\":\"1\"}\n").contains("\"ok\":false"));
+    assert!(raw(
+        &socket,
+        &format!("{{\"cmd\":\"trigger\",\"at\":{}}}\n", u64::MAX)
+    )
+    .contains("ahead of the newest frame"));
+    assert!(raw(&socket, "[1,2,3]\n").contains("\"ok\":false"));
+    assert!(raw(&socket, "\n").contains("\"ok\":false"));
+    // A client that connects and says nothing holds the (serial) endpoint only until its read
+    // times out; the next request is then answered.
+    let silent = UnixStream::connect(&socket).unwrap();
+    let mut next = UnixStream::connect(&socket).unwrap();
+    next.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    next.write_all(b"{\"cmd\":\"status\"}\n").unwrap();
+    let mut reply = String::new();
+    BufReader::new(&next).read_line(&mut reply).unwrap();
+    assert!(reply.contains("\"ok\":true"), "{reply}");
+    drop(silent);
 
     let o = snbuf(&["status", "--socket", s, "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();

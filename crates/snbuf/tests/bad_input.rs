@@ -1,0 +1,163 @@
+//! Bad input, table-driven, for every subcommand: missing and malformed arguments, zero and
+//! negative sizes, unknown methods and frame types, paths that do not exist or cannot be written,
+//! burst ids that would leave the output directory, config files with unknown keys. Each gets
+//! exit code 2 and one error line that names the problem, and writes nothing: each case runs in
+//! an empty working directory (where snbuf's default output would go) that must stay empty.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::stderr;
+
+struct Fixtures {
+    dir: tempfile::TempDir,
+}
+
+impl Fixtures {
+    fn new() -> Fixtures {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("unknown-key.toml"),
+            "links = 2\nlinkz = 3\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("bad-value.toml"), "links = \"many\"\n").unwrap();
+        std::fs::write(dir.path().join("empty.bin"), "").unwrap();
+        std::fs::write(dir.path().join("not-json.json"), "{ nope").unwrap();
+        Fixtures { dir }
+    }
+}
+
+/// (arguments, a word the error line must contain). `{F}` stands for the fixtures directory.
+const CASES: &[(&str, &str)] = &[
+    // record
+    ("record --links", "--links"),
+    ("record --links 0", "at least one link"),
+    ("record --links -1", "-1"),
+    ("record --links ten", "ten"),
+    ("record --rate-per-link 0", "more than 0"),
+    ("record --rate-per-link -5MB/s", "-5"),
+    ("record --rate-per-link fast", "fast"),
+    ("record --buffer 0s", "--buffer"),
+    ("record --buffer -1s", "-1"),
+    ("record --buffer 1s --pre 5s", "pre"),
+    ("record --frame wib9", "unknown frame type 'wib9'"),
+    ("record --frame custom:0:10", "custom"),
+    ("record --method warp", "unknown method"),
+    ("record --chunk-frames 0", "at least one frame"),
+    ("record --links 2 --writers 3", "--writers"),
+    ("record --writers 0", "--writers"),
+    ("record --cpus x", "CPU"),
+    ("record --page-size 3KiB", "page size"),
+    ("record --profile lhc", "unknown profile"),
+    ("record --burst-id a/b", "not a plain name"),
+    ("record --burst-id ../x", "not a plain name"),
+    ("record --burst-id ..", "not a plain name"),
+    ("record --burst-id .hidden", "not a plain name"),
+    ("record --output /proc/snbuf-cannot-be-here", "/proc/snbuf-cannot-be-here"),
+    ("record --replay /nonexistent/frames.bin", "/nonexistent/frames.bin"),
+    ("record --replay {F}/empty.bin", "empty"),
+    ("record --config /nonexistent/snbuf.toml", "/nonexistent/snbuf.toml"),
+    ("record --config {F}/unknown-key.toml", "linkz"),
+    ("record --config {F}/bad-value.toml", "links"),
+    ("record --json /nonexistent/dir/summary.json", "--json"),
+    ("record --status-file /nonexistent/dir/status.json", "--status-file"),
+    ("record --inject-fault boom", "unknown fault"),
+    ("record --inject-fault slow", "rate"),
+    ("record --bogus", "--bogus"),
+    // serve
+    ("serve --links 0", "at least one link"),
+    ("serve --method warp", "unknown method"),
+    ("serve --socket /nonexistent/dir/ctl.sock", "--socket"),
+    ("serve --burst-id ../x", "not a plain name"),
+    // trigger (checked before any server is asked)
+    ("trigger --at yesterday", "yesterday"),
+    ("trigger --pre -1s", "-1"),
+    ("trigger --post soon", "soon"),
+    ("trigger --burst-id ../x", "not a plain name"),
+    ("trigger --burst-id a/b", "not a plain name"),
+    // status
+    ("status --socket", "--socket"),
+    ("status --verbose", "--verbose"),
+    // verify and recover
+    ("verify", "BURST_DIR"),
+    ("verify /nonexistent/burst", "/nonexistent/burst"),
+    ("verify {F}/empty.bin", "not a directory"),
+    ("recover", "BURST_DIR"),
+    ("recover /nonexistent/burst", "/nonexistent/burst"),
+    ("recover {F}/empty.bin", "not a directory"),
+    // plan
+    ("plan", "--input-rate"),
+    ("plan --input-rate 0 --time 100s --output-rate 1GB/s", "more than 0"),
+    ("plan --input-rate 10GB/s --time -1s --output-rate 1GB/s", "-1"),
+    ("plan --input-rate 10GB/s --time 100s", "output"),
+    ("plan --input-rate 10GB/s --time 100s --bench /nonexistent/r.json --method nt --block-size 4KiB", "/nonexistent/r.json"),
+    ("plan --input-rate 10GB/s --time 100s --bench {F}/not-json.json --method nt --block-size 4KiB", "not-json.json"),
+    // bench
+    ("bench write --target /nonexistent/dir/file", "/nonexistent/dir/file"),
+    ("bench write --block-size 0", "more than 0"),
+    ("bench write --block-size -4KiB", "-4"),
+    ("bench write --threads 0", "--threads"),
+    ("bench write --method warp", "unknown method"),
+    ("bench read --block-size lots", "lots"),
+    ("bench frobnicate", "frobnicate"),
+    // methods, and no such command
+    ("methods --bogus", "--bogus"),
+    ("frobnicate", "frobnicate"),
+];
+
+#[test]
+fn every_subcommand_refuses_bad_input_with_one_line_and_exit_2_writing_nothing() {
+    let fixtures = Fixtures::new();
+    let mut failures = Vec::new();
+    for (args, needle) in CASES {
+        let cwd = tempfile::tempdir().unwrap();
+        let argv: Vec<String> = args
+            .split_whitespace()
+            .map(|a| a.replace("{F}", fixtures.dir.path().to_str().unwrap()))
+            .collect();
+        let o = Command::new(env!("CARGO_BIN_EXE_snbuf"))
+            .args(&argv)
+            .current_dir(cwd.path())
+            .output()
+            .unwrap();
+        let err = stderr(&o);
+        let error_lines: Vec<&str> = err.lines().filter(|l| l.contains("error")).collect();
+        let left: Vec<_> = std::fs::read_dir(cwd.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        let problem = if o.status.code() != Some(2) {
+            Some(format!("exit {:?}", o.status.code()))
+        } else if err.contains("panicked") {
+            Some("panicked".into())
+        } else if error_lines.len() != 1 {
+            Some(format!("{} error lines", error_lines.len()))
+        } else if !error_lines[0].contains(needle) && !clap_lists(&err, needle) {
+            Some(format!("'{needle}' not in the error"))
+        } else if !left.is_empty() {
+            Some(format!("wrote {left:?}"))
+        } else {
+            None
+        };
+        if let Some(p) = problem {
+            failures.push(format!(
+                "snbuf {args}: {p}\n    {}",
+                err.trim().replace('\n', "\n    ")
+            ));
+        }
+    }
+    assert!(fixtures_untouched(fixtures.dir.path()));
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// clap names missing arguments on the lines after its one error line.
+fn clap_lists(err: &str, needle: &str) -> bool {
+    err.contains("required arguments were not provided") && err.contains(needle)
+}
+
+fn fixtures_untouched(dir: &Path) -> bool {
+    std::fs::read_dir(dir).unwrap().count() == 4
+}
