@@ -14,4 +14,4 @@ cd "$root"
 # One method at a time: trials of different methods would compete for the 2 cores and disk.
 SNBUF_CRASH_TRIALS="$trials" SNBUF_CRASH_SEED="$seed" \
   cargo test --release -q -p snbuf --test crash_trials -- --nocapture --test-threads 1 2>&1 |
-  grep -E '^crash trials|panicked|FAILED|test result'
+  grep -oE 'crash trials.*|panicked.*|FAILED.*|test result.*'

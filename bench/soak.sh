@@ -9,4 +9,4 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 SNBUF_SOAK_TRIGGERS="${1:-20}" \
   cargo test --release -q -p snbuf --test soak -- --nocapture 2>&1 |
-  grep -E '^soak|panicked|FAILED|test result'
+  grep -oE 'soak:.*|panicked.*|FAILED.*|test result.*'

@@ -18,7 +18,7 @@ use crate::chunk::{
 pub enum WriteError {
     #[error("link {link}: {cause}")]
     Persist { link: u32, cause: PersistError },
-    #[error("link {link} ({file}): the burst file is full at {offset} B")]
+    #[error("link {link} ({file}): the burst file is full at {offset} B (all the space reserved for the window, or all the disk had)")]
     Full {
         link: u32,
         file: PathBuf,

@@ -145,6 +145,18 @@ pub fn status(args: &StatusArgs) -> anyhow::Result<()> {
             let out: u64 = links.iter().filter_map(|l| l["frames_out"].as_u64()).sum();
             let lost: u64 = links.iter().filter_map(|l| l["lost_frames"].as_u64()).sum();
             println!("recording: {out} frames durable so far, {lost} lost");
+            for l in links {
+                println!(
+                    "  link {}: {} chunks durable, up to timestamp {}{}",
+                    l["link"],
+                    l["durable_chunks"],
+                    l["durable_until_timestamp"]
+                        .as_u64()
+                        .map(|t| t.to_string())
+                        .unwrap_or_else(|| "-".into()),
+                    if l["failed"] == true { ", FAILED" } else { "" }
+                );
+            }
         }
         None => println!(
             "idle: ready for a trigger (next burst's files: {})",

@@ -96,7 +96,7 @@ fn back_to_back_triggers_keep_descriptors_and_memory_flat() {
     }
     let mib = |b: &u64| format!("{:.1}", *b as f64 / (1 << 20) as f64);
     println!(
-        "soak: {triggers} bursts, all verified; open fds after each: {:?}; RSS MiB after each: {:?}",
+        "soak: {triggers} bursts, all verified; open files after each: {:?}; RSS MiB after each: {:?}",
         fds,
         rss.iter().map(mib).collect::<Vec<_>>()
     );
