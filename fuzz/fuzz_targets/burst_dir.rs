@@ -13,12 +13,22 @@ fuzz_target!(|bytes: &[u8]| {
     let n = (u16::from_le_bytes([bytes[0], bytes[1]]) as usize).min(bytes.len() - 2);
     let (manifest, data) = bytes[2..].split_at(n);
     // /dev/shm where there is one: the target is about parsing, not the disk.
-    let parent = if std::path::Path::new("/dev/shm").is_dir() { "/dev/shm" } else { "/tmp" };
+    let parent = if std::path::Path::new("/dev/shm").is_dir() {
+        "/dev/shm"
+    } else {
+        "/tmp"
+    };
     let dir = tempfile::tempdir_in(parent).unwrap();
     std::fs::write(dir.path().join("manifest.json"), manifest).unwrap();
     std::fs::write(dir.path().join("link-0000.dat"), data).unwrap();
     let _ = verify_burst(dir.path());
     let _ = recover_burst(dir.path(), true);
-    assert_eq!(std::fs::read(dir.path().join("link-0000.dat")).unwrap(), data);
-    assert_eq!(std::fs::read(dir.path().join("manifest.json")).unwrap(), manifest);
+    assert_eq!(
+        std::fs::read(dir.path().join("link-0000.dat")).unwrap(),
+        data
+    );
+    assert_eq!(
+        std::fs::read(dir.path().join("manifest.json")).unwrap(),
+        manifest
+    );
 });

@@ -23,6 +23,10 @@ fuzz_target!(|bytes: &[u8]| {
         let at = c.offset as usize;
         let h = ChunkHeader::decode(&bytes[at..]).expect("a chunk called valid decodes");
         let payload = &bytes[at + HEADER_BYTES..at + HEADER_BYTES + h.payload_bytes as usize];
-        assert_eq!(crc32c(payload), h.payload_crc32c, "a chunk called valid checks out");
+        assert_eq!(
+            crc32c(payload),
+            h.payload_crc32c,
+            "a chunk called valid checks out"
+        );
     }
 });
