@@ -6,7 +6,8 @@
 //! - `{"cmd":"trigger","at":"now"|TICKS,"pre_s":2.0,"post_s":3.0,"burst_id":"..."}` → accepted at
 //!   once (`{"ok":true,"burst_id","window"}`), recorded in the background; refused while another
 //!   burst is being recorded (each trigger is its own burst).
-//! - `{"cmd":"status"}` → the unit, the burst being recorded (live per link) and past bursts.
+//! - `{"cmd":"status"}` → the unit, the burst being recorded (live per link, with each link's
+//!   durable watermark) and the last 100 bursts (`bursts_total` counts them all).
 //! - `{"cmd":"shutdown"}` → stops once the burst in progress, if any, is sealed.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -33,11 +34,22 @@ struct BurstOutcome {
     result: Value,
 }
 
+/// The bursts `status` reports: the most recent ones (bounded, since a unit runs for months)
+/// and how many there were in all.
+#[derive(Default)]
+struct BurstHistory {
+    recent: std::collections::VecDeque<BurstOutcome>,
+    total: u64,
+}
+
+/// How many past bursts `status` lists.
+const MAX_BURSTS_SHOWN: usize = 100;
+
 pub struct Server {
     unit: Arc<Unit>,
     socket: PathBuf,
     listener: UnixListener,
-    bursts: Arc<Mutex<Vec<BurstOutcome>>>,
+    bursts: Arc<Mutex<BurstHistory>>,
     shutdown: Arc<AtomicBool>,
     /// Set when a trigger is accepted, before its recording thread starts, so that a second
     /// trigger right behind it is refused; cleared when the burst is sealed.
@@ -91,7 +103,7 @@ impl Server {
             unit: Arc::new(unit),
             socket: socket.to_path_buf(),
             listener,
-            bursts: Arc::new(Mutex::new(Vec::new())),
+            bursts: Arc::new(Mutex::new(BurstHistory::default())),
             shutdown: Arc::new(AtomicBool::new(false)),
             busy: Arc::new(AtomicBool::new(false)),
             counter: Mutex::new(0),
@@ -216,10 +228,16 @@ impl Server {
                 }),
                 Err(e) => json!({"state": "error", "error": e.to_string()}),
             };
-            bursts.lock().expect("bursts").push(BurstOutcome {
+            let mut bursts = bursts.lock().expect("bursts");
+            bursts.total += 1;
+            if bursts.recent.len() == MAX_BURSTS_SHOWN {
+                bursts.recent.pop_front();
+            }
+            bursts.recent.push_back(BurstOutcome {
                 burst_id: id,
                 result,
             });
+            drop(bursts);
             // Arm for the next trigger: its files are prepared in the background.
             unit.prepare_next();
             busy.store(false, Ordering::Release);
@@ -234,10 +252,9 @@ impl Server {
             let p = u.progress("recording");
             json!(p.links.iter().map(link_json).collect::<Vec<_>>())
         });
-        let bursts: Vec<Value> = self
-            .bursts
-            .lock()
-            .expect("bursts")
+        let history = self.bursts.lock().expect("bursts");
+        let bursts: Vec<Value> = history
+            .recent
             .iter()
             .map(|b| {
                 let mut v = b.result.clone();
@@ -257,6 +274,7 @@ impl Server {
             "newest_timestamp": u.newest_timestamp(),
             "recording": live,
             "next_burst": u.next_burst_state(),
+            "bursts_total": history.total,
             "bursts": bursts,
         })
     }
