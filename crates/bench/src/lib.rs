@@ -4,7 +4,11 @@
 //! the machine it ran on, and returns raw results; the binary prints them in human units and
 //! exports them (`results`). The schema is documented in docs/RESULTS.md.
 
+pub mod app;
 pub mod clock;
+pub mod join;
+pub mod kernels;
+pub mod latency;
 pub mod machine;
 pub mod results;
 pub mod throughput;

@@ -843,13 +843,13 @@ fn summarise(
     let requested = config.page_size.bytes() as u64;
     if requested > 4096 && obtained.is_some_and(|o| o < requested) {
         notes.push(format!(
-            "asked for {} pages for the target, got {} (tmpfs needs huge=always or shmem_enabled; see docs/RESULTS.md)",
+            "suspect: asked for {} pages for the target, got {} (tmpfs needs huge=always or shmem_enabled; see docs/RESULTS.md)",
             snbuf_units::Bytes(requested),
             snbuf_units::Bytes(obtained.unwrap_or(0))
         ));
     }
     if requested > 4096 && first.source_page_bytes.is_some_and(|o| o < requested) {
-        notes.push("asked for 2 MiB pages for the DRAM source, got 4 KiB".to_string());
+        notes.push("suspect: asked for 2 MiB pages for the DRAM source, got 4 KiB".to_string());
     }
     let gib = (1u64 << 30) as f64;
     Ok(ThroughputResult {

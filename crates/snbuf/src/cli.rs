@@ -81,6 +81,13 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Plots and a report from a `snbuf bench paper` results directory: SVG and PNG figures
+    /// named after the papers' (request rate vs block size, throughput vs threads, the app with
+    /// and without PMDK, shared vs per-thread targets, the latency matrix, join and kernels),
+    /// report.md and report.html with the machine and the tables.
+    ///
+    ///   snbuf report snbuf-results --out snbuf-report
+    Report(ReportArgs),
     /// List the persistence methods, what each does and whether it is available here.
     Methods {
         /// Also probe this target (directory or file): its file system, DAX, alignment.
@@ -107,6 +114,155 @@ pub enum BenchCommand {
     ///
     ///   snbuf bench read --target /var/tmp --method direct,uring --block-size 256,4KiB,1MiB
     Read(Box<ThroughputArgs>),
+    /// Latency of single 64 B accesses, and of each way to make a store durable, in DRAM and on
+    /// the target (Yoshioka et al.): load, load+lfence, load+mfence, store+sfence, ntstore+sfence,
+    /// store+clflush, store+clflushopt+sfence, store+clwb+sfence; sequential and random, with
+    /// the matching throughput. Timed with RDTSCP; every line flushed before it is timed.
+    ///
+    ///   snbuf bench latency --target /mnt/pmem0 --json latency.json
+    Latency(LatencyArgs),
+    /// A hash join with its table in DRAM or on the target (Yoshioka et al.): build under one
+    /// giant lock of each type for 1..N threads, then a lock-free probe for 1..N threads. The
+    /// join's count and checksum are checked against what the generated tables imply.
+    ///
+    ///   snbuf bench join --table-on target --target /mnt/pmem0 --r-rows 4M --s-rows 16M
+    Join(JoinArgs),
+    /// PolyBench-style kernels (gemm, 2mm, atax, mvt, jacobi-2d) with their arrays in DRAM and on
+    /// the target, at 4 KiB and 2 MiB pages (Mason et al.). Records the page size granted;
+    /// checks each result against a reference run.
+    ///
+    ///   snbuf bench kernels --target /mnt/pmem0 --page-size 4KiB,2MiB
+    Kernels(KernelsArgs),
+    /// The DUNE-like application (DUNE Figs 7, 8): N threads persisting 5568 B frames copied from
+    /// DRAM, per method (with and without PMDK), on one shared target and on one per thread.
+    ///
+    ///   snbuf bench app --target /mnt/pmem0 --method nt,pmdk --threads 1,2,4,8
+    App(AppArgs),
+    /// Everything above plus the write and read sweeps of DUNE Figs 2, 3 and 5, into one results
+    /// directory, at a scale that fits this machine (about 10 minutes; --quick about 1). With a
+    /// second target, both media side by side (the paper's Table II). Then run `snbuf report`.
+    ///
+    ///   snbuf bench paper --target /mnt/pmem0 --second-target /var/tmp --out results
+    Paper(PaperArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct LatencyArgs {
+    /// The medium to measure beside DRAM: a directory (a temporary file is mapped there) or a
+    /// file. Default: /dev/shm.
+    #[arg(long, value_name = "PATH")]
+    pub target: Option<PathBuf>,
+    /// Bytes per access: a multiple of 64.
+    #[arg(long, value_name = "SIZE", default_value = "64", value_parser = parse_size_nonzero)]
+    pub access_size: u64,
+    /// Region walked (default: 4x the last-level cache, at least 256 MiB).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_nonzero)]
+    pub region: Option<u64>,
+    /// Timed accesses per medium, order and operation.
+    #[arg(long, value_name = "N", default_value_t = 200_000)]
+    pub samples: u64,
+    /// Page size of both regions: 4KiB or 2MiB.
+    #[arg(long, value_name = "SIZE", default_value = "4KiB", value_parser = parse_page_size)]
+    pub page_size: u64,
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct JoinArgs {
+    /// Where the hash table lives: dram, or target (a mapped file on --target).
+    #[arg(long, value_name = "WHERE", default_value = "dram", value_parser = ["dram", "target"])]
+    pub table_on: String,
+    /// The target for --table-on target. Default: /dev/shm.
+    #[arg(long, value_name = "PATH")]
+    pub target: Option<PathBuf>,
+    /// Rows of R (the build side): 1M, 4M, 1000000.
+    #[arg(long, value_name = "N", default_value = "1M", value_parser = parse_count)]
+    pub r_rows: u64,
+    /// Rows of S (the probe side).
+    #[arg(long, value_name = "N", default_value = "4M", value_parser = parse_count)]
+    pub s_rows: u64,
+    /// Thread counts, comma-separated. Default: 1 up to the number of CPUs.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_threads)]
+    pub threads: Vec<usize>,
+    /// Giant-lock types for the build: pthread_spinlock, pthread_mutex, test_and_set,
+    /// add_fetch_pause (default: all).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub locks: Vec<String>,
+    #[arg(long, value_name = "SIZE", default_value = "4KiB", value_parser = parse_page_size)]
+    pub page_size: u64,
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct KernelsArgs {
+    /// The medium to run the kernels on beside DRAM. Default: /dev/shm.
+    #[arg(long, value_name = "PATH")]
+    pub target: Option<PathBuf>,
+    /// Kernels, comma-separated: gemm, 2mm, atax, mvt, jacobi-2d (default: all).
+    #[arg(long = "kernel", value_name = "LIST", value_delimiter = ',')]
+    pub kernels: Vec<String>,
+    /// Problem size (n x n arrays) for every kernel. Default: each kernel's own, far beyond
+    /// the cache (gemm 1024, 2mm 768, atax and mvt 6000, jacobi-2d 2000).
+    #[arg(long, value_name = "N")]
+    pub n: Option<usize>,
+    /// Page sizes, comma-separated: 4KiB, 2MiB.
+    #[arg(long = "page-size", value_name = "LIST", value_delimiter = ',', default_value = "4KiB,2MiB", value_parser = parse_page_size)]
+    pub page_sizes: Vec<u64>,
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct AppArgs {
+    /// Where to write: a directory (files are made there and removed). Repeat it to give each
+    /// thread its own medium in the per-thread layout. Default: /dev/shm.
+    #[arg(long = "target", value_name = "PATH")]
+    pub targets: Vec<PathBuf>,
+    /// Methods, comma-separated (default: nt, and pmdk when built with it).
+    #[arg(long = "method", value_name = "LIST", value_delimiter = ',')]
+    pub methods: Vec<String>,
+    /// Thread counts, comma-separated. Default: 1 up to the number of CPUs.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_threads)]
+    pub threads: Vec<usize>,
+    /// Measured time per point.
+    #[arg(long, value_name = "TIME", default_value = "2s", value_parser = parse_duration_nonzero)]
+    pub duration: Duration,
+    /// Bytes each thread writes through (default 256 MiB).
+    #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = parse_size_nonzero)]
+    pub region: u64,
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct PaperArgs {
+    /// The medium to characterize (a directory).
+    #[arg(long, value_name = "DIR")]
+    pub target: PathBuf,
+    /// A second medium, measured the same way for the side-by-side table (Table II).
+    #[arg(long, value_name = "DIR")]
+    pub second_target: Option<PathBuf>,
+    /// About a minute instead of about ten: smaller regions, shorter points, fewer sizes.
+    #[arg(long)]
+    pub quick: bool,
+    /// The results directory (created; must be empty if it exists).
+    #[arg(long, value_name = "DIR", default_value = "snbuf-results")]
+    pub out: PathBuf,
+    /// For tests: tiny sizes, a few seconds in all; the figures mean nothing.
+    #[arg(long, hide = true)]
+    pub smoke: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ReportArgs {
+    /// A results directory written by `snbuf bench paper`.
+    #[arg(value_name = "RESULTS_DIR")]
+    pub results: PathBuf,
+    /// Where the plots (SVG and PNG), report.md and report.html go.
+    #[arg(long, value_name = "DIR", default_value = "snbuf-report")]
+    pub out: PathBuf,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -362,6 +518,29 @@ fn parse_size_nonzero(s: &str) -> Result<u64, String> {
         Ok(0) => Err("must be more than 0 bytes".to_string()),
         Ok(n) => Ok(n),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A row count: 4000000, 4M (10^6), 4Mi (2^20).
+fn parse_count(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = if let Some(n) = t.strip_suffix("Mi") {
+        (n, 1u64 << 20)
+    } else if let Some(n) = t.strip_suffix('M') {
+        (n, 1_000_000)
+    } else if let Some(n) = t.strip_suffix("Ki") {
+        (n, 1 << 10)
+    } else if let Some(n) = t.strip_suffix('K').or_else(|| t.strip_suffix('k')) {
+        (n, 1000)
+    } else {
+        (t, 1)
+    };
+    match num.parse::<u64>() {
+        Ok(0) => Err("must be more than 0".into()),
+        Ok(n) => n
+            .checked_mul(mult)
+            .ok_or_else(|| format!("'{s}' is too large")),
+        Err(_) => Err(format!("'{s}' is not a count (examples: 1000000, 4M, 4Mi)")),
     }
 }
 

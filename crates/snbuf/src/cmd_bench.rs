@@ -24,11 +24,16 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Write(args) => throughput(Direction::Write, *args),
         BenchCommand::Read(args) => throughput(Direction::Read, *args),
+        BenchCommand::Latency(args) => crate::cmd_suites::latency(args),
+        BenchCommand::Join(args) => crate::cmd_suites::join(args),
+        BenchCommand::Kernels(args) => crate::cmd_suites::kernels(args),
+        BenchCommand::App(args) => crate::cmd_suites::app(args),
+        BenchCommand::Paper(args) => crate::cmd_paper::run(args),
     }
 }
 
 /// The default target: /dev/shm stands in for persistent memory where it exists.
-fn default_target() -> PathBuf {
+pub fn default_target() -> PathBuf {
     let shm = Path::new("/dev/shm");
     if shm.is_dir() {
         shm.to_path_buf()
@@ -38,7 +43,7 @@ fn default_target() -> PathBuf {
 }
 
 /// 4x the last-level cache, at least 256 MiB: large enough that no figure is a cache figure.
-fn default_region_bytes() -> u64 {
+pub fn default_region_bytes() -> u64 {
     let llc = last_level_cache_bytes().unwrap_or(32 << 20);
     (4 * llc).max(256 << 20)
 }

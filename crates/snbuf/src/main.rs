@@ -5,9 +5,11 @@ mod cli;
 mod cmd_bench;
 mod cmd_burst;
 mod cmd_methods;
+mod cmd_paper;
 mod cmd_plan;
 mod cmd_record;
 mod cmd_serve;
+mod cmd_suites;
 mod config_file;
 mod exit;
 mod table;
@@ -25,6 +27,7 @@ fn main() -> ExitCode {
         cli::Command::Serve(args) => cmd_serve::serve(*args),
         cli::Command::Trigger(args) => cmd_serve::trigger(&args),
         cli::Command::Status(args) => cmd_serve::status(&args),
+        cli::Command::Report(args) => cmd_paper::report(&args),
         cli::Command::Methods { target } => cmd_methods::run(target.as_deref()),
         cli::Command::Verify { burst_dir, json } => cmd_burst::verify(&burst_dir, json),
         cli::Command::Recover {

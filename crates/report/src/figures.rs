@@ -1,0 +1,306 @@
+//! Which figures the results allow, named after the papers': DUNE Figs 2, 3, 5, 7 and 8,
+//! Yoshioka et al.'s latency matrix and hash join, Mason et al.'s kernels.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::plot::{bar_chart, line_chart, BarChart, LineChart, Series};
+use crate::{num, text, Figure, ReportError, ResultsDir};
+
+/// Groups `rows` into series by `key`, each a list of (x, y) sorted by x.
+fn group(
+    rows: &[Value],
+    key: impl Fn(&Value) -> String,
+    xy: impl Fn(&Value) -> (f64, f64),
+) -> Vec<Series> {
+    let mut m: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    for r in rows {
+        let (x, y) = xy(r);
+        if x.is_finite() && y.is_finite() {
+            m.entry(key(r)).or_default().push((x, y));
+        }
+    }
+    m.into_iter()
+        .map(|(name, mut points)| {
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            Series { name, points }
+        })
+        .collect()
+}
+
+fn block_name(r: &Value) -> String {
+    crate::plot::human_bytes(num(r, "block_size_bytes"))
+}
+
+/// Per-thread throughput of a throughput result, GiB/s.
+fn per_thread(r: &Value) -> f64 {
+    num(r, "gib_per_s") / num(r, "threads")
+}
+
+fn is_per_thread_layout(r: &Value) -> bool {
+    r["notes"]
+        .as_array()
+        .is_some_and(|n| n.iter().any(|x| x == "layout: per-thread"))
+}
+
+pub fn draw_all(r: &ResultsDir, out: &Path) -> Result<Vec<Figure>, ReportError> {
+    let mut figs = Vec::new();
+    let mut line =
+        |stem: &str, title: &str, caption: &str, c: LineChart| -> Result<(), ReportError> {
+            if c.series.is_empty() {
+                return Ok(());
+            }
+            line_chart(out, stem, &c)?;
+            figs.push(Figure {
+                stem: stem.into(),
+                title: title.into(),
+                caption: caption.into(),
+            });
+            Ok(())
+        };
+    for (suite, label) in [("write", ""), ("write-second", " (second target)")] {
+        let rows = r.results(suite);
+        let suffix = if suite == "write" { "" } else { "-second" };
+        let t = format!("Persist request rate vs block size{label}");
+        line(
+            &format!("fig2-request-rate-vs-block-size{suffix}"),
+            &t,
+            "DUNE Fig 2: durable writes per second (each block copied from DRAM and persisted) for each method and thread count.",
+            LineChart {
+                title: &t,
+                x_label: "block size",
+                y_label: "million requests/s",
+                log2_x: true,
+                series: group(
+                    rows,
+                    |x| format!("{} x{}", text(x, "method"), text(x, "threads")),
+                    |x| (num(x, "block_size_bytes"), num(x, "mops_per_s")),
+                ),
+            },
+        )?;
+        let t = format!("Persist throughput vs threads{label}");
+        line(
+            &format!("fig3-write-throughput-vs-threads{suffix}"),
+            &t,
+            "DUNE Fig 3: total durable write throughput as threads are added, per method and block size.",
+            LineChart {
+                title: &t,
+                x_label: "threads",
+                y_label: "GiB/s",
+                log2_x: false,
+                series: group(
+                    rows,
+                    |x| format!("{} {}", text(x, "method"), block_name(x)),
+                    |x| (num(x, "threads"), num(x, "gib_per_s")),
+                ),
+            },
+        )?;
+    }
+    for (suite, label) in [("read", ""), ("read-second", " (second target)")] {
+        let suffix = if suite == "read" { "" } else { "-second" };
+        let t = format!("Read throughput vs threads{label}");
+        line(
+            &format!("fig3-read-throughput-vs-threads{suffix}"),
+            &t,
+            "DUNE Fig 3: read throughput as threads are added, per method and block size (every block checked against what was written).",
+            LineChart {
+                title: &t,
+                x_label: "threads",
+                y_label: "GiB/s",
+                log2_x: false,
+                series: group(
+                    r.results(suite),
+                    |x| format!("{} {}", text(x, "method"), block_name(x)),
+                    |x| (num(x, "threads"), num(x, "gib_per_s")),
+                ),
+            },
+        )?;
+    }
+    let small_large: Vec<Value> = r
+        .results("write")
+        .iter()
+        .filter(|x| [4096.0, 1048576.0].contains(&num(x, "block_size_bytes")))
+        .cloned()
+        .collect();
+    line(
+        "fig5-4k-vs-1m",
+        "4 KiB vs 1 MiB blocks",
+        "DUNE Fig 5: the same methods with 4 KiB and 1 MiB blocks: small blocks pay the persist cost per request.",
+        LineChart {
+            title: "Persist throughput, 4 KiB vs 1 MiB blocks",
+            x_label: "threads",
+            y_label: "GiB/s",
+            log2_x: false,
+            series: group(
+                &small_large,
+                |x| format!("{} {}", text(x, "method"), block_name(x)),
+                |x| (num(x, "threads"), num(x, "gib_per_s")),
+            ),
+        },
+    )?;
+    let app = r.results("app");
+    let shared: Vec<Value> = app
+        .iter()
+        .filter(|x| !is_per_thread_layout(x))
+        .cloned()
+        .collect();
+    line(
+        "fig7-app-with-without-pmdk",
+        "The DUNE-like application, per thread, with and without PMDK",
+        "DUNE Fig 7: average throughput per thread of 5568 B frames persisted from DRAM, one shared target; pmdk is libpmem's pmem_memcpy, nt snbuf's own non-temporal path.",
+        LineChart {
+            title: "App: throughput per thread (5568 B frames)",
+            x_label: "threads",
+            y_label: "GiB/s per thread",
+            log2_x: false,
+            series: group(&shared, |x| text(x, "method"), |x| (num(x, "threads"), per_thread(x))),
+        },
+    )?;
+    line(
+        "fig8-app-shared-vs-per-thread",
+        "The DUNE-like application: one shared target vs one per thread",
+        "DUNE Fig 8: total throughput of the application with every thread writing one target (interleaved) and each thread its own (non-interleaved).",
+        LineChart {
+            title: "App: shared vs per-thread targets",
+            x_label: "threads",
+            y_label: "GiB/s",
+            log2_x: false,
+            series: group(
+                app,
+                |x| {
+                    format!(
+                        "{} {}",
+                        text(x, "method"),
+                        if is_per_thread_layout(x) { "per-thread" } else { "shared" }
+                    )
+                },
+                |x| (num(x, "threads"), num(x, "gib_per_s")),
+            ),
+        },
+    )?;
+    let join = r.results("join");
+    let build: Vec<Value> = join
+        .iter()
+        .filter(|x| x["phase"] == "build")
+        .cloned()
+        .collect();
+    let probe: Vec<Value> = join
+        .iter()
+        .filter(|x| x["phase"] == "probe")
+        .cloned()
+        .collect();
+    line(
+        "join-build-per-lock",
+        "Hash join build under one giant lock",
+        "Yoshioka et al.: building R's hash table under one giant lock of each type, in DRAM and on the target.",
+        LineChart {
+            title: "Join build: tuples/s per lock type",
+            x_label: "threads",
+            y_label: "million tuples/s",
+            log2_x: false,
+            series: group(
+                &build,
+                |x| format!("{} {}", text(x, "lock"), text(x, "placement")),
+                |x| (num(x, "threads"), num(x, "mtuples_per_s")),
+            ),
+        },
+    )?;
+    line(
+        "join-probe-scaling",
+        "Hash join probe, lock-free",
+        "Yoshioka et al.: probing S against the table, lock-free, as threads are added.",
+        LineChart {
+            title: "Join probe: tuples/s",
+            x_label: "threads",
+            y_label: "million tuples/s",
+            log2_x: false,
+            series: group(
+                &probe,
+                |x| text(x, "placement"),
+                |x| (num(x, "threads"), num(x, "mtuples_per_s")),
+            ),
+        },
+    )?;
+
+    let lat = r.results("latency");
+    if !lat.is_empty() {
+        let mut ops: Vec<String> = Vec::new();
+        for x in lat {
+            let op = text(x, "op");
+            if !ops.contains(&op) {
+                ops.push(op);
+            }
+        }
+        let mut series: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for x in lat {
+            let key = format!("{} {}", text(x, "medium"), text(x, "order"));
+            let e = series
+                .entry(key)
+                .or_insert_with(|| vec![f64::NAN; ops.len()]);
+            let i = ops
+                .iter()
+                .position(|o| *o == text(x, "op"))
+                .expect("listed above");
+            e[i] = x["latency_ns"]["p50"].as_f64().unwrap_or(f64::NAN);
+        }
+        bar_chart(
+            out,
+            "latency-matrix",
+            &BarChart {
+                title: "Median latency per access, its lines flushed before each",
+                y_label: "ns (median)",
+                categories: ops,
+                series: series.into_iter().collect(),
+            },
+        )?;
+        figs.push(Figure {
+            stem: "latency-matrix".into(),
+            title: "Latency matrix".into(),
+            caption: "Yoshioka et al.: median latency of each load and persist sequence, DRAM vs the target, sequential and random.".into(),
+        });
+    }
+    let ker = r.results("kernels");
+    if !ker.is_empty() {
+        let mut names: Vec<String> = Vec::new();
+        for x in ker {
+            let k = text(x, "kernel");
+            if !names.contains(&k) {
+                names.push(k);
+            }
+        }
+        let mut series: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for x in ker {
+            let key = format!(
+                "{} {} pages",
+                text(x, "placement"),
+                crate::plot::human_bytes(num(x, "page_size_bytes"))
+            );
+            let e = series
+                .entry(key)
+                .or_insert_with(|| vec![f64::NAN; names.len()]);
+            let i = names
+                .iter()
+                .position(|k| *k == text(x, "kernel"))
+                .expect("listed above");
+            e[i] = num(x, "gflops");
+        }
+        bar_chart(
+            out,
+            "kernels-dram-vs-target",
+            &BarChart {
+                title: "Kernels: arrays in DRAM vs on the target, 4 KiB and 2 MiB pages",
+                y_label: "GFLOP/s",
+                categories: names,
+                series: series.into_iter().collect(),
+            },
+        )?;
+        figs.push(Figure {
+            stem: "kernels-dram-vs-target".into(),
+            title: "Kernels".into(),
+            caption: "Mason et al.: PolyBench-style kernels with their arrays in DRAM or on the target mapping, at each page size asked for (see the table for what was granted).".into(),
+        });
+    }
+    Ok(figs)
+}

@@ -1,0 +1,474 @@
+//! report.md and report.html: the machine, the checks, Table II, the figures and the tables.
+//! Both are written from the same tables, so they always agree.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::{num, text, Figure, ReportError, ResultsDir};
+
+/// A table: header and rows of cells.
+struct Table {
+    title: String,
+    header: Vec<&'static str>,
+    rows: Vec<Vec<String>>,
+}
+
+/// Whether a result's note says its figure cannot be taken at face value. The suites start such
+/// notes with `WRONG` (a result that failed its check) or `suspect:` (a figure that may not be
+/// the medium's: cache hits, pages other than asked, a medium that is not durable).
+fn is_finding(note: &str) -> bool {
+    note.starts_with("WRONG") || note.starts_with("suspect:")
+}
+
+/// Every failed check (`verified: false`) and every note that flags a figure.
+pub fn findings(r: &ResultsDir) -> Vec<String> {
+    let mut v = Vec::new();
+    for (suite, doc) in &r.suites {
+        for x in doc["results"].as_array().into_iter().flatten() {
+            if x["verified"] == false {
+                v.push(format!("{suite}: a result failed its check: {}", brief(x)));
+            }
+            for n in x["notes"].as_array().into_iter().flatten() {
+                let n = n.as_str().unwrap_or_default();
+                if is_finding(n) {
+                    v.push(format!("{suite}: {n}"));
+                }
+            }
+        }
+    }
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// The other notes (how a figure was measured), once each.
+fn plain_notes(r: &ResultsDir) -> Vec<String> {
+    let mut v: Vec<String> = r
+        .suites
+        .iter()
+        .flat_map(|(suite, doc)| {
+            doc["results"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|x| x["notes"].as_array().into_iter().flatten())
+                .filter_map(|n| n.as_str())
+                .filter(|n| !is_finding(n) && !n.starts_with("layout:"))
+                .map(move |n| format!("{suite}: {n}"))
+        })
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+fn brief(x: &Value) -> String {
+    [
+        "method",
+        "kernel",
+        "phase",
+        "lock",
+        "op",
+        "placement",
+        "threads",
+    ]
+    .iter()
+    .filter(|k| !x[**k].is_null())
+    .map(|k| format!("{k} {}", text(x, k)))
+    .collect::<Vec<_>>()
+    .join(", ")
+}
+
+fn f2(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.2}")
+    } else {
+        "-".into()
+    }
+}
+
+fn machine_table(r: &ResultsDir) -> Table {
+    let m = r.machine();
+    let mut rows = Vec::new();
+    if let Some(obj) = m.as_object() {
+        for (k, v) in obj {
+            if !v.is_array() && !v.is_object() {
+                rows.push(vec![k.clone(), text(m, k)]);
+            }
+        }
+    }
+    for t in m["targets"].as_array().into_iter().flatten() {
+        rows.push(vec![
+            "target".into(),
+            format!(
+                "{} ({}, {}{})",
+                text(t, "path"),
+                text(t, "filesystem"),
+                if t["dax"] == true { "DAX" } else { "not DAX" },
+                if t["volatile"] == true {
+                    ", RAM only: not durable"
+                } else {
+                    ""
+                }
+            ),
+        ]);
+    }
+    if let Some(p) = &r.paper {
+        for k in ["scale", "seconds", "target", "second_target"] {
+            if !p[k].is_null() {
+                rows.push(vec![format!("run {k}"), text(p, k)]);
+            }
+        }
+    }
+    Table {
+        title: "Machine".into(),
+        header: vec!["", ""],
+        rows,
+    }
+}
+
+/// DUNE Table II: best sequential read and write bandwidth of each target.
+fn table_two(r: &ResultsDir) -> Option<Table> {
+    let best = |suite: &str| {
+        r.results(suite)
+            .iter()
+            .filter(|x| x["pattern"] == "seq")
+            .map(|x| num(x, "gib_per_s"))
+            .filter(|v| v.is_finite())
+            .fold(f64::NAN, f64::max)
+    };
+    if r.results("write").is_empty() {
+        return None;
+    }
+    let name = |suite: &str| {
+        r.results(suite)
+            .first()
+            .map(|x| text(x, "target"))
+            .unwrap_or_else(|| "-".into())
+    };
+    let second = !r.results("write-second").is_empty();
+    let mut header = vec!["", "first target [GiB/s]"];
+    if second {
+        header.push("second target [GiB/s]");
+    }
+    let row = |label: &str, a: &str, b: &str| {
+        let mut v = vec![label.to_string(), f2(best(a))];
+        if second {
+            v.push(f2(best(b)));
+        }
+        v
+    };
+    let mut rows = vec![
+        row("sequential read", "read", "read-second"),
+        row("sequential write (durable)", "write", "write-second"),
+    ];
+    let mut names = vec!["target".to_string(), name("write")];
+    if second {
+        names.push(name("write-second"));
+    }
+    rows.insert(0, names);
+    Some(Table {
+        title: "Table II: bandwidth for sequential read and sequential write".into(),
+        header,
+        rows,
+    })
+}
+
+fn throughput_table(title: &str, rows: &[Value]) -> Option<Table> {
+    (!rows.is_empty()).then(|| Table {
+        title: title.into(),
+        header: vec![
+            "method",
+            "block",
+            "threads",
+            "GiB/s",
+            "M requests/s",
+            "p99 ns",
+            "durability",
+        ],
+        rows: rows
+            .iter()
+            .map(|x| {
+                vec![
+                    text(x, "method"),
+                    crate::plot::human_bytes(num(x, "block_size_bytes")),
+                    text(x, "threads"),
+                    f2(num(x, "gib_per_s")),
+                    f2(num(x, "mops_per_s")),
+                    text(&x["latency_ns"], "p99"),
+                    text(x, "durability"),
+                ]
+            })
+            .collect(),
+    })
+}
+
+fn tables(r: &ResultsDir) -> Vec<Table> {
+    let mut t = Vec::new();
+    let lat = r.results("latency");
+    if !lat.is_empty() {
+        t.push(Table {
+            title: "Latency (Yoshioka et al.)".into(),
+            header: vec![
+                "medium",
+                "order",
+                "operation",
+                "bytes",
+                "p50 ns",
+                "p99 ns",
+                "p50 cycles",
+                "GB/s",
+            ],
+            rows: lat
+                .iter()
+                .map(|x| {
+                    vec![
+                        text(x, "medium"),
+                        text(x, "order"),
+                        text(x, "op"),
+                        text(x, "access_bytes"),
+                        text(&x["latency_ns"], "p50"),
+                        text(&x["latency_ns"], "p99"),
+                        text(&x["latency_cycles"], "p50"),
+                        f2(num(x, "throughput_gb_per_s")),
+                    ]
+                })
+                .collect(),
+        });
+    }
+    let join = r.results("join");
+    if !join.is_empty() {
+        t.push(Table {
+            title: "Hash join (Yoshioka et al.)".into(),
+            header: vec![
+                "phase",
+                "lock",
+                "threads",
+                "table in",
+                "M tuples/s",
+                "result checked",
+            ],
+            rows: join
+                .iter()
+                .map(|x| {
+                    vec![
+                        text(x, "phase"),
+                        text(x, "lock"),
+                        text(x, "threads"),
+                        text(x, "placement"),
+                        f2(num(x, "mtuples_per_s")),
+                        if x["verified"] == true { "ok" } else { "WRONG" }.into(),
+                    ]
+                })
+                .collect(),
+        });
+    }
+    let ker = r.results("kernels");
+    if !ker.is_empty() {
+        t.push(Table {
+            title: "Kernels (Mason et al.)".into(),
+            header: vec![
+                "kernel",
+                "n",
+                "arrays in",
+                "pages asked",
+                "pages granted",
+                "s",
+                "GFLOP/s",
+                "result checked",
+            ],
+            rows: ker
+                .iter()
+                .map(|x| {
+                    vec![
+                        text(x, "kernel"),
+                        text(x, "n"),
+                        text(x, "placement"),
+                        crate::plot::human_bytes(num(x, "page_size_bytes")),
+                        if x["page_size_obtained_bytes"].is_null() {
+                            "?".into()
+                        } else {
+                            crate::plot::human_bytes(num(x, "page_size_obtained_bytes"))
+                        },
+                        format!("{:.3}", num(x, "seconds")),
+                        f2(num(x, "gflops")),
+                        if x["verified"] == true { "ok" } else { "WRONG" }.into(),
+                    ]
+                })
+                .collect(),
+        });
+    }
+    let app = r.results("app");
+    if !app.is_empty() {
+        t.push(Table {
+            title: "The DUNE-like application (5568 B frames)".into(),
+            header: vec![
+                "layout",
+                "method",
+                "threads",
+                "total GiB/s",
+                "per thread GiB/s",
+            ],
+            rows: app
+                .iter()
+                .map(|x| {
+                    let per = x["notes"]
+                        .as_array()
+                        .is_some_and(|n| n.iter().any(|s| s == "layout: per-thread"));
+                    vec![
+                        if per { "per-thread" } else { "shared" }.into(),
+                        text(x, "method"),
+                        text(x, "threads"),
+                        f2(num(x, "gib_per_s")),
+                        f2(num(x, "gib_per_s") / num(x, "threads")),
+                    ]
+                })
+                .collect(),
+        });
+    }
+    for (suite, title) in [
+        ("write", "Persist sweep, first target"),
+        ("read", "Read sweep, first target"),
+        ("write-second", "Persist sweep, second target"),
+        ("read-second", "Read sweep, second target"),
+    ] {
+        t.extend(throughput_table(title, r.results(suite)));
+    }
+    t
+}
+
+fn md_table(t: &Table, out: &mut String) {
+    let _ = writeln!(out, "### {}\n", t.title);
+    let _ = writeln!(out, "| {} |", t.header.join(" | "));
+    let _ = writeln!(
+        out,
+        "|{}|",
+        t.header.iter().map(|_| "---").collect::<Vec<_>>().join("|")
+    );
+    for r in &t.rows {
+        let _ = writeln!(out, "| {} |", r.join(" | ").replace('\n', " "));
+    }
+    out.push('\n');
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn html_table(t: &Table, out: &mut String) {
+    let _ = writeln!(out, "<h3>{}</h3>\n<table>\n<tr>", esc(&t.title));
+    for h in &t.header {
+        let _ = write!(out, "<th>{}</th>", esc(h));
+    }
+    out.push_str("</tr>\n");
+    for r in &t.rows {
+        out.push_str("<tr>");
+        for c in r {
+            let _ = write!(out, "<td>{}</td>", esc(c));
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</table>\n");
+}
+
+pub fn write(
+    r: &ResultsDir,
+    figures: &[Figure],
+    findings: &[String],
+    out: &Path,
+) -> Result<(PathBuf, PathBuf), ReportError> {
+    let machine = machine_table(r);
+    let two = table_two(r);
+    let tables = tables(r);
+    let source = r.dir.display().to_string();
+
+    let mut md = String::new();
+    let _ = writeln!(md, "# snbuf report\n\nFrom the results in `{source}`.\n");
+    md_table(&machine, &mut md);
+    let _ = writeln!(md, "## Checks\n");
+    if findings.is_empty() {
+        let _ = writeln!(md, "Every result passed its checks (join and kernel results verified, pages as asked, no cached figure).\n");
+    } else {
+        for f in findings {
+            let _ = writeln!(md, "- {f}");
+        }
+        md.push('\n');
+    }
+    if let Some(t) = &two {
+        md_table(t, &mut md);
+    }
+    let _ = writeln!(md, "## Figures\n");
+    for f in figures {
+        let _ = writeln!(
+            md,
+            "### {}\n\n![{}]({}.svg)\n\n{} ([PNG]({}.png))\n",
+            f.title, f.title, f.stem, f.caption, f.stem
+        );
+    }
+    let _ = writeln!(md, "## Tables\n");
+    for t in &tables {
+        md_table(t, &mut md);
+    }
+    let notes = plain_notes(r);
+    if !notes.is_empty() {
+        let _ = writeln!(md, "## How the figures were measured\n");
+        for n in &notes {
+            let _ = writeln!(md, "- {n}");
+        }
+    }
+
+    let mut html = String::new();
+    html.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>snbuf report</title>\n<style>\nbody{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}\ntable{border-collapse:collapse;margin:0.5em 0 1.5em}\ntd,th{border:1px solid #bbb;padding:3px 8px;text-align:right}\nth{background:#eee}\ntd:first-child{text-align:left}\nfigure{margin:1.5em 0}\nfigure img{width:100%;border:1px solid #ddd}\n.findings li{color:#a00}\n</style>\n</head>\n<body>\n");
+    let _ = writeln!(
+        html,
+        "<h1>snbuf report</h1>\n<p>From the results in <code>{}</code>.</p>",
+        esc(&source)
+    );
+    html_table(&machine, &mut html);
+    html.push_str("<h2>Checks</h2>\n");
+    if findings.is_empty() {
+        html.push_str("<p id=\"checks-ok\">Every result passed its checks (join and kernel results verified, pages as asked, no cached figure).</p>\n");
+    } else {
+        html.push_str("<ul class=\"findings\">\n");
+        for f in findings {
+            let _ = writeln!(html, "<li>{}</li>", esc(f));
+        }
+        html.push_str("</ul>\n");
+    }
+    if let Some(t) = &two {
+        html_table(t, &mut html);
+    }
+    html.push_str("<h2>Figures</h2>\n");
+    for f in figures {
+        let _ = writeln!(
+            html,
+            "<figure id=\"{stem}\"><img src=\"{stem}.svg\" alt=\"{title}\"><figcaption><b>{title}.</b> {caption} (<a href=\"{stem}.png\">PNG</a>)</figcaption></figure>",
+            stem = esc(&f.stem),
+            title = esc(&f.title),
+            caption = esc(&f.caption)
+        );
+    }
+    html.push_str("<h2>Tables</h2>\n");
+    for t in &tables {
+        html_table(t, &mut html);
+    }
+    if !notes.is_empty() {
+        html.push_str("<h2>How the figures were measured</h2>\n<ul>\n");
+        for n in &notes {
+            let _ = writeln!(html, "<li>{}</li>", esc(n));
+        }
+        html.push_str("</ul>\n");
+    }
+    html.push_str("</body>\n</html>\n");
+
+    let md_path = out.join("report.md");
+    let html_path = out.join("report.html");
+    std::fs::write(&md_path, md).map_err(|e| ReportError::Io(md_path.clone(), e))?;
+    std::fs::write(&html_path, html).map_err(|e| ReportError::Io(html_path.clone(), e))?;
+    Ok((md_path, html_path))
+}

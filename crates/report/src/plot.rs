@@ -1,0 +1,289 @@
+//! Line and bar charts, each drawn twice from the same code: SVG (text as text, any size) and
+//! PNG (for places that show only bitmaps). Axes carry their quantity and unit; every chart has
+//! a legend.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use crate::ReportError;
+
+const SIZE: (u32, u32) = (900, 560);
+
+/// One named series of (x, y) points.
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+pub struct LineChart<'a> {
+    pub title: &'a str,
+    pub x_label: &'a str,
+    pub y_label: &'a str,
+    /// Base-2 logarithmic x axis (block sizes).
+    pub log2_x: bool,
+    pub series: Vec<Series>,
+}
+
+pub struct BarChart<'a> {
+    pub title: &'a str,
+    pub y_label: &'a str,
+    pub categories: Vec<String>,
+    /// One value per category per series (NaN: no bar).
+    pub series: Vec<(String, Vec<f64>)>,
+}
+
+/// Fonts for PNG text: the first of these that exists (Debian: fonts-dejavu-core).
+const FONT_PATHS: &[&str] = &[
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+];
+
+/// Registers a TrueType font, once: plotters measures text with it to lay a chart out, and
+/// draws PNG text with it (SVG text is drawn by whatever shows the SVG).
+fn ensure_font() -> Result<(), ReportError> {
+    static FONT: OnceLock<Result<(), String>> = OnceLock::new();
+    FONT.get_or_init(|| {
+        let path = FONT_PATHS
+            .iter()
+            .find(|p| Path::new(p).exists())
+            .ok_or_else(|| {
+                format!(
+                    "no TrueType font for the PNG plots (looked for {}); install fonts-dejavu-core",
+                    FONT_PATHS.join(", ")
+                )
+            })?;
+        let bytes = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
+        // plotters keeps registered fonts for the life of the process.
+        let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+        plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
+            .map_err(|_| format!("{path}: not a font plotters can read"))
+    })
+    .clone()
+    .map_err(ReportError::Font)
+}
+
+/// A chart that can draw itself on any backend.
+trait Draw {
+    fn draw<DB: DrawingBackend>(&self, area: DrawingArea<DB, Shift>) -> Result<(), String>;
+}
+
+/// Writes `stem.svg` and `stem.png` in `dir`; returns their paths.
+fn both(dir: &Path, stem: &str, chart: &impl Draw) -> Result<(PathBuf, PathBuf), ReportError> {
+    let svg = dir.join(format!("{stem}.svg"));
+    let png = dir.join(format!("{stem}.png"));
+    let fail = |e: String| ReportError::Plot(stem.into(), e);
+    // Both backends measure text to lay the chart out.
+    ensure_font()?;
+    chart
+        .draw(SVGBackend::new(&svg, SIZE).into_drawing_area())
+        .map_err(fail)?;
+    chart
+        .draw(BitMapBackend::new(&png, SIZE).into_drawing_area())
+        .map_err(fail)?;
+    Ok((svg, png))
+}
+
+fn colour(i: usize) -> RGBColor {
+    // Colour-blind-safe (Okabe-Ito), then repeated darker.
+    const P: [(u8, u8, u8); 8] = [
+        (0, 114, 178),
+        (230, 159, 0),
+        (0, 158, 115),
+        (204, 121, 167),
+        (86, 180, 233),
+        (213, 94, 0),
+        (240, 228, 66),
+        (0, 0, 0),
+    ];
+    let (r, g, b) = P[i % P.len()];
+    let k = 1 + (i / P.len()) as u8;
+    RGBColor(r / k, g / k, b / k)
+}
+
+fn nice_max(v: f64) -> f64 {
+    if !(v.is_finite() && v > 0.0) {
+        1.0
+    } else {
+        v * 1.15
+    }
+}
+
+pub fn line_chart(
+    dir: &Path,
+    stem: &str,
+    c: &LineChart,
+) -> Result<(PathBuf, PathBuf), ReportError> {
+    struct Drawer<'a, 'b>(&'a LineChart<'b>);
+    impl Draw for Drawer<'_, '_> {
+        fn draw<DB: DrawingBackend>(&self, area: DrawingArea<DB, Shift>) -> Result<(), String> {
+            let c = self.0;
+            let e = |x: &dyn std::fmt::Debug| format!("{x:?}");
+            area.fill(&WHITE).map_err(|x| e(&x))?;
+            let xs = c.series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
+            let ys = c.series.iter().flat_map(|s| s.points.iter().map(|p| p.1));
+            let tx = |x: f64| if c.log2_x { x.max(1.0).log2() } else { x };
+            let (mut x0, mut x1) = xs.fold((f64::MAX, f64::MIN), |(a, b), x| {
+                (a.min(tx(x)), b.max(tx(x)))
+            });
+            if x0 > x1 {
+                (x0, x1) = (0.0, 1.0);
+            }
+            if x1 - x0 < 1e-9 {
+                x0 -= 0.5;
+                x1 += 0.5;
+            }
+            let y1 = nice_max(ys.fold(0.0, f64::max));
+            let mut chart = ChartBuilder::on(&area)
+                .caption(c.title, ("sans-serif", 22))
+                .margin(14)
+                .x_label_area_size(46)
+                .y_label_area_size(70)
+                .build_cartesian_2d(x0..x1, 0.0..y1)
+                .map_err(|x| e(&x))?;
+            let log2 = c.log2_x;
+            let fmt_x = move |v: &f64| {
+                if log2 {
+                    human_bytes(2f64.powf(*v))
+                } else {
+                    format!("{v:.0}")
+                }
+            };
+            chart
+                .configure_mesh()
+                .x_desc(c.x_label)
+                .y_desc(c.y_label)
+                .x_label_formatter(&fmt_x)
+                .y_label_formatter(&|v| axis_number(*v, y1))
+                .light_line_style(WHITE.mix(0.0))
+                .draw()
+                .map_err(|x| e(&x))?;
+            for (i, s) in c.series.iter().enumerate() {
+                let col = colour(i);
+                let pts: Vec<(f64, f64)> = s.points.iter().map(|&(x, y)| (tx(x), y)).collect();
+                chart
+                    .draw_series(LineSeries::new(pts.clone(), col.stroke_width(2)))
+                    .map_err(|x| e(&x))?
+                    .label(s.name.clone())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2))
+                    });
+                chart
+                    .draw_series(pts.iter().map(|&p| Circle::new(p, 3, col.filled())))
+                    .map_err(|x| e(&x))?;
+            }
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .position(SeriesLabelPosition::UpperRight)
+                .draw()
+                .map_err(|x| e(&x))?;
+            area.present().map_err(|x| e(&x))
+        }
+    }
+    both(dir, stem, &Drawer(c))
+}
+
+pub fn bar_chart(dir: &Path, stem: &str, c: &BarChart) -> Result<(PathBuf, PathBuf), ReportError> {
+    struct Drawer<'a, 'b>(&'a BarChart<'b>);
+    impl Draw for Drawer<'_, '_> {
+        fn draw<DB: DrawingBackend>(&self, area: DrawingArea<DB, Shift>) -> Result<(), String> {
+            let c = self.0;
+            let e = |x: &dyn std::fmt::Debug| format!("{x:?}");
+            area.fill(&WHITE).map_err(|x| e(&x))?;
+            let n = c.categories.len().max(1);
+            let k = c.series.len().max(1);
+            let y1 = nice_max(
+                c.series
+                    .iter()
+                    .flat_map(|s| s.1.iter().copied())
+                    .filter(|v| v.is_finite())
+                    .fold(0.0, f64::max),
+            );
+            let mut chart = ChartBuilder::on(&area)
+                .caption(c.title, ("sans-serif", 22))
+                .margin(14)
+                .x_label_area_size(70)
+                .y_label_area_size(70)
+                .build_cartesian_2d(0.0..n as f64, 0.0..y1)
+                .map_err(|x| e(&x))?;
+            let cats = c.categories.clone();
+            chart
+                .configure_mesh()
+                .disable_x_mesh()
+                .x_labels(n * 2 + 1)
+                .x_label_formatter(&move |v: &f64| {
+                    let i = (*v - 0.5).round();
+                    if (v - 0.5 - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < cats.len() {
+                        cats[i as usize].clone()
+                    } else {
+                        String::new()
+                    }
+                })
+                .x_label_style(("sans-serif", 11))
+                .y_desc(c.y_label)
+                .y_label_formatter(&|v| axis_number(*v, y1))
+                .draw()
+                .map_err(|x| e(&x))?;
+            let w = 0.8 / k as f64;
+            for (si, (name, values)) in c.series.iter().enumerate() {
+                let col = colour(si);
+                chart
+                    .draw_series(
+                        values
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, v)| v.is_finite())
+                            .map(|(ci, &v)| {
+                                let x0 = ci as f64 + 0.1 + si as f64 * w;
+                                Rectangle::new([(x0, 0.0), (x0 + w * 0.95, v)], col.filled())
+                            }),
+                    )
+                    .map_err(|x| e(&x))?
+                    .label(name.clone())
+                    .legend(move |(x, y)| {
+                        Rectangle::new([(x, y - 5), (x + 14, y + 5)], col.filled())
+                    });
+            }
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .position(SeriesLabelPosition::UpperRight)
+                .draw()
+                .map_err(|x| e(&x))?;
+            area.present().map_err(|x| e(&x))
+        }
+    }
+    both(dir, stem, &Drawer(c))
+}
+
+/// An axis label with as many decimals as the axis's range needs.
+fn axis_number(v: f64, axis_max: f64) -> String {
+    if axis_max >= 100.0 {
+        format!("{v:.0}")
+    } else if axis_max >= 10.0 {
+        format!("{v:.1}")
+    } else if axis_max >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// 256 B, 4 KiB, 1 MiB: axis labels for block sizes.
+pub fn human_bytes(b: f64) -> String {
+    let b = b.round();
+    if b >= (1u64 << 20) as f64 {
+        format!("{:.0} MiB", b / (1u64 << 20) as f64)
+    } else if b >= 1024.0 {
+        format!("{:.0} KiB", b / 1024.0)
+    } else {
+        format!("{b:.0} B")
+    }
+}

@@ -1,0 +1,504 @@
+//! `snbuf bench latency|join|kernels|app`: the papers' other measurements, each with a progress
+//! bar, a table in human units, and JSON on request. `bench paper` runs them through the same
+//! `run_*` functions.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use snbuf_bench::app::{self, AppConfig, Layout};
+use snbuf_bench::join::{self, JoinConfig, JoinResult, LockKind, ALL_LOCKS};
+use snbuf_bench::kernels::{self, Kernel, KernelResult, KernelsConfig, ALL_KERNELS};
+use snbuf_bench::latency::{self, LatencyConfig, LatencyResult, Order, ALL_OPS};
+use snbuf_bench::results::{write_json, SCHEMA_VERSION};
+use snbuf_bench::{Machine, OpClock, Results, ThroughputResult};
+use snbuf_persist::{cpu, Method, PageSize};
+use snbuf_units::{Bytes, Nanos, Rate};
+
+use crate::cli::{AppArgs, JoinArgs, KernelsArgs, LatencyArgs};
+use crate::cmd_bench::{default_region_bytes, default_target};
+use crate::exit::usage;
+use crate::table::Table;
+
+/// A progress bar over `len` steps, with the time left.
+pub fn bar(len: u64) -> ProgressBar {
+    let b = ProgressBar::new(len);
+    b.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len}, about {eta} left  {msg}",
+        )
+        .expect("the template is valid"),
+    );
+    b
+}
+
+/// Writes `results` of `suite` as a results document.
+pub fn save<R: Serialize + Clone>(
+    path: &Path,
+    suite: &str,
+    machine: &Machine,
+    results: &[R],
+) -> anyhow::Result<()> {
+    let doc = Results {
+        schema_version: SCHEMA_VERSION,
+        suite: suite.to_string(),
+        machine: machine.clone(),
+        results: results.to_vec(),
+    };
+    write_json(path, &doc).with_context(|| format!("write {}", path.display()))
+}
+
+fn check_target(t: &Path) -> anyhow::Result<()> {
+    if t.is_dir()
+        || t.parent()
+            .is_some_and(|p| p.as_os_str().is_empty() || p.is_dir())
+    {
+        Ok(())
+    } else {
+        Err(usage(format!(
+            "--target {}: not a directory, and its directory does not exist",
+            t.display()
+        )))
+    }
+}
+
+fn page_size(bytes: u64) -> PageSize {
+    PageSize::from_bytes(bytes).expect("clap accepts only 4KiB or 2MiB")
+}
+
+fn machine_for(targets: &[&Path], clock: &OpClock) -> Machine {
+    Machine::probe(targets, clock.describe(), env!("SNBUF_GIT_COMMIT"))
+}
+
+// --- latency -------------------------------------------------------------------------------
+
+pub fn latency_config(args: &LatencyArgs) -> anyhow::Result<LatencyConfig> {
+    if !args.access_size.is_multiple_of(64) {
+        return Err(usage(format!(
+            "--access-size {}: must be a multiple of 64 B (whole cache lines)",
+            args.access_size
+        )));
+    }
+    let target = args.target.clone().unwrap_or_else(default_target);
+    check_target(&target)?;
+    Ok(LatencyConfig {
+        target: Some(target),
+        region_bytes: args.region.unwrap_or_else(default_region_bytes),
+        access_bytes: args.access_size as usize,
+        samples: args.samples.max(1),
+        ops: ALL_OPS.to_vec(),
+        orders: vec![Order::Seq, Order::Rand],
+        page_size: page_size(args.page_size),
+    })
+}
+
+pub fn run_latency(
+    config: &LatencyConfig,
+    clock: &OpClock,
+    bar: &ProgressBar,
+) -> anyhow::Result<Vec<LatencyResult>> {
+    latency::run(config, clock, |label| {
+        bar.set_message(label.to_string());
+        bar.inc(1);
+    })
+    .context("bench latency")
+}
+
+pub fn latency_steps(config: &LatencyConfig) -> u64 {
+    (1 + config.target.is_some() as u64) * (config.orders.len() * config.ops.len()) as u64
+}
+
+pub fn latency(args: LatencyArgs) -> anyhow::Result<()> {
+    let config = latency_config(&args)?;
+    let clock = OpClock::calibrate(Duration::from_millis(50));
+    let target = config.target.clone().expect("set above");
+    let machine = machine_for(&[&target], &clock);
+    eprintln!(
+        "snbuf bench latency: {} B accesses over {} of DRAM and of {}; TSC {}",
+        config.access_bytes,
+        Bytes(config.region_bytes),
+        target.display(),
+        clock
+            .tsc_hz()
+            .map(|h| format!("{:.3} GHz (calibrated)", h / 1e9))
+            .unwrap_or_else(|| "not invariant: CLOCK_MONOTONIC".into())
+    );
+    let b = bar(latency_steps(&config));
+    let results = run_latency(&config, &clock, &b)?;
+    b.finish_and_clear();
+    print!("{}", render_latency(&results));
+    print_notes(results.iter().flat_map(|r| &r.notes));
+    if let Some(path) = &args.json {
+        save(path, "latency", &machine, &results)?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+pub fn render_latency(results: &[LatencyResult]) -> String {
+    let mut t = Table::new(&[
+        ("medium", false),
+        ("order", false),
+        ("operation", false),
+        ("p50", true),
+        ("p99", true),
+        ("p50 cycles", true),
+        ("throughput", true),
+    ]);
+    for r in results {
+        t.row(vec![
+            r.medium.clone(),
+            format!("{:?}", r.order).to_lowercase(),
+            r.op.clone(),
+            Nanos(r.latency_ns.p50).to_string(),
+            Nanos(r.latency_ns.p99).to_string(),
+            r.latency_cycles.p50.to_string(),
+            Rate(r.throughput_gb_per_s * 1e9).to_string(),
+        ]);
+    }
+    t.render()
+}
+
+fn print_notes<'a>(notes: impl Iterator<Item = &'a String>) {
+    let mut v: Vec<&String> = notes.collect();
+    v.sort();
+    v.dedup();
+    for n in v {
+        println!("note: {n}");
+    }
+}
+
+// --- join ----------------------------------------------------------------------------------
+
+fn threads_or_default(threads: &[usize]) -> Vec<usize> {
+    if threads.is_empty() {
+        (1..=cpu::allowed_cpus().len()).collect()
+    } else {
+        threads.to_vec()
+    }
+}
+
+pub fn join_config(args: &JoinArgs) -> anyhow::Result<JoinConfig> {
+    let locks = if args.locks.is_empty() {
+        ALL_LOCKS.to_vec()
+    } else {
+        args.locks
+            .iter()
+            .map(|l| {
+                ALL_LOCKS
+                    .iter()
+                    .copied()
+                    .find(|k| k.name() == l.trim())
+                    .ok_or_else(|| {
+                        usage(format!(
+                            "unknown lock '{l}' (pthread_spinlock, pthread_mutex, test_and_set, add_fetch_pause)"
+                        ))
+                    })
+            })
+            .collect::<anyhow::Result<Vec<LockKind>>>()?
+    };
+    let target = if args.table_on == "target" {
+        let t = args.target.clone().unwrap_or_else(default_target);
+        check_target(&t)?;
+        Some(t)
+    } else {
+        None
+    };
+    Ok(JoinConfig {
+        r_rows: args.r_rows,
+        s_rows: args.s_rows,
+        threads: threads_or_default(&args.threads),
+        locks,
+        target,
+        page_size: page_size(args.page_size),
+    })
+}
+
+pub fn join_steps(config: &JoinConfig) -> u64 {
+    ((config.locks.len() + 1) * config.threads.len()) as u64
+}
+
+pub fn run_join(config: &JoinConfig, bar: &ProgressBar) -> anyhow::Result<Vec<JoinResult>> {
+    join::run(config, |label| {
+        bar.set_message(label.to_string());
+        bar.inc(1);
+    })
+    .context("bench join")
+}
+
+pub fn join(args: JoinArgs) -> anyhow::Result<()> {
+    let config = join_config(&args)?;
+    let clock = OpClock::calibrate(Duration::from_millis(20));
+    let where_ = config.target.clone().unwrap_or_else(default_target);
+    let machine = machine_for(&[&where_], &clock);
+    eprintln!(
+        "snbuf bench join: R {} rows, S {} rows, table in {}",
+        config.r_rows,
+        config.s_rows,
+        config
+            .target
+            .as_ref()
+            .map(|t| t.display().to_string())
+            .unwrap_or_else(|| "DRAM".into())
+    );
+    let b = bar(join_steps(&config));
+    let results = run_join(&config, &b)?;
+    b.finish_and_clear();
+    print!("{}", render_join(&results));
+    print_notes(results.iter().flat_map(|r| &r.notes));
+    if let Some(path) = &args.json {
+        save(path, "join", &machine, &results)?;
+        eprintln!("wrote {}", path.display());
+    }
+    if results.iter().any(|r| !r.verified) {
+        return Err(anyhow::anyhow!(
+            "the join gave a wrong result (see the notes)"
+        ));
+    }
+    Ok(())
+}
+
+pub fn render_join(results: &[JoinResult]) -> String {
+    let mut t = Table::new(&[
+        ("phase", false),
+        ("lock", false),
+        ("thr", true),
+        ("table in", false),
+        ("M tuples/s", true),
+        ("checked", false),
+    ]);
+    for r in results {
+        t.row(vec![
+            r.phase.clone(),
+            r.lock.map(|l| l.name()).unwrap_or("-").to_string(),
+            r.threads.to_string(),
+            r.placement.clone(),
+            format!("{:.2}", r.mtuples_per_s),
+            if r.verified { "ok" } else { "WRONG" }.to_string(),
+        ]);
+    }
+    t.render()
+}
+
+// --- kernels -------------------------------------------------------------------------------
+
+pub fn kernels_config(args: &KernelsArgs) -> anyhow::Result<KernelsConfig> {
+    let kernels = if args.kernels.is_empty() {
+        ALL_KERNELS.to_vec()
+    } else {
+        args.kernels
+            .iter()
+            .map(|k| {
+                ALL_KERNELS
+                    .iter()
+                    .copied()
+                    .find(|x| x.name() == k.trim())
+                    .ok_or_else(|| {
+                        usage(format!(
+                            "unknown kernel '{k}' (gemm, 2mm, atax, mvt, jacobi-2d)"
+                        ))
+                    })
+            })
+            .collect::<anyhow::Result<Vec<Kernel>>>()?
+    };
+    if args.n.is_some_and(|n| n < 8) {
+        return Err(usage("--n must be at least 8"));
+    }
+    let target = args.target.clone().unwrap_or_else(default_target);
+    check_target(&target)?;
+    Ok(KernelsConfig {
+        kernels,
+        n: args.n,
+        scale_down: 1,
+        target: Some(target),
+        page_sizes: args.page_sizes.iter().map(|&b| page_size(b)).collect(),
+    })
+}
+
+pub fn kernels_steps(config: &KernelsConfig) -> u64 {
+    (config.kernels.len() * config.page_sizes.len() * (1 + config.target.is_some() as usize)) as u64
+}
+
+pub fn run_kernels(config: &KernelsConfig, bar: &ProgressBar) -> anyhow::Result<Vec<KernelResult>> {
+    kernels::run(config, |label| {
+        bar.set_message(label.to_string());
+        bar.inc(1);
+    })
+    .context("bench kernels")
+}
+
+pub fn kernels(args: KernelsArgs) -> anyhow::Result<()> {
+    let config = kernels_config(&args)?;
+    let clock = OpClock::calibrate(Duration::from_millis(20));
+    let target = config.target.clone().expect("set above");
+    let machine = machine_for(&[&target], &clock);
+    eprintln!(
+        "snbuf bench kernels: {} in DRAM and on {}",
+        config
+            .kernels
+            .iter()
+            .map(|k| k.name())
+            .collect::<Vec<_>>()
+            .join(", "),
+        target.display()
+    );
+    let b = bar(kernels_steps(&config));
+    let results = run_kernels(&config, &b)?;
+    b.finish_and_clear();
+    print!("{}", render_kernels(&results));
+    print_notes(results.iter().flat_map(|r| &r.notes));
+    if let Some(path) = &args.json {
+        save(path, "kernels", &machine, &results)?;
+        eprintln!("wrote {}", path.display());
+    }
+    if results.iter().any(|r| !r.verified) {
+        return Err(anyhow::anyhow!(
+            "a kernel gave a wrong result (see the notes)"
+        ));
+    }
+    Ok(())
+}
+
+pub fn render_kernels(results: &[KernelResult]) -> String {
+    let mut t = Table::new(&[
+        ("kernel", false),
+        ("n", true),
+        ("arrays in", false),
+        ("pages asked", true),
+        ("pages got", true),
+        ("time", true),
+        ("GFLOP/s", true),
+        ("checked", false),
+    ]);
+    for r in results {
+        t.row(vec![
+            r.kernel.clone(),
+            r.n.to_string(),
+            r.placement.clone(),
+            Bytes(r.page_size_bytes).to_string(),
+            r.page_size_obtained_bytes
+                .map(|b| Bytes(b).to_string())
+                .unwrap_or_else(|| "?".into()),
+            Nanos((r.seconds * 1e9) as u64).to_string(),
+            format!("{:.2}", r.gflops),
+            if r.verified { "ok" } else { "WRONG" }.to_string(),
+        ]);
+    }
+    t.render()
+}
+
+// --- app -----------------------------------------------------------------------------------
+
+/// nt, and pmdk when this snbuf has it: the paper's "without and with PMDK".
+fn default_app_methods() -> Vec<Method> {
+    let mut v = vec![Method::Nt];
+    if Method::Pmdk.compiled_in() {
+        v.push(Method::Pmdk);
+    }
+    v
+}
+
+pub fn app_config(args: &AppArgs) -> anyhow::Result<AppConfig> {
+    let methods = if args.methods.is_empty() {
+        default_app_methods()
+    } else {
+        args.methods
+            .iter()
+            .map(|m| m.parse::<Method>().map_err(|e| usage(e.to_string())))
+            .collect::<anyhow::Result<Vec<_>>>()?
+    };
+    let targets: Vec<PathBuf> = if args.targets.is_empty() {
+        vec![default_target()]
+    } else {
+        args.targets.clone()
+    };
+    for t in &targets {
+        if !t.is_dir() {
+            return Err(usage(format!("--target {}: not a directory", t.display())));
+        }
+    }
+    let config = AppConfig {
+        targets,
+        methods,
+        threads: threads_or_default(&args.threads),
+        layouts: vec![Layout::Shared, Layout::PerThread],
+        duration: args.duration,
+        warmup: Duration::from_millis(300),
+        region_bytes_per_thread: args.region,
+        cpus: cpu::allowed_cpus(),
+        page_size: PageSize::Small4K,
+    };
+    for layout in &config.layouts {
+        config
+            .throughput_config(*layout)
+            .validate()
+            .map_err(|e| usage(e.to_string()))?;
+    }
+    Ok(config)
+}
+
+pub fn app_steps(config: &AppConfig) -> u64 {
+    (config.layouts.len() * config.methods.len() * config.threads.len()) as u64
+}
+
+pub fn run_app(
+    config: &AppConfig,
+    clock: &OpClock,
+    bar: &ProgressBar,
+) -> anyhow::Result<Vec<ThroughputResult>> {
+    app::run(config, clock, |label| {
+        bar.set_message(label.to_string());
+        bar.inc(1);
+    })
+    .context("bench app")
+}
+
+pub fn app(args: AppArgs) -> anyhow::Result<()> {
+    let config = app_config(&args)?;
+    let clock = OpClock::calibrate(Duration::from_millis(50));
+    let paths: Vec<&Path> = config.targets.iter().map(|t| t.as_path()).collect();
+    let machine = machine_for(&paths, &clock);
+    eprintln!(
+        "snbuf bench app: 5568 B frames, methods {}, threads {:?}, shared and per-thread targets",
+        config
+            .methods
+            .iter()
+            .map(|m| m.name())
+            .collect::<Vec<_>>()
+            .join(","),
+        config.threads
+    );
+    let b = bar(app_steps(&config));
+    let results = run_app(&config, &clock, &b)?;
+    b.finish_and_clear();
+    print!("{}", render_app(&results));
+    if let Some(path) = &args.json {
+        save(path, "app", &machine, &results)?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+pub fn render_app(results: &[ThroughputResult]) -> String {
+    let mut t = Table::new(&[
+        ("layout", false),
+        ("method", false),
+        ("thr", true),
+        ("total", true),
+        ("per thread", true),
+        ("durability", false),
+    ]);
+    for r in results {
+        t.row(vec![
+            app::layout_of(r).name().to_string(),
+            r.method.clone(),
+            r.threads.to_string(),
+            Rate(r.gib_per_s * (1u64 << 30) as f64).to_string(),
+            Rate(r.gib_per_s * (1u64 << 30) as f64 / r.threads as f64).to_string(),
+            r.durability.clone(),
+        ]);
+    }
+    t.render()
+}
