@@ -2,8 +2,9 @@
 //! instruction sequences that make a store durable, in DRAM and on the target mapping.
 //!
 //! Each access is timed alone with RDTSCP on both sides (the second followed by LFENCE, so that
-//! nothing after it starts early), converted to ns with the calibrated TSC frequency; results give
-//! ns and cycles. The region is several times the last-level cache, walked in order or in a
+//! nothing after it starts early; stores also drained by an MFENCE before it, since RDTSCP does
+//! not wait for them), converted to ns with the calibrated TSC frequency; results give ns and
+//! cycles. The region is several times the last-level cache, walked in order or in a
 //! pseudo-random permutation, and every timed line is flushed (CLFLUSH + MFENCE, untimed) before
 //! its access: a figure is the cost of going to the medium, never of a cache hit. A load whose
 //! median still looks like a cache hit is flagged in the result's notes.
@@ -332,6 +333,12 @@ fn time_accesses(
         let t0 = rdtscp();
         // SAFETY: as above.
         unsafe { access_once(p, op, access, i) };
+        if !op.is_load() {
+            // RDTSCP waits for earlier loads to complete but not for earlier stores to become
+            // visible: without this fence a store would be timed at issue (~25 ns), not at
+            // completion. The fence's own cost is in every store figure alike.
+            drain_stores();
+        }
         let t1 = rdtscp();
         let _ = h.record(t1.saturating_sub(t0).max(1));
     }
@@ -366,6 +373,16 @@ fn rdtscp() -> u64 {
 fn rdtscp() -> u64 {
     0
 }
+
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn drain_stores() {
+    // SAFETY: MFENCE has no preconditions (SSE2 is baseline on x86-64).
+    unsafe { std::arch::x86_64::_mm_mfence() }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn drain_stores() {}
 
 /// Takes the lines out of every cache, untimed, so that the timed access goes to the medium.
 ///

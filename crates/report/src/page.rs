@@ -121,6 +121,12 @@ fn machine_table(r: &ResultsDir) -> Table {
                 rows.push(vec![format!("run {k}"), text(p, k)]);
             }
         }
+        for n in p["notes"].as_array().into_iter().flatten() {
+            rows.push(vec![
+                "run note".into(),
+                n.as_str().unwrap_or_default().into(),
+            ]);
+        }
     }
     Table {
         title: "Machine".into(),
@@ -447,7 +453,7 @@ pub fn write(
     for f in figures {
         let _ = writeln!(
             html,
-            "<figure id=\"{stem}\"><img src=\"{stem}.svg\" alt=\"{title}\"><figcaption><b>{title}.</b> {caption} (<a href=\"{stem}.png\">PNG</a>)</figcaption></figure>",
+            "<figure id=\"{stem}\"><img src=\"{stem}.svg\" alt=\"{title}\" onerror=\"this.setAttribute('data-broken','1')\"><figcaption><b>{title}.</b> {caption} (<a href=\"{stem}.png\">PNG</a>)</figcaption></figure>",
             stem = esc(&f.stem),
             title = esc(&f.title),
             caption = esc(&f.caption)

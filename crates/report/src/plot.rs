@@ -105,11 +105,13 @@ fn colour(i: usize) -> RGBColor {
     RGBColor(r / k, g / k, b / k)
 }
 
-fn nice_max(v: f64) -> f64 {
+/// The top of the y axis: the data's maximum plus room above it for the legend's `series`
+/// entries, so that the legend does not cover the data.
+fn nice_max(v: f64, series: usize) -> f64 {
     if !(v.is_finite() && v > 0.0) {
         1.0
     } else {
-        v * 1.15
+        v * (1.12 + 0.065 * series as f64)
     }
 }
 
@@ -137,7 +139,10 @@ pub fn line_chart(
                 x0 -= 0.5;
                 x1 += 0.5;
             }
-            let y1 = nice_max(ys.fold(0.0, f64::max));
+            // A margin, so that the first and last points are not drawn on the frame.
+            let pad = (x1 - x0) * 0.04;
+            (x0, x1) = (x0 - pad, x1 + pad);
+            let y1 = nice_max(ys.fold(0.0, f64::max), c.series.len());
             let mut chart = ChartBuilder::on(&area)
                 .caption(c.title, ("sans-serif", 22))
                 .margin(14)
@@ -146,11 +151,21 @@ pub fn line_chart(
                 .build_cartesian_2d(x0..x1, 0.0..y1)
                 .map_err(|x| e(&x))?;
             let log2 = c.log2_x;
+            // Counts (threads) get labels at whole numbers only, never "1 1 1 2 2".
+            let whole = c
+                .series
+                .iter()
+                .flat_map(|s| s.points.iter())
+                .all(|p| p.0.fract() == 0.0);
             let fmt_x = move |v: &f64| {
                 if log2 {
                     human_bytes(2f64.powf(*v))
+                } else if !whole {
+                    axis_number(*v, x1)
+                } else if (v - v.round()).abs() < 1e-6 {
+                    format!("{}", v.round())
                 } else {
-                    format!("{v:.0}")
+                    String::new()
                 }
             };
             chart
@@ -204,6 +219,7 @@ pub fn bar_chart(dir: &Path, stem: &str, c: &BarChart) -> Result<(PathBuf, PathB
                     .flat_map(|s| s.1.iter().copied())
                     .filter(|v| v.is_finite())
                     .fold(0.0, f64::max),
+                c.series.len(),
             );
             let mut chart = ChartBuilder::on(&area)
                 .caption(c.title, ("sans-serif", 22))
@@ -276,14 +292,14 @@ fn axis_number(v: f64, axis_max: f64) -> String {
     }
 }
 
-/// 256 B, 4 KiB, 1 MiB: axis labels for block sizes.
+/// 256 B, 4 KiB, 5568 B, 1 MiB: exact sizes for labels (a 5568 B frame is not "5 KiB").
 pub fn human_bytes(b: f64) -> String {
-    let b = b.round();
-    if b >= (1u64 << 20) as f64 {
-        format!("{:.0} MiB", b / (1u64 << 20) as f64)
-    } else if b >= 1024.0 {
-        format!("{:.0} KiB", b / 1024.0)
+    let b = b.round() as u64;
+    if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
+        format!("{} MiB", b >> 20)
+    } else if b >= 1024 && b.is_multiple_of(1024) {
+        format!("{} KiB", b >> 10)
     } else {
-        format!("{b:.0} B")
+        format!("{b} B")
     }
 }

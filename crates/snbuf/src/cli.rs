@@ -139,7 +139,7 @@ pub enum BenchCommand {
     ///   snbuf bench app --target /mnt/pmem0 --method nt,pmdk --threads 1,2,4,8
     App(AppArgs),
     /// Everything above plus the write and read sweeps of DUNE Figs 2, 3 and 5, into one results
-    /// directory, at a scale that fits this machine (about 10 minutes; --quick about 1). With a
+    /// directory, at a scale that fits this machine (about 3 minutes; --quick about 20 s). With a
     /// second target, both media side by side (the paper's Table II). Then run `snbuf report`.
     ///
     ///   snbuf bench paper --target /mnt/pmem0 --second-target /var/tmp --out results
