@@ -148,10 +148,20 @@ fn table_two(r: &ResultsDir) -> Option<Table> {
     if r.results("write").is_empty() {
         return None;
     }
+    // The directory measured, not the temporary file the sweep made in it.
     let name = |suite: &str| {
         r.results(suite)
             .first()
-            .map(|x| text(x, "target"))
+            .map(|x| {
+                let t = text(x, "target");
+                let p = Path::new(&t);
+                match (p.parent(), p.file_name()) {
+                    (Some(dir), Some(f)) if f.to_string_lossy().starts_with("snbuf-bench-") => {
+                        dir.display().to_string()
+                    }
+                    _ => t,
+                }
+            })
             .unwrap_or_else(|| "-".into())
     };
     let second = !r.results("write-second").is_empty();
