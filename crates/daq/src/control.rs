@@ -40,6 +40,8 @@ struct BurstOutcome {
 struct BurstHistory {
     recent: std::collections::VecDeque<BurstOutcome>,
     total: u64,
+    /// Bursts by final state (`sealed`, `failed`, `recovered`, `error`), over the whole run.
+    by_state: std::collections::BTreeMap<String, u64>,
 }
 
 /// How many past bursts `status` lists.
@@ -115,7 +117,7 @@ impl Server {
     }
 
     /// Serves requests until a shutdown request, then waits for the burst in progress.
-    pub fn run(self, mut log: impl FnMut(&str)) {
+    pub fn run(&self, mut log: impl FnMut(&str)) {
         for stream in self.listener.incoming() {
             let Ok(mut stream) = stream else { continue };
             let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
@@ -230,6 +232,8 @@ impl Server {
             };
             let mut bursts = bursts.lock().expect("bursts");
             bursts.total += 1;
+            let state = result["state"].as_str().unwrap_or("unknown").to_string();
+            *bursts.by_state.entry(state).or_default() += 1;
             if bursts.recent.len() == MAX_BURSTS_SHOWN {
                 bursts.recent.pop_front();
             }
@@ -243,6 +247,15 @@ impl Server {
             busy.store(false, Ordering::Release);
         });
         Ok(json!({"ok": true, "burst_id": burst_id, "window": window}))
+    }
+
+    /// Bursts by final state over the whole run, and whether one is being recorded.
+    pub fn burst_counts(&self) -> (Vec<(String, u64)>, bool) {
+        let h = self.bursts.lock().expect("bursts");
+        (
+            h.by_state.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+            self.busy.load(Ordering::Acquire),
+        )
     }
 
     fn status(&self) -> Value {

@@ -5,6 +5,7 @@
 pub mod control;
 pub mod frame;
 pub mod latency_buffer;
+pub mod metrics;
 mod next_burst;
 pub mod recorder;
 pub mod source;
@@ -13,6 +14,7 @@ pub mod status_file;
 pub use frame::FrameType;
 pub use latency_buffer::{latency_buffer, LatencyBuffer, Lookup, Producer, ReadError};
 pub use recorder::{
-    record, LinkProgress, Progress, RecordConfig, RecordError, RecordReport, TriggerAt, Unit,
+    record, LinkProgress, LinkTotals, Progress, RecordConfig, RecordError, RecordReport, TriggerAt,
+    Unit,
 };
 pub use source::{Emulator, GapSpec, Payload};

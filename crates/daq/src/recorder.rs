@@ -8,6 +8,7 @@
 //! it is counted as lost for that link — live, and in the manifest. The caller sees progress
 //! about once a second through a callback (only the binary knows the terminal).
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -248,6 +249,30 @@ pub struct Unit {
     source_clock: Option<libc::clockid_t>,
     /// The next burst's files, prepared ahead of its trigger.
     next: std::sync::Mutex<NextBurst>,
+    /// Per link, what every finished burst made durable and lost (for counters that only grow).
+    finished: std::sync::Mutex<Vec<LinkSums>>,
+}
+
+/// Sums over a link's finished bursts.
+#[derive(Clone, Copy, Debug, Default)]
+struct LinkSums {
+    frames_out: u64,
+    lost_frames: u64,
+    durable_until_timestamp: Option<u64>,
+}
+
+/// One link over the unit's whole run: counters that only grow, across bursts (Prometheus
+/// counters), and the newest durable timestamp of any burst.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LinkTotals {
+    pub link: u32,
+    pub frames_in: u64,
+    pub frames_out: u64,
+    pub lost_frames: u64,
+    pub buffer_fill_frames: u64,
+    pub backlog_frames: u64,
+    pub durable_until_timestamp: Option<u64>,
+    pub failed: bool,
 }
 
 impl Unit {
@@ -318,6 +343,7 @@ impl Unit {
             buffer_memory_bytes,
             buffer_page_bytes,
             live: std::sync::Mutex::new(None),
+            finished: std::sync::Mutex::new(vec![LinkSums::default(); config.links as usize]),
             next: std::sync::Mutex::new(next),
         })
     }
@@ -402,6 +428,31 @@ impl Unit {
         }
     }
 
+    /// Every link over the whole run: finished bursts plus the one being recorded.
+    pub fn totals(&self) -> Vec<LinkTotals> {
+        let finished = self.finished.lock().expect("unit totals");
+        let p = self.progress("totals");
+        p.links
+            .iter()
+            .zip(finished.iter())
+            .map(|(l, f)| LinkTotals {
+                link: l.link,
+                frames_in: l.frames_in,
+                frames_out: f.frames_out + l.frames_out,
+                lost_frames: f.lost_frames + l.lost_frames,
+                buffer_fill_frames: l.buffer_fill_frames,
+                backlog_frames: l.backlog_frames,
+                durable_until_timestamp: l.durable_until_timestamp.or(f.durable_until_timestamp),
+                failed: l.failed,
+            })
+            .collect()
+    }
+
+    /// Frames each link's buffer holds when full.
+    pub fn buffer_capacity_frames(&self) -> u64 {
+        self.config.buffer_frames()
+    }
+
     /// The window a trigger at `at` records: whole frames from `pre` before to `post` after.
     /// Refused when nothing is buffered yet, or when `at` lies further ahead of the newest frame
     /// than the buffer is long (a clock mix-up, not a trigger: the burst would wait for data
@@ -480,7 +531,19 @@ impl Unit {
             *live = Some(shared.clone());
         }
         let result = self.record_window(at, pre, post, burst_id, &shared, &mut on_progress);
-        *self.live.lock().expect("unit state") = None;
+        {
+            // Into the run's totals before the live counters go, under the same lock order
+            // (finished, then live) as `totals`, so no reader sees a burst counted twice or not.
+            let mut finished = self.finished.lock().expect("unit totals");
+            for (sum, s) in finished.iter_mut().zip(shared.iter()) {
+                sum.frames_out += s.out.load(Ordering::Acquire);
+                sum.lost_frames += s.lost.load(Ordering::Acquire);
+                if s.durable_chunks.load(Ordering::Acquire) > 0 {
+                    sum.durable_until_timestamp = Some(s.durable_until.load(Ordering::Acquire));
+                }
+            }
+            *self.live.lock().expect("unit state") = None;
+        }
         result
     }
 
@@ -550,7 +613,8 @@ impl Unit {
                                 config.output_dir.display()
                             )));
                         }
-                        eprintln!(
+                        let _ = writeln!(
+                            std::io::stderr(),
                             "snbuf: {} has room for {} per link of the {} this window needs; \
                              each link stops when its share is full",
                             config.output_dir.display(),
@@ -620,7 +684,10 @@ impl Unit {
                     *last = Instant::now();
                     if let Err(e) = file.write(burst_id, Some(&dir), &self.progress(phase)) {
                         // A reporting channel, not the data: recording goes on without it.
-                        eprintln!("snbuf: status file: {e}; it is no longer updated");
+                        let _ = writeln!(
+                            std::io::stderr(),
+                            "snbuf: status file: {e}; it is no longer updated"
+                        );
                         status = None;
                     }
                 }

@@ -348,6 +348,11 @@ pub struct ServeArgs {
     /// The control socket (default: OUTPUT/snbuf.sock).
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,
+    /// Serve Prometheus metrics over HTTP at this address (e.g. 127.0.0.1:9464): per link input,
+    /// output, loss, buffer fill, backlog and durable watermark; bursts by state. Read-only.
+    /// See docs/METRICS.md.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 #[derive(Args, Debug, Clone)]

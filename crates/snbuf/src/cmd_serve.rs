@@ -1,5 +1,6 @@
 //! `snbuf serve`, `snbuf trigger`, `snbuf status`: a unit that records on demand, and its clients.
 
+use std::io::Write as _;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -27,7 +28,17 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         RecordError::Config(m) => usage(m),
         other => anyhow::Error::new(other),
     })?;
-    let server = Server::bind(unit, &socket)?;
+    let server = std::sync::Arc::new(Server::bind(unit, &socket)?);
+    let metrics = match args.metrics {
+        Some(addr) => Some(
+            snbuf_daq::metrics::serve(addr, server.clone()).map_err(|e| {
+                // Nothing ran yet: leave no socket behind.
+                let _ = std::fs::remove_file(&socket);
+                usage(format!("--metrics {addr}: {e}"))
+            })?,
+        ),
+        None => None,
+    };
     let fb = config.frame_type.frame_bytes() as f64;
     eprintln!(
         "snbuf serve: {} links of {} at {} each, buffer {:.1} s ({}), method {} ({why})",
@@ -47,8 +58,15 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         "  trigger with: snbuf trigger --socket {} --wait",
         socket.display()
     );
-    server.run(|line| eprintln!("  {line}"));
-    eprintln!("snbuf serve: stopped");
+    if let Some(addr) = metrics {
+        eprintln!("  metrics at http://{addr}/metrics");
+    }
+    // A unit outlives its terminal: once stderr is gone (closed pipe, logged-out session), log
+    // lines are dropped rather than ending the recorder, as eprintln! would by panicking.
+    server.run(|line| {
+        let _ = writeln!(std::io::stderr(), "  {line}");
+    });
+    let _ = writeln!(std::io::stderr(), "snbuf serve: stopped");
     Ok(())
 }
 

@@ -1,0 +1,173 @@
+//! Prometheus metrics of a running unit (`snbuf serve --metrics 127.0.0.1:9464`): the text
+//! exposition format over plain HTTP, `GET /metrics`. Every metric is listed with its meaning in
+//! docs/METRICS.md.
+//!
+//! Counters (`_total`) only grow over the unit's run, across bursts; gauges are the value now.
+//! The endpoint only reads: it cannot trigger or change anything. It binds where it is told
+//! (loopback in every example), answers one request per connection, and bounds what it reads.
+
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::control::Server;
+
+/// The metrics text for `server` now.
+pub fn render(server: &Server) -> String {
+    let unit = server.unit();
+    let config = unit.config();
+    let fb = config.frame_type.frame_bytes() as u64;
+    let links = unit.totals();
+    let mut out = String::new();
+    let mut family =
+        |name: &str, kind: &str, help: &str, values: &mut dyn Iterator<Item = (String, f64)>| {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} {kind}");
+            for (labels, v) in values {
+                let _ = writeln!(out, "{name}{labels} {v}");
+            }
+        };
+    let per_link = |f: &dyn Fn(&crate::recorder::LinkTotals) -> f64| {
+        links
+            .iter()
+            .map(|l| (format!("{{link=\"{}\"}}", l.link), f(l)))
+            .collect::<Vec<_>>()
+            .into_iter()
+    };
+    family(
+        "snbuf_link_input_frames_total",
+        "counter",
+        "Frames the link produced into its latency buffer.",
+        &mut per_link(&|l| l.frames_in as f64),
+    );
+    family(
+        "snbuf_link_input_bytes_total",
+        "counter",
+        "Bytes the link produced into its latency buffer.",
+        &mut per_link(&|l| (l.frames_in * fb) as f64),
+    );
+    family(
+        "snbuf_link_output_frames_total",
+        "counter",
+        "Frames of trigger windows made durable, over all bursts.",
+        &mut per_link(&|l| l.frames_out as f64),
+    );
+    family(
+        "snbuf_link_output_bytes_total",
+        "counter",
+        "Bytes of trigger windows made durable, over all bursts.",
+        &mut per_link(&|l| (l.frames_out * fb) as f64),
+    );
+    family(
+        "snbuf_link_lost_frames_total",
+        "counter",
+        "Frames of trigger windows lost (overwritten before written, missing, or after a failure).",
+        &mut per_link(&|l| l.lost_frames as f64),
+    );
+    family(
+        "snbuf_link_buffer_fill_frames",
+        "gauge",
+        "Frames the latency buffer holds now.",
+        &mut per_link(&|l| l.buffer_fill_frames as f64),
+    );
+    family(
+        "snbuf_link_buffer_capacity_frames",
+        "gauge",
+        "Frames the latency buffer holds when full.",
+        &mut per_link(&|_| unit.buffer_capacity_frames() as f64),
+    );
+    family(
+        "snbuf_link_backlog_frames",
+        "gauge",
+        "Frames of the window being recorded that are produced but not yet durable.",
+        &mut per_link(&|l| l.backlog_frames as f64),
+    );
+    family(
+        "snbuf_link_durable_timestamp_ticks",
+        "gauge",
+        "Detector timestamp (ticks) of the newest durable frame of the newest burst: the durable watermark.",
+        &mut links
+            .iter()
+            .filter_map(|l| l.durable_until_timestamp.map(|t| (format!("{{link=\"{}\"}}", l.link), t as f64)))
+            .collect::<Vec<_>>()
+            .into_iter(),
+    );
+    family(
+        "snbuf_link_failed",
+        "gauge",
+        "1 if the link failed in the burst being recorded.",
+        &mut per_link(&|l| l.failed as u8 as f64),
+    );
+    let (by_state, recording) = server.burst_counts();
+    family(
+        "snbuf_bursts_total",
+        "counter",
+        "Bursts finished, by final state (sealed, failed, error).",
+        &mut by_state
+            .into_iter()
+            .map(|(s, n)| (format!("{{state=\"{s}\"}}"), n as f64)),
+    );
+    family(
+        "snbuf_recording",
+        "gauge",
+        "1 while a burst is being recorded.",
+        &mut std::iter::once((String::new(), recording as u8 as f64)),
+    );
+    family(
+        "snbuf_uptime_seconds",
+        "gauge",
+        "Seconds since the unit started.",
+        &mut std::iter::once((String::new(), unit.uptime().as_secs_f64())),
+    );
+    out
+}
+
+/// The largest request read: a scrape request is a few hundred bytes.
+const MAX_REQUEST_BYTES: usize = 8 << 10;
+
+/// Binds `addr` now (so a taken port is an error at start) and serves `GET /metrics` on a thread.
+pub fn serve(addr: SocketAddr, server: Arc<Server>) -> std::io::Result<SocketAddr> {
+    let listener = TcpListener::bind(addr)?;
+    let bound = listener.local_addr()?;
+    std::thread::Builder::new()
+        .name("snbuf-metrics".into())
+        .spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut s) = stream else { continue };
+                let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+                let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
+                let mut buf = vec![0u8; MAX_REQUEST_BYTES];
+                let mut n = 0;
+                // Up to the end of the request head, or the bound.
+                while n < buf.len() {
+                    match s.read(&mut buf[n..]) {
+                        Ok(0) | Err(_) => break,
+                        Ok(k) => n += k,
+                    }
+                    if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                        break;
+                    }
+                }
+                let complete = buf[..n].windows(4).any(|w| w == b"\r\n\r\n");
+                let head = String::from_utf8_lossy(&buf[..n]);
+                let first = head.lines().next().unwrap_or_default();
+                let (status, body) = if !complete && n == buf.len() {
+                    ("431 Request Header Fields Too Large", "request too large\n".to_string())
+                } else if first.starts_with("GET /metrics ") || first == "GET /metrics" {
+                    ("200 OK", render(&server))
+                } else if first.starts_with("GET ") {
+                    ("404 Not Found", "try /metrics\n".to_string())
+                } else {
+                    ("400 Bad Request", "only GET /metrics\n".to_string())
+                };
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        })?;
+    Ok(bound)
+}
