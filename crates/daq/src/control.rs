@@ -136,7 +136,9 @@ impl Server {
         let _ = std::fs::remove_file(&self.socket);
     }
 
-    fn handle(&self, req: &Value, log: &mut dyn FnMut(&str)) -> Value {
+    /// Answers one request (as the control socket does): for other front ends of the same unit,
+    /// such as its NATS subscription.
+    pub fn handle(&self, req: &Value, log: &mut dyn FnMut(&str)) -> Value {
         match req.get("cmd").and_then(Value::as_str) {
             Some("status") => self.status(),
             Some("shutdown") => {
@@ -249,6 +251,18 @@ impl Server {
         Ok(json!({"ok": true, "burst_id": burst_id, "window": window}))
     }
 
+    /// How many bursts finished in all, and the most recent ones (id and outcome), oldest first.
+    pub fn recent_bursts(&self) -> (u64, Vec<(String, Value)>) {
+        let h = self.bursts.lock().expect("bursts");
+        (
+            h.total,
+            h.recent
+                .iter()
+                .map(|b| (b.burst_id.clone(), b.result.clone()))
+                .collect(),
+        )
+    }
+
     /// Bursts by final state over the whole run, and whether one is being recorded.
     pub fn burst_counts(&self) -> (Vec<(String, u64)>, bool) {
         let h = self.bursts.lock().expect("bursts");
@@ -258,7 +272,8 @@ impl Server {
         )
     }
 
-    fn status(&self) -> Value {
+    /// The unit's status, as `{"cmd":"status"}` answers it.
+    pub fn status(&self) -> Value {
         let u = &self.unit;
         let c = u.config();
         let live = self.busy.load(Ordering::Acquire).then(|| {

@@ -219,7 +219,8 @@ impl RecordConfig {
     }
 
     /// Emulated detector ticks per wall second.
-    fn ticks_per_s(&self) -> f64 {
+    /// Detector ticks per wall-clock second: the frame type's clock scaled by the emulated rate.
+    pub fn ticks_per_s(&self) -> f64 {
         self.frames_per_s_per_link * self.frame_type.ticks_per_frame() as f64
     }
 }
@@ -308,8 +309,21 @@ impl Unit {
         let buffer_page_bytes = buffers[0]
             .pages_obtained()
             .map(|p| p.effective_page_bytes());
-        let first_ts =
-            (snbuf_burst::manifest::now_unix_ns() as f64 / 1e9 * ft.clock_hz() as f64) as u64;
+        // The emulated detector clock runs at `ticks_per_s` (the frame type's clock, scaled by
+        // the emulated rate) from the Unix epoch, with frame k due at k / rate seconds: units
+        // started at different times with the same frame type and rate agree on time, so one
+        // wall-clock trigger is the same window on all of them (the fleet relies on it). At a
+        // link's native rate this is the detector clock itself.
+        let fps = config.frames_per_s_per_link;
+        let (anchor_ns, anchor) = (snbuf_burst::manifest::now_unix_ns(), Instant::now());
+        let frame0 = (anchor_ns as f64 / 1e9 * fps).ceil();
+        let until_frame0 =
+            Duration::from_nanos((frame0 / fps * 1e9 - anchor_ns as f64).max(0.0) as u64);
+        // The emulator makes frame k when k + 1 frame periods have passed since its start.
+        let emulation_start = (anchor + until_frame0)
+            .checked_sub(Duration::from_secs_f64(1.0 / fps))
+            .unwrap_or(anchor);
+        let first_ts = frame0 as u64 * ft.ticks_per_frame();
         let mut emulator = Emulator::new(
             ft,
             config.frames_per_s_per_link,
@@ -327,7 +341,7 @@ impl Unit {
             .name("snbuf-links".into())
             .spawn(move || {
                 let _ = cpu::pin_current_thread(producer_cpu);
-                emulator.start_at(Instant::now());
+                emulator.start_at(emulation_start);
                 emulator.run(&stop2);
                 (emulator.produced_per_link(), emulator.skipped_per_link())
             })

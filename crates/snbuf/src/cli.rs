@@ -88,6 +88,9 @@ pub enum Command {
     ///
     ///   snbuf report snbuf-results --out snbuf-report
     Report(ReportArgs),
+    /// A fleet of units over NATS: their status, and their burst events.
+    #[command(subcommand)]
+    Fleet(FleetCommand),
     /// List the persistence methods, what each does and whether it is available here.
     Methods {
         /// Also probe this target (directory or file): its file system, DAX, alignment.
@@ -353,6 +356,29 @@ pub struct ServeArgs {
     /// See docs/METRICS.md.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<std::net::SocketAddr>,
+    /// Join a fleet over NATS (JetStream): take triggers broadcast with `snbuf trigger --nats`,
+    /// report a heartbeat to `snbuf fleet status`, publish burst events. Without a URL:
+    /// nats://127.0.0.1:4222. If NATS is unreachable the unit records locally and keeps trying.
+    #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = DEFAULT_NATS)]
+    pub nats: Option<String>,
+    /// This unit's name in the fleet (letters, digits, '-', '_'). Default: the host name.
+    #[arg(long, value_name = "ID")]
+    pub unit: Option<String>,
+    #[command(flatten)]
+    pub nats_auth: NatsAuthArgs,
+}
+
+pub const DEFAULT_NATS: &str = "nats://127.0.0.1:4222";
+
+/// Credentials and TLS for NATS, handled by the client library.
+#[derive(Args, Debug, Clone, Default)]
+pub struct NatsAuthArgs {
+    /// A NATS credentials file (.creds: JWT and NKey seed). Never printed.
+    #[arg(long, value_name = "FILE")]
+    pub nats_creds: Option<PathBuf>,
+    /// A CA certificate to trust; turns TLS on (or use a tls:// URL).
+    #[arg(long, value_name = "FILE")]
+    pub nats_ca: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -372,9 +398,37 @@ pub struct TriggerArgs {
     /// Name of the burst (default: the server numbers them).
     #[arg(long)]
     pub burst_id: Option<String>,
-    /// Wait until the burst is sealed and verified, and print its outcome.
+    /// Wait until the burst is sealed and verified, and print its outcome (socket only).
     #[arg(long)]
     pub wait: bool,
+    /// Broadcast to every unit of a fleet over NATS instead of one server's socket. `now` is
+    /// sent as wall-clock time, which each unit turns into its own ticks: all record the same
+    /// window. --burst-id becomes the trigger id (a second delivery records nothing more).
+    #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = DEFAULT_NATS)]
+    pub nats: Option<String>,
+    #[command(flatten)]
+    pub nats_auth: NatsAuthArgs,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum FleetCommand {
+    /// Every unit that reported to the fleet: state, buffer fill, durable watermark, last burst,
+    /// and which stopped reporting (missing after 3 s without a heartbeat).
+    ///
+    ///   snbuf fleet status --nats nats://127.0.0.1:4222
+    Status(FleetStatusArgs),
+    /// The burst events the units published (sealed, failed, missed, refused, ...), oldest first.
+    Events(FleetStatusArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct FleetStatusArgs {
+    #[arg(long, value_name = "URL", default_value = DEFAULT_NATS)]
+    pub nats: String,
+    #[command(flatten)]
+    pub nats_auth: NatsAuthArgs,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug, Clone)]

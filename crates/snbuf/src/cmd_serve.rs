@@ -13,6 +13,14 @@ use crate::exit::{usage, Failure};
 
 pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     keep_large_allocations_off_the_heap();
+    // Checked before anything starts: a bad fleet option must not leave a half-started unit.
+    let fleet = match &args.nats {
+        Some(url) => Some((
+            crate::cmd_fleet::nats_options(url, &args.nats_auth)?,
+            crate::cmd_fleet::unit_id(args.unit.as_deref())?,
+        )),
+        None => None,
+    };
     if let Some(socket) = &args.socket {
         crate::cmd_record::check_parent_dir("--socket", socket)?;
     }
@@ -61,6 +69,23 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(addr) = metrics {
         eprintln!("  metrics at http://{addr}/metrics");
     }
+    // Held for the life of the server: dropping it stops the fleet link.
+    let _fleet_link = match fleet {
+        Some((opts, id)) => {
+            let url = opts.url.clone();
+            let log: snbuf_fleet::unit_link::Log = std::sync::Arc::new(|line: &str| {
+                let _ = writeln!(std::io::stderr(), "  {line}");
+            });
+            let (link, unreachable) =
+                snbuf_fleet::UnitLink::start(opts, id.clone(), server.clone(), log)?;
+            match unreachable {
+                Some(e) => eprintln!("  fleet: {e}"),
+                None => eprintln!("  fleet: unit {id} on {url}"),
+            }
+            Some(link)
+        }
+        None => None,
+    };
     // A unit outlives its terminal: once stderr is gone (closed pipe, logged-out session), log
     // lines are dropped rather than ending the recorder, as eprintln! would by panicking.
     server.run(|line| {
@@ -88,6 +113,9 @@ fn ask(socket: &std::path::Path, req: &Value) -> anyhow::Result<Value> {
 }
 
 pub fn trigger(args: &TriggerArgs) -> anyhow::Result<()> {
+    if let Some(url) = &args.nats {
+        return crate::cmd_fleet::trigger(args, url);
+    }
     let at = match args.at.as_str() {
         "now" => json!("now"),
         t => json!(t.parse::<u64>().map_err(|_| usage(format!(

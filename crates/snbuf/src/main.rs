@@ -4,6 +4,7 @@
 mod cli;
 mod cmd_bench;
 mod cmd_burst;
+mod cmd_fleet;
 mod cmd_methods;
 mod cmd_paper;
 mod cmd_plan;
@@ -28,6 +29,7 @@ fn main() -> ExitCode {
         cli::Command::Trigger(args) => cmd_serve::trigger(&args),
         cli::Command::Status(args) => cmd_serve::status(&args),
         cli::Command::Report(args) => cmd_paper::report(&args),
+        cli::Command::Fleet(cmd) => cmd_fleet::run(cmd),
         cli::Command::Methods { target } => cmd_methods::run(target.as_deref()),
         cli::Command::Verify { burst_dir, json } => cmd_burst::verify(&burst_dir, json),
         cli::Command::Recover {

@@ -1,0 +1,178 @@
+//! The operator's side of the control plane: `snbuf trigger --nats` and `snbuf fleet status`.
+
+use std::time::Duration;
+
+use async_nats::jetstream;
+use futures::StreamExt;
+
+use crate::schema::*;
+use crate::unit_link::{ensure_layout, NatsOptions};
+
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    #[error("NATS at {url}: {why}")]
+    Nats { url: String, why: String },
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+}
+
+async fn connect(opts: &NatsOptions) -> Result<jetstream::Context, FleetError> {
+    let nats = |why: String| FleetError::Nats {
+        url: opts.url.clone(),
+        why,
+    };
+    let o = opts.connect_options().await?;
+    let client = async_nats::connect_with_options(&opts.url, o)
+        .await
+        .map_err(|e| {
+            nats(format!(
+                "cannot connect ({e}); is nats-server running with -js?"
+            ))
+        })?;
+    Ok(jetstream::new(client))
+}
+
+/// Broadcasts `t` to every unit; returns once JetStream has stored it.
+pub fn broadcast_trigger(opts: &NatsOptions, t: &TriggerMessage) -> Result<(), FleetError> {
+    runtime()?.block_on(async {
+        let js = connect(opts).await?;
+        let nats = |why: String| FleetError::Nats {
+            url: opts.url.clone(),
+            why,
+        };
+        ensure_layout(&js).await.map_err(nats)?;
+        js.publish(
+            TRIGGER_SUBJECT,
+            serde_json::to_vec(t).expect("serialises").into(),
+        )
+        .await
+        .map_err(|e| nats(format!("publish trigger: {e}")))?
+        .await
+        .map_err(|e| nats(format!("trigger not stored: {e}")))?;
+        Ok(())
+    })
+}
+
+/// A unit as `fleet status` shows it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct UnitView {
+    pub status: UnitStatus,
+    /// Seconds since its last heartbeat.
+    pub silent_s: f64,
+    /// No heartbeat for `MISSING_AFTER_MS`: stopped, crashed or cut off.
+    pub missing: bool,
+}
+
+/// Every unit that ever reported, with its latest status, sorted by id.
+pub fn fleet_status(opts: &NatsOptions) -> Result<Vec<UnitView>, FleetError> {
+    runtime()?.block_on(async {
+        let js = connect(opts).await?;
+        let nats = |why: String| FleetError::Nats {
+            url: opts.url.clone(),
+            why,
+        };
+        ensure_layout(&js).await.map_err(nats)?;
+        let mut out = Vec::new();
+        let now = now_unix_ns();
+        for msg in last_per_subject(&js, STATUS_STREAM, STATUS_SUBJECTS)
+            .await
+            .map_err(nats)?
+        {
+            // A status another version wrote, or garbage: skipped.
+            let Ok(status) = serde_json::from_slice::<UnitStatus>(&msg) else {
+                continue;
+            };
+            let silent_s = now.saturating_sub(status.sent_unix_ns) as f64 / 1e9;
+            out.push(UnitView {
+                missing: silent_s * 1000.0 > MISSING_AFTER_MS as f64,
+                silent_s,
+                status,
+            });
+        }
+        out.sort_by(|a, b| a.status.unit.cmp(&b.status.unit));
+        Ok(out)
+    })
+}
+
+/// The last message of every subject of `stream` that matches `filter`, read with an ordered
+/// consumer.
+async fn last_per_subject(
+    js: &jetstream::Context,
+    stream: &str,
+    filter: &str,
+) -> Result<Vec<bytes::Bytes>, String> {
+    let s = js
+        .get_stream(stream)
+        .await
+        .map_err(|e| format!("stream {stream}: {e}"))?;
+    let consumer = s
+        .create_consumer(jetstream::consumer::pull::OrderedConfig {
+            deliver_policy: jetstream::consumer::DeliverPolicy::LastPerSubject,
+            filter_subject: filter.into(),
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| format!("read {stream}: {e}"))?;
+    let mut pending = consumer.cached_info().num_pending;
+    let mut msgs = consumer
+        .messages()
+        .await
+        .map_err(|e| format!("read {stream}: {e}"))?;
+    let mut out = Vec::new();
+    while pending > 0 {
+        match tokio::time::timeout(Duration::from_secs(2), msgs.next()).await {
+            Ok(Some(Ok(m))) => {
+                pending = m.info().map(|i| i.pending).unwrap_or(0);
+                out.push(m.payload.clone());
+            }
+            _ => break,
+        }
+    }
+    Ok(out)
+}
+
+/// The events units published, oldest first (at most `max`), waiting up to `wait` for more.
+pub fn recent_events(
+    opts: &NatsOptions,
+    max: usize,
+    wait: Duration,
+) -> Result<Vec<UnitEvent>, FleetError> {
+    runtime()?.block_on(async {
+        let js = connect(opts).await?;
+        let nats = |why: String| FleetError::Nats {
+            url: opts.url.clone(),
+            why,
+        };
+        ensure_layout(&js).await.map_err(nats)?;
+        let stream = js
+            .get_stream(EVENT_STREAM)
+            .await
+            .map_err(|e| nats(format!("stream {EVENT_STREAM}: {e}")))?;
+        let consumer = stream
+            .create_consumer(jetstream::consumer::pull::OrderedConfig::default())
+            .await
+            .map_err(|e| nats(format!("read events: {e}")))?;
+        let mut msgs = consumer
+            .messages()
+            .await
+            .map_err(|e| nats(format!("read events: {e}")))?;
+        let mut out = Vec::new();
+        while out.len() < max {
+            match tokio::time::timeout(wait, msgs.next()).await {
+                Ok(Some(Ok(m))) => {
+                    if let Ok(e) = serde_json::from_slice::<UnitEvent>(&m.payload) {
+                        out.push(e);
+                    }
+                }
+                _ => break,
+            }
+        }
+        Ok(out)
+    })
+}

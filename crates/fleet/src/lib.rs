@@ -1,0 +1,13 @@
+//! snbuf-fleet: many units, one trigger. Over NATS (JetStream), a trigger reaches every
+//! `snbuf serve --nats` unit, each reports a heartbeat into a status bucket and publishes its
+//! burst events, and `snbuf fleet status` shows them all — including units that stopped
+//! reporting. Without NATS a unit records exactly as before; with NATS unreachable it records
+//! locally and reconnects in the background. Subjects, streams and messages: docs/FLEET.md.
+
+pub mod client;
+pub mod schema;
+pub mod unit_link;
+
+pub use client::{broadcast_trigger, fleet_status, recent_events, FleetError, UnitView};
+pub use schema::{TriggerMessage, UnitEvent, UnitStatus};
+pub use unit_link::{NatsOptions, UnitLink};

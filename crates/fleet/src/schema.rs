@@ -1,0 +1,146 @@
+//! The subjects, streams and messages of the fleet's control plane (docs/FLEET.md). Every
+//! message is one JSON object; fields are added, never repurposed (`schema` counts changes).
+
+use serde::{Deserialize, Serialize};
+
+/// Version of the message schema.
+pub const SCHEMA: u32 = 1;
+
+/// Triggers, broadcast to every unit. Kept in JetStream (stream `SNBUF_TRIGGERS`): a unit that
+/// was down or disconnected receives what it missed when it returns, and says so.
+pub const TRIGGER_SUBJECT: &str = "snbuf.trigger";
+pub const TRIGGER_STREAM: &str = "SNBUF_TRIGGERS";
+
+/// Burst events of unit ID: `snbuf.unit.ID.event`. Kept in JetStream (stream `SNBUF_EVENTS`):
+/// the record of what each unit sealed, failed or missed must not be lost.
+pub const EVENT_STREAM: &str = "SNBUF_EVENTS";
+pub fn event_subject(unit: &str) -> String {
+    format!("snbuf.unit.{unit}.event")
+}
+
+/// Each unit's heartbeat, on `snbuf.unit.ID.status`, kept in JetStream (stream `SNBUF_UNITS`,
+/// one message per subject: the latest): `fleet status` reads every unit's latest status from
+/// it, including units that stopped reporting. (A stream rather than a key-value bucket, so that
+/// servers from 2.9 on work.)
+pub const STATUS_STREAM: &str = "SNBUF_UNITS";
+pub const STATUS_SUBJECTS: &str = "snbuf.unit.*.status";
+pub fn status_subject(unit: &str) -> String {
+    format!("snbuf.unit.{unit}.status")
+}
+
+/// How often a unit reports, and after how long without a report it counts as missing.
+pub const HEARTBEAT_MS: u64 = 1000;
+pub const MISSING_AFTER_MS: u64 = 3 * HEARTBEAT_MS;
+
+/// A trigger for every unit.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct TriggerMessage {
+    pub schema: u32,
+    /// Unique per trigger; each unit names its burst after it, so a second delivery of the same
+    /// trigger finds its burst and records nothing more.
+    pub trigger_id: String,
+    /// The centre of the window as wall-clock time (ns since the Unix epoch): every unit turns it
+    /// into its own detector ticks, so all record the same window.
+    pub at_unix_ns: Option<u64>,
+    /// Or the centre in detector ticks, taken as they are.
+    pub at_ticks: Option<u64>,
+    pub pre_s: Option<f64>,
+    pub post_s: Option<f64>,
+    /// When the trigger was sent: a unit that receives it much later knows it was away.
+    pub issued_unix_ns: u64,
+}
+
+/// What a unit reports every heartbeat.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct UnitStatus {
+    pub schema: u32,
+    pub unit: String,
+    pub sent_unix_ns: u64,
+    /// `idle` or `recording`.
+    pub state: String,
+    pub uptime_s: f64,
+    pub links: u32,
+    /// The fullest link's latency buffer, 0..1.
+    pub buffer_fill: f64,
+    /// Per link: timestamp (ticks) of the newest durable frame, if any burst made one durable.
+    pub durable_watermark: Vec<Option<u64>>,
+    pub bursts_total: u64,
+    pub last_burst: Option<BurstSummary>,
+    /// Triggers that arrived when their window had already left this unit's buffer.
+    pub missed_triggers: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct BurstSummary {
+    pub burst_id: String,
+    pub state: String,
+    pub frames: Option<u64>,
+    pub lost_frames: Option<u64>,
+}
+
+/// Something that happened to a unit's burst or trigger.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct UnitEvent {
+    pub schema: u32,
+    pub unit: String,
+    pub sent_unix_ns: u64,
+    /// `sealed`, `failed`, `error` (a burst), `missed` (its window had left the buffer),
+    /// `late` (recorded what was left of a trigger delivered late), `refused` (e.g. a burst was
+    /// being recorded), `duplicate` (a trigger already handled).
+    pub event: String,
+    pub burst_id: Option<String>,
+    pub trigger_id: Option<String>,
+    /// The burst's outcome as the unit's status reports it, or why the event happened.
+    pub detail: serde_json::Value,
+}
+
+pub fn now_unix_ns() -> u64 {
+    snbuf_burst::manifest::now_unix_ns()
+}
+
+/// Unit ids become subject tokens and key names: letters, digits, `-` and `_` only.
+pub fn check_unit_id(id: &str) -> Result<(), String> {
+    if id.is_empty()
+        || id.len() > 64
+        || !id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(format!(
+            "unit id '{id}': use 1 to 64 letters, digits, '-' or '_'"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unit_ids_are_subject_tokens() {
+        for ok in ["unit-1", "apa_07", "X"] {
+            assert!(check_unit_id(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "a.b", "a b", "a*", "a>", "../x", &"x".repeat(65)] {
+            assert!(check_unit_id(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_trigger_round_trips_and_garbage_is_an_error() {
+        let t = TriggerMessage {
+            schema: SCHEMA,
+            trigger_id: "t1".into(),
+            at_unix_ns: Some(5),
+            at_ticks: None,
+            pre_s: Some(1.0),
+            post_s: None,
+            issued_unix_ns: 9,
+        };
+        let back: TriggerMessage =
+            serde_json::from_slice(&serde_json::to_vec(&t).unwrap()).unwrap();
+        assert_eq!(back, t);
+        assert!(serde_json::from_slice::<TriggerMessage>(b"{\"trigger_id\": 3}").is_err());
+    }
+}

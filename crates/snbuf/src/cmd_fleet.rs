@@ -1,0 +1,191 @@
+//! `snbuf fleet status|events`, `snbuf trigger --nats`, and the NATS side of `snbuf serve`:
+//! the command-line face of `snbuf_fleet`.
+
+use std::time::Duration;
+
+use snbuf_fleet::schema::{check_unit_id, now_unix_ns, SCHEMA};
+use snbuf_fleet::{NatsOptions, TriggerMessage};
+use snbuf_units::Bytes;
+
+use crate::cli::{FleetCommand, FleetStatusArgs, NatsAuthArgs, TriggerArgs};
+use crate::exit::{usage, Failure};
+use crate::table::Table;
+
+pub fn nats_options(url: &str, auth: &NatsAuthArgs) -> anyhow::Result<NatsOptions> {
+    for (flag, f) in [
+        ("--nats-creds", &auth.nats_creds),
+        ("--nats-ca", &auth.nats_ca),
+    ] {
+        if let Some(f) = f {
+            if !f.is_file() {
+                return Err(usage(format!("{flag} {}: no such file", f.display())));
+            }
+        }
+    }
+    if !(url.starts_with("nats://")
+        || url.starts_with("tls://")
+        || url.starts_with("ws://")
+        || url.starts_with("wss://"))
+    {
+        return Err(usage(format!(
+            "--nats {url}: expected a URL such as nats://127.0.0.1:4222"
+        )));
+    }
+    Ok(NatsOptions {
+        url: url.to_string(),
+        creds: auth.nats_creds.clone(),
+        ca: auth.nats_ca.clone(),
+    })
+}
+
+/// The unit id: as given, or the host name.
+pub fn unit_id(given: Option<&str>) -> anyhow::Result<String> {
+    let id = match given {
+        Some(id) => id.to_string(),
+        None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().replace('.', "-"))
+            .unwrap_or_else(|_| "unit".into()),
+    };
+    check_unit_id(&id).map_err(|e| usage(format!("--unit: {e}")))?;
+    Ok(id)
+}
+
+pub fn run(cmd: FleetCommand) -> anyhow::Result<()> {
+    match cmd {
+        FleetCommand::Status(args) => status(&args),
+        FleetCommand::Events(args) => events(&args),
+    }
+}
+
+fn fleet_error(e: snbuf_fleet::FleetError) -> anyhow::Error {
+    anyhow::Error::new(Failure(e.to_string()))
+}
+
+fn status(args: &FleetStatusArgs) -> anyhow::Result<()> {
+    let opts = nats_options(&args.nats, &args.nats_auth)?;
+    let units = snbuf_fleet::fleet_status(&opts).map_err(fleet_error)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&units)?);
+        return Ok(());
+    }
+    if units.is_empty() {
+        println!("no unit has reported to {} yet", args.nats);
+        return Ok(());
+    }
+    let mut t = Table::new(&[
+        ("unit", false),
+        ("state", false),
+        ("last seen", true),
+        ("links", true),
+        ("buffer fill", true),
+        ("durable up to (ticks)", true),
+        ("bursts", true),
+        ("last burst", false),
+        ("missed", true),
+    ]);
+    for u in &units {
+        let s = &u.status;
+        t.row(vec![
+            s.unit.clone(),
+            if u.missing {
+                "MISSING".into()
+            } else {
+                s.state.clone()
+            },
+            format!("{:.1} s ago", u.silent_s),
+            s.links.to_string(),
+            format!("{:.0}%", s.buffer_fill * 100.0),
+            s.durable_watermark
+                .iter()
+                .flatten()
+                .min()
+                .map(|t| t.to_string())
+                .unwrap_or_else(|| "-".into()),
+            s.bursts_total.to_string(),
+            s.last_burst
+                .as_ref()
+                .map(|b| format!("{} ({})", b.burst_id, b.state))
+                .unwrap_or_else(|| "-".into()),
+            s.missed_triggers.to_string(),
+        ]);
+    }
+    print!("{}", t.render());
+    let missing = units.iter().filter(|u| u.missing).count();
+    if missing > 0 {
+        println!("{missing} unit(s) stopped reporting (no heartbeat for 3 s)");
+    }
+    Ok(())
+}
+
+fn events(args: &FleetStatusArgs) -> anyhow::Result<()> {
+    let opts = nats_options(&args.nats, &args.nats_auth)?;
+    let events = snbuf_fleet::recent_events(&opts, 10_000, Duration::from_millis(500))
+        .map_err(fleet_error)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&events)?);
+        return Ok(());
+    }
+    for e in &events {
+        println!(
+            "{} {:<9} {} {}",
+            e.unit,
+            e.event,
+            e.burst_id
+                .as_deref()
+                .or(e.trigger_id.as_deref())
+                .unwrap_or("-"),
+            e.detail
+                .get("reason")
+                .and_then(|r| r.as_str())
+                .map(str::to_string)
+                .or_else(|| e.detail.get("frames").map(|f| format!("{f} frames")))
+                .unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
+/// `snbuf trigger --nats`: one trigger for every unit.
+pub fn trigger(args: &TriggerArgs, url: &str) -> anyhow::Result<()> {
+    if args.wait {
+        return Err(usage(
+            "--wait works with --socket (one server); with --nats, watch `snbuf fleet status`",
+        ));
+    }
+    let opts = nats_options(url, &args.nats_auth)?;
+    let now = now_unix_ns();
+    let (at_unix_ns, at_ticks) = match args.at.as_str() {
+        "now" => (Some(now), None),
+        t => (
+            None,
+            Some(t.parse::<u64>().map_err(|_| {
+                usage(format!(
+                    "--at '{t}': expected `now` or a timestamp in ticks"
+                ))
+            })?),
+        ),
+    };
+    let trigger_id = match &args.burst_id {
+        Some(id) => {
+            snbuf_burst::burst_writer::check_burst_id(id)
+                .map_err(|e| usage(format!("--burst-id: {e}")))?;
+            id.clone()
+        }
+        None => format!("trigger-{now}"),
+    };
+    let t = TriggerMessage {
+        schema: SCHEMA,
+        trigger_id: trigger_id.clone(),
+        at_unix_ns,
+        at_ticks,
+        pre_s: args.pre.map(|d| d.as_secs_f64()),
+        post_s: args.post.map(|d| d.as_secs_f64()),
+        issued_unix_ns: now,
+    };
+    snbuf_fleet::broadcast_trigger(&opts, &t).map_err(fleet_error)?;
+    println!(
+        "broadcast trigger {trigger_id} to the fleet at {url} ({} message stored in JetStream)",
+        Bytes(serde_json::to_vec(&t)?.len() as u64)
+    );
+    Ok(())
+}

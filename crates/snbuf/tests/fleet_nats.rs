@@ -1,0 +1,371 @@
+//! A fleet of `snbuf serve` units over a real `nats-server` (Debian's, with JetStream) on
+//! 127.0.0.1: one trigger reaches every unit and they all record the same timestamp window; a
+//! duplicate delivery records nothing more; a killed unit shows as missing and, when it returns,
+//! reports the trigger it missed; a malformed trigger is logged and ignored; with NATS
+//! unreachable a unit still records locally, and it rejoins when NATS comes back.
+//!
+//! Without nats-server these tests skip and say so, unless SNBUF_REQUIRE_NATS is set (CI
+//! installs nats-server and sets it).
+
+mod common;
+
+use std::net::TcpListener;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{snbuf, stderr};
+use serde_json::Value;
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A nats-server with JetStream on 127.0.0.1:`port`, storing in `dir`; None (test skips) when
+/// nats-server is not installed.
+fn nats_server(port: u16, dir: &Path) -> Option<Proc> {
+    let bin = ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    let Some(bin) = bin else {
+        assert!(
+            std::env::var_os("SNBUF_REQUIRE_NATS").is_none(),
+            "SNBUF_REQUIRE_NATS is set but nats-server is not installed"
+        );
+        eprintln!("skip: no nats-server (apt-get install nats-server)");
+        return None;
+    };
+    let child = Command::new(bin)
+        .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "nats-server did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Some(Proc(child))
+}
+
+struct Unit {
+    _proc: Proc,
+    out: PathBuf,
+    socket: PathBuf,
+    log: PathBuf,
+}
+
+fn start_unit(root: &Path, id: &str, url: &str) -> Unit {
+    let out = root.join(id);
+    let socket = root.join(format!("{id}.sock"));
+    let log = root.join(format!("{id}.log"));
+    let child = Command::new(env!("CARGO_BIN_EXE_snbuf"))
+        .args(["serve", "--output"])
+        .arg(&out)
+        .arg("--socket")
+        .arg(&socket)
+        .args(["--links", "2", "--rate-per-link", "5MB/s", "--buffer", "2s"])
+        .args(["--pre", "300ms", "--post", "300ms", "--method", "direct"])
+        .args(["--nats", url, "--unit", id])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while UnixStream::connect(&socket).is_err() {
+        assert!(Instant::now() < deadline, "unit {id} did not come up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Unit {
+        _proc: Proc(child),
+        out,
+        socket,
+        log,
+    }
+}
+
+/// `fleet status --json` once every unit in `ids` satisfies `ok`, or panics after 15 s.
+fn wait_fleet(url: &str, ids: &[&str], ok: impl Fn(&Value) -> bool) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let o = snbuf(&["fleet", "status", "--nats", url, "--json"]);
+        if o.status.success() {
+            let v: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
+            let all = ids.iter().all(|id| {
+                v.iter()
+                    .find(|u| u["status"]["unit"] == *id)
+                    .is_some_and(&ok)
+            });
+            if all {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "fleet never reached the state: {v:?}"
+            );
+        } else {
+            assert!(Instant::now() < deadline, "{}", stderr(&o));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn manifest(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap()
+}
+
+/// Waits until `dir` holds a sealed burst.
+fn wait_sealed(dir: &Path) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Ok(t) = std::fs::read_to_string(dir.join("manifest.json")) {
+            let m: Value = serde_json::from_str(&t).unwrap();
+            if m["state"] == "sealed" {
+                return m;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} was never sealed",
+            dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Publishes raw bytes on a subject, as any NATS client could.
+fn publish_raw(url: &str, subject: &str, body: &[u8]) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let c = async_nats::connect(url).await.unwrap();
+        let js = async_nats::jetstream::new(c);
+        js.publish(subject.to_string(), body.to_vec().into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    });
+}
+
+fn events(url: &str) -> Vec<Value> {
+    let o = snbuf(&["fleet", "events", "--nats", url, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn one_trigger_reaches_three_units_which_record_the_same_window() {
+    let root = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let Some(_nats) = nats_server(port, &root.path().join("js")) else {
+        return;
+    };
+    let url = format!("nats://127.0.0.1:{port}");
+    let units: Vec<Unit> = ["u1", "u2", "u3"]
+        .iter()
+        .map(|id| start_unit(root.path(), id, &url))
+        .collect();
+    wait_fleet(&url, &["u1", "u2", "u3"], |u| u["missing"] == false);
+    std::thread::sleep(Duration::from_millis(800)); // the buffers hold the pre-trigger data
+
+    let o = snbuf(&["trigger", "--nats", &url, "--burst-id", "sn-1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let windows: Vec<Value> = units
+        .iter()
+        .map(|u| wait_sealed(&u.out.join("sn-1"))["trigger"].clone())
+        .collect();
+    assert!(windows.iter().all(|w| *w == windows[0]), "{windows:?}");
+    for u in &units {
+        assert_eq!(
+            snbuf(&["verify", u.out.join("sn-1").to_str().unwrap()])
+                .status
+                .code(),
+            Some(0)
+        );
+    }
+
+    // The same trigger delivered again (a retry, a second sender): nothing more is recorded.
+    let again = serde_json::json!({"schema": 1, "trigger_id": "sn-1", "at_unix_ns": null, "at_ticks": null,
+        "pre_s": null, "post_s": null, "issued_unix_ns": 1});
+    publish_raw(&url, "snbuf.trigger", again.to_string().as_bytes());
+    let fleet = wait_fleet(&url, &["u1", "u2", "u3"], |u| {
+        u["status"]["bursts_total"] == 1 && u["status"]["last_burst"]["state"] == "sealed"
+    });
+    assert_eq!(fleet.len(), 3);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let ev = events(&url);
+        let dups = ev.iter().filter(|e| e["event"] == "duplicate").count();
+        let sealed = ev.iter().filter(|e| e["event"] == "sealed").count();
+        if dups == 3 {
+            assert_eq!(sealed, 3, "{ev:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "{ev:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for u in &units {
+        let bursts = std::fs::read_dir(&u.out)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().path().join("manifest.json").exists())
+            .count();
+        assert_eq!(bursts, 1, "{}", u.out.display());
+        let _ = manifest(&u.out.join("sn-1"));
+    }
+}
+
+#[test]
+fn a_killed_unit_shows_as_missing_and_says_what_it_missed_when_it_returns() {
+    let root = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let Some(_nats) = nats_server(port, &root.path().join("js")) else {
+        return;
+    };
+    let url = format!("nats://127.0.0.1:{port}");
+    let _a = start_unit(root.path(), "a", &url);
+    let b = start_unit(root.path(), "b", &url);
+    wait_fleet(&url, &["a", "b"], |u| u["missing"] == false);
+    drop(b);
+    wait_fleet(&url, &["b"], |u| u["missing"] == true);
+    let o = snbuf(&["fleet", "status", "--nats", &url]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("MISSING"));
+
+    // A trigger while b is down, then b comes back.
+    std::thread::sleep(Duration::from_millis(500));
+    let o = snbuf(&["trigger", "--nats", &url, "--burst-id", "while-down"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::thread::sleep(Duration::from_millis(2500));
+    let b = start_unit(root.path(), "b", &url);
+    wait_fleet(&url, &["a", "b"], |u| u["missing"] == false);
+    wait_fleet(&url, &["b"], |u| u["status"]["missed_triggers"] == 1);
+    let ev = events(&url);
+    let missed = ev
+        .iter()
+        .find(|e| e["unit"] == "b" && e["event"] == "missed")
+        .unwrap_or_else(|| panic!("{ev:?}"));
+    assert_eq!(missed["trigger_id"], "while-down");
+    assert!(std::fs::read_to_string(&b.log).unwrap().contains("missed"));
+}
+
+#[test]
+fn a_malformed_trigger_is_logged_and_ignored() {
+    let root = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let Some(_nats) = nats_server(port, &root.path().join("js")) else {
+        return;
+    };
+    let url = format!("nats://127.0.0.1:{port}");
+    let u = start_unit(root.path(), "m", &url);
+    wait_fleet(&url, &["m"], |u| u["missing"] == false);
+    for garbage in [
+        &b"{not json"[..],
+        b"[]",
+        b"{\"trigger_id\": 5}",
+        b"",
+        &[0xff; 300],
+    ] {
+        publish_raw(&url, "snbuf.trigger", garbage);
+    }
+    // And one with an id that would escape the output directory.
+    publish_raw(
+        &url,
+        "snbuf.trigger",
+        br#"{"schema":1,"trigger_id":"../escape","at_unix_ns":null,"at_ticks":null,"pre_s":null,"post_s":null,"issued_unix_ns":1}"#,
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    let log = std::fs::read_to_string(&u.log).unwrap();
+    assert!(
+        log.matches("malformed trigger ignored").count() >= 5,
+        "{log}"
+    );
+    assert!(!root.path().join("escape").exists());
+    // Still a working unit.
+    std::thread::sleep(Duration::from_millis(500));
+    let o = snbuf(&["trigger", "--nats", &url, "--burst-id", "after"]);
+    assert!(o.status.success());
+    wait_sealed(&u.out.join("after"));
+}
+
+#[test]
+fn without_nats_a_unit_records_locally_and_rejoins_when_nats_returns() {
+    let root = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let url = format!("nats://127.0.0.1:{port}");
+    // Nothing listens on the port yet.
+    let u = start_unit(root.path(), "solo", &url);
+    std::thread::sleep(Duration::from_millis(800));
+    let log = std::fs::read_to_string(&u.log).unwrap();
+    assert!(
+        log.contains("unreachable") && log.contains("recording locally"),
+        "{log}"
+    );
+    let o = snbuf(&[
+        "trigger",
+        "--socket",
+        u.socket.to_str().unwrap(),
+        "--burst-id",
+        "local",
+        "--wait",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+
+    // NATS arrives: the unit connects and reports.
+    let Some(nats) = nats_server(port, &root.path().join("js")) else {
+        return;
+    };
+    wait_fleet(&url, &["solo"], |u| u["missing"] == false);
+    // NATS goes away mid-run: recording goes on; NATS returns: the unit reports again.
+    drop(nats);
+    let o = snbuf(&[
+        "trigger",
+        "--socket",
+        u.socket.to_str().unwrap(),
+        "--burst-id",
+        "during-outage",
+        "--wait",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let _nats = nats_server(port, &root.path().join("js")).unwrap();
+    wait_fleet(&url, &["solo"], |u| {
+        u["missing"] == false && u["status"]["bursts_total"] == 2
+    });
+}
+
+#[test]
+fn fleet_commands_fail_with_one_line_when_nats_is_not_there() {
+    let url = format!("nats://127.0.0.1:{}", free_port());
+    for args in [
+        vec!["fleet", "status", "--nats", &url],
+        vec!["fleet", "events", "--nats", &url],
+        vec!["trigger", "--nats", &url],
+    ] {
+        let o = snbuf(&args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("cannot connect"), "{err}");
+    }
+    let o = snbuf(&["fleet", "status", "--nats", "http://x"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = snbuf(&["trigger", "--nats", &url, "--wait"]);
+    assert_eq!(o.status.code(), Some(2));
+}
