@@ -16,13 +16,13 @@ pub enum FleetError {
     Io(#[from] std::io::Error),
 }
 
-fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
 }
 
-async fn connect(opts: &NatsOptions) -> Result<jetstream::Context, FleetError> {
+pub(crate) async fn connect(opts: &NatsOptions) -> Result<jetstream::Context, FleetError> {
     let nats = |why: String| FleetError::Nats {
         url: opts.url.clone(),
         why,

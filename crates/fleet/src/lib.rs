@@ -5,6 +5,7 @@
 //! locally and reconnects in the background. Subjects, streams and messages: docs/FLEET.md.
 
 pub mod client;
+pub mod delivery_bench;
 pub mod schema;
 pub mod unit_link;
 

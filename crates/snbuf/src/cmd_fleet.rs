@@ -7,7 +7,7 @@ use snbuf_fleet::schema::{check_unit_id, now_unix_ns, SCHEMA};
 use snbuf_fleet::{NatsOptions, TriggerMessage};
 use snbuf_units::Bytes;
 
-use crate::cli::{FleetCommand, FleetStatusArgs, NatsAuthArgs, TriggerArgs};
+use crate::cli::{FleetBenchArgs, FleetCommand, FleetStatusArgs, NatsAuthArgs, TriggerArgs};
 use crate::exit::{usage, Failure};
 use crate::table::Table;
 
@@ -54,6 +54,7 @@ pub fn run(cmd: FleetCommand) -> anyhow::Result<()> {
     match cmd {
         FleetCommand::Status(args) => status(&args),
         FleetCommand::Events(args) => events(&args),
+        FleetCommand::Bench(args) => bench(&args),
     }
 }
 
@@ -141,6 +142,43 @@ fn events(args: &FleetStatusArgs) -> anyhow::Result<()> {
                 .or_else(|| e.detail.get("frames").map(|f| format!("{f} frames")))
                 .unwrap_or_default()
         );
+    }
+    Ok(())
+}
+
+fn bench(args: &FleetBenchArgs) -> anyhow::Result<()> {
+    let opts = nats_options(&args.nats, &args.nats_auth)?;
+    eprintln!(
+        "snbuf fleet bench: {} units, {} triggers every {:?}, on {}",
+        args.units, args.triggers, args.interval, args.nats
+    );
+    let r = snbuf_fleet::delivery_bench::run(
+        &opts,
+        args.units as usize,
+        args.triggers as usize,
+        args.interval,
+    )
+    .map_err(fleet_error)?;
+    println!(
+        "trigger delivery to {} units, {} triggers: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (mean {:.2} ms); {} of {} deliveries",
+        r.units,
+        r.triggers,
+        r.p50_ms,
+        r.p99_ms,
+        r.max_ms,
+        r.mean_ms,
+        r.delivered,
+        r.units * r.triggers
+    );
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&r)? + "\n")?;
+        eprintln!("wrote {}", path.display());
+    }
+    if r.delivered < (r.units * r.triggers) as u64 {
+        return Err(anyhow::Error::new(Failure(format!(
+            "{} deliveries were lost",
+            (r.units * r.triggers) as u64 - r.delivered
+        ))));
     }
     Ok(())
 }

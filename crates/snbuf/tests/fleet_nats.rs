@@ -369,3 +369,33 @@ fn fleet_commands_fail_with_one_line_when_nats_is_not_there() {
     let o = snbuf(&["trigger", "--nats", &url, "--wait"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn the_delivery_bench_reaches_every_unit() {
+    let root = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let Some(_nats) = nats_server(port, &root.path().join("js")) else {
+        return;
+    };
+    let url = format!("nats://127.0.0.1:{port}");
+    let json = root.path().join("bench.json");
+    let o = snbuf(&[
+        "fleet",
+        "bench",
+        "--nats",
+        &url,
+        "--units",
+        "5",
+        "--triggers",
+        "4",
+        "--interval",
+        "10ms",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r["delivered"], 20);
+    assert!(r["p50_ms"].as_f64().unwrap() > 0.0);
+    assert!(r["max_ms"].as_f64().unwrap() >= r["p99_ms"].as_f64().unwrap());
+}
