@@ -127,8 +127,15 @@ pub fn render(server: &Server) -> String {
 /// The largest request read: a scrape request is a few hundred bytes.
 const MAX_REQUEST_BYTES: usize = 8 << 10;
 
+/// More metric families, appended to the unit's own (the exporter's, when `serve` exports).
+pub type ExtraMetrics = Arc<dyn Fn() -> String + Send + Sync>;
+
 /// Binds `addr` now (so a taken port is an error at start) and serves `GET /metrics` on a thread.
-pub fn serve(addr: SocketAddr, server: Arc<Server>) -> std::io::Result<SocketAddr> {
+pub fn serve(
+    addr: SocketAddr,
+    server: Arc<Server>,
+    extra: ExtraMetrics,
+) -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind(addr)?;
     let bound = listener.local_addr()?;
     std::thread::Builder::new()
@@ -156,7 +163,7 @@ pub fn serve(addr: SocketAddr, server: Arc<Server>) -> std::io::Result<SocketAdd
                 let (status, body) = if !complete && n == buf.len() {
                     ("431 Request Header Fields Too Large", "request too large\n".to_string())
                 } else if first.starts_with("GET /metrics ") || first == "GET /metrics" {
-                    ("200 OK", render(&server))
+                    ("200 OK", render(&server) + &extra())
                 } else if first.starts_with("GET ") {
                     ("404 Not Found", "try /metrics\n".to_string())
                 } else {

@@ -88,6 +88,13 @@ pub enum Command {
     ///
     ///   snbuf report snbuf-results --out snbuf-report
     Report(ReportArgs),
+    /// Send a sealed burst to an object store (S3 API: s3://BUCKET/PREFIX, endpoint in
+    /// SNBUF_S3_ENDPOINT, credentials in AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY) or a directory
+    /// (file:///DIR). At a bounded rate; resumable (parts already sent are not sent again);
+    /// every object read back and checked (size, CRC-32C) before the burst is marked exported.
+    ///
+    ///   snbuf export snbuf-data/20261121T231000Z-0001 --to s3://dune-sn/apa-01 --rate 100MB/s
+    Export(ExportArgs),
     /// A fleet of units over NATS: their status, and their burst events.
     #[command(subcommand)]
     Fleet(FleetCommand),
@@ -366,6 +373,17 @@ pub struct ServeArgs {
     pub unit: Option<String>,
     #[command(flatten)]
     pub nats_auth: NatsAuthArgs,
+    /// Export every sealed burst to this destination (s3://BUCKET/PREFIX or file:///DIR, as
+    /// `snbuf export`), one at a time in the background; bursts left unexported by an earlier
+    /// run are exported too.
+    #[arg(long, value_name = "URL")]
+    pub export_to: Option<String>,
+    /// At most this export rate (e.g. 100MB/s), so that exporting never starves recording.
+    #[arg(long, value_name = "RATE")]
+    pub export_rate: Option<String>,
+    /// Remove each burst locally once every object has been read back and matched.
+    #[arg(long)]
+    pub delete_after_verify: bool,
 }
 
 pub const DEFAULT_NATS: &str = "nats://127.0.0.1:4222";
@@ -655,4 +673,25 @@ pub fn parse_page_size(s: &str) -> Result<u64, String> {
         Ok(_) => Err("page size must be 4KiB or 2MiB".to_string()),
         Err(e) => Err(e.to_string()),
     }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ExportArgs {
+    /// The burst directory.
+    #[arg(value_name = "BURST_DIR")]
+    pub burst_dir: PathBuf,
+    /// Where to: s3://BUCKET/PREFIX or file:///DIR.
+    #[arg(long, value_name = "URL")]
+    pub to: String,
+    /// At most this rate (e.g. 100MB/s), so that exporting never starves recording.
+    #[arg(long, value_name = "RATE")]
+    pub rate: Option<String>,
+    /// Multipart part size (at least 5 MiB for S3).
+    #[arg(long, value_name = "SIZE", default_value = "16MiB", value_parser = parse_size_nonzero)]
+    pub part_size: u64,
+    /// Remove the local burst once every object has been read back and matched.
+    #[arg(long)]
+    pub delete_after_verify: bool,
+    #[arg(long)]
+    pub json: bool,
 }

@@ -24,6 +24,22 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(socket) = &args.socket {
         crate::cmd_record::check_parent_dir("--socket", socket)?;
     }
+    let export = match &args.export_to {
+        Some(url) => Some(crate::cmd_export::options(
+            url,
+            args.export_rate.as_deref(),
+            16 << 20,
+            args.delete_after_verify,
+        )?),
+        None => {
+            if args.export_rate.is_some() || args.delete_after_verify {
+                return Err(usage(
+                    "--export-rate and --delete-after-verify need --export-to",
+                ));
+            }
+            None
+        }
+    };
     let (mut config, why) = crate::cmd_record::config_from_args(&args.record)?;
     if args.record.burst_id.is_none() {
         config.burst_id = format!("burst-{}", config.burst_id);
@@ -37,9 +53,31 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         other => anyhow::Error::new(other),
     })?;
     let server = std::sync::Arc::new(Server::bind(unit, &socket)?);
+    let log: std::sync::Arc<dyn Fn(&str) + Send + Sync> = std::sync::Arc::new(|line: &str| {
+        let _ = writeln!(std::io::stderr(), "  {line}");
+    });
+    let exporter = match export {
+        Some((dest, opts)) => {
+            let q = std::sync::Arc::new(snbuf_export::queue::ExportQueue::start(
+                dest,
+                opts,
+                log.clone(),
+            )?);
+            crate::cmd_export::follow_bursts(&server, q.clone())?;
+            Some(q)
+        }
+        None => None,
+    };
+    let extra: snbuf_daq::metrics::ExtraMetrics = match &exporter {
+        Some(q) => {
+            let q = q.clone();
+            std::sync::Arc::new(move || q.metrics_text())
+        }
+        None => std::sync::Arc::new(String::new),
+    };
     let metrics = match args.metrics {
         Some(addr) => Some(
-            snbuf_daq::metrics::serve(addr, server.clone()).map_err(|e| {
+            snbuf_daq::metrics::serve(addr, server.clone(), extra).map_err(|e| {
                 // Nothing ran yet: leave no socket behind.
                 let _ = std::fs::remove_file(&socket);
                 usage(format!("--metrics {addr}: {e}"))
@@ -73,11 +111,8 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let _fleet_link = match fleet {
         Some((opts, id)) => {
             let url = opts.url.clone();
-            let log: snbuf_fleet::unit_link::Log = std::sync::Arc::new(|line: &str| {
-                let _ = writeln!(std::io::stderr(), "  {line}");
-            });
             let (link, unreachable) =
-                snbuf_fleet::UnitLink::start(opts, id.clone(), server.clone(), log)?;
+                snbuf_fleet::UnitLink::start(opts, id.clone(), server.clone(), log.clone())?;
             match unreachable {
                 Some(e) => eprintln!("  fleet: {e}"),
                 None => eprintln!("  fleet: unit {id} on {url}"),

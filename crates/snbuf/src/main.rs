@@ -4,6 +4,7 @@
 mod cli;
 mod cmd_bench;
 mod cmd_burst;
+mod cmd_export;
 mod cmd_fleet;
 mod cmd_methods;
 mod cmd_paper;
@@ -30,6 +31,7 @@ fn main() -> ExitCode {
         cli::Command::Status(args) => cmd_serve::status(&args),
         cli::Command::Report(args) => cmd_paper::report(&args),
         cli::Command::Fleet(cmd) => cmd_fleet::run(cmd),
+        cli::Command::Export(args) => cmd_export::run(&args),
         cli::Command::Methods { target } => cmd_methods::run(target.as_deref()),
         cli::Command::Verify { burst_dir, json } => cmd_burst::verify(&burst_dir, json),
         cli::Command::Recover {

@@ -1,0 +1,450 @@
+//! snbuf-export: a sealed burst to an object store, slowly and surely. Every file of the burst
+//! and its manifest goes through the S3 API (multipart for files larger than a part) or into a
+//! directory (`file://`), at a bounded rate so that it never starves recording.
+//!
+//! It is resumable: a journal in the burst directory records each completed part, so after a
+//! crash or a network failure nothing already sent is sent again. It is verified: each object is
+//! read back and its size and CRC-32C compared with the local file before the burst is marked
+//! exported (`export.json`). The local burst is removed only on request, and only after that
+//! verification. A mismatch (an object corrupted after upload) fails the export, and the next
+//! run sends that object again.
+
+pub mod destination;
+pub mod queue;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+pub use destination::Destination;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error("{0}")]
+    Usage(String),
+    #[error("{path}: {cause}")]
+    Io {
+        path: PathBuf,
+        cause: std::io::Error,
+    },
+    #[error("{0}")]
+    Store(String),
+    #[error("object {key}: {why}; the burst is not marked exported (the next run sends it again)")]
+    Verify { key: String, why: String },
+}
+
+#[derive(Clone, Debug)]
+pub struct ExportOptions {
+    /// Bytes per second at most (None: as fast as the store takes them).
+    pub rate_bytes_per_s: Option<u64>,
+    /// Part size of multipart uploads and of read-back (S3 needs at least 5 MiB).
+    pub part_bytes: u64,
+    pub delete_after_verify: bool,
+}
+
+pub const MIN_PART_BYTES: u64 = 5 << 20;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ExportReport {
+    pub burst_dir: String,
+    pub destination: String,
+    pub objects: Vec<ObjectRecord>,
+    /// Bytes sent by this run (resumed parts are not counted again).
+    pub bytes_sent: u64,
+    /// Parts a previous run had already sent.
+    pub parts_resumed: u64,
+    pub seconds: f64,
+    pub deleted: bool,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ObjectRecord {
+    pub file: String,
+    pub key: String,
+    pub size_bytes: u64,
+    pub crc32c: u32,
+}
+
+/// Progress of one object, kept in the journal across runs.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct ObjectProgress {
+    size_bytes: u64,
+    crc32c: u32,
+    /// S3 multipart: the upload and its completed parts (number → ETag).
+    upload_id: Option<String>,
+    parts: BTreeMap<u32, String>,
+    /// file://: bytes written so far.
+    bytes_done: u64,
+    uploaded: bool,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct Journal {
+    destination: String,
+    part_bytes: u64,
+    objects: BTreeMap<String, ObjectProgress>,
+}
+
+const JOURNAL: &str = ".export-journal.json";
+pub const EXPORTED: &str = "export.json";
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> ExportError + '_ {
+    move |cause| ExportError::Io {
+        path: path.to_path_buf(),
+        cause,
+    }
+}
+
+fn save_journal(dir: &Path, j: &Journal) -> Result<(), ExportError> {
+    let tmp = dir.join(".export-journal.json.tmp");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(j).expect("serialises")).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, dir.join(JOURNAL)).map_err(io(dir))
+}
+
+/// Size and CRC-32C of a local file, streamed.
+fn local_crc(path: &Path) -> Result<(u64, u32), ExportError> {
+    let mut f = std::fs::File::open(path).map_err(io(path))?;
+    let mut buf = vec![0u8; 1 << 20];
+    let (mut n, mut crc) = (0u64, 0u32);
+    loop {
+        let k = f.read(&mut buf).map_err(io(path))?;
+        if k == 0 {
+            return Ok((n, crc));
+        }
+        crc = crc32c::crc32c_append(crc, &buf[..k]);
+        n += k as u64;
+    }
+}
+
+fn read_at(path: &Path, offset: u64, len: usize) -> Result<Vec<u8>, ExportError> {
+    let mut f = std::fs::File::open(path).map_err(io(path))?;
+    f.seek(SeekFrom::Start(offset)).map_err(io(path))?;
+    let mut buf = vec![0u8; len];
+    f.read_exact(&mut buf).map_err(io(path))?;
+    Ok(buf)
+}
+
+/// Sleeps so that `sent` bytes since `start` stay within `rate`.
+async fn pace(rate: Option<u64>, start: Instant, sent: u64) {
+    if let Some(r) = rate {
+        let due = Duration::from_secs_f64(sent as f64 / r as f64);
+        if let Some(wait) = due.checked_sub(start.elapsed()) {
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
+/// The files of a burst to export: its link files, then its manifest (last, so that an object
+/// store never holds a manifest whose data is not there yet).
+fn burst_files(dir: &Path) -> Result<(String, Vec<String>), ExportError> {
+    let m = snbuf_burst::Manifest::read(dir).map_err(|e| ExportError::Usage(e.to_string()))?;
+    if m.state == snbuf_burst::BurstState::Recording {
+        return Err(ExportError::Usage(format!(
+            "{}: the burst is still being recorded or was never sealed; run `snbuf recover` first",
+            dir.display()
+        )));
+    }
+    let mut files: Vec<String> = m.links.iter().map(|l| l.file.clone()).collect();
+    for f in &files {
+        if f.contains('/') || f.contains("..") {
+            return Err(ExportError::Usage(format!(
+                "manifest names file '{f}' outside the burst"
+            )));
+        }
+    }
+    files.push("manifest.json".into());
+    Ok((m.burst_id, files))
+}
+
+/// Longest an object store may take to answer one request (a 16 MiB part included): past it the
+/// export fails (the journal keeps what was done) instead of hanging.
+const REQUEST_DEADLINE: Duration = Duration::from_secs(120);
+
+async fn deadline<T>(
+    what: &str,
+    f: impl std::future::Future<Output = Result<T, s3::error::S3Error>>,
+) -> Result<T, ExportError> {
+    match tokio::time::timeout(REQUEST_DEADLINE, f).await {
+        Ok(r) => r.map_err(|e| ExportError::Store(format!("{what}: {e}"))),
+        Err(_) => Err(ExportError::Store(format!(
+            "{what}: the store did not answer within {} s",
+            REQUEST_DEADLINE.as_secs()
+        ))),
+    }
+}
+
+fn check_status(what: &str, code: u16) -> Result<(), ExportError> {
+    if code >= 300 {
+        Err(ExportError::Store(format!(
+            "{what}: the store answered HTTP {code}"
+        )))
+    } else {
+        Ok(())
+    }
+}
+
+/// Exports the burst in `dir` to `dest`; `progress(bytes_sent)` after every part.
+pub fn export_burst(
+    dir: &Path,
+    dest: &Destination,
+    opts: &ExportOptions,
+    mut progress: impl FnMut(u64),
+) -> Result<ExportReport, ExportError> {
+    if matches!(dest, Destination::S3 { .. }) && opts.part_bytes < MIN_PART_BYTES {
+        return Err(ExportError::Usage(format!(
+            "part size {} B: the S3 API needs at least 5 MiB",
+            opts.part_bytes
+        )));
+    }
+    let (burst_id, files) = burst_files(dir)?;
+    let mut journal: Journal = std::fs::read(dir.join(JOURNAL))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .filter(|j: &Journal| j.destination == dest.describe() && j.part_bytes == opts.part_bytes)
+        .unwrap_or_else(|| Journal {
+            destination: dest.describe(),
+            part_bytes: opts.part_bytes,
+            objects: BTreeMap::new(),
+        });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(io(dir))?;
+    let start = Instant::now();
+    let mut sent = 0u64;
+    let mut resumed = 0u64;
+    let mut records = Vec::new();
+    let part = opts.part_bytes;
+    rt.block_on(async {
+        for file in &files {
+            let path = dir.join(file);
+            let (size, crc) = local_crc(&path)?;
+            let key = dest.key(&burst_id, file);
+            let entry = journal.objects.entry(file.clone()).or_default();
+            if entry.size_bytes != size || entry.crc32c != crc {
+                // A file that changed (or a first run): start this object over.
+                *entry = ObjectProgress {
+                    size_bytes: size,
+                    crc32c: crc,
+                    ..Default::default()
+                };
+            }
+            if !entry.uploaded {
+                match dest {
+                    Destination::Dir(root) => {
+                        resumed += entry.bytes_done.div_ceil(part);
+                        let mut off = entry.bytes_done;
+                        while off < size {
+                            let n = part.min(size - off) as usize;
+                            let data = read_at(&path, off, n)?;
+                            destination::dir_write_part(root, &key, off, &data)
+                                .map_err(io(root))?;
+                            off += n as u64;
+                            sent += n as u64;
+                            journal.objects.get_mut(file).expect("present").bytes_done = off;
+                            save_journal(dir, &journal)?;
+                            progress(sent);
+                            pace(opts.rate_bytes_per_s, start, sent).await;
+                        }
+                        if size == 0 {
+                            destination::dir_write_part(root, &key, 0, &[]).map_err(io(root))?;
+                        }
+                        destination::dir_finish(root, &key).map_err(io(root))?;
+                    }
+                    Destination::S3 { bucket, .. } if size <= part => {
+                        let data = read_at(&path, 0, size as usize)?;
+                        let r = deadline(&key, bucket.put_object(&key, &data)).await?;
+                        check_status(&key, r.status_code())?;
+                        sent += size;
+                        progress(sent);
+                        pace(opts.rate_bytes_per_s, start, sent).await;
+                    }
+                    Destination::S3 { bucket, .. } => {
+                        let e = journal.objects.get_mut(file).expect("present");
+                        let upload_id = match &e.upload_id {
+                            Some(id) => id.clone(),
+                            None => {
+                                let r = deadline(
+                                    &key,
+                                    bucket.initiate_multipart_upload(
+                                        &key,
+                                        "application/octet-stream",
+                                    ),
+                                )
+                                .await?;
+                                e.upload_id = Some(r.upload_id.clone());
+                                e.parts.clear();
+                                r.upload_id
+                            }
+                        };
+                        save_journal(dir, &journal)?;
+                        let count = size.div_ceil(part) as u32;
+                        for n in 1..=count {
+                            if journal.objects[file].parts.contains_key(&n) {
+                                resumed += 1;
+                                continue;
+                            }
+                            let off = (n as u64 - 1) * part;
+                            let data = read_at(&path, off, part.min(size - off) as usize)?;
+                            let len = data.len() as u64;
+                            let p = deadline(
+                                &format!("{key} part {n}"),
+                                bucket.put_multipart_chunk(
+                                    data,
+                                    &key,
+                                    n,
+                                    &upload_id,
+                                    "application/octet-stream",
+                                ),
+                            )
+                            .await?;
+                            journal
+                                .objects
+                                .get_mut(file)
+                                .expect("present")
+                                .parts
+                                .insert(n, p.etag);
+                            save_journal(dir, &journal)?;
+                            sent += len;
+                            progress(sent);
+                            pace(opts.rate_bytes_per_s, start, sent).await;
+                        }
+                        let parts = journal.objects[file]
+                            .parts
+                            .iter()
+                            .map(|(&part_number, etag)| s3::serde_types::Part {
+                                part_number,
+                                etag: etag.clone(),
+                            })
+                            .collect();
+                        let r = deadline(
+                            &key,
+                            bucket.complete_multipart_upload(&key, &upload_id, parts),
+                        )
+                        .await?;
+                        check_status(&key, r.status_code())?;
+                    }
+                }
+                journal.objects.get_mut(file).expect("present").uploaded = true;
+                save_journal(dir, &journal)?;
+            }
+            // Read back and compare, whatever happened before.
+            if let Err(e) = verify_object(dest, &key, size, crc, part).await {
+                // No longer known to be exported: whatever an earlier run recorded goes.
+                let _ = std::fs::remove_file(dir.join(EXPORTED));
+                let o = journal.objects.get_mut(file).expect("present");
+                *o = ObjectProgress {
+                    size_bytes: size,
+                    crc32c: crc,
+                    ..Default::default()
+                };
+                save_journal(dir, &journal)?;
+                return Err(e);
+            }
+            records.push(ObjectRecord {
+                file: file.clone(),
+                key,
+                size_bytes: size,
+                crc32c: crc,
+            });
+        }
+        Ok::<(), ExportError>(())
+    })?;
+    let exported = serde_json::json!({
+        "destination": dest.describe(),
+        "verified_unix_ns": snbuf_burst::manifest::now_unix_ns(),
+        "objects": records,
+    });
+    let tmp = dir.join("export.json.tmp");
+    std::fs::write(
+        &tmp,
+        serde_json::to_vec_pretty(&exported).expect("serialises"),
+    )
+    .map_err(io(&tmp))?;
+    std::fs::rename(&tmp, dir.join(EXPORTED)).map_err(io(dir))?;
+    let mut deleted = false;
+    if opts.delete_after_verify {
+        // Every object was read back and matched: only now may the local copy go.
+        std::fs::remove_dir_all(dir).map_err(io(dir))?;
+        deleted = true;
+    }
+    Ok(ExportReport {
+        burst_dir: dir.display().to_string(),
+        destination: dest.describe(),
+        objects: records,
+        bytes_sent: sent,
+        parts_resumed: resumed,
+        seconds: start.elapsed().as_secs_f64(),
+        deleted,
+    })
+}
+
+/// Reads the object back in parts and checks its size and CRC-32C.
+async fn verify_object(
+    dest: &Destination,
+    key: &str,
+    size: u64,
+    crc: u32,
+    part: u64,
+) -> Result<(), ExportError> {
+    let fail = |why: String| ExportError::Verify {
+        key: key.to_string(),
+        why,
+    };
+    let (mut n, mut got) = (0u64, 0u32);
+    match dest {
+        Destination::Dir(root) => {
+            let len = std::fs::metadata(root.join(key))
+                .map_err(|e| fail(format!("cannot stat: {e}")))?
+                .len();
+            if len != size {
+                return Err(fail(format!("{len} B, expected {size} B")));
+            }
+            while n < size {
+                let data = destination::dir_read(root, key, n, part.min(size - n) as usize)
+                    .map_err(|e| fail(format!("read back: {e}")))?;
+                if data.is_empty() {
+                    break;
+                }
+                got = crc32c::crc32c_append(got, &data);
+                n += data.len() as u64;
+            }
+        }
+        Destination::S3 { bucket, .. } => {
+            let (head, code) = deadline(key, bucket.head_object(key))
+                .await
+                .map_err(|e| fail(format!("not found: {e}")))?;
+            if code >= 300 {
+                return Err(fail(format!("HTTP {code}")));
+            }
+            let len = head.content_length.unwrap_or(-1);
+            if len != size as i64 {
+                return Err(fail(format!("{len} B, expected {size} B")));
+            }
+            while n < size {
+                let end = (n + part).min(size) - 1;
+                let r = deadline(key, bucket.get_object_range(key, n, Some(end)))
+                    .await
+                    .map_err(|e| fail(format!("read back: {e}")))?;
+                if r.status_code() >= 300 {
+                    return Err(fail(format!("read back: HTTP {}", r.status_code())));
+                }
+                let data = r.as_slice();
+                if data.is_empty() {
+                    break;
+                }
+                got = crc32c::crc32c_append(got, data);
+                n += data.len() as u64;
+            }
+        }
+    }
+    if n != size || got != crc {
+        return Err(fail(format!(
+            "read back {n} B with CRC-32C {got:08x}, the local file has {size} B with {crc:08x}"
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,176 @@
+//! Automatic export for a running unit (`snbuf serve --export-to URL`): sealed bursts queue up
+//! and one worker thread exports them in turn, at the set rate, so that exporting never
+//! competes with itself or starves recording. A failed export (store down, network cut) is
+//! tried again later, resuming where it stopped; the queue and the figures are exposed as
+//! Prometheus metrics.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::{export_burst, Destination, ExportOptions};
+
+#[derive(Default)]
+struct Queue {
+    /// Bursts waiting, with when each was queued (for the lag), and when to try again.
+    waiting: VecDeque<(PathBuf, Instant, Instant)>,
+    /// When the burst being exported was queued.
+    current_since: Option<Instant>,
+    stop: bool,
+}
+
+#[derive(Default)]
+pub struct ExportStats {
+    pub bytes_total: AtomicU64,
+    pub exported_total: AtomicU64,
+    pub failures_total: AtomicU64,
+}
+
+pub struct ExportQueue {
+    queue: Arc<(Mutex<Queue>, Condvar)>,
+    stats: Arc<ExportStats>,
+    worker: Option<std::thread::JoinHandle<()>>,
+}
+
+/// How long a failed export waits before it is tried again (it resumes where it stopped).
+const RETRY_AFTER: Duration = Duration::from_secs(10);
+
+impl ExportQueue {
+    /// Starts the worker. `log` gets one line per export and per failure.
+    pub fn start(
+        dest: Destination,
+        opts: ExportOptions,
+        log: Arc<dyn Fn(&str) + Send + Sync>,
+    ) -> std::io::Result<ExportQueue> {
+        let queue: Arc<(Mutex<Queue>, Condvar)> = Arc::default();
+        let stats: Arc<ExportStats> = Arc::default();
+        let (q, s) = (queue.clone(), stats.clone());
+        let worker = std::thread::Builder::new()
+            .name("snbuf-export".into())
+            .spawn(move || loop {
+                let (dir, since) = {
+                    let (lock, cv) = &*q;
+                    let mut g = lock.lock().expect("export queue");
+                    loop {
+                        if g.stop {
+                            return;
+                        }
+                        let now = Instant::now();
+                        if let Some(i) = g.waiting.iter().position(|w| w.2 <= now) {
+                            let (dir, since, _) = g.waiting.remove(i).expect("present");
+                            g.current_since = Some(since);
+                            break (dir, since);
+                        }
+                        let wait = g
+                            .waiting
+                            .iter()
+                            .map(|w| w.2.saturating_duration_since(now))
+                            .min()
+                            .unwrap_or(Duration::from_secs(3600));
+                        g = cv.wait_timeout(g, wait).expect("export queue").0;
+                    }
+                };
+                let before = s.bytes_total.load(Ordering::Relaxed);
+                let result = export_burst(&dir, &dest, &opts, |sent| {
+                    s.bytes_total.store(before + sent, Ordering::Relaxed);
+                });
+                let (lock, _) = &*q;
+                let mut g = lock.lock().expect("export queue");
+                g.current_since = None;
+                match result {
+                    Ok(r) => {
+                        s.exported_total.fetch_add(1, Ordering::Relaxed);
+                        log(&format!(
+                            "exported {} to {} ({} objects, verified{})",
+                            dir.display(),
+                            r.destination,
+                            r.objects.len(),
+                            if r.deleted {
+                                ", local copy removed"
+                            } else {
+                                ""
+                            }
+                        ));
+                    }
+                    Err(e) => {
+                        s.failures_total.fetch_add(1, Ordering::Relaxed);
+                        log(&format!(
+                            "export of {} failed: {e}; trying again in {} s",
+                            dir.display(),
+                            RETRY_AFTER.as_secs()
+                        ));
+                        g.waiting
+                            .push_back((dir, since, Instant::now() + RETRY_AFTER));
+                    }
+                }
+            })?;
+        Ok(ExportQueue {
+            queue,
+            stats,
+            worker: Some(worker),
+        })
+    }
+
+    /// Queues a sealed burst.
+    pub fn push(&self, dir: PathBuf) {
+        let (lock, cv) = &*self.queue;
+        let now = Instant::now();
+        lock.lock()
+            .expect("export queue")
+            .waiting
+            .push_back((dir, now, now));
+        cv.notify_one();
+    }
+
+    /// Prometheus families of the exporter.
+    pub fn metrics_text(&self) -> String {
+        let (lock, _) = &*self.queue;
+        let g = lock.lock().expect("export queue");
+        let oldest = g
+            .waiting
+            .iter()
+            .map(|w| w.1)
+            .chain(g.current_since)
+            .min()
+            .map(|t| t.elapsed().as_secs_f64())
+            .unwrap_or(0.0);
+        let queued = g.waiting.len() + g.current_since.is_some() as usize;
+        drop(g);
+        let s = &self.stats;
+        format!(
+            "# HELP snbuf_export_bytes_total Bytes sent to the export destination.\n\
+             # TYPE snbuf_export_bytes_total counter\n\
+             snbuf_export_bytes_total {}\n\
+             # HELP snbuf_export_bursts_total Bursts exported and verified, and export attempts that failed.\n\
+             # TYPE snbuf_export_bursts_total counter\n\
+             snbuf_export_bursts_total{{state=\"exported\"}} {}\n\
+             snbuf_export_bursts_total{{state=\"failed_attempt\"}} {}\n\
+             # HELP snbuf_export_queue_bursts Bursts waiting for export or being exported.\n\
+             # TYPE snbuf_export_queue_bursts gauge\n\
+             snbuf_export_queue_bursts {queued}\n\
+             # HELP snbuf_export_lag_seconds How long the oldest burst not yet exported has waited (0: none).\n\
+             # TYPE snbuf_export_lag_seconds gauge\n\
+             snbuf_export_lag_seconds {oldest}\n",
+            s.bytes_total.load(Ordering::Relaxed),
+            s.exported_total.load(Ordering::Relaxed),
+            s.failures_total.load(Ordering::Relaxed),
+        )
+    }
+
+    pub fn exported(&self) -> u64 {
+        self.stats.exported_total.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for ExportQueue {
+    fn drop(&mut self) {
+        let (lock, cv) = &*self.queue;
+        lock.lock().expect("export queue").stop = true;
+        cv.notify_all();
+        // Not joined: an export in progress may take hours at its rate. Whatever it sent is in
+        // its journal, and the next start resumes it.
+        drop(self.worker.take());
+    }
+}

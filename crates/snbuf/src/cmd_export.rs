@@ -1,0 +1,138 @@
+//! `snbuf export`: a sealed burst to an object store or a directory (`snbuf_export`).
+
+use indicatif::ProgressBar;
+use snbuf_export::{export_burst, Destination, ExportError, ExportOptions};
+use snbuf_units::{Bytes, Rate};
+
+use crate::cli::ExportArgs;
+use crate::exit::{usage, Failure};
+
+/// The destination and options of an export, checked (as usage errors) before anything runs.
+pub fn options(
+    url: &str,
+    rate: Option<&str>,
+    part_bytes: u64,
+    delete_after_verify: bool,
+) -> anyhow::Result<(Destination, ExportOptions)> {
+    let rate = rate
+        .map(|r| {
+            snbuf_units::parse_rate_bytes_per_s(r)
+                .map_err(|e| usage(format!("rate: {e}")))
+                .and_then(|v| {
+                    if v == 0 {
+                        Err(usage("the export rate must be more than 0"))
+                    } else {
+                        Ok(v)
+                    }
+                })
+        })
+        .transpose()?;
+    let dest = Destination::parse(url).map_err(map_err)?;
+    Ok((
+        dest,
+        ExportOptions {
+            rate_bytes_per_s: rate,
+            part_bytes,
+            delete_after_verify,
+        },
+    ))
+}
+
+/// Queues for export every burst of `server` that ends from now on, and those an earlier run
+/// left unexported (sealed, failed or recovered, without `export.json`).
+pub fn follow_bursts(
+    server: &std::sync::Arc<snbuf_daq::control::Server>,
+    queue: std::sync::Arc<snbuf_export::queue::ExportQueue>,
+) -> std::io::Result<()> {
+    let out = server.unit().config().output_dir.clone();
+    for e in std::fs::read_dir(&out)?.flatten() {
+        let dir = e.path();
+        if let Ok(m) = snbuf_burst::Manifest::read(&dir) {
+            if m.state != snbuf_burst::BurstState::Recording
+                && !dir.join(snbuf_export::EXPORTED).exists()
+            {
+                queue.push(dir);
+            }
+        }
+    }
+    let server = server.clone();
+    let mut seen = server.recent_bursts().0;
+    std::thread::Builder::new()
+        .name("snbuf-export-follow".into())
+        .spawn(move || loop {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            let (total, recent) = server.recent_bursts();
+            let new = (total - seen).min(recent.len() as u64) as usize;
+            for (id, result) in &recent[recent.len() - new..] {
+                // A burst that could not even be created has nothing to export.
+                if result["state"] != "error" {
+                    queue.push(out.join(id));
+                }
+            }
+            seen = total;
+        })?;
+    Ok(())
+}
+
+pub fn run(args: &ExportArgs) -> anyhow::Result<()> {
+    if !args.burst_dir.is_dir() {
+        return Err(usage(format!(
+            "{}: not a burst directory",
+            args.burst_dir.display()
+        )));
+    }
+    let (dest, opts) = options(
+        &args.to,
+        args.rate.as_deref(),
+        args.part_size,
+        args.delete_after_verify,
+    )?;
+    let rate = opts.rate_bytes_per_s;
+    let total: u64 = std::fs::read_dir(&args.burst_dir)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0);
+    eprintln!(
+        "snbuf export: {} to {}{}",
+        args.burst_dir.display(),
+        dest.describe(),
+        rate.map(|r| format!(" at most {}", Rate(r as f64)))
+            .unwrap_or_default()
+    );
+    let bar = ProgressBar::new(total);
+    let r = export_burst(&args.burst_dir, &dest, &opts, |sent| bar.set_position(sent))
+        .map_err(map_err)?;
+    bar.finish_and_clear();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        println!(
+            "exported {} objects to {}: {} sent in {:.1} s ({}){}; every object read back and checked",
+            r.objects.len(),
+            r.destination,
+            Bytes(r.bytes_sent),
+            r.seconds,
+            Rate(r.bytes_sent as f64 / r.seconds.max(1e-9)),
+            if r.parts_resumed > 0 {
+                format!(", {} part(s) already sent before", r.parts_resumed)
+            } else {
+                String::new()
+            }
+        );
+        if r.deleted {
+            println!("removed the local copy {}", r.burst_dir);
+        }
+    }
+    Ok(())
+}
+
+fn map_err(e: ExportError) -> anyhow::Error {
+    match e {
+        ExportError::Usage(m) => usage(m),
+        other => anyhow::Error::new(Failure(other.to_string())),
+    }
+}

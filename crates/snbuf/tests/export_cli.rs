@@ -1,0 +1,421 @@
+//! `snbuf export` against a directory (`file://`, always) and a real S3-compatible object store
+//! (Garage, started here when its binary is installed; CI installs it and sets
+//! SNBUF_REQUIRE_GARAGE): objects match the burst and are read back before the burst is marked
+//! exported; an export killed mid-file resumes without sending completed parts again; an object
+//! corrupted after upload is detected; an unverified burst is never deleted.
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{snbuf, stderr};
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A burst of 2 links x ~12 MiB, recorded by the real binary.
+fn burst(root: &Path) -> PathBuf {
+    let out = root.join("rec");
+    let o = snbuf(&[
+        "record",
+        "--output",
+        out.to_str().unwrap(),
+        "--burst-id",
+        "b",
+        "--links",
+        "2",
+        "--rate-per-link",
+        "8MB/s",
+        "--buffer",
+        "1s",
+        "--pre",
+        "500ms",
+        "--post",
+        "1s",
+        "--trigger-after",
+        "600ms",
+        "--method",
+        "direct",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    out.join("b")
+}
+
+fn export_cmd(dir: &Path, to: &str, extra: &[&str], env: &[(String, String)]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_snbuf"));
+    c.args([
+        "export",
+        dir.to_str().unwrap(),
+        "--to",
+        to,
+        "--part-size",
+        "5MiB",
+    ])
+    .args(extra)
+    .envs(env.iter().map(|(k, v)| (k, v)))
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    c
+}
+
+/// Starts an export at a low rate and kills it once a part or two has gone.
+fn interrupted(dir: &Path, to: &str, env: &[(String, String)]) {
+    let mut child = export_cmd(dir, to, &["--rate", "4MB/s"], env)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the slow export ended too soon"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!dir.join("export.json").exists(), "not marked exported");
+}
+
+fn run(c: &mut Command) -> std::process::Output {
+    c.output().unwrap()
+}
+
+/// The common scenario on any destination: interrupted, resumed, verified, corrupted, refused.
+fn scenario(dir: &Path, to: &str, env: &[(String, String)], corrupt: impl Fn(&str)) {
+    interrupted(dir, to, env);
+    let o = run(&mut export_cmd(dir, to, &["--json"], env));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(r["parts_resumed"].as_u64().unwrap() >= 1, "{r}");
+    let total: u64 = r["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["size_bytes"].as_u64().unwrap())
+        .sum();
+    assert!(
+        r["bytes_sent"].as_u64().unwrap() < total,
+        "completed parts were sent again: {r}"
+    );
+    assert!(dir.join("export.json").exists());
+
+    // An object changed after upload: found, the burst no longer counts as exported, and it is
+    // not deleted even when asked.
+    corrupt(r["objects"][0]["key"].as_str().unwrap());
+    let o = run(&mut export_cmd(dir, to, &["--delete-after-verify"], env));
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("CRC-32C") || err.contains("expected"), "{err}");
+    assert!(dir.is_dir(), "an unverified burst was deleted");
+    assert!(!dir.join("export.json").exists());
+
+    // The next run sends that object again; now it verifies, and the burst may go.
+    let o = run(&mut export_cmd(dir, to, &["--delete-after-verify"], env));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        !dir.exists(),
+        "verified and asked to: the local copy is removed"
+    );
+}
+
+#[test]
+fn export_to_a_directory_resumes_verifies_and_deletes_only_what_it_verified() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = burst(root.path());
+    let dest = root.path().join("store");
+    std::fs::create_dir(&dest).unwrap();
+    let to = format!("file://{}", dest.display());
+    let local: Vec<(String, Vec<u8>)> = ["link-0000.dat", "link-0001.dat", "manifest.json"]
+        .iter()
+        .map(|f| (f.to_string(), std::fs::read(dir.join(f)).unwrap()))
+        .collect();
+    let dest2 = dest.clone();
+    scenario(&dir, &to, &[], move |key| {
+        let p = dest2.join(key);
+        let mut b = std::fs::read(&p).unwrap();
+        b[1000] ^= 0xff;
+        std::fs::write(&p, b).unwrap();
+    });
+    for (f, bytes) in local {
+        assert_eq!(
+            std::fs::read(dest.join("b").join(&f)).unwrap(),
+            bytes,
+            "{f}"
+        );
+    }
+}
+
+#[test]
+fn bad_destinations_are_refused_before_anything_is_sent() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = burst(root.path());
+    for (to, needle) in [
+        ("ftp://x", "expected s3://"),
+        ("file://relative/dir", "absolute"),
+        ("s3://", "no bucket"),
+    ] {
+        let o = snbuf(&["export", dir.to_str().unwrap(), "--to", to]);
+        assert_eq!(o.status.code(), Some(2), "{to}: {}", stderr(&o));
+        assert!(stderr(&o).contains(needle), "{to}: {}", stderr(&o));
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_snbuf"))
+        .args(["export", dir.to_str().unwrap(), "--to", "s3://b/p"])
+        .env_remove("SNBUF_S3_ENDPOINT")
+        .env_remove("AWS_ENDPOINT_URL")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("SNBUF_S3_ENDPOINT"));
+    // An object store that is not there: one line, exit 1, nothing marked.
+    let o = Command::new(env!("CARGO_BIN_EXE_snbuf"))
+        .args(["export", dir.to_str().unwrap(), "--to", "s3://b/p"])
+        .env("SNBUF_S3_ENDPOINT", "http://127.0.0.1:9")
+        .env("AWS_ACCESS_KEY_ID", "GKnothing")
+        .env("AWS_SECRET_ACCESS_KEY", "secret-that-must-not-be-printed")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("secret-that-must-not-be-printed"));
+    assert!(!dir.join("export.json").exists());
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Environment variables for a client of the store.
+type Env = Vec<(String, String)>;
+
+/// A one-node Garage with a key and a bucket `snbuf`: the server and the client environment.
+/// None (the test skips) without the binary.
+fn garage(root: &Path) -> Option<(Proc, Env)> {
+    let bin = std::env::var_os("HOME")
+        .map(|h| PathBuf::from(h).join(".cargo/bin/garage"))
+        .filter(|p| p.exists())
+        .or_else(|| Some(PathBuf::from("/usr/local/bin/garage")).filter(|p| p.exists()));
+    let Some(bin) = bin else {
+        assert!(
+            std::env::var_os("SNBUF_REQUIRE_GARAGE").is_none(),
+            "SNBUF_REQUIRE_GARAGE is set but garage is not installed"
+        );
+        eprintln!("skip: no garage (cargo install garage --locked)");
+        return None;
+    };
+    let (s3, rpc, admin) = (free_port(), free_port(), free_port());
+    std::fs::create_dir_all(root).unwrap();
+    let cfg = root.join("garage.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "metadata_dir = \"{m}\"\ndata_dir = \"{d}\"\ndb_engine = \"sqlite\"\nreplication_factor = 1\n\
+             rpc_bind_addr = \"127.0.0.1:{rpc}\"\nrpc_public_addr = \"127.0.0.1:{rpc}\"\n\
+             rpc_secret = \"{secret}\"\n[s3_api]\ns3_region = \"garage\"\napi_bind_addr = \"127.0.0.1:{s3}\"\n\
+             root_domain = \".s3.garage.localhost\"\n[admin]\napi_bind_addr = \"127.0.0.1:{admin}\"\n",
+            m = root.join("meta").display(),
+            d = root.join("data").display(),
+            secret = "0123456789abcdef".repeat(4),
+        ),
+    )
+    .unwrap();
+    let child = Command::new(&bin)
+        .args(["-c", cfg.to_str().unwrap(), "server"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = Proc(child);
+    let g = |args: &[&str]| -> String {
+        let o = Command::new(&bin)
+            .args(["-c", cfg.to_str().unwrap()])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let node = loop {
+        let st = g(&["status"]);
+        if let Some(l) = st.lines().find(|l| l.contains("NO ROLE ASSIGNED")) {
+            break l.split_whitespace().next().unwrap().to_string();
+        }
+        assert!(Instant::now() < deadline, "garage did not start: {st}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    g(&["layout", "assign", "-z", "dc1", "-c", "1G", &node]);
+    g(&["layout", "apply", "--version", "1"]);
+    let key = g(&["key", "create", "snbuf-test"]);
+    let field = |name: &str| {
+        key.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().last())
+            .unwrap_or_else(|| panic!("{name} not in {key}"))
+            .to_string()
+    };
+    let (id, secret) = (field("Key ID"), field("Secret key"));
+    g(&["bucket", "create", "snbuf"]);
+    g(&[
+        "bucket",
+        "allow",
+        "--read",
+        "--write",
+        "--owner",
+        "snbuf",
+        "--key",
+        "snbuf-test",
+    ]);
+    let env = vec![
+        (
+            "SNBUF_S3_ENDPOINT".to_string(),
+            format!("http://127.0.0.1:{s3}"),
+        ),
+        ("AWS_REGION".to_string(), "garage".to_string()),
+        ("AWS_ACCESS_KEY_ID".to_string(), id),
+        ("AWS_SECRET_ACCESS_KEY".to_string(), secret),
+    ];
+    Some((server, env))
+}
+
+/// Puts `body` at `key` of bucket `snbuf`, as any S3 client could (here: a corruption).
+fn s3_put(env: &[(String, String)], key: &str, body: &[u8]) {
+    let get = |k: &str| env.iter().find(|(n, _)| n == k).unwrap().1.clone();
+    let creds = s3::creds::Credentials::new(
+        Some(&get("AWS_ACCESS_KEY_ID")),
+        Some(&get("AWS_SECRET_ACCESS_KEY")),
+        None,
+        None,
+        None,
+    )
+    .unwrap();
+    let bucket = s3::Bucket::new(
+        "snbuf",
+        s3::Region::Custom {
+            region: "garage".into(),
+            endpoint: get("SNBUF_S3_ENDPOINT"),
+        },
+        creds,
+    )
+    .unwrap()
+    .with_path_style();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let r = rt.block_on(bucket.put_object(key, body)).unwrap();
+    assert!(r.status_code() < 300);
+}
+
+#[test]
+fn export_to_garage_resumes_verifies_and_deletes_only_what_it_verified() {
+    let root = tempfile::tempdir().unwrap();
+    let Some((_garage, env)) = garage(&root.path().join("garage")) else {
+        return;
+    };
+    let dir = burst(root.path());
+    let env2 = env.clone();
+    scenario(&dir, "s3://snbuf/apa-01", &env, move |key| {
+        s3_put(&env2, key, b"not what was uploaded");
+    });
+}
+
+/// `serve --export-to`: every sealed burst is exported and verified in the background, a burst
+/// an earlier run left unexported is picked up at start, and the exporter shows in the metrics.
+#[test]
+fn serve_exports_each_sealed_burst() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let root = tempfile::tempdir().unwrap();
+    let earlier = burst(root.path()); // root/rec/b, never exported
+    let dest = root.path().join("store");
+    std::fs::create_dir(&dest).unwrap();
+    let socket = root.path().join("ctl.sock");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_snbuf"))
+        .args(["serve", "--output"])
+        .arg(root.path().join("rec"))
+        .arg("--socket")
+        .arg(&socket)
+        .args(["--links", "2", "--rate-per-link", "5MB/s", "--buffer", "2s"])
+        .args(["--pre", "300ms", "--post", "300ms", "--method", "direct"])
+        .args([
+            "--export-to",
+            &format!("file://{}", dest.display()),
+            "--export-rate",
+            "200MB/s",
+        ])
+        .args(["--metrics", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr_pipe = child.stderr.take().unwrap();
+    let _server = Proc(child);
+    let mut addr = None;
+    for line in BufReader::new(stderr_pipe).lines() {
+        let line = line.unwrap();
+        if let Some(rest) = line.trim().strip_prefix("metrics at http://") {
+            addr = Some(rest.trim_end_matches("/metrics").to_string());
+            break;
+        }
+    }
+    let addr = addr.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(600));
+    let o = snbuf(&[
+        "trigger",
+        "--socket",
+        socket.to_str().unwrap(),
+        "--burst-id",
+        "new",
+        "--wait",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for id in ["b", "new"] {
+        while !root
+            .path()
+            .join("rec")
+            .join(id)
+            .join("export.json")
+            .exists()
+        {
+            assert!(Instant::now() < deadline, "burst {id} was not exported");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        for f in ["link-0000.dat", "link-0001.dat", "manifest.json"] {
+            assert_eq!(
+                std::fs::read(dest.join(id).join(f)).unwrap(),
+                std::fs::read(root.path().join("rec").join(id).join(f)).unwrap(),
+                "{id}/{f}"
+            );
+        }
+    }
+    let _ = earlier;
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+    let mut m = String::new();
+    s.read_to_string(&mut m).unwrap();
+    assert!(
+        m.contains("snbuf_export_bursts_total{state=\"exported\"} 2"),
+        "{m}"
+    );
+    assert!(m.contains("snbuf_export_queue_bursts 0"), "{m}");
+    let bytes: f64 = m
+        .lines()
+        .find_map(|l| l.strip_prefix("snbuf_export_bytes_total "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(bytes > 1e6, "{m}");
+}
