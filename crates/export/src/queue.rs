@@ -14,6 +14,8 @@ use crate::{export_burst, Destination, ExportOptions};
 
 #[derive(Default)]
 struct Queue {
+    /// Bursts exported and verified that no one has collected yet (`take_exported`), bounded.
+    exported: VecDeque<String>,
     /// Bursts waiting, with when each was queued (for the lag), and when to try again.
     waiting: VecDeque<(PathBuf, Instant, Instant)>,
     /// When the burst being exported was queued.
@@ -33,6 +35,9 @@ pub struct ExportQueue {
     stats: Arc<ExportStats>,
     worker: Option<std::thread::JoinHandle<()>>,
 }
+
+/// Exported burst ids kept for `take_exported` (a fleet link collects them every second).
+const MAX_UNCOLLECTED: usize = 1000;
 
 /// How long a failed export waits before it is tried again (it resumes where it stopped).
 const RETRY_AFTER: Duration = Duration::from_secs(10);
@@ -82,6 +87,14 @@ impl ExportQueue {
                 match result {
                     Ok(r) => {
                         s.exported_total.fetch_add(1, Ordering::Relaxed);
+                        if g.exported.len() == MAX_UNCOLLECTED {
+                            g.exported.pop_front();
+                        }
+                        g.exported.push_back(
+                            dir.file_name()
+                                .map(|n| n.to_string_lossy().into_owned())
+                                .unwrap_or_default(),
+                        );
                         log(&format!(
                             "exported {} to {} ({} objects, verified{})",
                             dir.display(),
@@ -161,6 +174,37 @@ impl ExportQueue {
 
     pub fn exported(&self) -> u64 {
         self.stats.exported_total.load(Ordering::Relaxed)
+    }
+
+    /// Burst ids exported (and verified) since the last call, oldest first.
+    pub fn take_exported(&self) -> Vec<String> {
+        let (lock, _) = &*self.queue;
+        lock.lock()
+            .expect("export queue")
+            .exported
+            .drain(..)
+            .collect()
+    }
+
+    /// The exporter at a glance, for a unit's heartbeat.
+    pub fn progress(&self) -> serde_json::Value {
+        let (lock, _) = &*self.queue;
+        let g = lock.lock().expect("export queue");
+        let lag = g
+            .waiting
+            .iter()
+            .map(|w| w.1)
+            .chain(g.current_since)
+            .min()
+            .map(|t| t.elapsed().as_secs_f64())
+            .unwrap_or(0.0);
+        serde_json::json!({
+            "exported_total": self.stats.exported_total.load(Ordering::Relaxed),
+            "failed_attempts_total": self.stats.failures_total.load(Ordering::Relaxed),
+            "bytes_total": self.stats.bytes_total.load(Ordering::Relaxed),
+            "queued": g.waiting.len() + g.current_since.is_some() as usize,
+            "lag_s": lag,
+        })
     }
 }
 

@@ -68,6 +68,10 @@ pub struct UnitStatus {
     pub last_burst: Option<BurstSummary>,
     /// Triggers that arrived when their window had already left this unit's buffer.
     pub missed_triggers: u64,
+    /// The exporter (`serve --export-to`): exported_total, failed_attempts_total, bytes_total,
+    /// queued, lag_s. Null without one.
+    #[serde(default)]
+    pub export: Option<serde_json::Value>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -84,7 +88,8 @@ pub struct UnitEvent {
     pub schema: u32,
     pub unit: String,
     pub sent_unix_ns: u64,
-    /// `sealed`, `failed`, `error` (a burst), `missed` (its window had left the buffer),
+    /// `sealed`, `failed`, `error` (a burst), `exported` (sent and verified), `missed` (its window
+    /// had left the buffer),
     /// `late` (recorded what was left of a trigger delivered late), `refused` (e.g. a burst was
     /// being recorded), `duplicate` (a trigger already handled).
     pub event: String,

@@ -43,6 +43,13 @@ impl NatsOptions {
 /// Log lines go to the caller (serve prints them).
 pub type Log = Arc<dyn Fn(&str) + Send + Sync>;
 
+/// What the unit's exporter reports, if it has one: its progress for the heartbeat, and the
+/// bursts it exported since the last call (each published as an `exported` event).
+pub trait ExportReporter: Send + Sync {
+    fn progress(&self) -> serde_json::Value;
+    fn take_exported(&self) -> Vec<String>;
+}
+
 pub struct UnitLink {
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -55,6 +62,7 @@ impl UnitLink {
         opts: NatsOptions,
         unit_id: String,
         server: Arc<Server>,
+        export: Option<Arc<dyn ExportReporter>>,
         log: Log,
     ) -> std::io::Result<(UnitLink, Option<String>)> {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -79,7 +87,7 @@ impl UnitLink {
         let thread = std::thread::Builder::new()
             .name("snbuf-nats".into())
             .spawn(move || {
-                rt.block_on(run(opts, unit_id, server, log, stop2));
+                rt.block_on(run(opts, unit_id, server, export, log, stop2));
             })?;
         Ok((
             UnitLink {
@@ -110,17 +118,23 @@ struct LinkState {
     missed: AtomicU64,
     /// Bursts already published as events.
     published: u64,
+    export: Option<Arc<dyn ExportReporter>>,
+    /// Exported bursts collected but not yet published (kept across a lost connection).
+    exported_unpublished: Vec<String>,
 }
 
 async fn run(
     opts: NatsOptions,
     unit: String,
     server: Arc<Server>,
+    export: Option<Arc<dyn ExportReporter>>,
     log: Log,
     stop: Arc<AtomicBool>,
 ) {
     let mut st = LinkState {
         unit,
+        export,
+        exported_unpublished: Vec::new(),
         published: server.recent_bursts().0,
         server,
         log,
@@ -379,6 +393,7 @@ async fn heartbeat(js: &jetstream::Context, st: &LinkState) -> Result<(), String
         bursts_total: total,
         last_burst: last,
         missed_triggers: st.missed.load(Ordering::Relaxed),
+        export: st.export.as_ref().map(|e| e.progress()),
     };
     js.publish(
         status_subject(&st.unit),
@@ -402,5 +417,12 @@ async fn publish_burst_events(js: &jetstream::Context, st: &mut LinkState) -> Re
         publish_event(js, st, &state, Some(id), Some(id), result.clone()).await?;
     }
     st.published = total;
+    if let Some(e) = &st.export {
+        st.exported_unpublished.extend(e.take_exported());
+    }
+    while let Some(id) = st.exported_unpublished.first().cloned() {
+        publish_event(js, st, "exported", Some(&id), Some(&id), json!({})).await?;
+        st.exported_unpublished.remove(0);
+    }
     Ok(())
 }

@@ -83,6 +83,7 @@ fn status(args: &FleetStatusArgs) -> anyhow::Result<()> {
         ("bursts", true),
         ("last burst", false),
         ("missed", true),
+        ("export", false),
     ]);
     for u in &units {
         let s = &u.status;
@@ -108,6 +109,17 @@ fn status(args: &FleetStatusArgs) -> anyhow::Result<()> {
                 .map(|b| format!("{} ({})", b.burst_id, b.state))
                 .unwrap_or_else(|| "-".into()),
             s.missed_triggers.to_string(),
+            s.export
+                .as_ref()
+                .map(|e| {
+                    format!(
+                        "{} exported, {} queued, lag {:.0} s",
+                        e["exported_total"],
+                        e["queued"],
+                        e["lag_s"].as_f64().unwrap_or(0.0)
+                    )
+                })
+                .unwrap_or_else(|| "-".into()),
         ]);
     }
     print!("{}", t.render());

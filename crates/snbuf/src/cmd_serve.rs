@@ -111,8 +111,16 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let _fleet_link = match fleet {
         Some((opts, id)) => {
             let url = opts.url.clone();
-            let (link, unreachable) =
-                snbuf_fleet::UnitLink::start(opts, id.clone(), server.clone(), log.clone())?;
+            let (link, unreachable) = snbuf_fleet::UnitLink::start(
+                opts,
+                id.clone(),
+                server.clone(),
+                exporter.clone().map(|q| {
+                    std::sync::Arc::new(ExporterReport(q))
+                        as std::sync::Arc<dyn snbuf_fleet::unit_link::ExportReporter>
+                }),
+                log.clone(),
+            )?;
             match unreachable {
                 Some(e) => eprintln!("  fleet: {e}"),
                 None => eprintln!("  fleet: unit {id} on {url}"),
@@ -271,5 +279,17 @@ fn keep_large_allocations_off_the_heap() {
     // SAFETY: mallopt only sets an allocator parameter; called before the unit starts its threads.
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 128 << 10);
+    }
+}
+
+/// The exporter as the fleet link sees it.
+struct ExporterReport(std::sync::Arc<snbuf_export::queue::ExportQueue>);
+
+impl snbuf_fleet::unit_link::ExportReporter for ExporterReport {
+    fn progress(&self) -> Value {
+        self.0.progress()
+    }
+    fn take_exported(&self) -> Vec<String> {
+        self.0.take_exported()
     }
 }

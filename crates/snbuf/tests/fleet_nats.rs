@@ -72,6 +72,10 @@ struct Unit {
 }
 
 fn start_unit(root: &Path, id: &str, url: &str) -> Unit {
+    start_unit_with(root, id, url, &[])
+}
+
+fn start_unit_with(root: &Path, id: &str, url: &str, extra: &[&str]) -> Unit {
     let out = root.join(id);
     let socket = root.join(format!("{id}.sock"));
     let log = root.join(format!("{id}.log"));
@@ -83,6 +87,7 @@ fn start_unit(root: &Path, id: &str, url: &str) -> Unit {
         .args(["--links", "2", "--rate-per-link", "5MB/s", "--buffer", "2s"])
         .args(["--pre", "300ms", "--post", "300ms", "--method", "direct"])
         .args(["--nats", url, "--unit", id])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
@@ -398,4 +403,43 @@ fn the_delivery_bench_reaches_every_unit() {
     assert_eq!(r["delivered"], 20);
     assert!(r["p50_ms"].as_f64().unwrap() > 0.0);
     assert!(r["max_ms"].as_f64().unwrap() >= r["p99_ms"].as_f64().unwrap());
+}
+
+#[test]
+fn a_unit_that_exports_reports_its_progress_and_an_exported_event() {
+    let root = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let Some(_nats) = nats_server(port, &root.path().join("js")) else {
+        return;
+    };
+    let url = format!("nats://127.0.0.1:{port}");
+    let store = root.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    let to = format!("file://{}", store.display());
+    let u = start_unit_with(root.path(), "x", &url, &["--export-to", &to]);
+    wait_fleet(&url, &["x"], |u| {
+        u["missing"] == false && u["status"]["export"].is_object()
+    });
+    std::thread::sleep(Duration::from_millis(600));
+    let o = snbuf(&["trigger", "--nats", &url, "--burst-id", "e1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    wait_sealed(&u.out.join("e1"));
+    wait_fleet(&url, &["x"], |u| {
+        u["status"]["export"]["exported_total"] == 1
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !events(&url)
+        .iter()
+        .any(|e| e["event"] == "exported" && e["burst_id"] == "e1")
+    {
+        assert!(Instant::now() < deadline, "no exported event");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(store.join("e1/manifest.json").is_file());
+    let o = snbuf(&["fleet", "status", "--nats", &url]);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("1 exported"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
 }
