@@ -57,6 +57,8 @@ pub struct ExportReport {
     /// Parts a previous run had already sent.
     pub parts_resumed: u64,
     pub seconds: f64,
+    /// Of those, reading objects back to verify them (the rest is sending, pacing included).
+    pub verify_seconds: f64,
     pub deleted: bool,
 }
 
@@ -127,7 +129,7 @@ fn read_at(path: &Path, offset: u64, len: usize) -> Result<Vec<u8>, ExportError>
     Ok(buf)
 }
 
-/// Sleeps so that `sent` bytes since `start` stay within `rate`.
+/// Sleeps until `sent` bytes are due at `rate` since `start` (called before sending them).
 async fn pace(rate: Option<u64>, start: Instant, sent: u64) {
     if let Some(r) = rate {
         let due = Duration::from_secs_f64(sent as f64 / r as f64);
@@ -216,6 +218,9 @@ pub fn export_burst(
     let start = Instant::now();
     let mut sent = 0u64;
     let mut resumed = 0u64;
+    let mut verify_s = 0.0;
+    // The rate applies to sending: time spent reading objects back does not count towards it.
+    let mut paced_since = start;
     let mut records = Vec::new();
     let part = opts.part_bytes;
     rt.block_on(async {
@@ -239,6 +244,8 @@ pub fn export_burst(
                         let mut off = entry.bytes_done;
                         while off < size {
                             let n = part.min(size - off) as usize;
+                            // Paced before sending, so the last part also waits its turn.
+                            pace(opts.rate_bytes_per_s, paced_since, sent + n as u64).await;
                             let data = read_at(&path, off, n)?;
                             destination::dir_write_part(root, &key, off, &data)
                                 .map_err(io(root))?;
@@ -247,7 +254,6 @@ pub fn export_burst(
                             journal.objects.get_mut(file).expect("present").bytes_done = off;
                             save_journal(dir, &journal)?;
                             progress(sent);
-                            pace(opts.rate_bytes_per_s, start, sent).await;
                         }
                         if size == 0 {
                             destination::dir_write_part(root, &key, 0, &[]).map_err(io(root))?;
@@ -255,12 +261,12 @@ pub fn export_burst(
                         destination::dir_finish(root, &key).map_err(io(root))?;
                     }
                     Destination::S3 { bucket, .. } if size <= part => {
+                        pace(opts.rate_bytes_per_s, paced_since, sent + size).await;
                         let data = read_at(&path, 0, size as usize)?;
                         let r = deadline(&key, bucket.put_object(&key, &data)).await?;
                         check_status(&key, r.status_code())?;
                         sent += size;
                         progress(sent);
-                        pace(opts.rate_bytes_per_s, start, sent).await;
                     }
                     Destination::S3 { bucket, .. } => {
                         let e = journal.objects.get_mut(file).expect("present");
@@ -288,8 +294,9 @@ pub fn export_burst(
                                 continue;
                             }
                             let off = (n as u64 - 1) * part;
-                            let data = read_at(&path, off, part.min(size - off) as usize)?;
-                            let len = data.len() as u64;
+                            let len = part.min(size - off);
+                            pace(opts.rate_bytes_per_s, paced_since, sent + len).await;
+                            let data = read_at(&path, off, len as usize)?;
                             let p = deadline(
                                 &format!("{key} part {n}"),
                                 bucket.put_multipart_chunk(
@@ -310,7 +317,6 @@ pub fn export_burst(
                             save_journal(dir, &journal)?;
                             sent += len;
                             progress(sent);
-                            pace(opts.rate_bytes_per_s, start, sent).await;
                         }
                         let parts = journal.objects[file]
                             .parts
@@ -332,7 +338,11 @@ pub fn export_burst(
                 save_journal(dir, &journal)?;
             }
             // Read back and compare, whatever happened before.
-            if let Err(e) = verify_object(dest, &key, size, crc, part).await {
+            let t_verify = Instant::now();
+            let verified = verify_object(dest, &key, size, crc, part).await;
+            verify_s += t_verify.elapsed().as_secs_f64();
+            paced_since += t_verify.elapsed();
+            if let Err(e) = verified {
                 // No longer known to be exported: whatever an earlier run recorded goes.
                 let _ = std::fs::remove_file(dir.join(EXPORTED));
                 let o = journal.objects.get_mut(file).expect("present");
@@ -378,6 +388,7 @@ pub fn export_burst(
         bytes_sent: sent,
         parts_resumed: resumed,
         seconds: start.elapsed().as_secs_f64(),
+        verify_seconds: verify_s,
         deleted,
     })
 }
@@ -447,4 +458,68 @@ async fn verify_object(
         )));
     }
     Ok(())
+}
+
+/// For benchmarks only: uploads the burst's files as plain multipart uploads with the same
+/// client and part size, without journal, checksums, pacing or read-back, under keys ending in
+/// `.raw`. Returns bytes and seconds: the store's own upload rate, for comparison with
+/// `export_burst`'s.
+pub fn raw_upload(dir: &Path, dest: &Destination, part: u64) -> Result<(u64, f64), ExportError> {
+    let Destination::S3 { bucket, .. } = dest else {
+        return Err(ExportError::Usage(
+            "a raw upload needs an s3:// destination".into(),
+        ));
+    };
+    let (burst_id, files) = burst_files(dir)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(io(dir))?;
+    let start = Instant::now();
+    let mut bytes = 0u64;
+    rt.block_on(async {
+        for file in &files {
+            let path = dir.join(file);
+            let size = std::fs::metadata(&path).map_err(io(&path))?.len();
+            let key = format!("{}.raw", dest.key(&burst_id, file));
+            if size <= part {
+                let data = read_at(&path, 0, size as usize)?;
+                let r = deadline(&key, bucket.put_object(&key, &data)).await?;
+                check_status(&key, r.status_code())?;
+            } else {
+                let up = deadline(
+                    &key,
+                    bucket.initiate_multipart_upload(&key, "application/octet-stream"),
+                )
+                .await?;
+                let mut parts = Vec::new();
+                for n in 1..=size.div_ceil(part) as u32 {
+                    let off = (n as u64 - 1) * part;
+                    let data = read_at(&path, off, part.min(size - off) as usize)?;
+                    parts.push(
+                        deadline(
+                            &key,
+                            bucket.put_multipart_chunk(
+                                data,
+                                &key,
+                                n,
+                                &up.upload_id,
+                                "application/octet-stream",
+                            ),
+                        )
+                        .await?,
+                    );
+                }
+                let r = deadline(
+                    &key,
+                    bucket.complete_multipart_upload(&key, &up.upload_id, parts),
+                )
+                .await?;
+                check_status(&key, r.status_code())?;
+            }
+            bytes += size;
+        }
+        Ok::<(), ExportError>(())
+    })?;
+    Ok((bytes, start.elapsed().as_secs_f64()))
 }

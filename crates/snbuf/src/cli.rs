@@ -694,4 +694,8 @@ pub struct ExportArgs {
     pub delete_after_verify: bool,
     #[arg(long)]
     pub json: bool,
+    /// For benchmarks: upload the files again as plain multipart uploads (keys ending in .raw,
+    /// no journal, no checks, no pacing) and print that rate beside the export's.
+    #[arg(long, hide = true)]
+    pub raw_compare: bool,
 }

@@ -107,6 +107,21 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<()> {
     let r = export_burst(&args.burst_dir, &dest, &opts, |sent| bar.set_position(sent))
         .map_err(map_err)?;
     bar.finish_and_clear();
+    if args.raw_compare {
+        let (bytes, secs) =
+            snbuf_export::raw_upload(&args.burst_dir, &dest, args.part_size).map_err(map_err)?;
+        let send_s = r.seconds - r.verify_seconds;
+        let export_rate = r.bytes_sent as f64 / send_s.max(1e-9);
+        let raw_rate = bytes as f64 / secs.max(1e-9);
+        println!(
+            "export sent {} at {} (plus {:.1} s reading back); raw multipart upload of the same files, same client: {}; export / raw = {:.2}",
+            Bytes(r.bytes_sent),
+            Rate(export_rate),
+            r.verify_seconds,
+            Rate(raw_rate),
+            export_rate / raw_rate
+        );
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Export throughput against a real S3 store: a fresh one-node Garage on 127.0.0.1, a ~380 MB
+# burst, then (1) unthrottled export beside a raw multipart upload of the same files with the
+# same client (target: export >= 0.9x raw), and (2) exports at a set rate (target: within 5%).
+# See BENCHMARKS.md.
+#
+# usage: bench/export.sh [ROUNDS=3]
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+rounds="${1:-3}"
+garage="$(command -v garage || echo "$HOME/.cargo/bin/garage")"
+[ -x "$garage" ] || { echo "installing garage (cargo install, ~12 min)" >&2; cargo install garage --version 2.5.0 --locked -q; }
+(cd "$root" && cargo build --release -q)
+S="$root/target/release/snbuf"
+work="$(mktemp -d)"
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+s3=$(port); rpc=$(port); admin=$(port)
+cat > "$work/garage.toml" <<TOML
+metadata_dir = "$work/meta"
+data_dir = "$work/data"
+db_engine = "sqlite"
+replication_factor = 1
+rpc_bind_addr = "127.0.0.1:$rpc"
+rpc_public_addr = "127.0.0.1:$rpc"
+rpc_secret = "$(python3 -c 'import secrets; print(secrets.token_hex(32))')"
+[s3_api]
+s3_region = "garage"
+api_bind_addr = "127.0.0.1:$s3"
+root_domain = ".s3.garage.localhost"
+[admin]
+api_bind_addr = "127.0.0.1:$admin"
+TOML
+g() { "$garage" -c "$work/garage.toml" "$@"; }
+g server >/dev/null 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$work"' EXIT
+for _ in $(seq 50); do node=$(g status 2>/dev/null | awk '/NO ROLE/ {print $1}' || true); [ -n "$node" ] && break; sleep 0.2; done
+g layout assign -z dc1 -c 10G "$node" >/dev/null
+g layout apply --version 1 >/dev/null
+key=$(g key create bench)
+export AWS_ACCESS_KEY_ID=$(echo "$key" | awk '/Key ID/ {print $NF}')
+export AWS_SECRET_ACCESS_KEY=$(echo "$key" | awk '/Secret key/ {print $NF}')
+export AWS_REGION=garage SNBUF_S3_ENDPOINT="http://127.0.0.1:$s3"
+g bucket create bench >/dev/null
+g bucket allow --read --write --owner bench --key bench >/dev/null
+echo "garage $("$garage" --version 2>/dev/null | head -1) on 127.0.0.1:$s3"
+"$S" record --links 4 --rate-per-link 25MB/s --buffer 2s --pre 1s --post 3s --trigger-after 1.2s \
+  --output "$work/rec" --burst-id b --method direct >/dev/null 2>&1
+echo "burst: $(du -sh "$work/rec/b" | cut -f1)"
+for r in $(seq "$rounds"); do
+  rm -f "$work/rec/b/export.json" "$work/rec/b/.export-journal.json"
+  "$S" export "$work/rec/b" --to "s3://bench/unthrottled$r" --raw-compare 2>/dev/null | head -1
+done
+for rate in 20 50; do
+  for r in $(seq "$rounds"); do
+    rm -f "$work/rec/b/export.json" "$work/rec/b/.export-journal.json"
+    "$S" export "$work/rec/b" --to "s3://bench/rate$rate-$r" --rate "${rate}MB/s" --json 2>/dev/null |
+      python3 -c "import json,sys; r=json.load(sys.stdin); s=r['seconds']-r['verify_seconds']; print('export at --rate ${rate}MB/s: %.2f MB/s sending = %.3fx the set rate' % (r['bytes_sent']/s/1e6, r['bytes_sent']/s/${rate}e6))"
+  done
+done
