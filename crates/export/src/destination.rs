@@ -20,9 +20,40 @@ pub enum Destination {
     },
 }
 
+/// How to reach and sign in to an S3 store. Each field not set here is taken from the
+/// environment (`SNBUF_S3_ENDPOINT` or `AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`,
+/// `AWS_SECRET_ACCESS_KEY`). Debug output hides the secret.
+#[derive(Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct S3Settings {
+    pub endpoint: Option<String>,
+    pub region: Option<String>,
+    pub access_key_id: Option<String>,
+    pub secret_access_key: Option<String>,
+}
+
+impl std::fmt::Debug for S3Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Settings")
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field("access_key_id", &self.access_key_id)
+            .field(
+                "secret_access_key",
+                &self.secret_access_key.as_ref().map(|_| "(hidden)"),
+            )
+            .finish()
+    }
+}
+
 impl Destination {
-    /// Parses `file:///DIR` or `s3://BUCKET[/PREFIX]`.
+    /// Parses `file:///DIR` or `s3://BUCKET[/PREFIX]`, with S3 settings from the environment.
     pub fn parse(url: &str) -> Result<Destination, ExportError> {
+        Self::parse_with(url, &S3Settings::default())
+    }
+
+    /// As `parse`, with `s3` (from a config file) taking precedence over the environment.
+    pub fn parse_with(url: &str, s3: &S3Settings) -> Result<Destination, ExportError> {
         let bad = |why: &str| ExportError::Usage(format!("--to {url}: {why}"));
         if let Some(dir) = url.strip_prefix("file://") {
             let dir = PathBuf::from(dir);
@@ -40,16 +71,33 @@ impl Destination {
         if name.is_empty() {
             return Err(bad("no bucket"));
         }
-        let endpoint = std::env::var("SNBUF_S3_ENDPOINT")
-            .or_else(|_| std::env::var("AWS_ENDPOINT_URL"))
-            .map_err(|_| {
-                bad("set SNBUF_S3_ENDPOINT to the object store's URL (e.g. http://127.0.0.1:3900)")
+        let env = |k: &str| std::env::var(k).ok();
+        let endpoint = s3
+            .endpoint
+            .clone()
+            .or_else(|| env("SNBUF_S3_ENDPOINT"))
+            .or_else(|| env("AWS_ENDPOINT_URL"))
+            .ok_or_else(|| {
+                bad("set SNBUF_S3_ENDPOINT (or s3.endpoint in the config file) to the object store's URL, e.g. http://127.0.0.1:3900")
             })?;
-        let region = std::env::var("AWS_REGION").unwrap_or_else(|_| "us-east-1".into());
-        let key = std::env::var("AWS_ACCESS_KEY_ID")
-            .map_err(|_| bad("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"))?;
-        let secret = std::env::var("AWS_SECRET_ACCESS_KEY")
-            .map_err(|_| bad("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"))?;
+        let region = s3
+            .region
+            .clone()
+            .or_else(|| env("AWS_REGION"))
+            .unwrap_or_else(|| "us-east-1".into());
+        let missing = || {
+            bad("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or s3.access_key_id and s3.secret_access_key in the config file)")
+        };
+        let key = s3
+            .access_key_id
+            .clone()
+            .or_else(|| env("AWS_ACCESS_KEY_ID"))
+            .ok_or_else(missing)?;
+        let secret = s3
+            .secret_access_key
+            .clone()
+            .or_else(|| env("AWS_SECRET_ACCESS_KEY"))
+            .ok_or_else(missing)?;
         let creds = Credentials::new(Some(&key), Some(&secret), None, None, None)
             .map_err(|e| bad(&format!("credentials: {e}")))?;
         let bucket = Bucket::new(

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-pub use destination::Destination;
+pub use destination::{Destination, S3Settings};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
@@ -522,4 +522,30 @@ pub fn raw_upload(dir: &Path, dest: &Destination, part: u64) -> Result<(u64, f64
         Ok::<(), ExportError>(())
     })?;
     Ok((bytes, start.elapsed().as_secs_f64()))
+}
+
+/// Whether `dest` can be reached now (a directory that exists, a bucket that answers), for a
+/// clear message at start. A unit records either way; its exports are tried again later.
+pub fn probe(dest: &Destination) -> Result<(), String> {
+    match dest {
+        Destination::Dir(d) if d.is_dir() => Ok(()),
+        Destination::Dir(d) => Err(format!("{}: not a directory", d.display())),
+        Destination::S3 { bucket, .. } => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            let r = rt.block_on(async {
+                tokio::time::timeout(Duration::from_secs(5), bucket.exists()).await
+            });
+            match r {
+                Ok(Ok(true)) => Ok(()),
+                Ok(Ok(false)) => {
+                    Err("the bucket does not exist or these credentials cannot see it".into())
+                }
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err("no answer within 5 s".into()),
+            }
+        }
+    }
 }

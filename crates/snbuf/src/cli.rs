@@ -349,6 +349,9 @@ pub struct RecordArgs {
     /// medium). Without link=N, every link.
     #[arg(long, value_name = "FAULT")]
     pub inject_fault: Vec<String>,
+    /// The `[s3]` table of the config file (export settings and credentials); not an option.
+    #[arg(skip)]
+    pub s3: Option<snbuf_export::S3Settings>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -694,6 +697,10 @@ pub struct ExportArgs {
     pub delete_after_verify: bool,
     #[arg(long)]
     pub json: bool,
+    /// A config file whose `[s3]` table holds endpoint, region, access_key_id and
+    /// secret_access_key (over the environment).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// For benchmarks: upload the files again as plain multipart uploads (keys ending in .raw,
     /// no journal, no checks, no pacing) and print that rate beside the export's.
     #[arg(long, hide = true)]

@@ -10,6 +10,7 @@ use crate::exit::{usage, Failure};
 /// The destination and options of an export, checked (as usage errors) before anything runs.
 pub fn options(
     url: &str,
+    s3: &snbuf_export::S3Settings,
     rate: Option<&str>,
     part_bytes: u64,
     delete_after_verify: bool,
@@ -27,7 +28,7 @@ pub fn options(
                 })
         })
         .transpose()?;
-    let dest = Destination::parse(url).map_err(map_err)?;
+    let dest = Destination::parse_with(url, s3).map_err(map_err)?;
     Ok((
         dest,
         ExportOptions {
@@ -81,8 +82,13 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<()> {
             args.burst_dir.display()
         )));
     }
+    let s3 = match &args.config {
+        Some(path) => crate::config_file::s3_settings(path)?,
+        None => Default::default(),
+    };
     let (dest, opts) = options(
         &args.to,
+        &s3,
         args.rate.as_deref(),
         args.part_size,
         args.delete_after_verify,

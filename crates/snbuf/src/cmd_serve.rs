@@ -27,6 +27,9 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let export = match &args.export_to {
         Some(url) => Some(crate::cmd_export::options(
             url,
+            &crate::config_file::merge(&args.record)?
+                .s3
+                .unwrap_or_default(),
             args.export_rate.as_deref(),
             16 << 20,
             args.delete_after_verify,
@@ -58,6 +61,13 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     });
     let exporter = match export {
         Some((dest, opts)) => {
+            match snbuf_export::probe(&dest) {
+                Ok(()) => eprintln!("  export to {}", dest.describe()),
+                Err(e) => eprintln!(
+                    "  export: {} is unreachable ({e}); recording locally, exports are tried again every 10 s",
+                    dest.describe()
+                ),
+            }
             let q = std::sync::Arc::new(snbuf_export::queue::ExportQueue::start(
                 dest,
                 opts,

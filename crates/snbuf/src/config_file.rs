@@ -32,6 +32,8 @@ struct RecordFile {
     status_file: Option<PathBuf>,
     #[serde(default)]
     inject_fault: Vec<String>,
+    /// The export destination's settings and credentials (`[s3]`): never printed.
+    s3: Option<snbuf_export::S3Settings>,
 }
 
 /// `args` with every option it lacks taken from its `--config` file, if any.
@@ -88,6 +90,7 @@ pub fn merge(args: &RecordArgs) -> anyhow::Result<RecordArgs> {
     if a.inject_fault.is_empty() {
         a.inject_fault = f.inject_fault;
     }
+    a.s3 = f.s3;
     Ok(a)
 }
 
@@ -102,4 +105,18 @@ fn relative_to(config: &Path, p: PathBuf) -> PathBuf {
 
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The `[s3]` table of a config file, for `snbuf export --config FILE`.
+pub fn s3_settings(path: &Path) -> anyhow::Result<snbuf_export::S3Settings> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| usage(format!("--config {}: {e}", path.display())))?;
+    let f: RecordFile = toml::from_str(&text).map_err(|e| {
+        usage(format!(
+            "--config {}: {}",
+            path.display(),
+            one_line(&e.to_string())
+        ))
+    })?;
+    Ok(f.s3.unwrap_or_default())
 }

@@ -325,6 +325,40 @@ fn export_to_garage_resumes_verifies_and_deletes_only_what_it_verified() {
     scenario(&dir, "s3://snbuf/apa-01", &env, move |key| {
         s3_put(&env2, key, b"not what was uploaded");
     });
+
+    // Settings and credentials from a config file's [s3] table instead of the environment;
+    // the secret is never printed.
+    let get = |k: &str| env.iter().find(|(n, _)| n == k).unwrap().1.clone();
+    let cfg = root.path().join("unit.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "links = 2\n[s3]\nendpoint = \"{}\"\nregion = \"garage\"\naccess_key_id = \"{}\"\nsecret_access_key = \"{}\"\n",
+            get("SNBUF_S3_ENDPOINT"),
+            get("AWS_ACCESS_KEY_ID"),
+            get("AWS_SECRET_ACCESS_KEY")
+        ),
+    )
+    .unwrap();
+    let again = burst(&root.path().join("second"));
+    let o = Command::new(env!("CARGO_BIN_EXE_snbuf"))
+        .args([
+            "export",
+            again.to_str().unwrap(),
+            "--to",
+            "s3://snbuf/from-config",
+            "--config",
+        ])
+        .arg(&cfg)
+        .env_remove("SNBUF_S3_ENDPOINT")
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let all = String::from_utf8_lossy(&o.stdout).into_owned() + &stderr(&o);
+    assert!(!all.contains(&get("AWS_SECRET_ACCESS_KEY")), "{all}");
+    assert!(again.join("export.json").exists());
 }
 
 /// `serve --export-to`: every sealed burst is exported and verified in the background, a burst
@@ -418,4 +452,59 @@ fn serve_exports_each_sealed_burst() {
         .parse()
         .unwrap();
     assert!(bytes > 1e6, "{m}");
+}
+
+/// An object store that is not there when a unit starts: said plainly, and the unit records.
+#[test]
+fn serve_records_when_the_object_store_is_unreachable() {
+    let root = tempfile::tempdir().unwrap();
+    let socket = root.path().join("ctl.sock");
+    let log = root.path().join("serve.log");
+    let child = Command::new(env!("CARGO_BIN_EXE_snbuf"))
+        .args(["serve", "--output"])
+        .arg(root.path().join("rec"))
+        .arg("--socket")
+        .arg(&socket)
+        .args(["--links", "2", "--rate-per-link", "5MB/s", "--buffer", "2s"])
+        .args(["--pre", "300ms", "--post", "300ms", "--method", "direct"])
+        .args(["--export-to", "s3://nowhere/unit"])
+        .env("SNBUF_S3_ENDPOINT", "http://127.0.0.1:9")
+        .env("AWS_ACCESS_KEY_ID", "GKx")
+        .env("AWS_SECRET_ACCESS_KEY", "never-printed-secret")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let _server = Proc(child);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "{}",
+            std::fs::read_to_string(&log).unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(600));
+    let o = snbuf(&[
+        "trigger",
+        "--socket",
+        socket.to_str().unwrap(),
+        "--burst-id",
+        "local",
+        "--wait",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::thread::sleep(Duration::from_millis(500));
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("unreachable") && text.contains("recording locally"),
+        "{text}"
+    );
+    assert!(
+        text.contains("export of"),
+        "the failed export is reported: {text}"
+    );
+    assert!(!text.contains("never-printed-secret"));
+    assert!(!root.path().join("rec/local/export.json").exists());
 }
