@@ -210,7 +210,7 @@ impl ThroughputConfig {
         let sharers = max_threads.div_ceil(self.targets.len() as u64);
         let needed = self.region_bytes() * sharers;
         for t in self.targets.iter().filter(|t| t.is_dir()) {
-            if let Some(free) = free_bytes(t) {
+            if let Some(free) = snbuf_persist::medium::free_bytes(t) {
                 if free < needed {
                     return Err(BenchError::Target {
                         path: t.clone(),
@@ -250,19 +250,6 @@ impl ThroughputConfig {
         }
         v
     }
-}
-
-fn free_bytes(dir: &Path) -> Option<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
-    // SAFETY: c is NUL-terminated; st is a valid out-pointer.
-    if unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) } != 0 {
-        return None;
-    }
-    // SAFETY: statvfs returned 0 and filled it.
-    let st = unsafe { st.assume_init() };
-    Some(st.f_bavail.saturating_mul(st.f_frsize))
 }
 
 /// A target must be an existing directory, or a file (existing or not) in an existing directory.

@@ -835,21 +835,10 @@ pub fn record(
 /// Bytes of file each link can have on the output's file system now (a whole number of chunk
 /// strides and pages), keeping a twentieth of the free space for the manifest and other files.
 fn space_for_each_link(config: &RecordConfig, stride: u64) -> u64 {
-    let free = free_bytes(&config.output_dir).unwrap_or(0);
+    let free = snbuf_persist::medium::free_bytes(&config.output_dir).unwrap_or(0);
     let share = free / 20 * 19 / config.links as u64;
     let page = config.page_size.bytes() as u64;
     share / stride * stride / page * page
-}
-
-/// Bytes an unprivileged writer may still allocate on the file system holding `dir`.
-fn free_bytes(dir: &std::path::Path) -> Option<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-    // SAFETY: a plain C struct of integers, for statvfs to fill.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `path` is NUL-terminated and `st` is a valid statvfs to write into.
-    let rc = unsafe { libc::statvfs(path.as_ptr(), &mut st) };
-    (rc == 0).then(|| st.f_bavail as u64 * st.f_frsize as u64)
 }
 
 /// What a writer took from one read of a link's buffer.

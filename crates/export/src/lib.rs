@@ -100,10 +100,18 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> ExportError + '_ {
     }
 }
 
+/// Replaces `dir/name` with `value` as JSON (written beside it, then renamed: whole or not at
+/// all). Not fsynced: a journal or record lost in a power cut only makes the next run send
+/// again, and nothing is deleted on its strength (deletion follows a read-back).
+fn write_json(dir: &Path, name: &str, value: &impl Serialize) -> Result<(), ExportError> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    std::fs::write(&tmp, serde_json::to_vec_pretty(value).expect("serialises"))
+        .map_err(io(&tmp))?;
+    std::fs::rename(&tmp, dir.join(name)).map_err(io(dir))
+}
+
 fn save_journal(dir: &Path, j: &Journal) -> Result<(), ExportError> {
-    let tmp = dir.join(".export-journal.json.tmp");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(j).expect("serialises")).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, dir.join(JOURNAL)).map_err(io(dir))
+    write_json(dir, JOURNAL, j)
 }
 
 /// Size and CRC-32C of a local file, streamed.
@@ -368,13 +376,7 @@ pub fn export_burst(
         "verified_unix_ns": snbuf_burst::manifest::now_unix_ns(),
         "objects": records,
     });
-    let tmp = dir.join("export.json.tmp");
-    std::fs::write(
-        &tmp,
-        serde_json::to_vec_pretty(&exported).expect("serialises"),
-    )
-    .map_err(io(&tmp))?;
-    std::fs::rename(&tmp, dir.join(EXPORTED)).map_err(io(dir))?;
+    write_json(dir, EXPORTED, &exported)?;
     let mut deleted = false;
     if opts.delete_after_verify {
         // Every object was read back and matched: only now may the local copy go.

@@ -139,18 +139,7 @@ impl ExportQueue {
 
     /// Prometheus families of the exporter.
     pub fn metrics_text(&self) -> String {
-        let (lock, _) = &*self.queue;
-        let g = lock.lock().expect("export queue");
-        let oldest = g
-            .waiting
-            .iter()
-            .map(|w| w.1)
-            .chain(g.current_since)
-            .min()
-            .map(|t| t.elapsed().as_secs_f64())
-            .unwrap_or(0.0);
-        let queued = g.waiting.len() + g.current_since.is_some() as usize;
-        drop(g);
+        let (queued, oldest) = self.backlog();
         let s = &self.stats;
         format!(
             "# HELP snbuf_export_bytes_total Bytes sent to the export destination.\n\
@@ -172,8 +161,19 @@ impl ExportQueue {
         )
     }
 
-    pub fn exported(&self) -> u64 {
-        self.stats.exported_total.load(Ordering::Relaxed)
+    /// Bursts waiting or being exported, and how long the oldest of them has waited (s).
+    fn backlog(&self) -> (usize, f64) {
+        let (lock, _) = &*self.queue;
+        let g = lock.lock().expect("export queue");
+        let oldest = g
+            .waiting
+            .iter()
+            .map(|w| w.1)
+            .chain(g.current_since)
+            .min()
+            .map(|t| t.elapsed().as_secs_f64())
+            .unwrap_or(0.0);
+        (g.waiting.len() + g.current_since.is_some() as usize, oldest)
     }
 
     /// Burst ids exported (and verified) since the last call, oldest first.
@@ -188,21 +188,12 @@ impl ExportQueue {
 
     /// The exporter at a glance, for a unit's heartbeat.
     pub fn progress(&self) -> serde_json::Value {
-        let (lock, _) = &*self.queue;
-        let g = lock.lock().expect("export queue");
-        let lag = g
-            .waiting
-            .iter()
-            .map(|w| w.1)
-            .chain(g.current_since)
-            .min()
-            .map(|t| t.elapsed().as_secs_f64())
-            .unwrap_or(0.0);
+        let (queued, lag) = self.backlog();
         serde_json::json!({
             "exported_total": self.stats.exported_total.load(Ordering::Relaxed),
             "failed_attempts_total": self.stats.failures_total.load(Ordering::Relaxed),
             "bytes_total": self.stats.bytes_total.load(Ordering::Relaxed),
-            "queued": g.waiting.len() + g.current_since.is_some() as usize,
+            "queued": queued,
             "lag_s": lag,
         })
     }

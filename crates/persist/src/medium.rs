@@ -128,6 +128,20 @@ fn fs_name(magic: u64) -> (String, bool) {
     (name.to_string(), volatile)
 }
 
+/// Bytes an unprivileged writer may still allocate on the file system holding `path` (None when
+/// it cannot be asked).
+pub fn free_bytes(path: &Path) -> Option<u64> {
+    let c = CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut st = MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: c is NUL-terminated; st is a valid out-pointer.
+    if unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: statvfs returned 0 and filled it.
+    let st = unsafe { st.assume_init() };
+    Some(st.f_bavail.saturating_mul(st.f_frsize))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,6 +30,33 @@ fn group(
         .collect()
 }
 
+/// Rows as bars: one category per distinct `category` (in order of appearance), one series per
+/// distinct `series` key, each with a value per category (NaN where a row is missing).
+fn bars(
+    rows: &[Value],
+    category: impl Fn(&Value) -> String,
+    series: impl Fn(&Value) -> String,
+    value: impl Fn(&Value) -> f64,
+) -> (Vec<String>, Vec<(String, Vec<f64>)>) {
+    let mut categories: Vec<String> = Vec::new();
+    for x in rows {
+        let c = category(x);
+        if !categories.contains(&c) {
+            categories.push(c);
+        }
+    }
+    let mut m: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for x in rows {
+        let i = categories
+            .iter()
+            .position(|c| *c == category(x))
+            .expect("listed above");
+        m.entry(series(x))
+            .or_insert_with(|| vec![f64::NAN; categories.len()])[i] = value(x);
+    }
+    (categories, m.into_iter().collect())
+}
+
 fn block_name(r: &Value) -> String {
     crate::plot::human_bytes(num(r, "block_size_bytes"))
 }
@@ -226,33 +253,20 @@ pub fn draw_all(r: &ResultsDir, out: &Path) -> Result<Vec<Figure>, ReportError> 
 
     let lat = r.results("latency");
     if !lat.is_empty() {
-        let mut ops: Vec<String> = Vec::new();
-        for x in lat {
-            let op = text(x, "op");
-            if !ops.contains(&op) {
-                ops.push(op);
-            }
-        }
-        let mut series: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-        for x in lat {
-            let key = format!("{} {}", text(x, "medium"), text(x, "order"));
-            let e = series
-                .entry(key)
-                .or_insert_with(|| vec![f64::NAN; ops.len()]);
-            let i = ops
-                .iter()
-                .position(|o| *o == text(x, "op"))
-                .expect("listed above");
-            e[i] = x["latency_ns"]["p50"].as_f64().unwrap_or(f64::NAN);
-        }
+        let (categories, series) = bars(
+            lat,
+            |x| text(x, "op"),
+            |x| format!("{} {}", text(x, "medium"), text(x, "order")),
+            |x| x["latency_ns"]["p50"].as_f64().unwrap_or(f64::NAN),
+        );
         bar_chart(
             out,
             "latency-matrix",
             &BarChart {
                 title: "Median latency per access, its lines flushed before each",
                 y_label: "ns (median)",
-                categories: ops,
-                series: series.into_iter().collect(),
+                categories,
+                series,
             },
         )?;
         figs.push(Figure {
@@ -263,37 +277,26 @@ pub fn draw_all(r: &ResultsDir, out: &Path) -> Result<Vec<Figure>, ReportError> 
     }
     let ker = r.results("kernels");
     if !ker.is_empty() {
-        let mut names: Vec<String> = Vec::new();
-        for x in ker {
-            let k = text(x, "kernel");
-            if !names.contains(&k) {
-                names.push(k);
-            }
-        }
-        let mut series: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-        for x in ker {
-            let key = format!(
-                "{} {} pages",
-                text(x, "placement"),
-                crate::plot::human_bytes(num(x, "page_size_bytes"))
-            );
-            let e = series
-                .entry(key)
-                .or_insert_with(|| vec![f64::NAN; names.len()]);
-            let i = names
-                .iter()
-                .position(|k| *k == text(x, "kernel"))
-                .expect("listed above");
-            e[i] = num(x, "gflops");
-        }
+        let (categories, series) = bars(
+            ker,
+            |x| text(x, "kernel"),
+            |x| {
+                format!(
+                    "{} {} pages",
+                    text(x, "placement"),
+                    crate::plot::human_bytes(num(x, "page_size_bytes"))
+                )
+            },
+            |x| num(x, "gflops"),
+        );
         bar_chart(
             out,
             "kernels-dram-vs-target",
             &BarChart {
                 title: "Kernels: arrays in DRAM vs on the target, 4 KiB and 2 MiB pages",
                 y_label: "GFLOP/s",
-                categories: names,
-                series: series.into_iter().collect(),
+                categories,
+                series,
             },
         )?;
         figs.push(Figure {

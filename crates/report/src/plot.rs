@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -86,6 +87,21 @@ fn both(dir: &Path, stem: &str, chart: &impl Draw) -> Result<(PathBuf, PathBuf),
         .draw(BitMapBackend::new(&png, SIZE).into_drawing_area())
         .map_err(fail)?;
     Ok((svg, png))
+}
+
+/// Draws the legend (top right, over a light box) and writes the picture out.
+fn finish<'a, DB: DrawingBackend + 'a>(
+    mut chart: ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    area: &DrawingArea<DB, Shift>,
+) -> Result<(), String> {
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(|x| format!("{x:?}"))?;
+    area.present().map_err(|x| format!("{x:?}"))
 }
 
 fn colour(i: usize) -> RGBColor {
@@ -191,14 +207,7 @@ pub fn line_chart(
                     .draw_series(pts.iter().map(|&p| Circle::new(p, 3, col.filled())))
                     .map_err(|x| e(&x))?;
             }
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .position(SeriesLabelPosition::UpperRight)
-                .draw()
-                .map_err(|x| e(&x))?;
-            area.present().map_err(|x| e(&x))
+            finish(chart, &area)
         }
     }
     both(dir, stem, &Drawer(c))
@@ -266,14 +275,7 @@ pub fn bar_chart(dir: &Path, stem: &str, c: &BarChart) -> Result<(PathBuf, PathB
                         Rectangle::new([(x, y - 5), (x + 14, y + 5)], col.filled())
                     });
             }
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .position(SeriesLabelPosition::UpperRight)
-                .draw()
-                .map_err(|x| e(&x))?;
-            area.present().map_err(|x| e(&x))
+            finish(chart, &area)
         }
     }
     both(dir, stem, &Drawer(c))

@@ -81,14 +81,11 @@ fn sweep(
         methods,
         targets: vec![target.to_path_buf()],
         block_sizes_bytes: blocks,
-        threads: if scale == Scale::Full {
+        // One thread and all of them (the same on one CPU) below full scale.
+        threads: if scale == Scale::Full || max <= 2 {
             (1..=max).collect()
         } else {
-            vec![1, max.max(1)]
-                .into_iter()
-                .collect::<std::collections::BTreeSet<_>>()
-                .into_iter()
-                .collect()
+            vec![1, max]
         },
         pattern: Pattern::Seq,
         duration: Duration::from_millis(duration),

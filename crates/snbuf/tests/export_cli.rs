@@ -8,19 +8,10 @@ mod common;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{snbuf, stderr};
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::{snbuf, stderr, wait_for_socket, KillOnDrop};
 
 /// A burst of 2 links x ~12 MiB, recorded by the real binary.
 fn burst(root: &Path) -> PathBuf {
@@ -198,7 +189,7 @@ type Env = Vec<(String, String)>;
 
 /// A one-node Garage with a key and a bucket `snbuf`: the server and the client environment.
 /// None (the test skips) without the binary.
-fn garage(root: &Path) -> Option<(Proc, Env)> {
+fn garage(root: &Path) -> Option<(KillOnDrop, Env)> {
     let bin = std::env::var_os("HOME")
         .map(|h| PathBuf::from(h).join(".cargo/bin/garage"))
         .filter(|p| p.exists())
@@ -233,7 +224,7 @@ fn garage(root: &Path) -> Option<(Proc, Env)> {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let server = Proc(child);
+    let server = KillOnDrop(child);
     let g = |args: &[&str]| -> String {
         let o = Command::new(&bin)
             .args(["-c", cfg.to_str().unwrap()])
@@ -390,7 +381,7 @@ fn serve_exports_each_sealed_burst() {
         .spawn()
         .unwrap();
     let stderr_pipe = child.stderr.take().unwrap();
-    let _server = Proc(child);
+    let _server = KillOnDrop(child);
     let mut addr = None;
     for line in BufReader::new(stderr_pipe).lines() {
         let line = line.unwrap();
@@ -400,11 +391,7 @@ fn serve_exports_each_sealed_burst() {
         }
     }
     let addr = addr.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-        assert!(Instant::now() < deadline);
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_socket(&socket);
     std::thread::sleep(Duration::from_millis(600));
     let o = snbuf(&[
         "trigger",
@@ -475,16 +462,8 @@ fn serve_records_when_the_object_store_is_unreachable() {
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
-    let _server = Proc(child);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "{}",
-            std::fs::read_to_string(&log).unwrap()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let _server = KillOnDrop(child);
+    wait_for_socket(&socket);
     std::thread::sleep(Duration::from_millis(600));
     let o = snbuf(&[
         "trigger",

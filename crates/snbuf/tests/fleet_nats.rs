@@ -10,22 +10,12 @@
 mod common;
 
 use std::net::TcpListener;
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{snbuf, stderr};
+use common::{snbuf, stderr, wait_for_socket, KillOnDrop};
 use serde_json::Value;
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -37,7 +27,7 @@ fn free_port() -> u16 {
 
 /// A nats-server with JetStream on 127.0.0.1:`port`, storing in `dir`; None (test skips) when
 /// nats-server is not installed.
-fn nats_server(port: u16, dir: &Path) -> Option<Proc> {
+fn nats_server(port: u16, dir: &Path) -> Option<KillOnDrop> {
     let bin = ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
         .into_iter()
         .find(|p| Path::new(p).exists());
@@ -61,11 +51,11 @@ fn nats_server(port: u16, dir: &Path) -> Option<Proc> {
         assert!(Instant::now() < deadline, "nats-server did not start");
         std::thread::sleep(Duration::from_millis(50));
     }
-    Some(Proc(child))
+    Some(KillOnDrop(child))
 }
 
 struct Unit {
-    _proc: Proc,
+    _proc: KillOnDrop,
     out: PathBuf,
     socket: PathBuf,
     log: PathBuf,
@@ -92,13 +82,9 @@ fn start_unit_with(root: &Path, id: &str, url: &str, extra: &[&str]) -> Unit {
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while UnixStream::connect(&socket).is_err() {
-        assert!(Instant::now() < deadline, "unit {id} did not come up");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_socket(&socket);
     Unit {
-        _proc: Proc(child),
+        _proc: KillOnDrop(child),
         out,
         socket,
         log,

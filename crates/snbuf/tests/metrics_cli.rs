@@ -6,20 +6,10 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::os::unix::net::UnixStream;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-use common::snbuf;
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::{snbuf, wait_for_socket, KillOnDrop};
 
 fn get(addr: &str, request: &str) -> String {
     let mut s = TcpStream::connect(addr).unwrap();
@@ -56,7 +46,7 @@ fn the_metrics_endpoint_counts_links_and_bursts() {
         .spawn()
         .unwrap();
     let stderr = child.stderr.take().unwrap();
-    let _server = Server(child);
+    let _server = KillOnDrop(child);
     let mut addr = None;
     for line in BufReader::new(stderr).lines() {
         let line = line.unwrap();
@@ -68,11 +58,7 @@ fn the_metrics_endpoint_counts_links_and_bursts() {
     let addr = addr.expect("serve prints where its metrics are");
     // From here on nobody reads the server's stderr (the pipe is closed): its log lines must be
     // dropped, never end the server.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while UnixStream::connect(&socket).is_err() {
-        assert!(Instant::now() < deadline, "the server did not come up");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_socket(&socket);
     std::thread::sleep(Duration::from_millis(500));
 
     let r = get(&addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");

@@ -5,24 +5,14 @@
 
 mod common;
 
-use common::snbuf;
+use common::{snbuf, wait_for_socket, KillOnDrop};
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// Kills the server if the test ends early.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn raw(socket: &Path, line: &str) -> String {
     let mut s = UnixStream::connect(socket).unwrap();
@@ -62,12 +52,8 @@ fn triggers_make_bursts_one_at_a_time() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let _server = Server(child);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while UnixStream::connect(&socket).is_err() {
-        assert!(Instant::now() < deadline, "the server did not come up");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let _server = KillOnDrop(child);
+    wait_for_socket(&socket);
     std::thread::sleep(Duration::from_millis(800)); // let the buffers hold the pre-trigger data
     assert_eq!(
         std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777,

@@ -7,21 +7,11 @@
 
 mod common;
 
-use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::snbuf;
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::{snbuf, wait_for_socket, KillOnDrop};
 
 fn open_fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
@@ -67,12 +57,8 @@ fn back_to_back_triggers_keep_descriptors_and_memory_flat() {
         .spawn()
         .unwrap();
     let pid = child.id();
-    let _server = Server(child);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while UnixStream::connect(&socket).is_err() {
-        assert!(Instant::now() < deadline, "the server did not come up");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let _server = KillOnDrop(child);
+    wait_for_socket(&socket);
     std::thread::sleep(Duration::from_millis(500));
 
     let mut fds = Vec::new();

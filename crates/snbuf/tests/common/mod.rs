@@ -3,7 +3,8 @@
 #![allow(dead_code)]
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output};
+use std::time::{Duration, Instant};
 
 /// Runs the binary under test with `args`.
 pub fn snbuf(args: &[&str]) -> Output {
@@ -49,5 +50,28 @@ impl Mount {
 impl Drop for Mount {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg(self.0.path()).status();
+    }
+}
+
+/// A child process (a server) killed and reaped when the test ends, however it ends.
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Waits until a server accepts connections on the Unix socket `socket` (at most 20 s).
+pub fn wait_for_socket(socket: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::os::unix::net::UnixStream::connect(socket).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "no server came up on {}",
+            socket.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
