@@ -1,143 +1,249 @@
 #!/usr/bin/env python3
-"""The recorder's keep-up rate beside the raw medium (see keepup.sh)."""
+"""The recorder's keep-up rate beside the raw medium (see keepup.sh and BENCHMARKS.md).
+
+For each method, `--repeat` times: fio's best O_DIRECT write on the disk, the keep-up bisection,
+`snbuf bench write` with the same method, chunk size and writers, and fio again. The disk here
+drifts by tens of percent within minutes, so every ratio is taken within one repeat (to the mean
+of the fio runs around it) and the summary gives the median over repeats.
+
+CPU is reported split the way the recorder measures it (thread CPU clocks over the recording):
+the link emulation (ingest) and the writers (copy, checksum, persist); beside it, what fio itself
+spends per GiB on the same disk (its usr+sys), the kernel's share of any O_DIRECT writer.
+"""
 
 import argparse
 import json
 import os
-import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 
 GIB = 1 << 30
-
-
-def child_cpu_s():
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
+MEMORY_METHODS = ("nt", "clwb", "clflushopt", "clflush", "msync", "pmdk")
 
 
 def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    return r
+    return subprocess.run(cmd, capture_output=True, text=True)
 
 
-def window(args, target):
-    """(buffer, pre, post): a window six times the buffer, so DRAM cannot hide a medium that falls
-    behind. On memory the window is shorter (it must fit in RAM at rates of GB/s)."""
-    if target == args.shm:
+def window(args, on_memory):
+    """(buffer, pre, post): the window is six and a half times the buffer, so DRAM cannot hide a
+    medium that falls behind. On memory it is shorter (it must fit in RAM at GB/s)."""
+    if on_memory:
         return "200ms", "100ms", "1100ms"
-    return args.buffer, "250ms", args.post
+    return args.buffer, args.pre, args.post
 
 
 def probe(args, method, target, rate_total, n):
-    """One fixed-length recording at `rate_total` bytes/s; returns (lost, frames bytes, cpu_s, report)."""
+    """One fixed-length recording at `rate_total` bytes/s; returns its summary (record --json)."""
     out = tempfile.mkdtemp(prefix="keepup-", dir=target)
     js = os.path.join(out, "summary.json")
-    buffer, pre, post = window(args, target)
+    buffer, pre, post = window(args, method in MEMORY_METHODS)
     cmd = [args.snbuf, "record", "--links", str(args.links), "--rate-per-link", f"{rate_total / args.links:.0f}",
            "--buffer", buffer, "--pre", pre, "--post", post, "--trigger-after", "600ms",
            "--writers", str(args.writers), "--method", method, "--output", out, "--burst-id", f"p{n}", "--json", js]
-    cpu0 = child_cpu_s()
+    if args.cpus:
+        cmd += ["--cpus", args.cpus]
     r = run(cmd)
-    cpu = child_cpu_s() - cpu0
     try:
         rep = json.load(open(js)) if os.path.exists(js) else None
     finally:
         shutil.rmtree(out, ignore_errors=True)
     if rep is None:
         sys.exit(f"keepup: snbuf record failed at {rate_total / 1e6:.0f} MB/s:\n{r.stderr.strip()}")
-    recorded = rep["frames_recorded"] * rep["frame_bytes"]
-    return rep["lost_frames"], recorded, cpu, rep
+    return rep
 
 
-def keep_up(args, method, target):
-    rate, ok, bad, probes = args.start, None, None, []
-    n = 0
-    while bad is None and rate < 64e9:
-        n += 1
-        lost, rec, cpu, rep = probe(args, method, target, rate, n)
-        probes.append((rate, lost, rec, cpu, rep))
-        print(f"  {method} on {target}: {rate / 1e6:8.0f} MB/s -> lost {lost}, output {rep['output_bytes_per_s'] / 1e6:.0f} MB/s, source behind {rep['skipped_at_source_per_link']}", file=sys.stderr, flush=True)
-        if lost == 0 and rep["skipped_at_source_per_link"] == 0:
-            ok, rate = rate, rate * 2
+def clean(rep, args):
+    """No frame lost, and the links ran at their set rate: the emulator was never more than
+    `--max-source-lag` behind its schedule while the window recorded (else the input was slower
+    than asked and the probe proves nothing)."""
+    return (rep["lost_frames"] == 0 and rep["skipped_at_source_per_link"] == 0
+            and rep["source_max_lag_s"] <= args.max_source_lag_ms / 1e3)
+
+
+def keep_up(args, method, target, start):
+    """Doubles the rate from `start` until a recording loses frames, then bisects. Returns
+    (keep-up rate, summary of the fastest clean probe, whether the emulator ever fell behind)."""
+    rate, ok, bad, probes = start, None, None, []
+    while rate < 64e9:
+        rep = probe(args, method, target, rate, len(probes))
+        probes.append((rate, rep))
+        say(method, target, rate, rep)
+        if clean(rep, args):
+            ok = rate
         else:
             bad = rate
+        if ok is None:
+            if rate / 2 < args.floor:
+                break
+            rate /= 2  # lost frames at the first rate tried: halve until a recording is clean
+        elif bad is None:
+            rate *= 2
+        else:
+            break
     for _ in range(args.steps):
         if ok is None or bad is None:
             break
         rate = (ok + bad) / 2
-        n += 1
-        lost, rec, cpu, rep = probe(args, method, target, rate, n)
-        probes.append((rate, lost, rec, cpu, rep))
-        print(f"  {method} on {target}: {rate / 1e6:8.0f} MB/s -> lost {lost}, source behind {rep['skipped_at_source_per_link']}", file=sys.stderr, flush=True)
-        if lost == 0 and rep["skipped_at_source_per_link"] == 0:
+        rep = probe(args, method, target, rate, len(probes))
+        probes.append((rate, rep))
+        say(method, target, rate, rep)
+        if clean(rep, args):
             ok = rate
         else:
             bad = rate
-    best = max((p for p in probes if p[1] == 0), key=lambda p: p[0], default=None)
-    source_limited = any(p[4]["skipped_at_source_per_link"] > 0 for p in probes)
-    return ok or 0.0, best, source_limited
+    best = max((p for p in probes if clean(p[1], args)), key=lambda p: p[0], default=None)
+    source_limited = any(p[1]["skipped_at_source_per_link"] > 0 or p[1]["source_max_lag_s"] > args.max_source_lag_ms / 1e3
+                         for p in probes)
+    return ok or 0.0, best[1] if best else None, source_limited
+
+
+def say(method, target, rate, rep):
+    print(f"  {method} on {target}: {rate / 1e6:8.0f} MB/s -> lost {rep['lost_frames']}, "
+          f"output {rep['output_bytes_per_s'] / 1e6:.0f} MB/s, source late by up to {rep['source_max_lag_s'] * 1e3:.0f} ms"
+          f"{', skipped ' + str(rep['skipped_at_source_per_link']) if rep['skipped_at_source_per_link'] else ''}",
+          file=sys.stderr, flush=True)
 
 
 def bench_write(args, method, target, block, threads):
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        r = run([args.snbuf, "bench", "write", "--target", target, "--method", method, "--block-size", str(block),
-                 "--threads", str(threads), "--duration", "2s", "--region", "1GiB", "--json", f.name])
+        cmd = [args.snbuf, "bench", "write", "--target", target, "--method", method, "--block-size", str(block),
+               "--threads", str(threads), "--duration", "2s", "--region", "1GiB", "--json", f.name]
+        if args.cpus:
+            # The writers' CPUs only: the first CPU of the list runs the link emulation.
+            writers = args.cpus.split(",", 1)[1] if "," in args.cpus else args.cpus
+            cmd += ["--cpus", writers]
+        r = run(cmd)
         if r.returncode != 0:
             sys.exit(f"keepup: bench write failed: {r.stderr.strip()}")
         return json.load(open(f.name))["results"][0]["gib_per_s"] * GIB
 
 
-def fio_best(args, directory):
-    best = 0.0
+def fio_best(directory):
+    """fio's best 1 MiB O_DIRECT sequential write (psync, libaio or io_uring at iodepth 32) on the
+    disk: (bytes/s, fio's own CPU core-seconds per GiB in that run, engine)."""
+    best = (0.0, float("nan"), "none")
     for engine, extra in (("psync", []), ("libaio", ["--iodepth=32"]), ("io_uring", ["--iodepth=32"])):
         with tempfile.TemporaryDirectory(dir=directory, prefix="keepup-fio-") as d:
             r = run(["fio", "--name=k", f"--directory={d}", f"--ioengine={engine}", "--direct=1", "--rw=write",
-                     "--bs=1m", "--size=1g", "--time_based", "--runtime=2", "--ramp_time=0.5", "--output-format=json", *extra])
-            if r.returncode == 0:
-                best = max(best, json.loads(r.stdout[r.stdout.index("{"):])["jobs"][0]["write"]["bw_bytes"])
+                     "--bs=1m", "--size=1g", "--time_based", "--runtime=2", "--ramp_time=0.5",
+                     "--output-format=json", *extra])
+            if r.returncode != 0 or "{" not in r.stdout:
+                continue
+            job = json.loads(r.stdout[r.stdout.index("{"):])["jobs"][0]
+            bw = job["write"]["bw_bytes"]
+            runtime_s = job["job_runtime"] / 1000
+            cpu_s = (job["usr_cpu"] + job["sys_cpu"]) / 100 * runtime_s
+            gib = job["write"]["io_bytes"] / GIB
+            if bw > best[0]:
+                best = (bw, cpu_s / gib if gib else float("nan"), engine)
     return best
 
 
+def measure(args, method, chunk):
+    """One repeat for one method: a dict of everything measured."""
+    on_memory = method in MEMORY_METHODS
+    target = args.shm if on_memory else args.disk
+    fio_before = None if on_memory else fio_best(target)
+    start = args.start or (args.shm_start if on_memory else 0.5 * fio_before[0])
+    rate, best, source_limited = keep_up(args, method, target, start)
+    bw = bench_write(args, method, target, chunk, args.writers)
+    fio_after = None if on_memory else fio_best(target)
+    m = {"method": method, "target": target, "keep_up_bytes_per_s": rate, "source_limited": source_limited,
+         "bench_write_bytes_per_s": bw, "keep_up_over_bench_write": rate / bw}
+    if best:
+        gib = best["frames_recorded"] * best["frame_bytes"] / GIB
+        m.update(cpu_core_s_per_gib=best["cpu_core_s_per_gib"], emulation_core_s_per_gib=best["source_cpu_s"] / gib,
+                 writers_core_s_per_gib=best["writer_cpu_s"] / gib)
+    if fio_before:
+        fio = (fio_before[0] + fio_after[0]) / 2
+        m.update(fio_before_bytes_per_s=fio_before[0], fio_after_bytes_per_s=fio_after[0], fio_bytes_per_s=fio,
+                 keep_up_over_fio=rate / fio, fio_engines=[fio_before[2], fio_after[2]],
+                 fio_core_s_per_gib=statistics.mean([fio_before[1], fio_after[1]]))
+    return m
+
+
+def fmt_gib(x):
+    return f"{x / GIB:.2f}"
+
+
 def main():
-    p = argparse.ArgumentParser()
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--snbuf", required=True)
     p.add_argument("--disk", default="/var/tmp")
     p.add_argument("--shm", default="/dev/shm")
     p.add_argument("--links", type=int, default=10)
-    p.add_argument("--post", default="3s")
-    p.add_argument("--buffer", default="500ms")
-    p.add_argument("--start", type=float, default=200e6, help="first total rate to try, bytes/s")
+    p.add_argument("--buffer", default="1s", help="latency buffer on disk (default 1s)")
+    p.add_argument("--pre", default="500ms")
+    p.add_argument("--post", default="6s")
+    p.add_argument("--start", type=float, default=0.0,
+                   help="first total rate to try, bytes/s (default: half of fio's on disk, --shm-start on memory)")
+    p.add_argument("--shm-start", type=float, default=2e9)
+    p.add_argument("--max-source-lag-ms", type=float, default=10.0,
+                   help="a probe counts only if the link emulation was never later than this (default 10)")
+    p.add_argument("--floor", type=float, default=50e6, help="give up below this rate, bytes/s")
     p.add_argument("--steps", type=int, default=4, help="bisection steps after the first loss")
     p.add_argument("--writers", type=int, default=0, help="writer threads (default: one per link)")
-    p.add_argument("--methods", default="uring,direct,nt")
-    p.add_argument("--quick", action="store_true")
+    p.add_argument("--cpus", default="", help="passed to record (first CPU: links, the rest: writers)")
+    p.add_argument("--methods", default="direct,uring,nt")
+    p.add_argument("--repeat", type=int, default=3, help="measure each method this many times")
+    p.add_argument("--json", default="", help="write every repeat's figures here")
+    p.add_argument("--quick", action="store_true", help="one repeat, 2 bisection steps, 3 s after the trigger")
     args = p.parse_args()
     args.writers = args.writers or args.links
     if args.quick:
-        args.steps, args.post = 2, "2s"
+        args.steps, args.post, args.repeat = 2, "3s", 1
     chunk = (1 << 20) // 5568 * 5568
-    print(f"Recording window on disk: 250 ms before to {args.post} after the trigger, buffer {args.buffer}; on memory: 100 ms before to 1.1 s after, buffer 200 ms. {args.links} links of 5568 B frames, {args.writers} writer threads; {args.steps} bisection steps.")
+    print(f"Disk: buffer {args.buffer}, window {args.pre} before to {args.post} after the trigger. "
+          f"Memory: buffer 200ms, window 100ms before to 1100ms after. {args.links} links of 5568 B frames, "
+          f"{args.writers} writer threads{', CPUs ' + args.cpus if args.cpus else ''}; "
+          f"{args.steps} bisection steps; {args.repeat} repeat(s).")
     print()
-    print("| method | target | keep-up rate | bench write (same method, chunk, writers) | ratio | fio best O_DIRECT 1 MiB, mean of before and after | ratio | CPU core-s per GiB at keep-up |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| method | target | repeat | keep-up | bench write | ratio | fio best (before / after) | ratio "
+          "| CPU core-s/GiB: total (links + writers) | fio's own CPU core-s/GiB |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    results = []
     for method in args.methods.split(","):
-        target = args.shm if method in ("nt", "clwb", "clflushopt", "clflush", "msync", "pmdk") else args.disk
-        # The disk drifts by tens of percent within minutes here: fio runs before and after the
-        # bisection, and the ratio is to their mean (both are printed).
-        fio_before = fio_best(args, target) if target == args.disk else None
-        rate, best, source_limited = keep_up(args, method, target)
-        bw = bench_write(args, method, target, chunk, args.writers)
-        fio_after = fio_best(args, target) if target == args.disk else None
-        fio = (fio_before + fio_after) / 2 if fio_before else None
-        # Ingest + checksum + persist, from the recorder's thread CPU clocks over the recording.
-        cpu_per_gib = best[4]["cpu_core_s_per_gib"] if best else float("nan")
-        note = " (source-limited: the emulator, not the medium, set the limit)" if source_limited else ""
-        fio_cols = (f"{fio / GIB:.2f} GiB/s ({fio_before / GIB:.2f} before, {fio_after / GIB:.2f} after) | {rate / fio:.2f}"
-                    if fio else "n/a | n/a")
-        print(f"| {method} | {target} | {rate / GIB:.2f} GiB/s{note} | {bw / GIB:.2f} GiB/s | {rate / bw:.2f} | {fio_cols} | {cpu_per_gib:.2f} |", flush=True)
+        for k in range(args.repeat):
+            m = measure(args, method, chunk)
+            m["repeat"] = k + 1
+            results.append(m)
+            note = " (source-limited)" if m["source_limited"] else ""
+            fio = (f"{fmt_gib(m['fio_bytes_per_s'])} ({fmt_gib(m['fio_before_bytes_per_s'])} / "
+                   f"{fmt_gib(m['fio_after_bytes_per_s'])}) | {m['keep_up_over_fio']:.2f}"
+                   if "fio_bytes_per_s" in m else "n/a | n/a")
+            cpu = (f"{m['cpu_core_s_per_gib']:.2f} ({m['emulation_core_s_per_gib']:.2f} + {m['writers_core_s_per_gib']:.2f})"
+                   if "cpu_core_s_per_gib" in m else "n/a")
+            fio_cpu = f"{m['fio_core_s_per_gib']:.2f}" if "fio_core_s_per_gib" in m else "n/a"
+            print(f"| {method} | {m['target']} | {k + 1} | {fmt_gib(m['keep_up_bytes_per_s'])} GiB/s{note} "
+                  f"| {fmt_gib(m['bench_write_bytes_per_s'])} GiB/s | {m['keep_up_over_bench_write']:.2f} | {fio} "
+                  f"| {cpu} | {fio_cpu} |", flush=True)
+    print()
+    print("Medians over repeats:")
+    print()
+    print("| method | keep-up / bench write | keep-up / fio best | CPU core-s/GiB (links + writers) | fio's own CPU core-s/GiB |")
+    print("|---|---|---|---|---|")
+    for method in args.methods.split(","):
+        ms = [m for m in results if m["method"] == method]
+
+        def med(key):
+            xs = [m[key] for m in ms if key in m]
+            return statistics.median(xs) if xs else None
+
+        def show(key, f="{:.2f}"):
+            v = med(key)
+            return f.format(v) if v is not None else "n/a"
+
+        print(f"| {method} | {show('keep_up_over_bench_write')} | {show('keep_up_over_fio')} | "
+              f"{show('cpu_core_s_per_gib')} ({show('emulation_core_s_per_gib')} + {show('writers_core_s_per_gib')}) "
+              f"| {show('fio_core_s_per_gib')} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"config": vars(args), "results": results}, f, indent=1)
+        print(f"\nwrote {args.json}")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@
 //! therefore slows the detector's clock relative to wall time, never its frame spacing:
 //! `ticks_per_s()` says how fast emulated time runs.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -147,6 +147,13 @@ impl Emulator {
         (now.saturating_duration_since(self.start).as_secs_f64() * self.frames_per_s) as u64
     }
 
+    /// How long the next frame has been due at `now` (zero when the producer is on time).
+    pub fn lag(&self, now: Instant) -> Duration {
+        let next_due =
+            self.start + Duration::from_secs_f64((self.produced + 1) as f64 / self.frames_per_s);
+        now.saturating_duration_since(next_due)
+    }
+
     /// Produces every frame due by `now` on every link; returns frames produced per link.
     pub fn produce_due(&mut self, now: Instant) -> u64 {
         let due = self.due_by(now);
@@ -212,10 +219,16 @@ impl Emulator {
     /// and then produces everything that fell due: the schedule is absolute, so sleeping only
     /// makes the bursts larger (1 ms of frames, which the latency buffer absorbs), never the rate
     /// wrong, and the producer costs the CPU of its copies, not a spinning core.
-    pub fn run(&mut self, stop: &AtomicBool) {
+    ///
+    /// `max_lag_ns` is raised to the longest time a frame was overdue when its round began (a
+    /// producer starved of CPU): the links ran at their set rate only while that stays small, so
+    /// a keep-up measurement must check it. Whoever reads it may reset it to 0.
+    pub fn run(&mut self, stop: &AtomicBool, max_lag_ns: &AtomicU64) {
         const MIN_SLEEP: Duration = Duration::from_millis(1);
         while !stop.load(Ordering::Relaxed) {
-            self.produce_due(Instant::now());
+            let now = Instant::now();
+            max_lag_ns.fetch_max(self.lag(now).as_nanos() as u64, Ordering::Relaxed);
+            self.produce_due(now);
             let next_due = self.start
                 + Duration::from_secs_f64((self.produced + 1) as f64 / self.frames_per_s);
             std::thread::sleep(
@@ -314,6 +327,49 @@ mod tests {
         assert_eq!(e.produce_due(start + Duration::from_secs(5)), 1000);
         assert_eq!(e.skipped_per_link(), 4000);
         assert_eq!(e.produced_per_link(), 5000);
+    }
+
+    #[test]
+    fn lag_is_how_long_the_next_frame_has_been_due() {
+        let t = FrameType::Custom {
+            frame_bytes: 16,
+            ticks_per_frame: 1,
+        };
+        let (p, _b) = links(1, 16, 10_000);
+        let mut e = Emulator::new(t, 1000.0, Payload::Pattern, None, p, 0).unwrap();
+        let start = Instant::now();
+        e.start_at(start);
+        // Frame k is due k + 1 periods after the start: at 100 ms, frame 0 is 99 ms late.
+        assert_eq!(e.lag(start), Duration::ZERO);
+        assert_eq!(
+            e.lag(start + Duration::from_millis(100)),
+            Duration::from_millis(99)
+        );
+        e.produce_due(start + Duration::from_millis(100));
+        assert_eq!(e.lag(start + Duration::from_millis(100)), Duration::ZERO);
+        assert_eq!(
+            e.lag(start + Duration::from_millis(105)),
+            Duration::from_millis(4)
+        );
+
+        // `run` raises the shared maximum to the lag it found, here at least the 50 ms it
+        // started behind.
+        let (p, _b) = links(1, 16, 100_000);
+        let mut e = Emulator::new(t, 1000.0, Payload::Pattern, None, p, 0).unwrap();
+        e.start_at(Instant::now() - Duration::from_millis(50));
+        let stop = AtomicBool::new(true);
+        let max_lag_ns = AtomicU64::new(0);
+        // Stopped before the first round: nothing measured.
+        e.run(&stop, &max_lag_ns);
+        assert_eq!(max_lag_ns.load(Ordering::Relaxed), 0);
+        let stop = Arc::new(AtomicBool::new(false));
+        let max_lag_ns = Arc::new(AtomicU64::new(0));
+        let (s2, l2) = (stop.clone(), max_lag_ns.clone());
+        let h = std::thread::spawn(move || e.run(&s2, &l2));
+        std::thread::sleep(Duration::from_millis(20));
+        stop.store(true, Ordering::Relaxed);
+        h.join().unwrap();
+        assert!(max_lag_ns.load(Ordering::Relaxed) >= 49_000_000);
     }
 
     #[test]

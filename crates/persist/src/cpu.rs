@@ -216,6 +216,19 @@ pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// Sets the calling thread's nice value (Linux: each thread has its own). Raising priority (a
+/// negative value) needs root or CAP_SYS_NICE; lowering it needs nothing.
+pub fn set_current_thread_nice(nice: i32) -> io::Result<()> {
+    // SAFETY: plain syscalls; gettid names the calling thread, which setpriority then changes.
+    unsafe {
+        let tid = libc::gettid();
+        if libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,6 +240,22 @@ mod tests {
         assert!(parse_cpu_list("3-1").is_err());
         assert!(parse_cpu_list("a").is_err());
         assert!(parse_cpu_list("").is_err());
+    }
+
+    #[test]
+    fn a_thread_can_lower_its_own_priority_alone() {
+        std::thread::spawn(|| {
+            set_current_thread_nice(5).unwrap();
+            // SAFETY: reading the calling thread's nice value.
+            let nice =
+                unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
+            assert_eq!(nice, 5);
+        })
+        .join()
+        .unwrap();
+        // SAFETY: as above, for this thread, which kept its own.
+        let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
+        assert_ne!(nice, 5);
     }
 
     #[test]

@@ -4,6 +4,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// A link emulation later than this behind its schedule is reported: at the default rates it
+/// sleeps 1 ms between rounds, so a few ms is normal scheduling.
+const SOURCE_LAG_WORTH_SAYING_S: f64 = 0.010;
+
 use anyhow::Context;
 use snbuf_daq::{record, FrameType, Payload, Progress, RecordConfig, RecordError};
 use snbuf_persist::fault::FaultPlan;
@@ -324,6 +328,12 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
             report.skipped_at_source
         );
     }
+    if report.source_max_lag_s > SOURCE_LAG_WORTH_SAYING_S {
+        println!(
+            "  source      ran up to {:.0} ms late while recording (the links were slower than set)",
+            report.source_max_lag_s * 1e3
+        );
+    }
     println!("  input       {}", Rate(report.input_bytes_per_s));
     println!(
         "  output      {} (durable, trigger to last chunk)",
@@ -414,6 +424,7 @@ fn write_json(path: &PathBuf, r: &snbuf_daq::RecordReport) -> std::io::Result<()
         "buffer_memory_bytes": r.buffer_memory_bytes,
         "buffer_page_bytes": r.buffer_page_bytes,
         "skipped_at_source_per_link": r.skipped_at_source,
+        "source_max_lag_s": r.source_max_lag_s,
         "writer_cpu_s": r.writer_cpu_s,
         "source_cpu_s": r.source_cpu_s,
         "cpu_core_s_per_gib": r.cpu_core_s_per_gib(),
