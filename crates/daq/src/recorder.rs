@@ -1,7 +1,8 @@
 //! The recorder: emulated links feed latency buffers; a trigger opens a timestamp window; writer
 //! threads persist it as a burst; nothing acknowledged is lost and nothing lost goes uncounted.
 //!
-//! Threads: one producer emulates every link (it never waits for storage); `writers` threads
+//! Threads: one producer emulates every link (it never waits for storage, and it comes before
+//! the writers for the CPU: see `LINKS_NICE`; how late it ever ran is reported); `writers` threads
 //! each own a subset of links and, for each, locate the window's first frame in the latency
 //! buffer, then copy frames out in chunks of `chunk_frames` and make each chunk durable through
 //! the burst writer. A frame of the window that the producer overwrote before its writer got to

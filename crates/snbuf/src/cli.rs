@@ -317,7 +317,8 @@ pub struct RecordArgs {
     /// fdatasync or fence; more keeps writes in flight and flushes less often.
     #[arg(long, value_name = "N")]
     pub chunks_per_persist: Option<u32>,
-    /// CPUs to pin to: the first runs the link emulation, the rest the writers.
+    /// CPUs to pin to: the first runs the link emulation; the writers take the list in turn from
+    /// the second, wrapping around (so on 0,1 they alternate between 1 and 0).
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
     /// Page size of the latency buffers: 4KiB (default) or 2MiB.

@@ -474,8 +474,14 @@ fn serve_records_when_the_object_store_is_unreachable() {
         "--wait",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    std::thread::sleep(Duration::from_millis(500));
-    let text = std::fs::read_to_string(&log).unwrap();
+    // The export is queued once the burst is sealed and fails on its first try: wait for its
+    // report (bounded), rather than for a fixed time a loaded machine may overrun.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut text = std::fs::read_to_string(&log).unwrap();
+    while !text.contains("export of") && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        text = std::fs::read_to_string(&log).unwrap();
+    }
     assert!(
         text.contains("unreachable") && text.contains("recording locally"),
         "{text}"

@@ -45,6 +45,10 @@ fn a_short_recording_verifies_and_reports() {
     assert_eq!(v["valid"], true);
     assert_eq!(v["lost_frames"], 0);
     assert!(v["frames_recorded"].as_u64().unwrap() > 0);
+    // How late the link emulation ran while recording: measured, so a number, and at this
+    // gentle rate far below the window's length.
+    let lag_s = v["source_max_lag_s"].as_f64().unwrap();
+    assert!((0.0..0.7).contains(&lag_s), "{lag_s}");
     assert_eq!(
         snbuf(&["verify", out.path().join("b1").to_str().unwrap()])
             .status
