@@ -136,24 +136,31 @@ def bench_write(args, method, target, block, threads):
         return json.load(open(f.name))["results"][0]["gib_per_s"] * GIB
 
 
+def fio_job(directory, *options):
+    """One fio run of 1 MiB O_DIRECT sequential writes in a fresh directory under `directory`;
+    its (group-reported) job from the JSON output, or None if fio failed."""
+    with tempfile.TemporaryDirectory(dir=directory, prefix="keepup-fio-") as d:
+        r = run(["fio", "--name=k", f"--directory={d}", "--direct=1", "--rw=write", "--bs=1m",
+                 "--group_reporting", "--output-format=json", *options])
+        if r.returncode != 0 or "{" not in r.stdout:
+            return None
+        return json.loads(r.stdout[r.stdout.index("{"):])["jobs"][0]
+
+
 def fio_best(directory):
     """fio's best 1 MiB O_DIRECT sequential write (psync, libaio or io_uring at iodepth 32) on the
     disk: (bytes/s, fio's own CPU core-seconds per GiB in that run, engine)."""
     best = (0.0, float("nan"), "none")
     for engine, extra in (("psync", []), ("libaio", ["--iodepth=32"]), ("io_uring", ["--iodepth=32"])):
-        with tempfile.TemporaryDirectory(dir=directory, prefix="keepup-fio-") as d:
-            r = run(["fio", "--name=k", f"--directory={d}", f"--ioengine={engine}", "--direct=1", "--rw=write",
-                     "--bs=1m", "--size=1g", "--time_based", "--runtime=2", "--ramp_time=0.5",
-                     "--output-format=json", *extra])
-            if r.returncode != 0 or "{" not in r.stdout:
-                continue
-            job = json.loads(r.stdout[r.stdout.index("{"):])["jobs"][0]
-            bw = job["write"]["bw_bytes"]
-            runtime_s = job["job_runtime"] / 1000
-            cpu_s = (job["usr_cpu"] + job["sys_cpu"]) / 100 * runtime_s
-            gib = job["write"]["io_bytes"] / GIB
-            if bw > best[0]:
-                best = (bw, cpu_s / gib if gib else float("nan"), engine)
+        job = fio_job(directory, f"--ioengine={engine}", "--size=1g", "--time_based", "--runtime=2",
+                      "--ramp_time=0.5", *extra)
+        if job is None:
+            continue
+        bw = job["write"]["bw_bytes"]
+        cpu_s = (job["usr_cpu"] + job["sys_cpu"]) / 100 * job["job_runtime"] / 1000
+        gib = job["write"]["io_bytes"] / GIB
+        if bw > best[0]:
+            best = (bw, cpu_s / gib if gib else float("nan"), engine)
     return best
 
 
@@ -162,15 +169,10 @@ def fio_recorder_pattern(args, directory):
     writes, fdatasync every 8 (the recorder's default persist group), 4 GiB in all; the best of
     psync and io_uring (iodepth 8). Bytes/s over all jobs."""
     best = 0.0
-    per_job_mib = 4096 // args.links
     for engine, extra in (("psync", []), ("io_uring", ["--iodepth=8"])):
-        with tempfile.TemporaryDirectory(dir=directory, prefix="keepup-fio-") as d:
-            r = run(["fio", "--name=k", f"--directory={d}", f"--ioengine={engine}", "--direct=1", "--rw=write",
-                     "--bs=1m", f"--size={per_job_mib}m", f"--numjobs={args.links}", "--fdatasync=8",
-                     "--end_fsync=1", "--group_reporting", "--output-format=json", *extra])
-            if r.returncode != 0 or "{" not in r.stdout:
-                continue
-            job = json.loads(r.stdout[r.stdout.index("{"):])["jobs"][0]
+        job = fio_job(directory, f"--ioengine={engine}", f"--size={4096 // args.links}m",
+                      f"--numjobs={args.links}", "--fdatasync=8", "--end_fsync=1", *extra)
+        if job is not None:
             best = max(best, job["write"]["bw_bytes"])
     return best
 

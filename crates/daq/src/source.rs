@@ -262,6 +262,16 @@ mod tests {
         (p, b)
     }
 
+    /// One link of 16-byte frames, one tick each, 1000 frames/s, into a 10 s ring.
+    fn one_link_at_1khz() -> Emulator {
+        let t = FrameType::Custom {
+            frame_bytes: 16,
+            ticks_per_frame: 1,
+        };
+        let (p, _b) = links(1, 16, 10_000);
+        Emulator::new(t, 1000.0, Payload::Pattern, None, p, 0).unwrap()
+    }
+
     #[test]
     fn the_schedule_is_exact_and_does_not_drift() {
         let t = FrameType::Custom {
@@ -316,12 +326,7 @@ mod tests {
 
     #[test]
     fn a_producer_more_than_a_second_late_counts_what_it_skipped() {
-        let t = FrameType::Custom {
-            frame_bytes: 16,
-            ticks_per_frame: 1,
-        };
-        let (p, _b) = links(1, 16, 10_000);
-        let mut e = Emulator::new(t, 1000.0, Payload::Pattern, None, p, 0).unwrap();
+        let mut e = one_link_at_1khz();
         let start = Instant::now();
         e.start_at(start);
         assert_eq!(e.produce_due(start + Duration::from_secs(5)), 1000);
@@ -331,12 +336,7 @@ mod tests {
 
     #[test]
     fn lag_is_how_long_the_next_frame_has_been_due() {
-        let t = FrameType::Custom {
-            frame_bytes: 16,
-            ticks_per_frame: 1,
-        };
-        let (p, _b) = links(1, 16, 10_000);
-        let mut e = Emulator::new(t, 1000.0, Payload::Pattern, None, p, 0).unwrap();
+        let mut e = one_link_at_1khz();
         let start = Instant::now();
         e.start_at(start);
         // Frame k is due k + 1 periods after the start: at 100 ms, frame 0 is 99 ms late.
@@ -354,8 +354,7 @@ mod tests {
 
         // `run` raises the shared maximum to the lag it found, here at least the 50 ms it
         // started behind.
-        let (p, _b) = links(1, 16, 100_000);
-        let mut e = Emulator::new(t, 1000.0, Payload::Pattern, None, p, 0).unwrap();
+        let mut e = one_link_at_1khz();
         e.start_at(Instant::now() - Duration::from_millis(50));
         let stop = AtomicBool::new(true);
         let max_lag_ns = AtomicU64::new(0);

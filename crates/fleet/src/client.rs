@@ -22,31 +22,38 @@ pub(crate) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
-pub(crate) async fn connect(opts: &NatsOptions) -> Result<jetstream::Context, FleetError> {
-    let nats = |why: String| FleetError::Nats {
+/// An error of the NATS server at `opts.url`, saying `why`.
+pub(crate) fn nats_error(opts: &NatsOptions) -> impl Fn(String) -> FleetError + '_ {
+    |why| FleetError::Nats {
         url: opts.url.clone(),
         why,
-    };
+    }
+}
+
+pub(crate) async fn connect(opts: &NatsOptions) -> Result<jetstream::Context, FleetError> {
     let o = opts.connect_options().await?;
     let client = async_nats::connect_with_options(&opts.url, o)
         .await
         .map_err(|e| {
-            nats(format!(
+            nats_error(opts)(format!(
                 "cannot connect ({e}); is nats-server running with -js?"
             ))
         })?;
     Ok(jetstream::new(client))
 }
 
+/// Connected, with the fleet's streams in place (created if this is the first to connect).
+async fn open(opts: &NatsOptions) -> Result<jetstream::Context, FleetError> {
+    let js = connect(opts).await?;
+    ensure_layout(&js).await.map_err(nats_error(opts))?;
+    Ok(js)
+}
+
 /// Broadcasts `t` to every unit; returns once JetStream has stored it.
 pub fn broadcast_trigger(opts: &NatsOptions, t: &TriggerMessage) -> Result<(), FleetError> {
     runtime()?.block_on(async {
-        let js = connect(opts).await?;
-        let nats = |why: String| FleetError::Nats {
-            url: opts.url.clone(),
-            why,
-        };
-        ensure_layout(&js).await.map_err(nats)?;
+        let js = open(opts).await?;
+        let nats = nats_error(opts);
         js.publish(
             TRIGGER_SUBJECT,
             serde_json::to_vec(t).expect("serialises").into(),
@@ -72,12 +79,8 @@ pub struct UnitView {
 /// Every unit that ever reported, with its latest status, sorted by id.
 pub fn fleet_status(opts: &NatsOptions) -> Result<Vec<UnitView>, FleetError> {
     runtime()?.block_on(async {
-        let js = connect(opts).await?;
-        let nats = |why: String| FleetError::Nats {
-            url: opts.url.clone(),
-            why,
-        };
-        ensure_layout(&js).await.map_err(nats)?;
+        let js = open(opts).await?;
+        let nats = nats_error(opts);
         let mut out = Vec::new();
         let now = now_unix_ns();
         for msg in last_per_subject(&js, STATUS_STREAM, STATUS_SUBJECTS)
@@ -144,12 +147,8 @@ pub fn recent_events(
     wait: Duration,
 ) -> Result<Vec<UnitEvent>, FleetError> {
     runtime()?.block_on(async {
-        let js = connect(opts).await?;
-        let nats = |why: String| FleetError::Nats {
-            url: opts.url.clone(),
-            why,
-        };
-        ensure_layout(&js).await.map_err(nats)?;
+        let js = open(opts).await?;
+        let nats = nats_error(opts);
         let stream = js
             .get_stream(EVENT_STREAM)
             .await

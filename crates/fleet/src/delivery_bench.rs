@@ -44,10 +44,7 @@ pub fn run(
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let nats = |why: String| FleetError::Nats {
-            url: opts.url.clone(),
-            why,
-        };
+        let nats = crate::client::nats_error(opts);
         let js = crate::client::connect(opts).await?;
         let _ = js.delete_stream(STREAM).await;
         js.create_stream(jetstream::stream::Config {

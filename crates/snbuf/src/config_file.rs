@@ -41,15 +41,7 @@ pub fn merge(args: &RecordArgs) -> anyhow::Result<RecordArgs> {
     let Some(path) = &args.config else {
         return Ok(args.clone());
     };
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| usage(format!("--config {}: {e}", path.display())))?;
-    let f: RecordFile = toml::from_str(&text).map_err(|e| {
-        usage(format!(
-            "--config {}: {}",
-            path.display(),
-            one_line(&e.to_string())
-        ))
-    })?;
+    let f = read(path)?;
     let dur = |key: &str, v: &Option<String>| -> anyhow::Result<Option<std::time::Duration>> {
         v.as_deref()
             .map(|s| {
@@ -103,20 +95,25 @@ fn relative_to(config: &Path, p: PathBuf) -> PathBuf {
     }
 }
 
+/// The config file at `path`, parsed; either failure is a usage error naming the file.
+fn read(path: &Path) -> anyhow::Result<RecordFile> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| usage(format!("--config {}: {e}", path.display())))?;
+    toml::from_str(&text).map_err(|e| {
+        usage(format!(
+            "--config {}: {}",
+            path.display(),
+            one_line(&e.to_string())
+        ))
+    })
+}
+
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// The `[s3]` table of a config file, for `snbuf export --config FILE`.
 pub fn s3_settings(path: &Path) -> anyhow::Result<snbuf_export::S3Settings> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| usage(format!("--config {}: {e}", path.display())))?;
-    let f: RecordFile = toml::from_str(&text).map_err(|e| {
-        usage(format!(
-            "--config {}: {}",
-            path.display(),
-            one_line(&e.to_string())
-        ))
-    })?;
+    let f = read(path)?;
     Ok(f.s3.unwrap_or_default())
 }

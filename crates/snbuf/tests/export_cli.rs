@@ -6,12 +6,11 @@
 
 mod common;
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{snbuf, stderr, wait_for_socket, KillOnDrop};
+use common::{free_port, installed_tool, snbuf, stderr, wait_for_socket, KillOnDrop};
 
 /// A burst of 2 links x ~12 MiB, recorded by the real binary.
 fn burst(root: &Path) -> PathBuf {
@@ -176,32 +175,20 @@ fn bad_destinations_are_refused_before_anything_is_sent() {
     assert!(!dir.join("export.json").exists());
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// Environment variables for a client of the store.
 type Env = Vec<(String, String)>;
 
 /// A one-node Garage with a key and a bucket `snbuf`: the server and the client environment.
 /// None (the test skips) without the binary.
 fn garage(root: &Path) -> Option<(KillOnDrop, Env)> {
-    let bin = std::env::var_os("HOME")
-        .map(|h| PathBuf::from(h).join(".cargo/bin/garage"))
-        .filter(|p| p.exists())
-        .or_else(|| Some(PathBuf::from("/usr/local/bin/garage")).filter(|p| p.exists()));
-    let Some(bin) = bin else {
-        assert!(
-            std::env::var_os("SNBUF_REQUIRE_GARAGE").is_none(),
-            "SNBUF_REQUIRE_GARAGE is set but garage is not installed"
-        );
-        eprintln!("skip: no garage (cargo install garage --locked)");
-        return None;
-    };
+    let home_bin = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo/bin/garage"));
+    let bin = installed_tool(
+        home_bin
+            .into_iter()
+            .chain([PathBuf::from("/usr/local/bin/garage")]),
+        "SNBUF_REQUIRE_GARAGE",
+        "garage: cargo install garage --locked",
+    )?;
     let (s3, rpc, admin) = (free_port(), free_port(), free_port());
     std::fs::create_dir_all(root).unwrap();
     let cfg = root.join("garage.toml");

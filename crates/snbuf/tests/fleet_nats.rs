@@ -9,36 +9,21 @@
 
 mod common;
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{snbuf, stderr, wait_for_socket, KillOnDrop};
+use common::{free_port, installed_tool, snbuf, stderr, wait_for_socket, KillOnDrop};
 use serde_json::Value;
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A nats-server with JetStream on 127.0.0.1:`port`, storing in `dir`; None (test skips) when
 /// nats-server is not installed.
 fn nats_server(port: u16, dir: &Path) -> Option<KillOnDrop> {
-    let bin = ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
-        .into_iter()
-        .find(|p| Path::new(p).exists());
-    let Some(bin) = bin else {
-        assert!(
-            std::env::var_os("SNBUF_REQUIRE_NATS").is_none(),
-            "SNBUF_REQUIRE_NATS is set but nats-server is not installed"
-        );
-        eprintln!("skip: no nats-server (apt-get install nats-server)");
-        return None;
-    };
+    let bin = installed_tool(
+        ["/usr/sbin/nats-server", "/usr/bin/nats-server"].map(PathBuf::from),
+        "SNBUF_REQUIRE_NATS",
+        "nats-server: apt-get install nats-server",
+    )?;
     let child = Command::new(bin)
         .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
         .arg(dir)

@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{snbuf, stderr};
+use common::{installed_tool, snbuf, stderr};
 
 fn shm_or_tmp() -> tempfile::TempDir {
     if Path::new("/dev/shm").is_dir() {
@@ -91,21 +91,17 @@ fn a_paper_run_becomes_a_report_that_renders_in_chromium() {
         );
     }
 
-    let Some(chromium) = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-    else {
-        assert!(
-            std::env::var_os("SNBUF_REQUIRE_CHROMIUM").is_none(),
-            "SNBUF_REQUIRE_CHROMIUM is set but Chromium is not installed"
-        );
-        eprintln!("skip: no Chromium (apt-get install chromium) to render report.html");
+    let Some(chromium) = installed_tool(
+        ["/usr/bin/chromium", "/usr/bin/chromium-browser"].map(std::path::PathBuf::from),
+        "SNBUF_REQUIRE_CHROMIUM",
+        "Chromium, to render report.html: apt-get install chromium",
+    ) else {
         return;
     };
     let profile = tempfile::tempdir().unwrap();
     let shot = work.path().join("shot.png");
     let chrome = |extra: &[&str]| {
-        Command::new(chromium)
+        Command::new(&chromium)
             .args([
                 "--headless",
                 "--no-sandbox",

@@ -75,3 +75,30 @@ pub fn wait_for_socket(socket: &Path) {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// A TCP port on 127.0.0.1 that nothing listens on now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The first of `candidates` that exists. When none does, the test skips and says so (`hint`:
+/// how to install it), unless `require_env` is set, as in CI: then it fails.
+pub fn installed_tool(
+    candidates: impl IntoIterator<Item = std::path::PathBuf>,
+    require_env: &str,
+    hint: &str,
+) -> Option<std::path::PathBuf> {
+    let found = candidates.into_iter().find(|p| p.exists());
+    if found.is_none() {
+        assert!(
+            std::env::var_os(require_env).is_none(),
+            "{require_env} is set but it is not installed: {hint}"
+        );
+        eprintln!("skip: not installed ({hint})");
+    }
+    found
+}
