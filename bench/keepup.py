@@ -193,13 +193,30 @@ def measure(args, method, chunk):
         gib = best["frames_recorded"] * best["frame_bytes"] / GIB
         m.update(cpu_core_s_per_gib=best["cpu_core_s_per_gib"], emulation_core_s_per_gib=best["source_cpu_s"] / gib,
                  writers_core_s_per_gib=best["writer_cpu_s"] / gib)
+    if best and args.crc_core_s_per_gib:
+        m.update(writers_over_bare_crc=m["writers_core_s_per_gib"] / args.crc_core_s_per_gib)
     if fio_before:
         fio = (fio_before[0] + fio_after[0]) / 2
         m.update(fio_before_bytes_per_s=fio_before[0], fio_after_bytes_per_s=fio_after[0], fio_bytes_per_s=fio,
                  keep_up_over_fio=rate / fio, fio_engines=[fio_before[2], fio_after[2]],
                  fio_core_s_per_gib=statistics.mean([fio_before[1], fio_after[1]]),
                  fio_recorder_pattern_bytes_per_s=fio_pattern, keep_up_over_fio_recorder_pattern=rate / fio_pattern)
+        if best:
+            m.update(writers_over_fio_cpu=m["writers_core_s_per_gib"] / m["fio_core_s_per_gib"])
     return m
+
+
+def bare_crc(args):
+    """Core-seconds per GiB of one CRC-32C pass over bytes streamed from DRAM (the recorder's
+    implementation, `snbuf bench checksum`): the floor for a writer that reads each byte once."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        r = run([args.snbuf, "bench", "checksum", "--json", f.name])
+        if r.returncode != 0:
+            sys.exit(f"keepup: bench checksum failed: {r.stderr.strip()}")
+        for x in json.load(open(f.name))["results"]:
+            if x["variant"].startswith("crc-fast") and x["source"] == "dram":
+                return x["core_s_per_gib"]
+    return None
 
 
 def fmt_gib(x):
@@ -232,11 +249,15 @@ def main():
     args.writers = args.writers or args.links
     if args.quick:
         args.steps, args.post, args.repeat = 2, "3s", 1
-    chunk = (1 << 20) // 5568 * 5568
+    # The recorder's default chunk for 5568 B frames: 128 frames, whole 4 KiB blocks
+    # (crates/unit/src/chunking.rs), so bench write moves the same requests.
+    chunk = 128 * 5568
+    args.crc_core_s_per_gib = bare_crc(args)
     print(f"Disk: buffer {args.buffer}, window {args.pre} before to {args.post} after the trigger. "
           f"Memory: buffer 200ms, window 100ms before to 1100ms after. {args.links} links of 5568 B frames, "
           f"{args.writers} writer threads{', CPUs ' + args.cpus if args.cpus else ''}; "
-          f"{args.steps} bisection steps; {args.repeat} repeat(s).")
+          f"{args.steps} bisection steps; {args.repeat} repeat(s). A bare CRC-32C pass from DRAM: "
+          f"{args.crc_core_s_per_gib:.3f} core-s/GiB.")
     print()
     print("| method | target | repeat | keep-up | bench write | ratio | fio best (before / after) | ratio "
           "| fio, recorder's pattern | ratio | CPU core-s/GiB: total (links + writers) | fio's own CPU core-s/GiB |")
@@ -262,8 +283,9 @@ def main():
     print("Medians over repeats:")
     print()
     print("| method | keep-up / bench write | keep-up / fio best | keep-up / fio, recorder's pattern "
-          "| CPU core-s/GiB (links + writers) | fio's own CPU core-s/GiB |")
-    print("|---|---|---|---|---|---|")
+          "| CPU core-s/GiB (links + writers) | fio's own CPU core-s/GiB | writers / fio CPU "
+          "| writers / bare CRC |")
+    print("|---|---|---|---|---|---|---|---|")
     for method in args.methods.split(","):
         ms = [m for m in results if m["method"] == method]
 
@@ -278,7 +300,7 @@ def main():
         print(f"| {method} | {show('keep_up_over_bench_write')} | {show('keep_up_over_fio')} | "
               f"{show('keep_up_over_fio_recorder_pattern')} | "
               f"{show('cpu_core_s_per_gib')} ({show('emulation_core_s_per_gib')} + {show('writers_core_s_per_gib')}) "
-              f"| {show('fio_core_s_per_gib')} |")
+              f"| {show('fio_core_s_per_gib')} | {show('writers_over_fio_cpu')} | {show('writers_over_bare_crc')} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"config": vars(args), "results": results}, f, indent=1)

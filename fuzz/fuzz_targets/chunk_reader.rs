@@ -5,7 +5,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use snbuf_burst::chunk::crc32c;
-use snbuf_burst::{scan, ChunkHeader, Expect, HEADER_BYTES};
+use snbuf_burst::{scan, ChunkHeader, Expect};
 
 fuzz_target!(|bytes: &[u8]| {
     let _ = ChunkHeader::decode(bytes);
@@ -15,6 +15,7 @@ fuzz_target!(|bytes: &[u8]| {
         Expect {
             link: Some(0),
             ticks_per_frame: Some(25),
+            frame: None,
         },
     )
     .expect("reading from memory cannot fail");
@@ -22,7 +23,8 @@ fuzz_target!(|bytes: &[u8]| {
     for c in &r.chunks {
         let at = c.offset as usize;
         let h = ChunkHeader::decode(&bytes[at..]).expect("a chunk called valid decodes");
-        let payload = &bytes[at + HEADER_BYTES..at + HEADER_BYTES + h.payload_bytes as usize];
+        let start = at + h.payload_offset() as usize;
+        let payload = &bytes[start..start + h.payload_bytes as usize];
         assert_eq!(
             crc32c(payload),
             h.payload_crc32c,

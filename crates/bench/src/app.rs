@@ -13,9 +13,10 @@ use std::time::Duration;
 use snbuf_persist::{Method, PageSize, SyncMode};
 
 use crate::clock::OpClock;
+use crate::error::BenchError;
 use crate::results::ThroughputResult;
 use crate::throughput::{
-    run_point, BenchError, Direction, Pattern, PersistEvery, TargetFiles, ThroughputConfig,
+    run_point, Direction, Pattern, PersistEvery, TargetFiles, ThroughputConfig,
 };
 
 /// The DUNE frame: a ProtoDUNE WIB superchunk.
@@ -86,6 +87,11 @@ impl AppConfig {
 
 /// Runs every layout x method x threads point; results have suite `app`, and `targets` says the
 /// layout (1: shared). `progress` gets a label after each point.
+/// Steps `run` reports progress for: each layout, method and thread count.
+pub fn steps(config: &AppConfig) -> u64 {
+    (config.layouts.len() * config.methods.len() * config.threads.len()) as u64
+}
+
 pub fn run(
     config: &AppConfig,
     clock: &OpClock,

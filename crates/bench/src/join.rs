@@ -195,15 +195,23 @@ impl Table {
     }
 
     /// Inserts `r` as node `i`. Caller holds the giant lock.
+    ///
+    /// # Safety
+    /// The caller holds the giant lock (no other writer), and `i` is a free node below the
+    /// table's capacity.
     unsafe fn insert(&self, i: usize, r: &RRow) {
         let b = (mix(r.key) as usize) & (self.buckets - 1);
-        let head = self.heads().add(b);
-        self.node(i).write(Node {
-            key: r.key,
-            value: r.value,
-            next: *head,
-        });
-        *head = i as u64 + 1;
+        // SAFETY: b < buckets, so the head is inside the region; the lock makes this thread the
+        // only one touching heads and nodes.
+        unsafe {
+            let head = self.heads().add(b);
+            self.node(i).write(Node {
+                key: r.key,
+                value: r.value,
+                next: *head,
+            });
+            *head = i as u64 + 1;
+        }
     }
 
     fn lookup(&self, key: u64) -> Option<&[u8; 16]> {
@@ -230,6 +238,7 @@ impl Table {
             let mut at = unsafe { *self.heads().add(b) };
             while at != 0 {
                 n += 1;
+                // SAFETY: as in `lookup`: indexes come from the table itself.
                 at = unsafe { (*self.node(at as usize - 1)).next };
             }
         }
@@ -273,6 +282,7 @@ impl GiantLock {
         match self {
             // SAFETY: the locks were initialised in `new` and are unlocked by this thread below.
             GiantLock::Spin(s) => unsafe { libc::pthread_spin_lock(s.get()) },
+            // SAFETY: as for the spinlock.
             GiantLock::Mutex(m) => unsafe { libc::pthread_mutex_lock(m.get()) },
             GiantLock::Tas(b) => {
                 while b.swap(true, Ordering::Acquire) {}
@@ -290,6 +300,7 @@ impl GiantLock {
         match self {
             // SAFETY: held by this thread.
             GiantLock::Spin(s) => unsafe { libc::pthread_spin_unlock(s.get()) },
+            // SAFETY: held by this thread.
             GiantLock::Mutex(m) => unsafe { libc::pthread_mutex_unlock(m.get()) },
             GiantLock::Tas(b) => {
                 b.store(false, Ordering::Release);
@@ -311,6 +322,7 @@ impl Drop for GiantLock {
             GiantLock::Spin(s) => unsafe {
                 libc::pthread_spin_destroy(s.get());
             },
+            // SAFETY: as for the spinlock.
             GiantLock::Mutex(m) => unsafe {
                 libc::pthread_mutex_destroy(m.get());
             },
@@ -328,6 +340,11 @@ enum Region {
 }
 
 /// Runs the build for every lock and thread count, then the probe for every thread count.
+/// Steps `run` reports progress for: a build per lock and a probe, at each thread count.
+pub fn steps(config: &JoinConfig) -> u64 {
+    ((config.locks.len() + 1) * config.threads.len()) as u64
+}
+
 pub fn run(
     config: &JoinConfig,
     mut progress: impl FnMut(&str),

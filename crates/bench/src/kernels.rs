@@ -138,6 +138,11 @@ impl Arrays {
     }
 }
 
+/// Steps `run` reports progress for: each kernel at each page size, in DRAM and on the target.
+pub fn steps(config: &KernelsConfig) -> u64 {
+    (config.kernels.len() * config.page_sizes.len() * (1 + config.target.is_some() as usize)) as u64
+}
+
 pub fn run(
     config: &KernelsConfig,
     mut progress: impl FnMut(&str),

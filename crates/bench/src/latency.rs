@@ -126,6 +126,11 @@ pub struct LatencyResult {
 const CACHE_HIT_NS: u64 = 15;
 
 /// Runs every (medium, order, op) of `config`; `progress` is called after each with a label.
+/// Steps `run` reports progress for: every order and operation, in DRAM and on the target.
+pub fn steps(config: &LatencyConfig) -> u64 {
+    (1 + config.target.is_some() as u64) * (config.orders.len() * config.ops.len()) as u64
+}
+
 pub fn run(
     config: &LatencyConfig,
     clock: &OpClock,
@@ -391,10 +396,14 @@ fn drain_stores() {}
 #[cfg(target_arch = "x86_64")]
 unsafe fn evict(p: *mut u8, len: usize) {
     use std::arch::x86_64::{_mm_clflush, _mm_mfence};
-    for off in (0..len).step_by(64) {
-        _mm_clflush(p.add(off));
+    // SAFETY: every line flushed is inside the caller's mapped range; CLFLUSH and MFENCE are
+    // baseline on x86-64 and change no memory contents.
+    unsafe {
+        for off in (0..len).step_by(64) {
+            _mm_clflush(p.add(off));
+        }
+        _mm_mfence();
     }
-    _mm_mfence();
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -409,46 +418,51 @@ unsafe fn evict(_: *mut u8, _: usize) {}
 unsafe fn access_once(p: *mut u8, op: Op, len: usize, stamp: u64) {
     use std::arch::asm;
     use std::arch::x86_64::*;
-    let words = p as *mut u64;
-    let n = len / 8;
-    match op {
-        Op::Load | Op::LoadLfence | Op::LoadMfence => {
-            let mut acc = 0u64;
-            for k in 0..n {
-                acc ^= std::ptr::read_volatile(words.add(k));
-            }
-            std::hint::black_box(acc);
-            match op {
-                Op::LoadLfence => _mm_lfence(),
-                Op::LoadMfence => _mm_mfence(),
-                _ => {}
-            }
-        }
-        Op::NtStoreSfence => {
-            for k in 0..n {
-                _mm_stream_si64(words.add(k) as *mut i64, stamp as i64);
-            }
-            _mm_sfence();
-        }
-        _ => {
-            for k in 0..n {
-                std::ptr::write_volatile(words.add(k), stamp);
-            }
-            for off in (0..len).step_by(64) {
-                let line = p.add(off);
+    // SAFETY: every word and line touched lies in the caller's mapped, writable,
+    // line-aligned range; the flush and fence instructions change no memory contents, and
+    // CLFLUSHOPT and CLWB only run for the ops `supported()` allows on this CPU.
+    unsafe {
+        let words = p as *mut u64;
+        let n = len / 8;
+        match op {
+            Op::Load | Op::LoadLfence | Op::LoadMfence => {
+                let mut acc = 0u64;
+                for k in 0..n {
+                    acc ^= std::ptr::read_volatile(words.add(k));
+                }
+                std::hint::black_box(acc);
                 match op {
-                    Op::StoreClflush => _mm_clflush(line),
-                    Op::StoreClflushoptSfence => {
-                        asm!("clflushopt [{0}]", in(reg) line, options(nostack, preserves_flags))
-                    }
-                    Op::StoreClwbSfence => {
-                        asm!("clwb [{0}]", in(reg) line, options(nostack, preserves_flags))
-                    }
+                    Op::LoadLfence => _mm_lfence(),
+                    Op::LoadMfence => _mm_mfence(),
                     _ => {}
                 }
             }
-            if op != Op::StoreClflush {
+            Op::NtStoreSfence => {
+                for k in 0..n {
+                    _mm_stream_si64(words.add(k) as *mut i64, stamp as i64);
+                }
                 _mm_sfence();
+            }
+            _ => {
+                for k in 0..n {
+                    std::ptr::write_volatile(words.add(k), stamp);
+                }
+                for off in (0..len).step_by(64) {
+                    let line = p.add(off);
+                    match op {
+                        Op::StoreClflush => _mm_clflush(line),
+                        Op::StoreClflushoptSfence => {
+                            asm!("clflushopt [{0}]", in(reg) line, options(nostack, preserves_flags))
+                        }
+                        Op::StoreClwbSfence => {
+                            asm!("clwb [{0}]", in(reg) line, options(nostack, preserves_flags))
+                        }
+                        _ => {}
+                    }
+                }
+                if op != Op::StoreClflush {
+                    _mm_sfence();
+                }
             }
         }
     }

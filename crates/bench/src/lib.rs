@@ -5,17 +5,20 @@
 //! exports them (`results`). The schema is documented in docs/RESULTS.md.
 
 pub mod app;
+pub mod checksum;
 pub mod clock;
+pub mod defaults;
+pub mod error;
 pub mod join;
 pub mod kernels;
 pub mod latency;
 pub mod machine;
+pub mod paper;
 pub mod results;
 pub mod throughput;
 
 pub use clock::OpClock;
+pub use error::BenchError;
 pub use machine::Machine;
 pub use results::{Results, ThroughputResult};
-pub use throughput::{
-    BenchError, Direction, Pattern, PersistEvery, Point, TargetFiles, ThroughputConfig,
-};
+pub use throughput::{Direction, Pattern, PersistEvery, Point, TargetFiles, ThroughputConfig};

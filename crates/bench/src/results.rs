@@ -78,6 +78,25 @@ pub struct ThroughputResult {
     pub notes: Vec<String>,
 }
 
+/// Writes `results` of `suite`, measured on `machine`, as a results document at `path`.
+pub fn save<R: Serialize + Clone>(
+    path: &Path,
+    suite: &str,
+    machine: &Machine,
+    results: &[R],
+) -> Result<(), crate::error::BenchError> {
+    let doc = Results {
+        schema_version: SCHEMA_VERSION,
+        suite: suite.to_string(),
+        machine: machine.clone(),
+        results: results.to_vec(),
+    };
+    write_json(path, &doc).map_err(|cause| crate::error::BenchError::Write {
+        path: path.to_path_buf(),
+        cause,
+    })
+}
+
 pub fn write_json<R: Serialize>(path: &Path, results: &Results<R>) -> io::Result<()> {
     let mut f = io::BufWriter::new(std::fs::File::create(path)?);
     serde_json::to_writer_pretty(&mut f, results).map_err(io::Error::other)?;

@@ -7,50 +7,13 @@
 
 use std::path::{Path, PathBuf};
 
-use snbuf_persist::{PersistError, Sink};
+use snbuf_persist::Sink;
 
 use crate::manifest::{
-    link_file_name, now_unix_ns, BurstState, FrameInfo, LinkRecord, LinkState, Manifest,
-    ManifestError, TriggerInfo, MANIFEST_FORMAT, MANIFEST_VERSION,
+    link_file_name, BurstState, LinkRecord, LinkState, Manifest, MANIFEST_FORMAT, MANIFEST_VERSION,
 };
-use crate::prepared::PreparedBurst;
+use crate::spec::{BurstError, BurstSpec};
 use crate::writer::{ChunkAck, ChunkWriter, WriteError};
-
-#[derive(Debug, thiserror::Error)]
-pub enum BurstError {
-    #[error("{path}: {cause}")]
-    Dir {
-        path: PathBuf,
-        cause: std::io::Error,
-    },
-    #[error("{0}: already exists; a burst is never written over another")]
-    Exists(PathBuf),
-    #[error("burst id '{0}' is not a plain name (no '/', '..', leading '.' or empty)")]
-    BadId(String),
-    #[error(transparent)]
-    Manifest(#[from] ManifestError),
-    #[error("link {link} ({file}): {cause}")]
-    Open {
-        link: u32,
-        file: PathBuf,
-        cause: PersistError,
-    },
-    #[error(transparent)]
-    Write(#[from] WriteError),
-    #[error("this burst does not match its preparation: {0}")]
-    Mismatch(String),
-}
-
-/// What the burst is about, fixed when it starts.
-#[derive(Clone, Debug)]
-pub struct BurstSpec {
-    pub burst_id: String,
-    pub frame: FrameInfo,
-    pub trigger: Option<TriggerInfo>,
-    pub method: String,
-    pub links: Vec<u32>,
-    pub max_payload_bytes: usize,
-}
 
 /// One link of a burst: its chunk writer and its manifest record. Writer threads own these.
 pub struct LinkWriter<S: Sink> {
@@ -74,74 +37,57 @@ pub struct BurstSeal {
     manifest: Manifest,
 }
 
-/// A burst id is a plain directory name inside the output directory: nothing that could escape
-/// it, and not hidden.
-pub fn check_burst_id(id: &str) -> Result<(), BurstError> {
-    // Hidden names are the recorder's own (prepared bursts, temporary files).
-    if id.is_empty() || id.starts_with('.') || id.contains('/') || id.contains('\0') {
-        return Err(BurstError::BadId(id.to_string()));
-    }
-    Ok(())
-}
-
 impl<S: Sink> BurstWriter<S> {
-    /// Creates `parent/<burst_id>/`, opens a sink per link with `open_sink(link, path)`, and
-    /// writes the manifest in state `recording`. (A recorder prepares this ahead of the trigger
-    /// with `PreparedBurst`; this is the same, done at once.)
-    pub fn create(
-        parent: &Path,
-        spec: BurstSpec,
-        open_sink: impl FnMut(u32, &Path) -> Result<S, PersistError>,
-    ) -> Result<Self, BurstError> {
-        check_burst_id(&spec.burst_id)?;
-        let dir = parent.join(&spec.burst_id);
-        if dir.symlink_metadata().is_ok() {
-            return Err(BurstError::Exists(dir));
-        }
-        PreparedBurst::prepare(
-            parent,
-            &spec.links,
-            spec.frame.frame_bytes,
-            spec.max_payload_bytes,
-            open_sink,
-        )?
-        .start(spec)
-    }
-
-    /// The burst `spec` in `dir` (which holds the links' files), with its links' writers, in
-    /// `spec.links` order: writes the manifest `recording`.
+    /// The burst `spec` in `dir` (which holds the manifest and the links' files, or symbolic
+    /// links to them), with its links' writers, in `spec.links` order: writes the manifest
+    /// `recording`. Per link: the directory its file was opened in and the one it is in now
+    /// (errors name the second), and its file's path when it lives on another output.
     pub(crate) fn from_writers(
-        opened_in: &Path,
+        opened_in: Vec<(String, String)>,
         dir: PathBuf,
         spec: BurstSpec,
         writers: Vec<ChunkWriter<S>>,
+        elsewhere: Vec<Option<String>>,
     ) -> Result<Self, BurstError> {
+        assert_eq!(writers.len(), spec.links.len(), "a writer per link");
+        assert_eq!(opened_in.len(), spec.links.len());
+        assert_eq!(elsewhere.len(), spec.links.len());
         // What a persist achieves here (`fdatasync`, `map_sync`, `volatile`, …), as the sinks
-        // themselves report it: the manifest states it from the start.
+        // themselves report it: the manifest states it from the start. Over several outputs,
+        // the weakest: one in RAM only makes the burst not survive a power cut.
         let durability = writers
-            .last()
-            .map(|w| w.sink().report().durability.name().to_string())
+            .iter()
+            .map(|w| w.sink().report().durability)
+            .find(|d| !d.survives_power_loss())
+            .or_else(|| writers.last().map(|w| w.sink().report().durability))
+            .map(|d| d.name().to_string())
             .unwrap_or_else(|| "unknown".into());
         let links: Vec<LinkWriter<S>> = spec
             .links
             .iter()
             .zip(writers)
-            .map(|(&link, writer)| LinkWriter {
-                writer: Some(writer),
-                record: LinkRecord {
-                    file: link_file_name(link),
-                    ..LinkRecord::empty(link)
+            .zip(opened_in.into_iter().zip(elsewhere))
+            .enumerate()
+            .map(
+                |(i, ((&link, writer), ((opened_in, now_in), path)))| LinkWriter {
+                    writer: Some(writer),
+                    record: LinkRecord {
+                        file: link_file_name(link),
+                        identity: spec.identities.get(i).copied(),
+                        path,
+                        ..LinkRecord::empty(link)
+                    },
+                    opened_in,
+                    dir: now_in,
                 },
-                opened_in: opened_in.display().to_string(),
-                dir: dir.display().to_string(),
-            })
+            )
             .collect();
         let manifest = Manifest {
             format: MANIFEST_FORMAT.into(),
             format_version: MANIFEST_VERSION,
             burst_id: spec.burst_id,
             state: BurstState::Recording,
-            created_unix_ns: now_unix_ns(),
+            created_unix_ns: snbuf_units::now_unix_ns(),
             sealed_unix_ns: None,
             trigger: spec.trigger,
             frame: Some(spec.frame),
@@ -149,6 +95,9 @@ impl<S: Sink> BurstWriter<S> {
             durability,
             links: links.iter().map(|l| l.record.clone()).collect(),
             recovery: None,
+            run_number: spec.run_number,
+            unit: spec.unit,
+            verified: None,
         };
         manifest.write_atomic(&dir)?;
         Ok(BurstWriter {
@@ -240,6 +189,11 @@ impl<S: Sink> LinkWriter<S> {
         self.with_writer(|w| w.stage(parts))
     }
 
+    /// `stage` with the payload's CRC-32C known (`ChunkWriter::stage_with_crc`).
+    pub fn stage_with_crc(&mut self, parts: &[&[u8]], crc32c: u32) -> Result<(), WriteError> {
+        self.with_writer(|w| w.stage_with_crc(parts, Some(crc32c)))
+    }
+
     /// Appends the staged payload as a chunk that becomes durable at the next `persist`.
     pub fn append_staged(
         &mut self,
@@ -255,6 +209,14 @@ impl<S: Sink> LinkWriter<S> {
     }
 
     /// Chunks appended but not yet acknowledged.
+    /// Chunks whose payload went to a block device from the caller's memory (`ChunkWriter`).
+    pub fn chunks_from_source(&self) -> u64 {
+        self.writer
+            .as_ref()
+            .map(|w| w.chunks_from_source())
+            .unwrap_or(0)
+    }
+
     pub fn pending_chunks(&self) -> u64 {
         self.writer
             .as_ref()
@@ -274,14 +236,7 @@ impl<S: Sink> LinkWriter<S> {
         };
         match op(writer) {
             Ok(v) => {
-                let t = writer.totals();
-                let r = &mut self.record;
-                r.chunks = t.chunks;
-                r.frames = t.frames;
-                r.payload_bytes = t.payload_bytes;
-                r.file_bytes = t.file_bytes;
-                r.first_timestamp = t.first_timestamp;
-                r.last_timestamp = t.last_timestamp;
+                self.record.data = writer.totals();
                 Ok(v)
             }
             // A malformed chunk is the caller's mistake, and a full file a chunk that does not
@@ -325,10 +280,10 @@ impl BurstSeal {
             // disk (simulated media) have nothing to trim.
             if let Ok(f) = std::fs::OpenOptions::new().write(true).open(&path) {
                 if f.metadata()
-                    .map(|m| m.len() > slot.record.file_bytes)
+                    .map(|m| m.len() > slot.record.data.file_bytes)
                     .unwrap_or(false)
                 {
-                    f.set_len(slot.record.file_bytes)
+                    f.set_len(slot.record.data.file_bytes)
                         .and_then(|_| f.sync_all())
                         .map_err(|cause| BurstError::Dir {
                             path: path.clone(),
@@ -344,7 +299,7 @@ impl BurstSeal {
         } else {
             BurstState::Sealed
         };
-        self.manifest.sealed_unix_ns = Some(now_unix_ns());
+        self.manifest.sealed_unix_ns = Some(snbuf_units::now_unix_ns());
         self.manifest.write_atomic(&self.dir)?;
         Ok(self.manifest)
     }

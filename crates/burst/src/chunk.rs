@@ -1,14 +1,25 @@
-//! The chunk: a 64-byte header followed by whole frames, the unit that is made durable and
-//! acknowledged. The layout is written down in docs/FORMAT.md and pinned by a golden test.
+//! The chunk: a 64-byte header, padded to its header block, followed by whole frames: the unit
+//! that is made durable and acknowledged. The layout is written down in docs/FORMAT.md and
+//! pinned by golden tests (both versions).
 //!
-//! All integers are little-endian. The header carries its own stride (header + payload + padding
-//! to the medium's alignment), so a reader walks a file without knowing how it was written.
+//! All integers are little-endian. The header carries its own header block size and stride
+//! (header block + payload + padding to the medium's alignment), so a reader walks a file
+//! without knowing how it was written.
+//!
+//! Version 1: the payload follows the 64 header bytes directly. Version 2: the header fills a
+//! block of its own (`header_bytes`: 64 on memory, the direct-I/O alignment on block devices),
+//! so a payload that is whole aligned blocks can be written straight from the latency buffer,
+//! never copied by the CPU. Readers take both.
 
 /// `SNBUFCHK`: the first 8 bytes of every chunk.
 pub const MAGIC: [u8; 8] = *b"SNBUFCHK";
-/// The layout version this code writes and reads.
-pub const FORMAT_VERSION: u16 = 1;
+/// The layout version this code writes; it reads this one and every one before it.
+pub const FORMAT_VERSION: u16 = 2;
+/// The header's own bytes (its fields and checksum); the header block may be longer (v2).
 pub const HEADER_BYTES: usize = 64;
+/// The largest header block a version-2 header may declare: the u16 field's largest multiple of
+/// 64 that is a power of two, above any direct-I/O alignment in use (512 B, 4 KiB).
+pub const MAX_HEADER_BLOCK_BYTES: usize = 32 << 10;
 /// Chunks on mapped memory start on 256 B boundaries (Optane's internal write unit); block
 /// devices use their direct-I/O alignment.
 pub const MAPPED_CHUNK_ALIGN_BYTES: u64 = 256;
@@ -18,26 +29,50 @@ const _: () = assert!(
     "the header fills whole cache lines"
 );
 const _: () = assert!((MAPPED_CHUNK_ALIGN_BYTES as usize).is_multiple_of(HEADER_BYTES));
+const _: () = assert!(
+    MAX_HEADER_BLOCK_BYTES <= u16::MAX as usize
+        && MAX_HEADER_BLOCK_BYTES.is_multiple_of(HEADER_BYTES),
+    "a header block size fits the header's u16 field"
+);
 
-/// Byte offsets of the header fields.
+/// Byte offsets of the header fields, each derived from the one before and its width, so that
+/// the table in docs/FORMAT.md is the only place the layout is written out by hand.
 mod at {
     pub const MAGIC: usize = 0;
-    pub const VERSION: usize = 8;
-    pub const HEADER_LEN: usize = 10;
-    pub const LINK: usize = 12;
-    pub const SEQUENCE: usize = 16;
-    pub const FIRST_TS: usize = 24;
-    pub const LAST_TS: usize = 32;
-    pub const FRAME_COUNT: usize = 40;
-    pub const FRAME_BYTES: usize = 44;
-    pub const PAYLOAD_BYTES: usize = 48;
-    pub const PAYLOAD_CRC: usize = 52;
-    pub const STRIDE: usize = 56;
-    pub const HEADER_CRC: usize = 60;
+    pub const VERSION: usize = MAGIC + 8;
+    pub const HEADER_LEN: usize = VERSION + 2;
+    pub const LINK: usize = HEADER_LEN + 2;
+    pub const SEQUENCE: usize = LINK + 4;
+    pub const FIRST_TS: usize = SEQUENCE + 8;
+    pub const LAST_TS: usize = FIRST_TS + 8;
+    pub const FRAME_COUNT: usize = LAST_TS + 8;
+    pub const FRAME_BYTES: usize = FRAME_COUNT + 4;
+    pub const PAYLOAD_BYTES: usize = FRAME_BYTES + 4;
+    pub const PAYLOAD_CRC: usize = PAYLOAD_BYTES + 4;
+    pub const STRIDE: usize = PAYLOAD_CRC + 4;
+    pub const HEADER_CRC: usize = STRIDE + 4;
 }
+
+const _: () = assert!(
+    at::HEADER_CRC + 4 == HEADER_BYTES,
+    "the header checksum is the header's last field"
+);
+const _: () = assert!(
+    at::SEQUENCE == 16 && at::FIRST_TS == 24 && at::STRIDE == 56,
+    "the offsets docs/FORMAT.md gives"
+);
+const _: () = assert!(
+    at::SEQUENCE.is_multiple_of(8) && at::FIRST_TS.is_multiple_of(8),
+    "64-bit fields are naturally aligned"
+);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChunkHeader {
+    /// The layout version (`FORMAT_VERSION` for what this code writes).
+    pub version: u16,
+    /// Bytes from the chunk's start to its payload: 64 in version 1; in version 2 a multiple of
+    /// 64 up to `MAX_HEADER_BLOCK_BYTES` (the header, then zeros).
+    pub header_bytes: u16,
     pub link: u32,
     /// 0, 1, 2, … per link: a gap means a chunk is missing.
     pub sequence: u64,
@@ -82,8 +117,8 @@ impl ChunkHeader {
     pub fn encode(&self) -> [u8; HEADER_BYTES] {
         let mut b = [0u8; HEADER_BYTES];
         b[at::MAGIC..at::MAGIC + 8].copy_from_slice(&MAGIC);
-        b[at::VERSION..at::VERSION + 2].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
-        b[at::HEADER_LEN..at::HEADER_LEN + 2].copy_from_slice(&(HEADER_BYTES as u16).to_le_bytes());
+        b[at::VERSION..at::VERSION + 2].copy_from_slice(&self.version.to_le_bytes());
+        b[at::HEADER_LEN..at::HEADER_LEN + 2].copy_from_slice(&self.header_bytes.to_le_bytes());
         b[at::LINK..at::LINK + 4].copy_from_slice(&self.link.to_le_bytes());
         b[at::SEQUENCE..at::SEQUENCE + 8].copy_from_slice(&self.sequence.to_le_bytes());
         b[at::FIRST_TS..at::FIRST_TS + 8].copy_from_slice(&self.first_timestamp.to_le_bytes());
@@ -129,6 +164,8 @@ impl ChunkHeader {
             return Err(HeaderError::BadVersion(version));
         }
         let h = ChunkHeader {
+            version,
+            header_bytes: u16_at(b, at::HEADER_LEN),
             link: u32_at(b, at::LINK),
             sequence: u64_at(b, at::SEQUENCE),
             first_timestamp: u64_at(b, at::FIRST_TS),
@@ -139,12 +176,6 @@ impl ChunkHeader {
             payload_crc32c: u32_at(b, at::PAYLOAD_CRC),
             stride_bytes: u32_at(b, at::STRIDE),
         };
-        let header_len = u16_at(b, at::HEADER_LEN) as usize;
-        if header_len != HEADER_BYTES {
-            return Err(HeaderError::Inconsistent(format!(
-                "header length {header_len}"
-            )));
-        }
         h.check()?;
         Ok(h)
     }
@@ -153,6 +184,20 @@ impl ChunkHeader {
     /// reading).
     pub fn check(&self) -> Result<(), HeaderError> {
         let bad = |s: String| Err(HeaderError::Inconsistent(s));
+        let hb = self.header_bytes as usize;
+        let header_block_ok = match self.version {
+            1 => hb == HEADER_BYTES,
+            _ => {
+                (HEADER_BYTES..=MAX_HEADER_BLOCK_BYTES).contains(&hb)
+                    && hb.is_multiple_of(HEADER_BYTES)
+            }
+        };
+        if !header_block_ok {
+            return bad(format!(
+                "a header block of {hb} B in format version {}",
+                self.version
+            ));
+        }
         if self.frame_count == 0 || self.frame_bytes == 0 {
             return bad("no frames".into());
         }
@@ -162,7 +207,7 @@ impl ChunkHeader {
                 self.frame_count, self.frame_bytes, self.payload_bytes
             ));
         }
-        if (self.stride_bytes as u64) < (HEADER_BYTES as u64 + self.payload_bytes as u64) {
+        if (self.stride_bytes as u64) < (hb as u64 + self.payload_bytes as u64) {
             return bad(format!(
                 "stride {} shorter than the chunk",
                 self.stride_bytes
@@ -175,18 +220,98 @@ impl ChunkHeader {
     }
 
     pub fn chunk_bytes(&self) -> usize {
-        HEADER_BYTES + self.payload_bytes as usize
+        self.header_bytes as usize + self.payload_bytes as usize
+    }
+
+    /// Bytes from the chunk's start to its payload.
+    pub fn payload_offset(&self) -> u64 {
+        self.header_bytes as u64
     }
 }
 
-/// The stride of a chunk of `payload_bytes` at `align_bytes`.
-pub fn stride_for(payload_bytes: usize, align_bytes: u64) -> u64 {
-    (HEADER_BYTES as u64 + payload_bytes as u64).div_ceil(align_bytes) * align_bytes
+/// The stride of a chunk of `payload_bytes` behind a header block of `header_bytes`, at
+/// `align_bytes`.
+pub fn stride_for(header_bytes: usize, payload_bytes: usize, align_bytes: u64) -> u64 {
+    (header_bytes as u64 + payload_bytes as u64).div_ceil(align_bytes) * align_bytes
 }
 
 /// CRC-32C (Castagnoli, the iSCSI polynomial) of `data`: the checksum of headers and payloads.
 pub fn crc32c(data: &[u8]) -> u32 {
     crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, data) as u32
+}
+
+/// CRC-32C of the concatenation of `parts`, which are not in the CPU's caches (memory a device
+/// read by DMA, a latency buffer's slots): the implementation measured faster from DRAM.
+pub fn crc32c_from_memory(parts: &[&[u8]]) -> u32 {
+    parts
+        .iter()
+        .fold(0, |crc, p| ::crc32c::crc32c_append(crc, p))
+}
+
+/// The reflected CRC-32C polynomial (Castagnoli).
+const POLY_REFLECTED: u32 = 0x82F6_3B78;
+
+/// a(x) · b(x) mod P(x), both as reflected 32-bit polynomials (bit 31 is x^0).
+fn mult_mod_p(a: u32, mut b: u32) -> u32 {
+    let mut m = 1u32 << 31;
+    let mut p = 0u32;
+    loop {
+        if a & m != 0 {
+            p ^= b;
+            if a & (m - 1) == 0 {
+                return p;
+            }
+        }
+        m >>= 1;
+        b = if b & 1 != 0 {
+            (b >> 1) ^ POLY_REFLECTED
+        } else {
+            b >> 1
+        };
+    }
+}
+
+/// x^(8·bytes) mod P(x): the operator that moves a CRC past `bytes` more bytes.
+fn shift_operator(bytes: u64) -> u32 {
+    // x^(2^k) mod P for k = 3 (x^8, one byte), 4, 5, …, by squaring.
+    let mut power = 1u32 << (31 - 8); // x^8
+    let mut op = 1u32 << 31; // x^0
+    let mut n = bytes;
+    while n != 0 {
+        if n & 1 != 0 {
+            op = mult_mod_p(power, op);
+        }
+        power = mult_mod_p(power, power);
+        n >>= 1;
+    }
+    op
+}
+
+/// The CRC-32C of frames of `frame_bytes` each, put together from each frame's own CRC-32C
+/// (which a link computed while the frame was in its cache): `crc(A‖B) = crc(A)·x^(8|B|) ⊕
+/// crc(B)` mod P, the pre- and post-inversion included. One 32-step multiply per frame, the
+/// shift for the frame size computed once: a writer gets its chunk's checksum without reading
+/// the payload.
+#[derive(Clone, Copy, Debug)]
+pub struct FrameCrcCombiner {
+    shift: u32,
+}
+
+impl FrameCrcCombiner {
+    pub fn new(frame_bytes: u32) -> Self {
+        FrameCrcCombiner {
+            shift: shift_operator(frame_bytes as u64),
+        }
+    }
+
+    /// The CRC-32C of the frames whose CRCs are `crcs`, in order.
+    pub fn combine(&self, crcs: impl IntoIterator<Item = u32>) -> u32 {
+        let mut crcs = crcs.into_iter();
+        let Some(first) = crcs.next() else {
+            return 0;
+        };
+        crcs.fold(first, |acc, c| mult_mod_p(self.shift, acc) ^ c)
+    }
 }
 
 /// CRC-32C of the concatenation of `parts`.
@@ -224,11 +349,31 @@ mod tests {
             );
         }
         assert_eq!(crc32c_of_parts(&[]), 0);
+        assert_eq!(crc32c_from_memory(&[&data[..5568], &data[5568..]]), want);
+        assert_eq!(crc32c_from_memory(&[]), 0);
+    }
+
+    #[test]
+    fn frame_crcs_combine_into_the_chunks_crc() {
+        let data: Vec<u8> = (0..200 * 5568u32)
+            .map(|i| (i.wrapping_mul(2_246_822_519) >> 11) as u8)
+            .collect();
+        for fb in [1usize, 8, 464, 5568, 7200] {
+            let n = data.len() / fb;
+            let frames = &data[..n * fb];
+            let c = FrameCrcCombiner::new(fb as u32);
+            let crcs = frames.chunks_exact(fb).map(crc32c);
+            assert_eq!(c.combine(crcs), crc32c(frames), "frames of {fb} B");
+            assert_eq!(c.combine([crc32c(&frames[..fb])]), crc32c(&frames[..fb]));
+        }
+        assert_eq!(FrameCrcCombiner::new(64).combine([]), 0);
     }
 
     fn sample() -> ChunkHeader {
         let payload = vec![7u8; 3 * 100];
         ChunkHeader {
+            version: FORMAT_VERSION,
+            header_bytes: 512,
             link: 3,
             sequence: 42,
             first_timestamp: 1000,
@@ -237,7 +382,7 @@ mod tests {
             frame_bytes: 100,
             payload_bytes: 300,
             payload_crc32c: crc32c(&payload),
-            stride_bytes: stride_for(300, 512) as u32,
+            stride_bytes: stride_for(512, 300, 512) as u32,
         }
     }
 
@@ -245,6 +390,44 @@ mod tests {
     fn a_header_round_trips() {
         let h = sample();
         assert_eq!(ChunkHeader::decode(&h.encode()).unwrap(), h);
+    }
+
+    #[test]
+    fn each_version_has_its_header_block_rule() {
+        // Version 1 (still read): the payload right behind the 64 header bytes.
+        let v1 = ChunkHeader {
+            version: 1,
+            header_bytes: 64,
+            stride_bytes: stride_for(64, 300, 512) as u32,
+            ..sample()
+        };
+        assert_eq!(ChunkHeader::decode(&v1.encode()).unwrap(), v1);
+        let v1_long = ChunkHeader {
+            header_bytes: 512,
+            ..v1
+        };
+        assert!(ChunkHeader::decode(&v1_long.encode()).is_err());
+        // Version 2: a block of whole 64 B lines, up to the maximum, inside the stride.
+        for bad in [0u16, 32, 100, 64 * 1023 + 1] {
+            let h = ChunkHeader {
+                header_bytes: bad,
+                ..sample()
+            };
+            assert!(ChunkHeader::decode(&h.encode()).is_err(), "{bad}");
+        }
+        let over_stride = ChunkHeader {
+            header_bytes: 1024,
+            ..sample()
+        };
+        assert!(ChunkHeader::decode(&over_stride.encode()).is_err());
+        let future = ChunkHeader {
+            version: FORMAT_VERSION + 1,
+            ..sample()
+        };
+        assert_eq!(
+            ChunkHeader::decode(&future.encode()),
+            Err(HeaderError::FutureVersion(FORMAT_VERSION + 1))
+        );
     }
 
     #[test]

@@ -4,22 +4,30 @@
 //! chunks (docs/FORMAT.md), and `manifest.json`. `writer` makes chunks durable through any
 //! `snbuf_persist::Sink`; `scan` reads them back; `verify` checks a burst without changing it;
 //! `recover` cuts a crashed burst back to what is provably intact. `prepared` readies a burst's
-//! files before its trigger.
+//! files before its trigger; `outputs` spreads its links over several devices.
 
 pub mod burst_writer;
 pub mod chunk;
 pub mod manifest;
+pub mod outputs;
 pub mod prepared;
+pub mod read;
 pub mod recover;
 pub mod scan;
+pub mod spec;
 pub mod verify;
 pub mod writer;
 
-pub use burst_writer::{BurstError, BurstSeal, BurstSpec, BurstWriter, LinkWriter};
+pub use burst_writer::{BurstSeal, BurstWriter, LinkWriter};
 pub use chunk::{ChunkHeader, FORMAT_VERSION, HEADER_BYTES};
-pub use manifest::{BurstState, FrameInfo, LinkRecord, LinkState, Manifest, TriggerInfo};
+pub use manifest::{
+    BurstState, FrameInfo, LinkData, LinkIdentity, LinkRecord, LinkState, Manifest, TriggerInfo,
+    Verified,
+};
 pub use prepared::PreparedBurst;
+pub use read::{BurstReader, LinkReader, ReadError};
 pub use recover::{recover_burst, RecoverReport};
 pub use scan::{scan, End, Expect, ScanReport};
+pub use spec::{check_burst_id, BurstError, BurstSpec};
 pub use verify::{verify_burst, VerifyReport};
-pub use writer::{ChunkAck, ChunkWriter, LinkTotals, WriteError};
+pub use writer::{ChunkAck, ChunkWriter, WriteError};

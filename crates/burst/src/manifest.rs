@@ -1,18 +1,19 @@
 //! The manifest: one human-readable JSON file per burst saying what it is and what it holds.
 //!
-//! It is replaced atomically: written to a temporary file, fsync'ed, renamed over the old one,
-//! and the directory fsync'ed, so a crash leaves either the old manifest or the new one, never a
-//! mixture. The data files are the ground truth: `recover` can rebuild a manifest from them.
+//! It is replaced atomically and durably (`snbuf_persist::replace`), so a crash leaves either the
+//! old manifest or the new one, never a mixture. The data files are the ground truth: `recover` can rebuild a manifest from them.
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use snbuf_persist::replace::{replace_file, ReplaceDurability};
 
 pub const MANIFEST_FILE: &str = "manifest.json";
 pub const MANIFEST_FORMAT: &str = "snbuf-burst";
-pub const MANIFEST_VERSION: u32 = 1;
+/// 2: frames are stored in their frame type's own layout (snbuf-frames), and links carry their
+/// detector identity. 1: frames carried snbuf's own timestamp at bytes 0..8 (still read).
+pub const MANIFEST_VERSION: u32 = 2;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -34,6 +35,18 @@ pub enum LinkState {
     Failed,
 }
 
+/// Where a link's data comes from in the detector: DUNE's geographic identity of its frames and
+/// the SourceID the offline format files them under.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkIdentity {
+    pub det_id: u8,
+    pub crate_id: u16,
+    pub slot_id: u8,
+    pub stream_id: u8,
+    /// DUNE SourceID (subsystem detector readout) of the link's fragments.
+    pub source_id: u32,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FrameInfo {
     /// `protodune-wib`, `wib2`, `wibeth`, `custom`.
@@ -51,23 +64,39 @@ pub struct TriggerInfo {
     pub window_end_timestamp: u64,
 }
 
+/// What a link's data file holds: its chunks, from the start of the file. The chunk writer
+/// counts it as chunks are acknowledged, `scan` as it reads them back, and the manifest keeps it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkData {
+    pub chunks: u64,
+    pub frames: u64,
+    pub payload_bytes: u64,
+    /// Bytes of file used, padding included: where the next chunk goes.
+    pub file_bytes: u64,
+    pub first_timestamp: Option<u64>,
+    pub last_timestamp: Option<u64>,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LinkRecord {
     pub link: u32,
     /// The data file, relative to the burst directory.
     pub file: String,
     pub state: LinkState,
-    pub chunks: u64,
-    pub frames: u64,
-    pub payload_bytes: u64,
-    pub file_bytes: u64,
-    pub first_timestamp: Option<u64>,
-    pub last_timestamp: Option<u64>,
+    #[serde(flatten)]
+    pub data: LinkData,
     /// Frames of the window the link could not record (overwritten in the buffer before they
     /// were written, or never produced).
     pub lost_frames: u64,
     /// What failed this link: names the operation and the file.
     pub error: Option<String>,
+    /// The link's detector identity (version 2 on).
+    #[serde(default)]
+    pub identity: Option<LinkIdentity>,
+    /// Where the data file lives when it is on another output than the burst directory (an
+    /// absolute path); the burst directory then holds a symbolic link to it under `file`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,6 +115,22 @@ pub struct Manifest {
     pub links: Vec<LinkRecord>,
     /// What `recover` did, if anything.
     pub recovery: Option<String>,
+    /// The run the burst belongs to (`--run`), and the readout unit that recorded it.
+    #[serde(default)]
+    pub run_number: Option<u32>,
+    #[serde(default)]
+    pub unit: Option<String>,
+    /// The recorder's own check of the sealed burst (a full `verify`), when it made one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified: Option<Verified>,
+}
+
+/// A verification of the burst as sealed: when, and what it found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verified {
+    pub valid: bool,
+    pub problems: u64,
+    pub at_unix_ns: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -107,14 +152,11 @@ impl LinkRecord {
             link,
             file: link_file_name(link),
             state: LinkState::Ok,
-            chunks: 0,
-            frames: 0,
-            payload_bytes: 0,
-            file_bytes: 0,
-            first_timestamp: None,
-            last_timestamp: None,
+            data: LinkData::default(),
             lost_frames: 0,
             error: None,
+            identity: None,
+            path: None,
         }
     }
 }
@@ -132,14 +174,26 @@ pub fn link_of_file_name(name: &str) -> Option<u32> {
         .ok()
 }
 
-pub fn now_unix_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
-}
-
 impl Manifest {
+    /// Where the burst's frames keep their timestamps: the frame type's layout, or, for a
+    /// version 1 burst, snbuf's old stamp at bytes 0..8. None when the frame type is unknown to
+    /// this snbuf or does not match the frame size (then frames are not looked inside).
+    pub fn frame_layout(&self) -> Option<snbuf_frames::FrameLayout> {
+        let f = self.frame.as_ref()?;
+        let t: snbuf_frames::FrameType = if self.format_version < 2 {
+            snbuf_frames::FrameType::Custom {
+                frame_bytes: f.frame_bytes,
+                ticks_per_frame: f.ticks_per_frame.max(1),
+                timestamp_offset: 0,
+            }
+        } else {
+            f.frame_type.parse().ok()?
+        };
+        let layout = t.layout();
+        (layout.frame_bytes == f.frame_bytes && layout.ticks_per_frame == f.ticks_per_frame)
+            .then_some(layout)
+    }
+
     pub fn read(dir: &Path) -> Result<Manifest, ManifestError> {
         let path = dir.join(MANIFEST_FILE);
         let text = match std::fs::read_to_string(&path) {
@@ -176,35 +230,15 @@ impl Manifest {
         Ok(m)
     }
 
-    /// Replaces the manifest atomically and durably.
+    /// Replaces the manifest atomically and durably: it states what the data holds, so once
+    /// this returns a power cut cannot bring an older version back.
     pub fn write_atomic(&self, dir: &Path) -> Result<(), ManifestError> {
         let path = dir.join(MANIFEST_FILE);
-        let tmp = dir.join(format!(".{MANIFEST_FILE}.tmp"));
-        let io_err = |p: &Path, cause: io::Error| ManifestError::Io {
-            path: p.to_path_buf(),
-            cause,
-        };
-        let text = serde_json::to_string_pretty(self).expect("a manifest always serialises");
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
-            .map_err(|e| io_err(&tmp, e))?;
-        f.write_all(text.as_bytes()).map_err(|e| io_err(&tmp, e))?;
-        f.write_all(b"\n").map_err(|e| io_err(&tmp, e))?;
-        f.sync_all().map_err(|e| io_err(&tmp, e))?;
-        drop(f);
-        std::fs::rename(&tmp, &path).map_err(|e| io_err(&path, e))?;
-        // The rename is only durable once the directory is.
-        sync_dir(dir).map_err(|e| io_err(dir, e))?;
-        Ok(())
+        let mut text = serde_json::to_string_pretty(self).expect("a manifest always serialises");
+        text.push('\n');
+        replace_file(&path, text.as_bytes(), ReplaceDurability::Durable)
+            .map_err(|cause| ManifestError::Io { path, cause })
     }
-}
-
-/// Makes the entries of `dir` (files created, renamed or removed in it) durable.
-pub fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir).and_then(|d| d.sync_all())
 }
 
 #[cfg(test)]

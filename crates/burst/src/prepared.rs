@@ -16,17 +16,24 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use snbuf_persist::{PersistError, Sink};
 
-use crate::burst_writer::{check_burst_id, BurstError, BurstSpec, BurstWriter};
-use crate::manifest::{link_file_name, sync_dir};
+use crate::burst_writer::BurstWriter;
+use crate::manifest::link_file_name;
+use crate::outputs::output_for;
+use crate::spec::{check_burst_id, BurstError, BurstSpec};
 use crate::writer::ChunkWriter;
+use snbuf_persist::replace::sync_dir;
 
 const PREFIX: &str = ".snbuf-next-";
 
 /// Directory, files and open sinks of a burst that has no trigger yet.
 pub struct PreparedBurst<S: Sink> {
-    parent: PathBuf,
-    /// The hidden directory; `None` once it became a burst.
-    dir: Option<PathBuf>,
+    /// The outputs, the burst's home first (`outputs`).
+    outputs: Vec<PathBuf>,
+    /// The hidden directory's name, the same on every output used; `None` once it became a
+    /// burst.
+    name: Option<String>,
+    /// The outputs that hold a hidden directory of this preparation (indices into `outputs`).
+    used: Vec<usize>,
     frame_bytes: u32,
     max_payload_bytes: usize,
     writers: Vec<ChunkWriter<S>>,
@@ -41,30 +48,66 @@ impl<S: Sink> PreparedBurst<S> {
         links: &[u32],
         frame_bytes: u32,
         max_payload_bytes: usize,
+        open_sink: impl FnMut(u32, &Path) -> Result<S, PersistError>,
+    ) -> Result<Self, BurstError> {
+        Self::prepare_on(
+            &[parent.to_path_buf()],
+            links,
+            frame_bytes,
+            max_payload_bytes,
+            open_sink,
+        )
+    }
+
+    /// As `prepare`, with the links spread over `outputs` (home first; see `outputs`): a hidden
+    /// directory on each output used, each link's file on its own output.
+    pub fn prepare_on(
+        outputs: &[PathBuf],
+        links: &[u32],
+        frame_bytes: u32,
+        max_payload_bytes: usize,
         mut open_sink: impl FnMut(u32, &Path) -> Result<S, PersistError>,
     ) -> Result<Self, BurstError> {
+        assert!(!outputs.is_empty(), "a burst needs an output");
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let name = format!(
             "{PREFIX}{}-{}",
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
-        let dir = parent.join(name);
-        std::fs::create_dir(&dir).map_err(|cause| BurstError::Dir {
-            path: dir.clone(),
-            cause,
-        })?;
+        // Absolute, so that the manifest and the symbolic links name files wherever the
+        // reader runs from.
+        let outputs: Vec<PathBuf> = outputs
+            .iter()
+            .map(|o| std::path::absolute(o).unwrap_or_else(|_| o.clone()))
+            .collect();
         let mut prepared = PreparedBurst {
-            parent: parent.to_path_buf(),
-            dir: Some(dir.clone()),
+            outputs,
+            name: Some(name.clone()),
+            used: Vec::new(),
             frame_bytes,
             max_payload_bytes,
             writers: Vec::new(),
             links: links.to_vec(),
         };
-        // On any error below, dropping `prepared` removes the directory again.
-        for &link in links {
-            let path = dir.join(link_file_name(link));
+        // The home always (it holds the manifest), then every output a link lands on. On any
+        // error below, dropping `prepared` removes the directories made so far.
+        let mut used: Vec<usize> = vec![0];
+        used.extend((0..links.len()).map(|i| i % prepared.outputs.len()));
+        used.sort_unstable();
+        used.dedup();
+        for k in used {
+            let dir = prepared.outputs[k].join(&name);
+            std::fs::create_dir(&dir).map_err(|cause| BurstError::Dir {
+                path: dir.clone(),
+                cause,
+            })?;
+            prepared.used.push(k);
+        }
+        for (i, &link) in links.iter().enumerate() {
+            let path = output_for(&prepared.outputs, i)
+                .join(&name)
+                .join(link_file_name(link));
             let sink = open_sink(link, &path).map_err(|cause| BurstError::Open {
                 link,
                 file: path.clone(),
@@ -87,13 +130,14 @@ impl<S: Sink> PreparedBurst<S> {
             && spec.max_payload_bytes <= self.max_payload_bytes
     }
 
-    /// Where the prepared files are (until `start`).
-    pub fn dir(&self) -> Option<&Path> {
-        self.dir.as_deref()
+    /// Where the prepared files are on the home output (until `start`).
+    pub fn dir(&self) -> Option<PathBuf> {
+        self.name.as_ref().map(|n| self.outputs[0].join(n))
     }
 
-    /// Makes this the burst `spec`: renames the directory to `parent/<burst id>` (never over an
-    /// existing one), makes the rename durable, and writes the manifest `recording`.
+    /// Makes this the burst `spec`: renames the directory on each output to `<burst id>`
+    /// (never over an existing one), links the files on other outputs into the home's burst
+    /// directory, makes all of it durable, and writes the manifest `recording`.
     pub fn start(mut self, spec: BurstSpec) -> Result<BurstWriter<S>, BurstError> {
         check_burst_id(&spec.burst_id)?;
         if !self.fits(&spec) {
@@ -102,34 +146,119 @@ impl<S: Sink> PreparedBurst<S> {
                 self.links, self.frame_bytes, self.max_payload_bytes
             )));
         }
-        let from = self.dir.clone().expect("a prepared burst starts once");
-        let to = self.parent.join(&spec.burst_id);
-        rename_no_replace(&from, &to).map_err(|cause| {
-            if cause.kind() == std::io::ErrorKind::AlreadyExists {
-                BurstError::Exists(to.clone())
-            } else {
-                BurstError::Dir {
-                    path: to.clone(),
-                    cause,
+        let name = self.name.clone().expect("a prepared burst starts once");
+        let mut renamed: Vec<usize> = Vec::new();
+        for &k in &self.used {
+            let (from, to) = (
+                self.outputs[k].join(&name),
+                self.outputs[k].join(&spec.burst_id),
+            );
+            if let Err(cause) = rename_no_replace(&from, &to) {
+                // Put back what was renamed (it holds no data yet), so that dropping the
+                // preparation removes all of it and no half-made burst is left behind.
+                for &j in &renamed {
+                    let _ = std::fs::rename(
+                        self.outputs[j].join(&spec.burst_id),
+                        self.outputs[j].join(&name),
+                    );
                 }
+                return Err(if cause.kind() == std::io::ErrorKind::AlreadyExists {
+                    BurstError::Exists(to)
+                } else {
+                    BurstError::Dir { path: to, cause }
+                });
             }
-        })?;
-        self.dir = None;
-        sync_dir(&self.parent).map_err(|cause| BurstError::Dir {
-            path: self.parent.clone(),
-            cause,
-        })?;
+            renamed.push(k);
+        }
+        self.name = None;
+        let home = self.outputs[0].join(&spec.burst_id);
+        // Links on other outputs: a symbolic link under the usual name in the burst directory.
+        let mut elsewhere = Vec::new();
+        for (i, &link) in self.links.iter().enumerate() {
+            if i % self.outputs.len() == 0 {
+                elsewhere.push(None);
+                continue;
+            }
+            let target = output_for(&self.outputs, i)
+                .join(&spec.burst_id)
+                .join(link_file_name(link));
+            let at = home.join(link_file_name(link));
+            std::os::unix::fs::symlink(&target, &at)
+                .map_err(|cause| BurstError::Dir { path: at, cause })?;
+            elsewhere.push(Some(target.display().to_string()));
+        }
+        for &k in &self.used {
+            sync_dir(&self.outputs[k]).map_err(|cause| BurstError::Dir {
+                path: self.outputs[k].clone(),
+                cause,
+            })?;
+        }
+        if elsewhere.iter().any(Option::is_some) {
+            sync_dir(&home).map_err(|cause| BurstError::Dir {
+                path: home.clone(),
+                cause,
+            })?;
+        }
+        let opened_in: Vec<(String, String)> = (0..self.links.len())
+            .map(|i| {
+                let out = output_for(&self.outputs, i);
+                (
+                    out.join(&name).display().to_string(),
+                    out.join(&spec.burst_id).display().to_string(),
+                )
+            })
+            .collect();
         let writers = std::mem::take(&mut self.writers);
-        BurstWriter::from_writers(&from, to, spec, writers)
+        BurstWriter::from_writers(opened_in, home, spec, writers, elsewhere)
+    }
+}
+
+/// Creating a burst at once is preparing it and starting it at once; it lives here, beside the
+/// preparation, so that the burst writer does not depend on it.
+impl<S: Sink> BurstWriter<S> {
+    /// Creates `parent/<burst_id>/`, opens a sink per link with `open_sink(link, path)`, and
+    /// writes the manifest in state `recording`. (A recorder prepares this ahead of the trigger
+    /// with `PreparedBurst`; this is the same, done at once.)
+    pub fn create(
+        parent: &Path,
+        spec: BurstSpec,
+        open_sink: impl FnMut(u32, &Path) -> Result<S, PersistError>,
+    ) -> Result<Self, BurstError> {
+        Self::create_on(&[parent.to_path_buf()], spec, open_sink)
+    }
+
+    /// As `create`, with the links spread over `outputs` (home first; see `outputs`).
+    pub fn create_on(
+        outputs: &[PathBuf],
+        spec: BurstSpec,
+        open_sink: impl FnMut(u32, &Path) -> Result<S, PersistError>,
+    ) -> Result<Self, BurstError> {
+        check_burst_id(&spec.burst_id)?;
+        for out in outputs {
+            let dir = out.join(&spec.burst_id);
+            if dir.symlink_metadata().is_ok() {
+                return Err(BurstError::Exists(dir));
+            }
+        }
+        PreparedBurst::prepare_on(
+            outputs,
+            &spec.links,
+            spec.frame.frame_bytes,
+            spec.max_payload_bytes,
+            open_sink,
+        )?
+        .start(spec)
     }
 }
 
 impl<S: Sink> Drop for PreparedBurst<S> {
     fn drop(&mut self) {
-        if let Some(dir) = self.dir.take() {
+        if let Some(name) = self.name.take() {
             // Close the sinks (unmap, close) before their files go.
             self.writers.clear();
-            let _ = std::fs::remove_dir_all(dir);
+            for &k in &self.used {
+                let _ = std::fs::remove_dir_all(self.outputs[k].join(&name));
+            }
         }
     }
 }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::manifest::{
-    now_unix_ns, BurstState, LinkRecord, LinkState, Manifest, ManifestError, MANIFEST_FORMAT,
+    BurstState, LinkData, LinkRecord, LinkState, Manifest, ManifestError, MANIFEST_FORMAT,
     MANIFEST_VERSION,
 };
 use crate::scan::{scan, End, Expect, ScanReport};
@@ -68,7 +68,7 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
             None
         }
     };
-    let step = old
+    let ticks_per_frame = old
         .as_ref()
         .and_then(|m| m.frame.as_ref())
         .map(|f| f.ticks_per_frame);
@@ -95,7 +95,8 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
                     &f,
                     Expect {
                         link: Some(link),
-                        ticks_per_frame: step,
+                        ticks_per_frame,
+                        frame: old.as_ref().and_then(Manifest::frame_layout),
                     },
                 )
                 .map_err(|cause| BurstDirError::Io {
@@ -134,13 +135,8 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
             records.push(LinkRecord {
                 state: LinkState::Failed,
                 error: Some(format!("{}: missing at recovery", path.display())),
-                chunks: 0,
-                frames: 0,
-                payload_bytes: 0,
-                file_bytes: 0,
-                first_timestamp: None,
-                last_timestamp: None,
-                ..old_record.unwrap_or_else(|| empty_record(link, &name))
+                data: LinkData::default(),
+                ..old_record.unwrap_or_else(|| empty_record(dir, link, &name))
             });
             continue;
         };
@@ -177,7 +173,7 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
             }
             changed = true;
         }
-        let base = old_record.unwrap_or_else(|| empty_record(link, &name));
+        let base = old_record.unwrap_or_else(|| empty_record(dir, link, &name));
         // Window frames the kept data does not hold were lost (in the crash, or with a dropped
         // region): counted, so that the burst states its loss rather than hiding it.
         let missing = old
@@ -190,12 +186,7 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
         }
         records.push(LinkRecord {
             lost_frames,
-            chunks: report.chunks.len() as u64,
-            frames: report.frames(),
-            payload_bytes: report.payload_bytes(),
-            file_bytes: report.valid_bytes,
-            first_timestamp: report.first_timestamp(),
-            last_timestamp: report.last_timestamp(),
+            data: report.data(),
             ..base
         });
         links.push(LinkRecovery {
@@ -216,7 +207,7 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
     if manifest_rebuilt {
         let summary = format!(
             "recovered at {} ns: {} link(s), {} region(s) dropped{}",
-            now_unix_ns(),
+            snbuf_units::now_unix_ns(),
             records.len(),
             dropped.len(),
             if old.is_none() {
@@ -230,6 +221,8 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
                 state: BurstState::Recovered,
                 links: records,
                 recovery: Some(summary),
+                // Whatever was checked before, the data is what recovery kept now.
+                verified: None,
                 ..m
             },
             None => Manifest {
@@ -240,14 +233,17 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_default(),
                 state: BurstState::Recovered,
-                created_unix_ns: now_unix_ns(),
+                created_unix_ns: snbuf_units::now_unix_ns(),
                 sealed_unix_ns: None,
                 trigger: None,
                 frame: None,
                 method: "unknown".into(),
                 durability: "unknown".into(),
                 links: records,
+                verified: None,
                 recovery: Some(summary),
+                run_number: None,
+                unit: None,
             },
         };
         if !dry_run {
@@ -280,9 +276,15 @@ fn missing_window_frames(m: &Manifest, report: &ScanReport) -> Option<u64> {
     })
 }
 
-fn empty_record(link: u32, name: &str) -> LinkRecord {
+/// A record rebuilt from the file alone; a file on another output (a symbolic link in the
+/// burst directory) keeps saying where it lives.
+fn empty_record(dir: &Path, link: u32, name: &str) -> LinkRecord {
     LinkRecord {
         file: name.to_string(),
+        path: std::fs::read_link(dir.join(name))
+            .ok()
+            .filter(|p| p.is_absolute())
+            .map(|p| p.display().to_string()),
         ..LinkRecord::empty(link)
     }
 }

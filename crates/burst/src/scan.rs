@@ -11,6 +11,8 @@ use std::os::unix::fs::FileExt;
 
 use serde::Serialize;
 
+use snbuf_frames::FrameLayout;
+
 use crate::chunk::{ChunkHeader, HeaderError, HEADER_BYTES};
 
 /// Random-access reads of a file or a byte slice.
@@ -48,6 +50,9 @@ impl ReadAt for File {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct ChunkSeen {
     pub offset: u64,
+    /// Where the payload starts, from the chunk's start (64 in format version 1, the header
+    /// block in version 2).
+    pub payload_offset: u64,
     pub sequence: u64,
     pub first_timestamp: u64,
     pub last_timestamp: u64,
@@ -104,6 +109,18 @@ pub struct ScanReport {
 }
 
 impl ScanReport {
+    /// What the valid prefix holds, as the manifest records it.
+    pub fn data(&self) -> crate::manifest::LinkData {
+        crate::manifest::LinkData {
+            chunks: self.chunks.len() as u64,
+            frames: self.frames(),
+            payload_bytes: self.payload_bytes(),
+            file_bytes: self.valid_bytes,
+            first_timestamp: self.first_timestamp(),
+            last_timestamp: self.last_timestamp(),
+        }
+    }
+
     pub fn frames(&self) -> u64 {
         self.chunks.iter().map(|c| c.frame_count as u64).sum()
     }
@@ -128,6 +145,9 @@ pub struct Expect {
     pub link: Option<u32>,
     /// Ticks from one frame's timestamp to the next (the frame type's step), for gap detection.
     pub ticks_per_frame: Option<u64>,
+    /// Where the frames keep their timestamps: when given, the timestamps inside every frame
+    /// must agree with its chunk's header.
+    pub frame: Option<FrameLayout>,
 }
 
 /// Reads a whole link file. I/O errors (not data problems) are returned as errors.
@@ -193,7 +213,7 @@ pub fn scan<R: ReadAt + ?Sized>(r: &R, expect: Expect) -> io::Result<ScanReport>
             break;
         }
         payload.resize(header.payload_bytes as usize, 0);
-        r.read_exact_at_offset(&mut payload, offset + HEADER_BYTES as u64)?;
+        r.read_exact_at_offset(&mut payload, offset + header.payload_offset())?;
         let crc = crate::chunk::crc32c(&payload);
         if crc != header.payload_crc32c {
             let why = format!(
@@ -217,27 +237,39 @@ pub fn scan<R: ReadAt + ?Sized>(r: &R, expect: Expect) -> io::Result<ScanReport>
             report.chunks_after_end = count_valid_after(r, offset + stride, len)?;
             break;
         }
-        if let Some(step) = expect.ticks_per_frame.filter(|&s| s > 0) {
-            let span = (header.frame_count as u64 - 1).saturating_mul(step);
+        if let Some(layout) = &expect.frame {
+            if let Err(why) = frames_agree(layout, &header, &payload) {
+                report.end = End::BadChunk {
+                    offset,
+                    bytes: stride,
+                    why,
+                };
+                report.chunks_after_end = count_valid_after(r, offset + stride, len)?;
+                break;
+            }
+        }
+        if let Some(ticks_per_frame) = expect.ticks_per_frame.filter(|&s| s > 0) {
+            let span = (header.frame_count as u64 - 1).saturating_mul(ticks_per_frame);
             if header.last_timestamp - header.first_timestamp != span {
                 report.gaps.push(TimestampGap {
                     after_timestamp: header.first_timestamp,
                     resume_timestamp: header.last_timestamp,
-                    missing_frames: ((header.last_timestamp - header.first_timestamp) / step)
+                    missing_frames: ((header.last_timestamp - header.first_timestamp)
+                        / ticks_per_frame)
                         .saturating_sub(header.frame_count as u64 - 1),
                     sequence: header.sequence,
                     inside_chunk: true,
                 });
             }
             if let Some(prev) = report.chunks.last() {
-                if header.first_timestamp != prev.last_timestamp.wrapping_add(step) {
+                if header.first_timestamp != prev.last_timestamp.wrapping_add(ticks_per_frame) {
                     report.gaps.push(TimestampGap {
                         after_timestamp: prev.last_timestamp,
                         resume_timestamp: header.first_timestamp,
                         missing_frames: (header
                             .first_timestamp
                             .saturating_sub(prev.last_timestamp)
-                            / step)
+                            / ticks_per_frame)
                             .saturating_sub(1),
                         sequence: header.sequence,
                         inside_chunk: false,
@@ -247,6 +279,7 @@ pub fn scan<R: ReadAt + ?Sized>(r: &R, expect: Expect) -> io::Result<ScanReport>
         }
         report.chunks.push(ChunkSeen {
             offset,
+            payload_offset: header.payload_offset(),
             sequence: header.sequence,
             first_timestamp: header.first_timestamp,
             last_timestamp: header.last_timestamp,
@@ -261,6 +294,45 @@ pub fn scan<R: ReadAt + ?Sized>(r: &R, expect: Expect) -> io::Result<ScanReport>
         *zero_tail_bytes = len - report.valid_bytes;
     }
     Ok(report)
+}
+
+/// Checks a chunk's frames (its checksum already holds) against its header: frames of the
+/// layout's size, every superchunk's detector frames in step, each frame after the one before,
+/// the first at the header's first timestamp and the last at its last. A chunk that fails was
+/// written with the wrong header or from the wrong bytes: not data to keep.
+fn frames_agree(layout: &FrameLayout, h: &ChunkHeader, payload: &[u8]) -> Result<(), String> {
+    if h.frame_bytes != layout.frame_bytes {
+        return Err(format!(
+            "frames of {} B where the frame type's are {} B",
+            h.frame_bytes, layout.frame_bytes
+        ));
+    }
+    let mut prev: Option<u64> = None;
+    for (k, frame) in payload.chunks_exact(h.frame_bytes as usize).enumerate() {
+        let ts = layout
+            .checked_timestamp(frame)
+            .map_err(|e| format!("frame {k}: {e}"))?;
+        if prev.is_some_and(|p| ts <= p) {
+            return Err(format!(
+                "frame {k}'s timestamp {ts} does not follow the frame before it ({})",
+                prev.unwrap_or(0)
+            ));
+        }
+        if k == 0 && ts != h.first_timestamp {
+            return Err(format!(
+                "frame 0's timestamp {ts} disagrees with its chunk header (first {})",
+                h.first_timestamp
+            ));
+        }
+        prev = Some(ts);
+    }
+    match prev {
+        Some(last) if last != h.last_timestamp => Err(format!(
+            "the last frame's timestamp {last} disagrees with its chunk header (last {})",
+            h.last_timestamp
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Classifies the bytes at `offset` when no valid header starts there.
@@ -348,7 +420,7 @@ fn count_valid_after<R: ReadAt + ?Sized>(r: &R, mut offset: u64, len: u64) -> io
             break;
         }
         let mut p = vec![0u8; header.payload_bytes as usize];
-        r.read_exact_at_offset(&mut p, offset + HEADER_BYTES as u64)?;
+        r.read_exact_at_offset(&mut p, offset + header.payload_offset())?;
         if crate::chunk::crc32c(&p) == header.payload_crc32c {
             n += 1;
         }

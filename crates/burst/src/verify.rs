@@ -131,7 +131,7 @@ pub fn verify_burst(dir: &Path) -> Result<VerifyReport, BurstDirError> {
     if files.is_empty() {
         problems.push("no link data files in the burst".into());
     }
-    let step = manifest
+    let ticks_per_frame = manifest
         .as_ref()
         .and_then(|m| m.frame.as_ref())
         .map(|f| f.ticks_per_frame);
@@ -175,7 +175,8 @@ pub fn verify_burst(dir: &Path) -> Result<VerifyReport, BurstDirError> {
             &file,
             Expect {
                 link: Some(link),
-                ticks_per_frame: step,
+                ticks_per_frame,
+                frame: manifest.as_ref().and_then(Manifest::frame_layout),
             },
         )
         .map_err(|cause| BurstDirError::Io {
@@ -236,10 +237,10 @@ fn fill_link(
         }
         return;
     };
-    if record.chunks != lv.chunks || record.frames != lv.frames {
+    if record.data.chunks != lv.chunks || record.data.frames != lv.frames {
         lv.problems.push(format!(
             "manifest says {} chunks / {} frames, the file holds {} / {}",
-            record.chunks, record.frames, lv.chunks, lv.frames
+            record.data.chunks, record.data.frames, lv.chunks, lv.frames
         ));
     }
     if let Some(err) = &record.error {
@@ -267,26 +268,26 @@ pub(crate) fn window_coverage(m: &Manifest, report: &ScanReport) -> Option<Cover
     if frame.ticks_per_frame == 0 {
         return None;
     }
-    let step = frame.ticks_per_frame;
+    let ticks_per_frame = frame.ticks_per_frame;
     let (ws, we) = (trigger.window_start_timestamp, trigger.window_end_timestamp);
-    // Frames lie on a grid first + k * step. The window holds the grid points in [ws, we): count
+    // Frames lie on a grid first + k * ticks_per_frame. The window holds the grid points in [ws, we): count
     // them from the first point at or after ws (the window need not start on a frame).
     let grid_start = if first >= ws {
-        first - (first - ws) / step * step
+        first - (first - ws) / ticks_per_frame * ticks_per_frame
     } else {
-        first + (ws - first).div_ceil(step) * step
+        first + (ws - first).div_ceil(ticks_per_frame) * ticks_per_frame
     };
     let in_window = if grid_start < we {
-        (we - 1 - grid_start) / step + 1
+        (we - 1 - grid_start) / ticks_per_frame + 1
     } else {
         0
     };
     let present_span_start = first.max(ws);
-    let present_span_end = (last + step).min(we);
+    let present_span_end = (last + ticks_per_frame).min(we);
     let gap_frames: u64 = report.gaps.iter().map(|g| g.missing_frames).sum();
     let present = present_span_end
         .saturating_sub(present_span_start)
-        .div_ceil(step)
+        .div_ceil(ticks_per_frame)
         .saturating_sub(gap_frames);
     Some(Coverage {
         window_start_timestamp: ws,

@@ -11,8 +11,10 @@ use snbuf_persist::memory::{AlignedBuf, PageSize};
 use snbuf_persist::{PersistError, Sink};
 
 use crate::chunk::{
-    crc32c, crc32c_of_parts, stride_for, ChunkHeader, HEADER_BYTES, MAPPED_CHUNK_ALIGN_BYTES,
+    crc32c, crc32c_from_memory, crc32c_of_parts, stride_for, ChunkHeader, FORMAT_VERSION,
+    HEADER_BYTES, MAPPED_CHUNK_ALIGN_BYTES, MAX_HEADER_BLOCK_BYTES,
 };
+use crate::manifest::LinkData;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
@@ -38,22 +40,16 @@ pub struct ChunkAck {
     pub stride_bytes: u64,
 }
 
-/// What a link's file holds so far (acknowledged chunks only).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LinkTotals {
-    pub chunks: u64,
-    pub frames: u64,
-    pub payload_bytes: u64,
-    /// Bytes of file used, padding included: where the next chunk goes.
-    pub file_bytes: u64,
-    pub first_timestamp: Option<u64>,
-    pub last_timestamp: Option<u64>,
-}
-
 #[derive(Clone, Copy, Debug)]
 struct Staged {
     payload_bytes: usize,
     crc32c: u32,
+    /// The payload is already where the chunk goes (written from the caller's memory); only
+    /// the header is left to write. Otherwise it waits in the staging buffer (block devices).
+    in_place: bool,
+    /// Block devices: the payload went to the sink in whole blocks from aligned memory, which
+    /// an O_DIRECT sink sends to the device as it lies (no copy by the CPU).
+    from_source: bool,
 }
 
 pub struct ChunkWriter<S: Sink> {
@@ -61,16 +57,22 @@ pub struct ChunkWriter<S: Sink> {
     link: u32,
     frame_bytes: u32,
     align_bytes: u64,
+    /// The header block: 64 B on memory, the alignment on block devices (so a payload of whole
+    /// aligned blocks starts on a block of its own and can be written from where it lies).
+    header_bytes: usize,
     /// Mapped memory: payload and header are persisted separately, payload first.
     mapped: bool,
-    /// Block devices: header and payload assembled in one aligned buffer, written at once.
+    /// Block devices: the header block, and behind it the payload when it must be copied
+    /// (lengths not whole blocks), so that such a chunk is still one aligned write.
     staging: Option<AlignedBuf>,
     /// The payload staged for the next chunk (`stage`), not yet appended: its length and CRC.
     staged: Option<Staged>,
     /// Acknowledged chunks: durable.
-    totals: LinkTotals,
+    totals: LinkData,
     /// Appended chunks, durable or not (`totals` plus those awaiting a persist).
-    written: LinkTotals,
+    written: LinkData,
+    /// Appended chunks whose payload went to a block device from the caller's memory.
+    chunks_from_source: u64,
     failed: bool,
 }
 
@@ -98,10 +100,23 @@ impl<S: Sink> ChunkWriter<S> {
                 why: "frames of 0 bytes".into(),
             });
         }
+        let header_bytes = if mapped {
+            HEADER_BYTES
+        } else {
+            align_bytes as usize
+        };
+        if header_bytes > MAX_HEADER_BLOCK_BYTES {
+            return Err(WriteError::BadChunk {
+                link,
+                why: format!(
+                    "a direct-I/O alignment of {align_bytes} B is more than a chunk's header block can take ({MAX_HEADER_BLOCK_BYTES} B)"
+                ),
+            });
+        }
         let staging = if mapped {
             None
         } else {
-            let stride = stride_for(max_payload_bytes, align_bytes) as usize;
+            let stride = stride_for(header_bytes, max_payload_bytes, align_bytes) as usize;
             Some(
                 AlignedBuf::new(stride, PageSize::Small4K).map_err(|e| WriteError::Persist {
                     link,
@@ -114,11 +129,13 @@ impl<S: Sink> ChunkWriter<S> {
             link,
             frame_bytes,
             align_bytes,
+            header_bytes,
             mapped,
             staging,
             staged: None,
-            totals: LinkTotals::default(),
-            written: LinkTotals::default(),
+            totals: LinkData::default(),
+            written: LinkData::default(),
+            chunks_from_source: 0,
             failed: false,
         })
     }
@@ -127,7 +144,8 @@ impl<S: Sink> ChunkWriter<S> {
         self.align_bytes
     }
 
-    pub fn totals(&self) -> LinkTotals {
+    /// What the file holds in acknowledged chunks.
+    pub fn totals(&self) -> LinkData {
         self.totals
     }
 
@@ -170,16 +188,35 @@ impl<S: Sink> ChunkWriter<S> {
         self.append_staged(first_timestamp, last_timestamp)
     }
 
-    /// Copies the next chunk's payload (the concatenation of `parts`, whole frames) to where the
-    /// chunk will be written — straight onto the mapping on memory, into the aligned block
-    /// buffer behind the header slot otherwise — and checksums it, without making it a chunk yet.
-    /// `append_staged` does that; staging again first discards this payload, which is never
-    /// visible to a reader (no header points at it).
+    /// Places the next chunk's payload (the concatenation of `parts`, whole frames) where the
+    /// chunk will be written and checksums it, without making it a chunk yet: `append_staged`
+    /// does that by writing the header. Staging again first discards this payload, which is
+    /// never visible to a reader (no header points at it).
     ///
-    /// This is how a caller that must validate its source after copying (a latency buffer read
-    /// while the producer may overwrite it) persists with a single copy: stage, validate, then
-    /// append or stage again.
+    /// Where the payload goes: straight onto the mapping on memory; on block devices, written
+    /// from `parts` themselves when each is whole aligned blocks (a latency buffer's slots, cut
+    /// on block boundaries: the CPU never copies the payload, and O_DIRECT sends it from where it
+    /// lies), else copied into the aligned staging buffer behind the header block. The checksum
+    /// is taken from `parts` after the write returned (a sink's write no longer reads its input
+    /// once it returns), so a caller that validates its source afterwards knows that the bytes
+    /// written are the bytes checksummed.
+    ///
+    /// This is how a caller that must validate its source after reading it (a latency buffer
+    /// read while the producer may overwrite it) persists with at most one copy: stage,
+    /// validate, then append or stage again.
     pub fn stage(&mut self, parts: &[&[u8]]) -> Result<(), WriteError> {
+        self.stage_with_crc(parts, None)
+    }
+
+    /// `stage`, with the payload's CRC-32C given by the caller (combined from the frames' own,
+    /// `chunk::FrameCrcCombiner`) so that the payload is never read for it. The caller answers
+    /// for it being the checksum of exactly these bytes: a latency buffer's frame checksums are
+    /// covered by the same validation as its frames. `None`: computed here.
+    pub fn stage_with_crc(
+        &mut self,
+        parts: &[&[u8]],
+        given_crc32c: Option<u32>,
+    ) -> Result<(), WriteError> {
         self.staged = None;
         if self.failed {
             return Err(WriteError::Failed { link: self.link });
@@ -195,44 +232,64 @@ impl<S: Sink> ChunkWriter<S> {
                 ),
             });
         }
+        let stride = stride_for(self.header_bytes, payload_bytes, self.align_bytes) as usize;
+        if let Some(staging) = &self.staging {
+            if stride > staging.len() {
+                return Err(WriteError::BadChunk {
+                    link,
+                    why: format!(
+                        "{payload_bytes} B is more than the {} B a chunk holds",
+                        staging.len() - self.header_bytes
+                    ),
+                });
+            }
+        }
         let offset = self.written.file_bytes;
-        let crc32c = if self.mapped {
-            // Unfenced stores into the chunk's payload slot; `append_staged` fences them before
-            // it writes the header. The checksum is taken from the source, which the copy has
-            // just brought into the cache.
-            let mut pos = offset + HEADER_BYTES as u64;
+        let in_place = self.mapped
+            || parts
+                .iter()
+                .all(|p| (p.len() as u64).is_multiple_of(self.align_bytes));
+        let from_source = in_place
+            && !self.mapped
+            && parts
+                .iter()
+                .all(|p| (p.as_ptr() as u64).is_multiple_of(self.align_bytes));
+        let crc32c = if in_place {
+            // Memory: unfenced stores into the payload slot, fenced by `append_staged` before it
+            // writes the header. Block devices: the payload's blocks, header block left for
+            // `append_staged`.
+            let mut pos = offset + self.header_bytes as u64;
             for part in parts {
                 if let Err(e) = self.sink.write_at(pos, part) {
                     return Err(self.fail(e, offset));
                 }
                 pos += part.len() as u64;
             }
-            crc32c_of_parts(parts)
+            match given_crc32c {
+                Some(crc) => crc,
+                // The streaming copy just read the source: it is in cache.
+                None if self.mapped => crc32c_of_parts(parts),
+                // The device read it by DMA: the checksum reads it from DRAM.
+                None => crc32c_from_memory(parts),
+            }
         } else {
             let staging = self
                 .staging
                 .as_mut()
                 .expect("block writers have a staging buffer");
-            if HEADER_BYTES + payload_bytes > staging.len() {
-                return Err(WriteError::BadChunk {
-                    link,
-                    why: format!(
-                        "{payload_bytes} B is more than the {} B a chunk holds",
-                        staging.len() - HEADER_BYTES
-                    ),
-                });
-            }
-            let mut pos = HEADER_BYTES;
+            let mut pos = self.header_bytes;
             for part in parts {
                 staging.as_mut_slice()[pos..pos + part.len()].copy_from_slice(part);
                 pos += part.len();
             }
             // From the staged copy, still in cache, rather than from the source again.
-            crc32c(&staging.as_slice()[HEADER_BYTES..pos])
+            given_crc32c.unwrap_or_else(|| crc32c(&staging.as_slice()[self.header_bytes..pos]))
         };
         self.staged = Some(Staged {
             payload_bytes,
             crc32c,
+            in_place,
+            from_source,
         });
         Ok(())
     }
@@ -254,8 +311,10 @@ impl<S: Sink> ChunkWriter<S> {
                 why: "no payload staged".into(),
             });
         };
-        let stride = stride_for(staged.payload_bytes, self.align_bytes);
+        let stride = stride_for(self.header_bytes, staged.payload_bytes, self.align_bytes);
         let header = ChunkHeader {
+            version: FORMAT_VERSION,
+            header_bytes: self.header_bytes as u16,
             link,
             sequence: self.written.chunks,
             first_timestamp,
@@ -282,12 +341,26 @@ impl<S: Sink> ChunkWriter<S> {
         let offset = self.written.file_bytes;
         let result = if self.mapped {
             self.write_mapped_header(offset, &header)
+        } else if staged.in_place {
+            self.write_header_block(offset, &header)
         } else {
             self.write_block(offset, &header, staged.payload_bytes, stride as usize)
         };
         if let Err(e) = result {
             return Err(self.fail(e, offset));
         }
+        // The sink took the chunk: it lies inside the sink's region, right after the previous
+        // one, and carries the next sequence number (asserted here, checked again by `scan`).
+        assert!(
+            offset + stride <= self.sink.report().region_bytes,
+            "chunk {} at {offset} + {stride} B outside the {} B region",
+            header.sequence,
+            self.sink.report().region_bytes
+        );
+        assert_eq!(
+            header.sequence, self.written.chunks,
+            "chunk sequence numbers count up by one"
+        );
         let t = &mut self.written;
         t.chunks += 1;
         t.frames += header.frame_count as u64;
@@ -295,6 +368,7 @@ impl<S: Sink> ChunkWriter<S> {
         t.file_bytes += stride;
         t.first_timestamp.get_or_insert(first_timestamp);
         t.last_timestamp = Some(last_timestamp);
+        self.chunks_from_source += staged.from_source as u64;
         Ok(header.sequence)
     }
 
@@ -313,6 +387,12 @@ impl<S: Sink> ChunkWriter<S> {
         }
         self.totals = self.written;
         Ok(pending)
+    }
+
+    /// Chunks appended so far whose payload a block device took from the caller's memory, in
+    /// whole aligned blocks (O_DIRECT: straight from there to the device).
+    pub fn chunks_from_source(&self) -> u64 {
+        self.chunks_from_source
     }
 
     /// Chunks appended but not yet acknowledged.
@@ -356,10 +436,10 @@ impl<S: Sink> ChunkWriter<S> {
         self.sink.write_at(offset, &header.encode())
     }
 
-    /// Block devices: one aligned write of header, payload (already staged behind the header
-    /// slot) and zero padding; the persist follows (per chunk, or per group). A torn write leaves
-    /// a header whose payload checksum fails, or no header at all: either way recovery ends the
-    /// data there, and nothing before it was affected.
+    /// Block devices, payload copied: one aligned write of header block, payload (already
+    /// staged behind the header block) and zero padding; the persist follows (per chunk, or per
+    /// group). A torn write leaves a header whose payload checksum fails, or no header at all:
+    /// either way recovery ends the data there, and nothing before it was affected.
     fn write_block(
         &mut self,
         offset: u64,
@@ -367,19 +447,39 @@ impl<S: Sink> ChunkWriter<S> {
         payload_bytes: usize,
         stride: usize,
     ) -> Result<(), PersistError> {
-        let staging = self
-            .staging
-            .as_mut()
-            .expect("block writers have a staging buffer");
-        if stride > staging.len() {
-            return Err(PersistError::TooLarge {
-                len: stride,
-                max_bytes: staging.len(),
-            });
-        }
-        let buf = &mut staging.as_mut_slice()[..stride];
-        buf[..HEADER_BYTES].copy_from_slice(&header.encode());
-        buf[HEADER_BYTES + payload_bytes..].fill(0);
+        let hb = self.header_bytes;
+        let buf = &mut header_block(self.staging.as_mut(), hb, header)[..stride];
+        buf[hb + payload_bytes..].fill(0);
         self.sink.write_at(offset, buf)
     }
+
+    /// Block devices, payload written in place (whole blocks, no padding): the header block
+    /// alone, after the payload. The two writes reach the medium in either order before the
+    /// persist; a crash between leaves no header (payload bytes nobody points at: a torn tail)
+    /// or a header over a payload whose checksum fails (a torn chunk), never a chunk that
+    /// verifies with bytes other than those checksummed.
+    fn write_header_block(
+        &mut self,
+        offset: u64,
+        header: &ChunkHeader,
+    ) -> Result<(), PersistError> {
+        let hb = self.header_bytes;
+        let buf = &header_block(self.staging.as_mut(), hb, header)[..hb];
+        self.sink.write_at(offset, buf)
+    }
+}
+
+/// The block writer's staging buffer with its header block filled in: `header`, then zeros to
+/// `header_bytes`.
+fn header_block<'a>(
+    staging: Option<&'a mut AlignedBuf>,
+    header_bytes: usize,
+    header: &ChunkHeader,
+) -> &'a mut [u8] {
+    let buf = staging
+        .expect("block writers have a staging buffer")
+        .as_mut_slice();
+    buf[..HEADER_BYTES].copy_from_slice(&header.encode());
+    buf[HEADER_BYTES..header_bytes].fill(0);
+    buf
 }

@@ -1,6 +1,6 @@
 //! A failed fsync or write fails its link only: latched (never retried as if it worked), the
 //! link marked failed in the manifest with an error naming the link, the operation and the file,
-//! while the other links record to the end (DESIGN.md's durability contract, point 3).
+//! while the other links record to the end (docs/DESIGN.md's durability contract, point 3).
 
 use snbuf_burst::{
     verify_burst, BurstSpec, BurstState, BurstWriter, FrameInfo, LinkState, WriteError,
@@ -20,6 +20,9 @@ fn spec(id: &str) -> BurstSpec {
         method: "direct".into(),
         links: vec![0, 1, 2],
         max_payload_bytes: 4 * 464,
+        identities: vec![],
+        run_number: None,
+        unit: None,
     }
 }
 
@@ -67,7 +70,7 @@ fn a_failed_fsync_fails_only_its_link() {
     let l1 = &m.links[1];
     assert_eq!(l1.state, LinkState::Failed);
     assert_eq!(
-        l1.chunks, 2,
+        l1.data.chunks, 2,
         "two chunks were acknowledged before the failed fsync"
     );
     let e = l1.error.as_deref().unwrap();
@@ -80,7 +83,7 @@ fn a_failed_fsync_fails_only_its_link() {
     );
     for i in [0, 2] {
         assert_eq!(m.links[i].state, LinkState::Ok);
-        assert_eq!(m.links[i].chunks, 10, "the other links went on");
+        assert_eq!(m.links[i].data.chunks, 10, "the other links went on");
     }
     // One error for the failure itself, then refusals: the failed fsync is never retried.
     assert!(errors[0].contains("fdatasync"), "{errors:?}");
@@ -109,7 +112,7 @@ fn a_full_medium_fails_only_its_link() {
         },
     );
     assert_eq!(m.links[2].state, LinkState::Failed);
-    assert_eq!(m.links[2].chunks, 4);
+    assert_eq!(m.links[2].data.chunks, 4);
     assert!(
         m.links[2]
             .error
@@ -119,7 +122,7 @@ fn a_full_medium_fails_only_its_link() {
         "{:?}",
         m.links[2].error
     );
-    assert_eq!(m.links[0].chunks, 10);
+    assert_eq!(m.links[0].data.chunks, 10);
     assert!(!errors.is_empty());
 }
 

@@ -22,6 +22,9 @@ fn spec(id: &str, links: Vec<u32>) -> BurstSpec {
         method: "direct".into(),
         links,
         max_payload_bytes: 4 * FRAME as usize,
+        identities: vec![],
+        run_number: None,
+        unit: None,
     }
 }
 

@@ -7,8 +7,7 @@ use proptest::prelude::*;
 use snbuf_burst::{scan, ChunkHeader, Expect};
 
 fn valid_file() -> Vec<u8> {
-    let dir = tempfile::tempdir().unwrap();
-    common::write_burst(dir.path(), 1);
+    let dir = common::write_burst(1);
     std::fs::read(dir.path().join("link-0000.dat")).unwrap()
 }
 
@@ -18,7 +17,7 @@ proptest! {
     #[test]
     fn random_bytes(bytes in prop::collection::vec(any::<u8>(), 0..4096)) {
         let _ = ChunkHeader::decode(&bytes);
-        let r = scan(&bytes[..], Expect { link: Some(0), ticks_per_frame: Some(300) }).unwrap();
+        let r = scan(&bytes[..], Expect { link: Some(0), ticks_per_frame: Some(300), frame: None }).unwrap();
         prop_assert!(r.valid_bytes <= bytes.len() as u64);
     }
 
@@ -32,12 +31,13 @@ proptest! {
         }
         let keep = cut.index(bytes.len() + 1);
         bytes.truncate(keep);
-        let r = scan(&bytes[..], Expect { link: Some(0), ticks_per_frame: Some(300) }).unwrap();
+        let r = scan(&bytes[..], Expect { link: Some(0), ticks_per_frame: Some(300), frame: None }).unwrap();
         prop_assert!(r.valid_bytes <= bytes.len() as u64);
         // Whatever it calls valid really checks out.
         for c in &r.chunks {
             let h = ChunkHeader::decode(&bytes[c.offset as usize..]).unwrap();
-            let p = &bytes[c.offset as usize + 64..c.offset as usize + 64 + h.payload_bytes as usize];
+            let start = (c.offset + h.payload_offset()) as usize;
+            let p = &bytes[start..start + h.payload_bytes as usize];
             prop_assert_eq!(crc32c::crc32c(p), h.payload_crc32c);
         }
     }

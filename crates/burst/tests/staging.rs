@@ -47,6 +47,7 @@ fn staged_chunks_read_back(method: Method) {
         Expect {
             link: Some(0),
             ticks_per_frame: Some(1),
+            frame: None,
         },
     )
     .unwrap();
@@ -54,14 +55,14 @@ fn staged_chunks_read_back(method: Method) {
     assert_eq!(report.chunks.len(), 2);
     let c1 = report.chunks[1];
     assert_eq!((c1.first_timestamp, c1.frame_count), (105, 2));
-    let start = c1.offset as usize + snbuf_burst::chunk::HEADER_BYTES;
+    let start = (c1.offset + c1.payload_offset) as usize;
     assert_eq!(
         &data[start..start + b.len()],
         &b[..],
         "the appended stage, not the discarded one"
     );
     let c0 = report.chunks[0];
-    let start = c0.offset as usize + snbuf_burst::chunk::HEADER_BYTES;
+    let start = (c0.offset + c0.payload_offset) as usize;
     assert_eq!(&data[start..start + a.len()], &a[..]);
 }
 

@@ -14,8 +14,7 @@ fn link0(dir: &std::path::Path) -> std::path::PathBuf {
 
 #[test]
 fn a_good_burst_verifies_and_recovery_changes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    write_burst(dir.path(), 2);
+    let dir = write_burst(2);
     let before = snapshot(dir.path());
     let v = verify_burst(dir.path()).unwrap();
     assert!(v.valid, "{v:?}");
@@ -53,8 +52,7 @@ fn a_missing_directory_is_a_usage_error() {
 
 #[test]
 fn a_missing_manifest_is_reported_and_rebuilt_from_the_data() {
-    let dir = tempfile::tempdir().unwrap();
-    write_burst(dir.path(), 2);
+    let dir = write_burst(2);
     std::fs::remove_file(dir.path().join("manifest.json")).unwrap();
     let v = verify_burst(dir.path()).unwrap();
     assert!(!v.valid);
@@ -77,9 +75,9 @@ fn a_missing_manifest_is_reported_and_rebuilt_from_the_data() {
 
 #[test]
 fn a_truncated_file_loses_only_its_torn_tail() {
-    let dir = tempfile::tempdir().unwrap();
-    let m = write_burst(dir.path(), 1);
-    let len = m.links[0].file_bytes;
+    let dir = write_burst(1);
+    let m = dir.manifest.clone();
+    let len = m.links[0].data.file_bytes;
     // Cut into the middle of the last chunk.
     std::fs::OpenOptions::new()
         .write(true)
@@ -115,12 +113,12 @@ fn a_truncated_file_loses_only_its_torn_tail() {
 
 #[test]
 fn one_flipped_payload_byte_is_found_with_its_offset() {
-    let dir = tempfile::tempdir().unwrap();
-    write_burst(dir.path(), 1);
+    let dir = write_burst(1);
     let path = link0(dir.path());
     let mut bytes = std::fs::read(&path).unwrap();
     let stride = bytes.len() / CHUNKS as usize;
-    let at = 2 * stride + HEADER_BYTES + 100; // inside chunk 2's payload
+    let header = snbuf_burst::ChunkHeader::decode(&bytes[..HEADER_BYTES]).unwrap();
+    let at = 2 * stride + header.payload_offset() as usize + 100; // inside chunk 2's payload
     bytes[at] ^= 0x01;
     std::fs::write(&path, &bytes).unwrap();
     let before = snapshot(dir.path());
@@ -150,8 +148,7 @@ fn one_flipped_payload_byte_is_found_with_its_offset() {
 
 #[test]
 fn one_flipped_header_byte_ends_the_data_there() {
-    let dir = tempfile::tempdir().unwrap();
-    write_burst(dir.path(), 1);
+    let dir = write_burst(1);
     let path = link0(dir.path());
     let mut bytes = std::fs::read(&path).unwrap();
     let stride = bytes.len() / CHUNKS as usize;
@@ -167,14 +164,14 @@ fn one_flipped_header_byte_ends_the_data_there() {
 
 #[test]
 fn a_chunk_from_a_future_version_is_reported_and_never_changed() {
-    let dir = tempfile::tempdir().unwrap();
-    write_burst(dir.path(), 1);
+    let dir = write_burst(1);
     let path = link0(dir.path());
     let mut bytes = std::fs::read(&path).unwrap();
     let stride = bytes.len() / CHUNKS as usize;
     let at = 3 * stride;
-    // Version 2 with a correct header checksum: a newer snbuf wrote it.
-    bytes[at + 8..at + 10].copy_from_slice(&2u16.to_le_bytes());
+    // The next version with a correct header checksum: a newer snbuf wrote it.
+    let future = snbuf_burst::FORMAT_VERSION + 1;
+    bytes[at + 8..at + 10].copy_from_slice(&future.to_le_bytes());
     let crc = crc32c::crc32c(&bytes[at..at + 60]);
     bytes[at + 60..at + 64].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(&path, &bytes).unwrap();
@@ -182,7 +179,7 @@ fn a_chunk_from_a_future_version_is_reported_and_never_changed() {
     let v = verify_burst(dir.path()).unwrap();
     assert!(!v.valid);
     assert!(
-        matches!(v.links[0].end, Some(End::FutureVersion { version: 2, .. })),
+        matches!(v.links[0].end, Some(End::FutureVersion { version, .. }) if version == future),
         "{:?}",
         v.links[0].end
     );
@@ -197,15 +194,113 @@ fn a_chunk_from_a_future_version_is_reported_and_never_changed() {
 
 #[test]
 fn a_future_manifest_is_left_alone() {
-    let dir = tempfile::tempdir().unwrap();
-    write_burst(dir.path(), 1);
+    let dir = write_burst(1);
     let p = dir.path().join("manifest.json");
     let text = std::fs::read_to_string(&p)
         .unwrap()
-        .replace("\"format_version\": 1", "\"format_version\": 9");
+        .replace("\"format_version\": 2", "\"format_version\": 9");
     std::fs::write(&p, text).unwrap();
     let before = snapshot(dir.path());
     assert!(!verify_burst(dir.path()).unwrap().valid);
     assert!(recover_burst(dir.path(), false).is_err());
     assert_eq!(snapshot(dir.path()), before);
+}
+
+/// A chunk whose checksum holds but whose frames carry other timestamps than its header says
+/// (written with the wrong header, or from the wrong bytes) is not data: verify names it, and
+/// recover keeps what comes before it.
+#[test]
+fn a_frame_whose_timestamp_disagrees_with_its_chunk_header_is_caught() {
+    use snbuf_burst::{BurstSpec, BurstWriter, FrameInfo};
+    use snbuf_persist::{open, Method, SinkConfig};
+    let root = tempfile::tempdir().unwrap();
+    let spec = BurstSpec {
+        burst_id: "inner".into(),
+        frame: FrameInfo {
+            frame_type: "protodune-wib".into(),
+            frame_bytes: FRAME_BYTES,
+            ticks_per_frame: TICKS_PER_FRAME,
+            clock_hz: 50_000_000,
+        },
+        trigger: None,
+        method: "direct".into(),
+        links: vec![0],
+        max_payload_bytes: (FRAME_BYTES * FRAMES_PER_CHUNK) as usize,
+        identities: vec![],
+        run_number: None,
+        unit: None,
+    };
+    let mut w = BurstWriter::create(root.path(), spec, |_, path| {
+        open(&SinkConfig::new(Method::Direct, path, 1 << 20))
+    })
+    .unwrap();
+    let span = (FRAMES_PER_CHUNK as u64 - 1) * TICKS_PER_FRAME;
+    let next = FIRST_TS + FRAMES_PER_CHUNK as u64 * TICKS_PER_FRAME;
+    w.write_chunk(0, FIRST_TS, FIRST_TS + span, &frames(0, 0, FIRST_TS))
+        .unwrap();
+    // The second chunk's header says `next`, its frames say 300 ticks later.
+    w.write_chunk(0, next, next + span, &frames(0, 1, next + TICKS_PER_FRAME))
+        .unwrap();
+    w.write_chunk(
+        0,
+        next + span + TICKS_PER_FRAME,
+        next + 2 * span + TICKS_PER_FRAME,
+        &frames(0, 2, next + span + TICKS_PER_FRAME),
+    )
+    .unwrap();
+    let dir = w.dir().to_path_buf();
+    w.seal().unwrap();
+    let v = verify_burst(&dir).unwrap();
+    assert!(!v.valid);
+    let problems = v.links[0].problems.join("; ");
+    assert!(
+        problems.contains("disagrees with its chunk header"),
+        "{problems}"
+    );
+    assert_eq!(v.links[0].chunks, 1, "the prefix before it");
+    let r = recover_burst(&dir, false).unwrap();
+    assert_eq!(r.links[0].kept_chunks, 1);
+    assert!(verify_burst(&dir).unwrap().valid);
+}
+
+/// Bursts recorded before frames were kept in their own layout (manifest version 1) had snbuf's
+/// timestamp at bytes 0..8 of every frame: they still verify, read that way.
+#[test]
+fn a_version_1_burst_is_read_with_its_timestamps_at_bytes_0_to_8() {
+    let dir = write_burst(1);
+    // Rewrite link 0's frames as a version-1 recorder wrote them: timestamp at bytes 0..8.
+    let path = dir.path().join(snbuf_burst::manifest::link_file_name(0));
+    let mut bytes = std::fs::read(&path).unwrap();
+    let m = dir.manifest.clone();
+    let mut offset = 0usize;
+    for seq in 0..CHUNKS {
+        let first = FIRST_TS + seq * FRAMES_PER_CHUNK as u64 * TICKS_PER_FRAME;
+        let mut payload = frames(0, seq, first);
+        for (k, f) in payload.chunks_exact_mut(FRAME_BYTES as usize).enumerate() {
+            // Timestamp at 0..8, and snbuf's frame counter at 8..16, as version 1 had them.
+            f[..8].copy_from_slice(&(first + k as u64 * TICKS_PER_FRAME).to_le_bytes());
+            f[8..16].copy_from_slice(&(seq * 4 + k as u64).to_le_bytes());
+        }
+        let h = snbuf_burst::ChunkHeader::decode(&bytes[offset..offset + HEADER_BYTES]).unwrap();
+        let h = snbuf_burst::ChunkHeader {
+            payload_crc32c: snbuf_burst::chunk::crc32c(&payload),
+            ..h
+        };
+        bytes[offset..offset + HEADER_BYTES].copy_from_slice(&h.encode());
+        let at = offset + h.payload_offset() as usize;
+        bytes[at..at + payload.len()].copy_from_slice(&payload);
+        offset += h.stride_bytes as usize;
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    assert!(
+        !verify_burst(dir.path()).unwrap().valid,
+        "read as version 2 these frames disagree with their headers"
+    );
+    let v1 = Manifest {
+        format_version: 1,
+        ..m
+    };
+    v1.write_atomic(dir.path()).unwrap();
+    let v = verify_burst(dir.path()).unwrap();
+    assert!(v.valid, "{:?} {:?}", v.problems, v.links[0].problems);
 }

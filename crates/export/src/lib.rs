@@ -9,6 +9,8 @@
 //! verification. A mismatch (an object corrupted after upload) fails the export, and the next
 //! run sends that object again.
 
+#![forbid(unsafe_code)]
+
 pub mod destination;
 pub mod queue;
 
@@ -18,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use snbuf_persist::replace::{replace_file, ReplaceDurability};
 
 pub use destination::{Destination, S3Settings};
 
@@ -100,14 +103,17 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> ExportError + '_ {
     }
 }
 
-/// Replaces `dir/name` with `value` as JSON (written beside it, then renamed: whole or not at
-/// all). Not fsynced: a journal or record lost in a power cut only makes the next run send
+/// Replaces `dir/name` with `value` as JSON, whole or not at all (`ReplaceDurability::Atomic`),
+/// not fsynced: a journal or record lost in a power cut only makes the next run send
 /// again, and nothing is deleted on its strength (deletion follows a read-back).
 fn write_json(dir: &Path, name: &str, value: &impl Serialize) -> Result<(), ExportError> {
-    let tmp = dir.join(format!("{name}.tmp"));
-    std::fs::write(&tmp, serde_json::to_vec_pretty(value).expect("serialises"))
-        .map_err(io(&tmp))?;
-    std::fs::rename(&tmp, dir.join(name)).map_err(io(dir))
+    let path = dir.join(name);
+    replace_file(
+        &path,
+        &serde_json::to_vec_pretty(value).expect("serialises"),
+        ReplaceDurability::Atomic,
+    )
+    .map_err(io(&path))
 }
 
 fn save_journal(dir: &Path, j: &Journal) -> Result<(), ExportError> {
@@ -373,14 +379,15 @@ pub fn export_burst(
     })?;
     let exported = serde_json::json!({
         "destination": dest.describe(),
-        "verified_unix_ns": snbuf_burst::manifest::now_unix_ns(),
+        "verified_unix_ns": snbuf_units::now_unix_ns(),
         "objects": records,
     });
     write_json(dir, EXPORTED, &exported)?;
     let mut deleted = false;
     if opts.delete_after_verify {
-        // Every object was read back and matched: only now may the local copy go.
-        std::fs::remove_dir_all(dir).map_err(io(dir))?;
+        // Every object was read back and matched: only now may the local copy go, with the
+        // files of links on other outputs.
+        snbuf_burst::outputs::remove_burst(dir).map_err(io(dir))?;
         deleted = true;
     }
     Ok(ExportReport {

@@ -7,6 +7,7 @@ use futures::StreamExt;
 
 use crate::schema::*;
 use crate::unit_link::{ensure_layout, NatsOptions};
+use snbuf_units::now_unix_ns;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FleetError {
@@ -103,13 +104,26 @@ pub fn fleet_status(opts: &NatsOptions) -> Result<Vec<UnitView>, FleetError> {
     })
 }
 
-/// The last message of every subject of `stream` that matches `filter`, read with an ordered
-/// consumer.
+/// The longest a read of the fleet's state may take, whatever the fleet publishes meanwhile.
+pub const READ_DEADLINE: Duration = Duration::from_secs(8);
+/// How long to wait for the next message before taking what came as all there is.
+const QUIET: Duration = Duration::from_secs(2);
+
+/// The last message of every subject of `stream` that matches `filter`, as the stream stood when
+/// the call began: one per subject, read with an ordered consumer that delivers each subject's
+/// last message once, in stream order, and then whatever is published after it was made. It
+/// stops at the first subject seen twice (the start of those later messages) or when nothing
+/// is pending, never waiting for live heartbeats to pause (a reader that waited for "nothing
+/// pending" read them for 15 minutes). Stopping at the stream's last sequence read beforehand
+/// dropped units (143 of 150 under load): one that published between that read and the
+/// consumer's creation has its last message past it, and so do those delivered after it; the
+/// consumer's own pending count at creation proved no better (1 of 150 in one run).
 async fn last_per_subject(
     js: &jetstream::Context,
     stream: &str,
     filter: &str,
 ) -> Result<Vec<bytes::Bytes>, String> {
+    let deadline = tokio::time::Instant::now() + READ_DEADLINE;
     let s = js
         .get_stream(stream)
         .await
@@ -122,25 +136,47 @@ async fn last_per_subject(
         })
         .await
         .map_err(|e| format!("read {stream}: {e}"))?;
-    let mut pending = consumer.cached_info().num_pending;
+    let mut by_subject = std::collections::BTreeMap::new();
+    if consumer.cached_info().num_pending == 0 {
+        return Ok(Vec::new());
+    }
     let mut msgs = consumer
         .messages()
         .await
         .map_err(|e| format!("read {stream}: {e}"))?;
-    let mut out = Vec::new();
-    while pending > 0 {
-        match tokio::time::timeout(Duration::from_secs(2), msgs.next()).await {
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            return Err(format!(
+                "read {stream}: not done after {} s; {} unit(s) read so far",
+                READ_DEADLINE.as_secs(),
+                by_subject.len()
+            ));
+        }
+        match tokio::time::timeout(QUIET.min(left), msgs.next()).await {
             Ok(Some(Ok(m))) => {
-                pending = m.info().map(|i| i.pending).unwrap_or(0);
-                out.push(m.payload.clone());
+                // Each subject's last message comes once, in stream order; a subject seen again
+                // is a message published after the consumer was made: the set is complete.
+                if by_subject.contains_key(m.subject.as_str()) {
+                    break;
+                }
+                let pending = m.info().map(|i| i.pending).unwrap_or(0);
+                by_subject.insert(m.subject.to_string(), m.payload.clone());
+                if pending == 0 {
+                    break;
+                }
             }
-            _ => break,
+            Ok(Some(Err(e))) => return Err(format!("read {stream}: {e}")),
+            // The stream had less than its start said (messages expired): that is all.
+            Ok(None) | Err(_) => break,
         }
     }
-    Ok(out)
+    Ok(by_subject.into_values().collect())
 }
 
-/// The events units published, oldest first (at most `max`), waiting up to `wait` for more.
+/// The events units published before the call, oldest first (at most `max`), waiting at most
+/// `wait` for each next one. However fast units publish meanwhile, it stops at the stream's last
+/// message when the call began, and within `READ_DEADLINE`.
 pub fn recent_events(
     opts: &NatsOptions,
     max: usize,
@@ -149,10 +185,20 @@ pub fn recent_events(
     runtime()?.block_on(async {
         let js = open(opts).await?;
         let nats = nats_error(opts);
-        let stream = js
+        let deadline = tokio::time::Instant::now() + READ_DEADLINE;
+        let mut stream = js
             .get_stream(EVENT_STREAM)
             .await
             .map_err(|e| nats(format!("stream {EVENT_STREAM}: {e}")))?;
+        let state = stream
+            .info()
+            .await
+            .map_err(|e| nats(format!("stream {EVENT_STREAM}: {e}")))?
+            .state
+            .clone();
+        if state.messages == 0 {
+            return Ok(Vec::new());
+        }
         let consumer = stream
             .create_consumer(jetstream::consumer::pull::OrderedConfig::default())
             .await
@@ -163,10 +209,19 @@ pub fn recent_events(
             .map_err(|e| nats(format!("read events: {e}")))?;
         let mut out = Vec::new();
         while out.len() < max {
-            match tokio::time::timeout(wait, msgs.next()).await {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match tokio::time::timeout(wait.min(left), msgs.next()).await {
                 Ok(Some(Ok(m))) => {
                     if let Ok(e) = serde_json::from_slice::<UnitEvent>(&m.payload) {
                         out.push(e);
+                    }
+                    if m.info()
+                        .map_or(true, |i| i.stream_sequence >= state.last_sequence)
+                    {
+                        break;
                     }
                 }
                 _ => break,

@@ -15,8 +15,9 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::client::FleetError;
-use crate::schema::{now_unix_ns, TriggerMessage, SCHEMA};
+use crate::schema::{TriggerMessage, SCHEMA};
 use crate::unit_link::NatsOptions;
+use snbuf_units::now_unix_ns;
 
 const SUBJECT: &str = "snbuf.bench.trigger";
 const STREAM: &str = "SNBUF_BENCH_TRIGGERS";

@@ -4,6 +4,8 @@
 //! reporting. Without NATS a unit records exactly as before; with NATS unreachable it records
 //! locally and reconnects in the background. Subjects, streams and messages: docs/FLEET.md.
 
+#![forbid(unsafe_code)]
+
 pub mod client;
 pub mod delivery_bench;
 pub mod schema;

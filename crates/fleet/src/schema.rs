@@ -99,10 +99,6 @@ pub struct UnitEvent {
     pub detail: serde_json::Value,
 }
 
-pub fn now_unix_ns() -> u64 {
-    snbuf_burst::manifest::now_unix_ns()
-}
-
 /// Unit ids become subject tokens and key names: letters, digits, `-` and `_` only.
 pub fn check_unit_id(id: &str) -> Result<(), String> {
     if id.is_empty()
@@ -118,9 +114,47 @@ pub fn check_unit_id(id: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A unit id made from a host name: what a unit id cannot hold becomes '-' ("daq.fnal.gov" is
+/// "daq-fnal-gov"; a machine without a name, "(none)", is "none"); "unit" when nothing is left.
+pub fn unit_id_from_hostname(hostname: &str) -> String {
+    let id: String = hostname
+        .trim()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let id = id.trim_matches('-');
+    let id = &id[..id.len().min(64)];
+    if id.is_empty() {
+        "unit".into()
+    } else {
+        id.into()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn any_host_name_gives_a_valid_unit_id() {
+        for (host, id) in [
+            ("daq.fnal.gov", "daq-fnal-gov"),
+            ("(none)", "none"),
+            ("", "unit"),
+            ("...", "unit"),
+            ("apa_07\n", "apa_07"),
+        ] {
+            assert_eq!(unit_id_from_hostname(host), id);
+            assert!(check_unit_id(id).is_ok());
+        }
+        assert!(check_unit_id(&unit_id_from_hostname(&"h".repeat(100))).is_ok());
+    }
 
     #[test]
     fn unit_ids_are_subject_tokens() {

@@ -13,9 +13,10 @@ use std::time::Duration;
 use async_nats::jetstream::{self, consumer::pull, consumer::AckPolicy, consumer::DeliverPolicy};
 use futures::StreamExt;
 use serde_json::{json, Value};
-use snbuf_daq::control::Server;
+use snbuf_unit::control::Server;
 
 use crate::schema::*;
+use snbuf_units::now_unix_ns;
 
 /// How to reach NATS.
 #[derive(Clone, Debug)]
@@ -305,14 +306,14 @@ async fn handle_trigger(js: &jetstream::Context, st: &mut LinkState, payload: &[
     // Has the whole window already left this unit's buffer (the unit was down)?
     let pre = t.pre_s.unwrap_or(config.pre.as_secs_f64());
     let post = t.post_s.unwrap_or(config.post.as_secs_f64());
-    let step = config.frame_type.ticks_per_frame();
+    let ticks_per_frame = config.frame_type.ticks_per_frame();
     let newest = unit.newest_timestamp().unwrap_or(0);
     let fill = unit
         .totals()
         .first()
         .map(|l| l.buffer_fill_frames)
         .unwrap_or(0);
-    let oldest = newest.saturating_sub(fill * step);
+    let oldest = newest.saturating_sub(fill * ticks_per_frame);
     let window_end = at.saturating_add((post * ticks_per_s) as u64);
     if window_end < oldest {
         st.missed.fetch_add(1, Ordering::Relaxed);

@@ -151,20 +151,37 @@ fn cpuid_leaf7_ebx() -> u32 {
     __cpuid_count(7, 0).ebx
 }
 
+/// Why a CPU list does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CpuListError {
+    #[error("'{part}' in CPU list '{list}' is not a CPU number")]
+    NotANumber { part: String, list: String },
+    #[error("range '{part}' in CPU list '{list}' runs backwards")]
+    Backwards { part: String, list: String },
+    #[error("CPU list '{0}' names no CPU")]
+    Empty(String),
+}
+
 /// Parses a CPU list as the kernel writes it: `0-3,8,10-11`.
-pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
+pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, CpuListError> {
     let mut cpus = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let parse = |x: &str| {
             x.trim()
                 .parse::<usize>()
-                .map_err(|_| format!("'{x}' in CPU list '{s}' is not a CPU number"))
+                .map_err(|_| CpuListError::NotANumber {
+                    part: x.to_string(),
+                    list: s.to_string(),
+                })
         };
         match part.split_once('-') {
             Some((a, b)) => {
                 let (a, b) = (parse(a)?, parse(b)?);
                 if a > b {
-                    return Err(format!("range '{part}' in CPU list '{s}' runs backwards"));
+                    return Err(CpuListError::Backwards {
+                        part: part.to_string(),
+                        list: s.to_string(),
+                    });
                 }
                 cpus.extend(a..=b);
             }
@@ -172,9 +189,48 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
         }
     }
     if cpus.is_empty() {
-        return Err(format!("CPU list '{s}' names no CPU"));
+        return Err(CpuListError::Empty(s.to_string()));
     }
     Ok(cpus)
+}
+
+/// Seconds on a CPU-time clock (0 if it cannot be read).
+fn clock_seconds(clock: libc::clockid_t) -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a clock id and a valid out-pointer; an invalid id only makes the call fail.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return 0.0;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// CPU seconds the calling thread has used.
+pub fn thread_cpu_seconds() -> f64 {
+    clock_seconds(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// The CPU-time clock of another running thread, so that its CPU use can be read from outside
+/// (how much the link emulation cost while a window recorded).
+#[derive(Clone, Copy, Debug)]
+pub struct ThreadCpuClock(libc::clockid_t);
+
+impl ThreadCpuClock {
+    /// The clock of the thread behind `handle` (None if the kernel refuses it).
+    pub fn of<T>(handle: &std::thread::JoinHandle<T>) -> Option<ThreadCpuClock> {
+        use std::os::unix::thread::JoinHandleExt;
+        let mut clock: libc::clockid_t = 0;
+        // SAFETY: the thread is alive while its handle is held, and the out-pointer is valid.
+        let rc = unsafe { libc::pthread_getcpuclockid(handle.as_pthread_t(), &mut clock) };
+        (rc == 0).then_some(ThreadCpuClock(clock))
+    }
+
+    /// CPU seconds the thread has used (0 once it has exited).
+    pub fn seconds(self) -> f64 {
+        clock_seconds(self.0)
+    }
 }
 
 /// The CPUs this process may run on, in order.
@@ -237,9 +293,37 @@ mod tests {
     fn cpu_lists_parse_like_the_kernel_writes_them() {
         assert_eq!(parse_cpu_list("0-3,8").unwrap(), vec![0, 1, 2, 3, 8]);
         assert_eq!(parse_cpu_list("1").unwrap(), vec![1]);
-        assert!(parse_cpu_list("3-1").is_err());
+        assert!(matches!(
+            parse_cpu_list("3-1"),
+            Err(CpuListError::Backwards { .. })
+        ));
         assert!(parse_cpu_list("a").is_err());
         assert!(parse_cpu_list("").is_err());
+    }
+
+    #[test]
+    fn thread_cpu_clocks_count_cpu_time() {
+        let (spun, spun_rx) = std::sync::mpsc::channel();
+        let (release, release_rx) = std::sync::mpsc::channel::<()>();
+        let h = std::thread::spawn(move || {
+            let t0 = thread_cpu_seconds();
+            let mut x = 0u64;
+            while thread_cpu_seconds() - t0 < 0.02 {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+            spun.send(()).unwrap();
+            // Waiting costs no CPU: the clock read from outside stands still.
+            let _ = release_rx.recv_timeout(std::time::Duration::from_secs(30));
+            x
+        });
+        let clock = ThreadCpuClock::of(&h).expect("a running thread has a CPU clock");
+        spun_rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .unwrap();
+        let used = clock.seconds();
+        assert!(used >= 0.02, "{used}");
+        release.send(()).unwrap();
+        h.join().unwrap();
     }
 
     #[test]

@@ -23,6 +23,16 @@ pub enum FaultKind {
     Persist { after_persists: u64 },
     /// Writes go no faster than this (a slow or congested medium).
     Slow { bytes_per_s: u64 },
+    /// Every persist reports success and does nothing: a drive or a stack that drops cache
+    /// flushes, or a recorder that never calls fdatasync after its writes. Only a power cut
+    /// shows it (bench/powercut.sh must catch it).
+    LostFlush,
+    /// Every persist reports success at once and makes the data durable only when the next
+    /// write comes: acknowledged before it was durable. Again only a power cut shows it.
+    LateFlush,
+    /// Directory fsyncs are skipped (the whole unit, not a link): a burst's creation and its
+    /// sealed manifest are renames that a power cut can undo. See `crate::replace`.
+    LostDirSync,
 }
 
 /// One injected fault, and the link it applies to (all links when `None`).
@@ -32,11 +42,49 @@ pub struct FaultPlan {
     pub link: Option<u32>,
 }
 
+/// Why an `--inject-fault` specification does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("fault {spec:?}: {problem}")]
+pub struct BadFault {
+    pub spec: String,
+    pub problem: FaultProblem,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FaultProblem {
+    #[error("unknown fault kind {0:?} (write-eio, write-enospc, persist-eio, slow, lost-flush, late-flush, lost-dir-sync)")]
+    UnknownKind(String),
+    #[error("{0:?} is not key=value")]
+    NotKeyValue(String),
+    #[error("unknown key {0:?} (link, after, rate)")]
+    UnknownKey(String),
+    #[error("link {0:?} is not a link number")]
+    BadLink(String),
+    #[error("after: {0}")]
+    BadSize(snbuf_units::UnitError),
+    #[error("after must count persists")]
+    AfterNotACount,
+    #[error("slow needs rate=RATE")]
+    SlowWithoutRate,
+    #[error("rate: {0}")]
+    BadRate(snbuf_units::UnitError),
+    #[error("rate must be more than 0")]
+    ZeroRate,
+    #[error("rate applies to slow only")]
+    RateNotSlow,
+    #[error("{0} takes no keys: it applies to every link")]
+    TakesNoKeys(&'static str),
+}
+
 impl FaultPlan {
     /// Parses `KIND[:key=value,...]`:
     /// `write-eio:link=1,after=4MiB`, `write-enospc:after=1MiB`, `persist-eio:link=0,after=3`,
     /// `slow:rate=50MB/s`.
-    pub fn parse(s: &str) -> std::result::Result<FaultPlan, String> {
+    pub fn parse(s: &str) -> std::result::Result<FaultPlan, BadFault> {
+        let bad = |problem: FaultProblem| BadFault {
+            spec: s.to_string(),
+            problem,
+        };
         let (kind, rest) = s.split_once(':').unwrap_or((s, ""));
         let mut link = None;
         let mut after: Option<&str> = None;
@@ -44,25 +92,21 @@ impl FaultPlan {
         for kv in rest.split(',').filter(|kv| !kv.is_empty()) {
             let (k, v) = kv
                 .split_once('=')
-                .ok_or_else(|| format!("fault {s:?}: {kv:?} is not key=value"))?;
+                .ok_or_else(|| bad(FaultProblem::NotKeyValue(kv.to_string())))?;
             match k {
                 "link" => {
                     link = Some(
                         v.parse::<u32>()
-                            .map_err(|_| format!("fault {s:?}: link {v:?} is not a link number"))?,
+                            .map_err(|_| bad(FaultProblem::BadLink(v.to_string())))?,
                     )
                 }
                 "after" => after = Some(v),
                 "rate" => rate = Some(v),
-                _ => {
-                    return Err(format!(
-                        "fault {s:?}: unknown key {k:?} (link, after, rate)"
-                    ))
-                }
+                _ => return Err(bad(FaultProblem::UnknownKey(k.to_string()))),
             }
         }
-        let bytes = |v: Option<&str>| -> std::result::Result<u64, String> {
-            v.map(|v| snbuf_units::parse_bytes(v).map_err(|e| format!("fault {s:?}: after: {e}")))
+        let bytes = |v: Option<&str>| -> std::result::Result<u64, BadFault> {
+            v.map(|v| snbuf_units::parse_bytes(v).map_err(|e| bad(FaultProblem::BadSize(e))))
                 .unwrap_or(Ok(0))
         };
         let kind = match kind {
@@ -78,25 +122,32 @@ impl FaultPlan {
                 after_persists: after
                     .map(|v| v.parse::<u64>())
                     .unwrap_or(Ok(0))
-                    .map_err(|_| format!("fault {s:?}: after must count persists"))?,
+                    .map_err(|_| bad(FaultProblem::AfterNotACount))?,
             },
             "slow" => {
-                let r = rate.ok_or_else(|| format!("fault {s:?}: slow needs rate=RATE"))?;
+                let r = rate.ok_or_else(|| bad(FaultProblem::SlowWithoutRate))?;
                 let bytes_per_s = snbuf_units::parse_rate_bytes_per_s(r)
-                    .map_err(|e| format!("fault {s:?}: rate: {e}"))?;
+                    .map_err(|e| bad(FaultProblem::BadRate(e)))?;
                 if bytes_per_s == 0 {
-                    return Err(format!("fault {s:?}: rate must be more than 0"));
+                    return Err(bad(FaultProblem::ZeroRate));
                 }
                 FaultKind::Slow { bytes_per_s }
             }
-            _ => {
-                return Err(format!(
-                    "unknown fault {kind:?} (write-eio, write-enospc, persist-eio, slow)"
-                ))
+            "lost-flush" | "late-flush" | "lost-dir-sync" => {
+                let (name, k) = match kind {
+                    "lost-flush" => ("lost-flush", FaultKind::LostFlush),
+                    "late-flush" => ("late-flush", FaultKind::LateFlush),
+                    _ => ("lost-dir-sync", FaultKind::LostDirSync),
+                };
+                if !rest.is_empty() {
+                    return Err(bad(FaultProblem::TakesNoKeys(name)));
+                }
+                k
             }
+            _ => return Err(bad(FaultProblem::UnknownKind(kind.to_string()))),
         };
         if rate.is_some() && !matches!(kind, FaultKind::Slow { .. }) {
-            return Err(format!("fault {s:?}: rate applies to slow only"));
+            return Err(bad(FaultProblem::RateNotSlow));
         }
         Ok(FaultPlan { kind, link })
     }
@@ -114,6 +165,8 @@ pub struct Faulty<S> {
     persists: u64,
     /// When the first write came, for throttling.
     since: Option<Instant>,
+    /// `LateFlush`: a persist was acknowledged and not yet done (it is, before the next write).
+    flush_owed: bool,
 }
 
 /// Wraps `sink` with `faults` and latches its first failure, as `open` does for a backend.
@@ -124,6 +177,7 @@ pub fn inject<S: Sink>(sink: S, faults: Vec<FaultKind>) -> Latched<Faulty<S>> {
         written_bytes: 0,
         persists: 0,
         since: None,
+        flush_owed: false,
     })
 }
 
@@ -146,6 +200,9 @@ impl<S: Sink> Sink for Faulty<S> {
                     return Err(self.injected("write (injected fault)", errno));
                 }
             }
+        }
+        if std::mem::take(&mut self.flush_owed) {
+            self.inner.persist()?;
         }
         self.inner.write_at(offset, data)?;
         self.written_bytes = end;
@@ -173,6 +230,13 @@ impl<S: Sink> Sink for Faulty<S> {
             }
         }
         self.persists += 1;
+        if self.faults.contains(&FaultKind::LostFlush) {
+            return Ok(());
+        }
+        if self.faults.contains(&FaultKind::LateFlush) {
+            self.flush_owed = true;
+            return Ok(());
+        }
         self.inner.persist()
     }
 
@@ -209,6 +273,18 @@ mod tests {
         let p = FaultPlan::parse("persist-eio:after=3").unwrap();
         assert_eq!(p.kind, FaultKind::Persist { after_persists: 3 });
         assert!(p.applies_to(7));
+        assert_eq!(
+            FaultPlan::parse("lost-flush").unwrap().kind,
+            FaultKind::LostFlush
+        );
+        assert_eq!(
+            FaultPlan::parse("late-flush").unwrap().kind,
+            FaultKind::LateFlush
+        );
+        assert_eq!(
+            FaultPlan::parse("lost-dir-sync").unwrap().kind,
+            FaultKind::LostDirSync
+        );
         let p = FaultPlan::parse("slow:rate=1MB/s").unwrap();
         assert_eq!(
             p.kind,
@@ -226,8 +302,10 @@ mod tests {
             "write-eio:when=1",
             "write-eio:rate=1MB/s",
             "write-eio:link",
+            "lost-flush:link=1",
+            "lost-dir-sync:after=2",
         ] {
-            let e = FaultPlan::parse(bad).unwrap_err();
+            let e = FaultPlan::parse(bad).unwrap_err().to_string();
             assert!(!e.contains('\n') && e.contains("fault"), "{bad}: {e}");
         }
     }
@@ -277,5 +355,65 @@ mod tests {
             back.iter().all(|&b| b != 9),
             "the failed write left no data"
         );
+    }
+
+    /// A real sink that counts the persists reaching it.
+    struct Counting<S>(S, std::sync::Arc<std::sync::atomic::AtomicU32>);
+
+    impl<S: Sink> Sink for Counting<S> {
+        fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+            self.0.write_at(offset, data)
+        }
+        fn persist(&mut self) -> Result<()> {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.0.persist()
+        }
+        fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
+            self.0.read_at(offset, buf)
+        }
+        fn report(&self) -> &SinkReport {
+            self.0.report()
+        }
+    }
+
+    #[test]
+    fn lost_and_late_flushes_say_they_persisted_when_they_did_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let counted = |kind: FaultKind, name: &str| {
+            let real = open(&SinkConfig::new(
+                Method::Buffered,
+                dir.path().join(name),
+                1 << 20,
+            ))
+            .unwrap();
+            let n = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+            (inject(Counting(real, n.clone()), vec![kind]), n)
+        };
+        let (mut lost, n) = counted(FaultKind::LostFlush, "lost");
+        for k in 0..3 {
+            lost.write_at(k * 4096, &[1; 4096]).unwrap();
+            lost.persist().unwrap();
+        }
+        assert_eq!(
+            n.load(std::sync::atomic::Ordering::Relaxed),
+            0,
+            "a lost flush never reaches the medium"
+        );
+        let (mut late, n) = counted(FaultKind::LateFlush, "late");
+        late.write_at(0, &[1; 4096]).unwrap();
+        late.persist().unwrap();
+        assert_eq!(
+            n.load(std::sync::atomic::Ordering::Relaxed),
+            0,
+            "acknowledged, not yet persisted"
+        );
+        late.write_at(4096, &[2; 4096]).unwrap();
+        assert_eq!(
+            n.load(std::sync::atomic::Ordering::Relaxed),
+            1,
+            "persisted when the next write came"
+        );
+        late.persist().unwrap();
+        assert_eq!(n.load(std::sync::atomic::Ordering::Relaxed), 1);
     }
 }

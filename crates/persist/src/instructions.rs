@@ -47,7 +47,9 @@ pub unsafe fn copy_nt(
     src: *const u8,
     len: usize,
 ) {
-    copy_nt_fn(path)(dst, src, len, edge_flush)
+    // SAFETY: the caller's contract is the routine's (valid, disjoint ranges; a CPU that has
+    // `path` and `edge_flush`).
+    unsafe { copy_nt_fn(path)(dst, src, len, edge_flush) }
 }
 
 /// Head (to a cache-line boundary) and tail (after the last whole line) with regular stores and
@@ -61,7 +63,8 @@ unsafe fn copy_nt_with(
     edge: FlushInstr,
     stream: impl Fn(*mut u8, *const u8, usize),
 ) {
-    copy_streamed_with(dst, src, len, stream, |d, s, n| copy_flushed(edge, d, s, n))
+    // SAFETY: the caller's ranges and CPU, passed on; `edges` gets sub-ranges of them only.
+    unsafe { copy_streamed_with(dst, src, len, stream, |d, s, n| copy_flushed(edge, d, s, n)) }
 }
 
 /// Whole lines in the middle with `stream`, the partial lines at the ends with `edges`.
@@ -79,12 +82,15 @@ unsafe fn copy_streamed_with(
     if head > 0 {
         edges(dst, src, head);
     }
-    let (dst, src, len) = (dst.add(head), src.add(head), len - head);
+    // SAFETY: head <= len, so both pointers stay inside the caller's ranges.
+    let (dst, src, len) = unsafe { (dst.add(head), src.add(head), len - head) };
     let body = len & !(CACHE_LINE_BYTES - 1);
     stream(dst, src, body);
     let tail = len - body;
     if tail > 0 {
-        edges(dst.add(body), src.add(body), tail);
+        // SAFETY: body + tail = len: the tail is the end of the caller's ranges.
+        let (d, s) = unsafe { (dst.add(body), src.add(body)) };
+        edges(d, s, tail);
     }
 }
 
@@ -137,42 +143,53 @@ impl StreamingCopy {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn stream_copy_avx512(dst: *mut u8, src: *const u8, len: usize) {
-    copy_streamed_with(
-        dst,
-        src,
-        len,
-        |d, s, n| stream_avx512(d, s, n),
-        |d, s, n| std::ptr::copy_nonoverlapping(s, d, n),
-    )
+    // SAFETY: the caller's ranges (valid, disjoint) and CPU feature; the closures get
+    // sub-ranges of them only.
+    unsafe {
+        copy_streamed_with(
+            dst,
+            src,
+            len,
+            |d, s, n| stream_avx512(d, s, n),
+            |d, s, n| std::ptr::copy_nonoverlapping(s, d, n),
+        )
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn stream_copy_avx2(dst: *mut u8, src: *const u8, len: usize) {
-    copy_streamed_with(
-        dst,
-        src,
-        len,
-        |d, s, n| stream_avx2(d, s, n),
-        |d, s, n| std::ptr::copy_nonoverlapping(s, d, n),
-    )
+    // SAFETY: the caller's ranges (valid, disjoint) and CPU feature; the closures get
+    // sub-ranges of them only.
+    unsafe {
+        copy_streamed_with(
+            dst,
+            src,
+            len,
+            |d, s, n| stream_avx2(d, s, n),
+            |d, s, n| std::ptr::copy_nonoverlapping(s, d, n),
+        )
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn copy_nt_avx512(dst: *mut u8, src: *const u8, len: usize, edge: FlushInstr) {
-    copy_nt_with(dst, src, len, edge, |d, s, n| stream_avx512(d, s, n))
+    // SAFETY: the caller's ranges and CPU (`CopyNtFn`); the closure gets sub-ranges only.
+    unsafe { copy_nt_with(dst, src, len, edge, |d, s, n| stream_avx512(d, s, n)) }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn copy_nt_avx2(dst: *mut u8, src: *const u8, len: usize, edge: FlushInstr) {
-    copy_nt_with(dst, src, len, edge, |d, s, n| stream_avx2(d, s, n))
+    // SAFETY: the caller's ranges and CPU (`CopyNtFn`); the closure gets sub-ranges only.
+    unsafe { copy_nt_with(dst, src, len, edge, |d, s, n| stream_avx2(d, s, n)) }
 }
 
 #[cfg(target_arch = "x86_64")]
 unsafe fn copy_nt_sse2(dst: *mut u8, src: *const u8, len: usize, edge: FlushInstr) {
-    copy_nt_with(dst, src, len, edge, |d, s, n| stream_sse2(d, s, n))
+    // SAFETY: the caller's ranges and CPU (`CopyNtFn`); the closure gets sub-ranges only.
+    unsafe { copy_nt_with(dst, src, len, edge, |d, s, n| stream_sse2(d, s, n)) }
 }
 
 /// Regular copy followed by a write-back of every line it touched.
@@ -182,8 +199,11 @@ unsafe fn copy_nt_sse2(dst: *mut u8, src: *const u8, len: usize, edge: FlushInst
 #[cfg(target_arch = "x86_64")]
 #[inline]
 pub unsafe fn copy_flushed(flush: FlushInstr, dst: *mut u8, src: *const u8, len: usize) {
-    std::ptr::copy_nonoverlapping(src, dst, len);
-    flush_range(flush, dst, len);
+    // SAFETY: the caller guarantees valid, disjoint ranges and a CPU with `flush`.
+    unsafe {
+        std::ptr::copy_nonoverlapping(src, dst, len);
+        flush_range(flush, dst, len);
+    }
 }
 
 /// Writes back every cache line overlapping `[ptr, ptr + len)`.
@@ -200,14 +220,20 @@ pub unsafe fn flush_range(flush: FlushInstr, ptr: *const u8, len: usize) {
     let mut line = start;
     while line < end {
         let p = line as *const u8;
-        match flush {
-            FlushInstr::Clwb => {
-                std::arch::asm!("clwb [{0}]", in(reg) p, options(nostack, preserves_flags))
+        // SAFETY: the line overlaps the caller's mapped range, and the CPU has `flush`; a
+        // flush changes no memory contents.
+        unsafe {
+            match flush {
+                FlushInstr::Clwb => {
+                    std::arch::asm!("clwb [{0}]", in(reg) p, options(nostack, preserves_flags))
+                }
+                FlushInstr::Clflushopt => std::arch::asm!(
+                    "clflushopt [{0}]",
+                    in(reg) p,
+                    options(nostack, preserves_flags)
+                ),
+                FlushInstr::Clflush => std::arch::x86_64::_mm_clflush(p),
             }
-            FlushInstr::Clflushopt => {
-                std::arch::asm!("clflushopt [{0}]", in(reg) p, options(nostack, preserves_flags))
-            }
-            FlushInstr::Clflush => std::arch::x86_64::_mm_clflush(p),
         }
         line += CACHE_LINE_BYTES;
     }
@@ -221,6 +247,11 @@ pub fn sfence() {
     unsafe { std::arch::x86_64::_mm_sfence() }
 }
 
+/// Streams whole lines from `src` to the line-aligned `dst` with 64-byte stores.
+///
+/// # Safety
+/// `dst` (line-aligned) valid for `len` writes, `src` for `len` reads, `len` a multiple of 64,
+/// and the CPU has AVX-512F.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[inline]
@@ -230,23 +261,34 @@ unsafe fn stream_avx512(dst: *mut u8, src: *const u8, len: usize) {
     let mut i = 0;
     // Four lines per iteration keeps the loads ahead of the streaming stores.
     while i + 256 <= len {
-        let a = _mm512_loadu_si512(src.add(i) as *const __m512i);
-        let b = _mm512_loadu_si512(src.add(i + 64) as *const __m512i);
-        let c = _mm512_loadu_si512(src.add(i + 128) as *const __m512i);
-        let d = _mm512_loadu_si512(src.add(i + 192) as *const __m512i);
-        _mm512_stream_si512(dst.add(i) as *mut __m512i, a);
-        _mm512_stream_si512(dst.add(i + 64) as *mut __m512i, b);
-        _mm512_stream_si512(dst.add(i + 128) as *mut __m512i, c);
-        _mm512_stream_si512(dst.add(i + 192) as *mut __m512i, d);
+        // SAFETY: i + 256 <= len keeps all four lines inside the caller's ranges; `dst` is
+        // line-aligned as streaming stores need.
+        unsafe {
+            let a = _mm512_loadu_si512(src.add(i) as *const __m512i);
+            let b = _mm512_loadu_si512(src.add(i + 64) as *const __m512i);
+            let c = _mm512_loadu_si512(src.add(i + 128) as *const __m512i);
+            let d = _mm512_loadu_si512(src.add(i + 192) as *const __m512i);
+            _mm512_stream_si512(dst.add(i) as *mut __m512i, a);
+            _mm512_stream_si512(dst.add(i + 64) as *mut __m512i, b);
+            _mm512_stream_si512(dst.add(i + 128) as *mut __m512i, c);
+            _mm512_stream_si512(dst.add(i + 192) as *mut __m512i, d);
+        }
         i += 256;
     }
     while i < len {
-        let a = _mm512_loadu_si512(src.add(i) as *const __m512i);
-        _mm512_stream_si512(dst.add(i) as *mut __m512i, a);
+        // SAFETY: len is whole lines, so i + 64 <= len; aligned as above.
+        unsafe {
+            let a = _mm512_loadu_si512(src.add(i) as *const __m512i);
+            _mm512_stream_si512(dst.add(i) as *mut __m512i, a);
+        }
         i += 64;
     }
 }
 
+/// As `stream_avx512`, with 32-byte stores.
+///
+/// # Safety
+/// As `stream_avx512`, with AVX2 instead of AVX-512F.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[inline]
@@ -254,14 +296,22 @@ unsafe fn stream_avx2(dst: *mut u8, src: *const u8, len: usize) {
     use std::arch::x86_64::*;
     let mut i = 0;
     while i < len {
-        let a = _mm256_loadu_si256(src.add(i) as *const __m256i);
-        let b = _mm256_loadu_si256(src.add(i + 32) as *const __m256i);
-        _mm256_stream_si256(dst.add(i) as *mut __m256i, a);
-        _mm256_stream_si256(dst.add(i + 32) as *mut __m256i, b);
+        // SAFETY: len is whole lines, so the line at i is inside the caller's ranges; `dst` is
+        // line-aligned, so both halves are 32-byte aligned.
+        unsafe {
+            let a = _mm256_loadu_si256(src.add(i) as *const __m256i);
+            let b = _mm256_loadu_si256(src.add(i + 32) as *const __m256i);
+            _mm256_stream_si256(dst.add(i) as *mut __m256i, a);
+            _mm256_stream_si256(dst.add(i + 32) as *mut __m256i, b);
+        }
         i += 64;
     }
 }
 
+/// As `stream_avx512`, with 16-byte stores (SSE2 is baseline on x86-64).
+///
+/// # Safety
+/// As `stream_avx512`, without the CPU feature.
 #[cfg(target_arch = "x86_64")]
 #[inline]
 unsafe fn stream_sse2(dst: *mut u8, src: *const u8, len: usize) {
@@ -269,8 +319,12 @@ unsafe fn stream_sse2(dst: *mut u8, src: *const u8, len: usize) {
     let mut i = 0;
     while i < len {
         for k in (0..64).step_by(16) {
-            let a = _mm_loadu_si128(src.add(i + k) as *const __m128i);
-            _mm_stream_si128(dst.add(i + k) as *mut __m128i, a);
+            // SAFETY: the line at i is inside the caller's ranges; `dst` is line-aligned, so
+            // each 16-byte store is aligned.
+            unsafe {
+                let a = _mm_loadu_si128(src.add(i + k) as *const __m128i);
+                _mm_stream_si128(dst.add(i + k) as *mut __m128i, a);
+            }
         }
         i += 64;
     }

@@ -129,6 +129,7 @@ mod tests {
         let report = SinkReport {
             method: Method::Buffered,
             path: "/x".into(),
+            region_bytes: 1 << 20,
             medium: Medium {
                 fs_type: "ext4".into(),
                 dax: false,

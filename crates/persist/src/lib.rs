@@ -19,6 +19,10 @@ pub mod latch;
 pub mod medium;
 pub mod memory;
 pub mod method;
+pub mod numa;
+pub mod process;
+pub mod replace;
+pub mod rng;
 pub mod sim;
 pub mod sink;
 

@@ -7,7 +7,7 @@ use std::ffi::CString;
 use std::io;
 use std::mem::MaybeUninit;
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The alignment assumed for O_DIRECT when the kernel cannot tell (pre-6.1 kernels): 4 KiB is a
 /// multiple of every logical block size in use, so it is always correct, if sometimes wasteful.
@@ -142,9 +142,101 @@ pub fn free_bytes(path: &Path) -> Option<u64> {
     Some(st.f_bavail.saturating_mul(st.f_frsize))
 }
 
+/// Bytes of memory this process can still take before the kernel must reclaim hard or kill:
+/// the system's MemAvailable, and, where the process runs in a memory cgroup with a limit (a
+/// systemd unit's MemoryMax, a container), what is left below that limit, whichever is less.
+/// Pages of a memory-backed file system (tmpfs) count against both.
+pub fn memory_available_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let system = meminfo_field(&meminfo, "MemAvailable:")?;
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup")
+        .ok()
+        .and_then(|c| cgroup_headroom_bytes(&c, Path::new("/sys/fs/cgroup")));
+    Some(cgroup.map_or(system, |c| c.min(system)))
+}
+
+fn meminfo_field(meminfo: &str, key: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with(key))?;
+    let kib: u64 = line[key.len()..].split_whitespace().next()?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// The least headroom (limit - usage) of the process's memory cgroup and its ancestors, from
+/// `/proc/self/cgroup` as `cgroup` and the cgroup file systems under `root`; None without a
+/// limit. cgroup v2 (`0::/path`: memory.max, memory.current) and v1 (`N:memory:/path`:
+/// memory.limit_in_bytes, memory.usage_in_bytes).
+fn cgroup_headroom_bytes(cgroup: &str, root: &Path) -> Option<u64> {
+    let read = |p: PathBuf| -> Option<u64> { std::fs::read_to_string(p).ok()?.trim().parse().ok() };
+    let mut least: Option<u64> = None;
+    for line in cgroup.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let (dir, limit_file, usage_file) = if controllers.is_empty() {
+            (root.join("unified"), "memory.max", "memory.current")
+        } else if controllers.split(',').any(|c| c == "memory") {
+            (
+                root.join("memory"),
+                "memory.limit_in_bytes",
+                "memory.usage_in_bytes",
+            )
+        } else {
+            continue;
+        };
+        // A pure v2 host mounts the hierarchy at the root itself.
+        let dir = if dir.is_dir() {
+            dir
+        } else {
+            root.to_path_buf()
+        };
+        let mut at = dir.join(path.trim_start_matches('/'));
+        loop {
+            if let (Some(limit), Some(usage)) =
+                (read(at.join(limit_file)), read(at.join(usage_file)))
+            {
+                // v1 reports "no limit" as a huge number; v2 writes "max" (which does not parse).
+                if limit < (1u64 << 60) {
+                    let headroom = limit.saturating_sub(usage);
+                    least = Some(least.map_or(headroom, |l| l.min(headroom)));
+                }
+            }
+            if at == dir || !at.pop() {
+                break;
+            }
+        }
+    }
+    least
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_headroom_comes_from_the_tightest_cgroup_limit() {
+        let root = tempfile::tempdir().unwrap();
+        let v1 = root.path().join("memory/a/b");
+        std::fs::create_dir_all(&v1).unwrap();
+        let put = |dir: &Path, f: &str, v: &str| std::fs::write(dir.join(f), v).unwrap();
+        put(&v1, "memory.limit_in_bytes", "1000");
+        put(&v1, "memory.usage_in_bytes", "400");
+        let a = root.path().join("memory/a");
+        put(&a, "memory.limit_in_bytes", "9223372036854771712");
+        put(&a, "memory.usage_in_bytes", "500");
+        let c = "4:memory:/a/b\n3:cpuset:/\n";
+        assert_eq!(cgroup_headroom_bytes(c, root.path()), Some(600));
+        let v2 = root.path().join("unified/u");
+        std::fs::create_dir_all(&v2).unwrap();
+        put(&v2, "memory.max", "5000");
+        put(&v2, "memory.current", "1000");
+        assert_eq!(cgroup_headroom_bytes("0::/u\n", root.path()), Some(4000));
+        put(&v2, "memory.max", "max");
+        assert_eq!(cgroup_headroom_bytes("0::/u\n", root.path()), None);
+        assert!(memory_available_bytes().unwrap() > 0);
+        assert_eq!(
+            meminfo_field("MemTotal: 10 kB\nMemAvailable:   2 kB\n", "MemAvailable:"),
+            Some(2048)
+        );
+    }
 
     #[test]
     fn probes_the_temp_dir_and_dev_shm() {

@@ -72,13 +72,8 @@ impl SimMedium {
 
     /// The durable image after a crash now: each pending write dropped, kept or torn.
     pub fn crash(&self, seed: u64) -> Vec<u8> {
-        let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        let mut next = || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut rng = crate::rng::Rng::new(seed);
+        let mut next = || rng.next_u64();
         let unit = match self.kind {
             SimKind::Block { sector_bytes } => sector_bytes as usize,
             SimKind::Mapped => 8,
@@ -159,6 +154,7 @@ impl SimSink {
             report: SinkReport {
                 method,
                 path: PathBuf::from("sim"),
+                region_bytes,
                 medium: Medium {
                     fs_type: "sim".into(),
                     dax: matches!(kind, SimKind::Mapped),

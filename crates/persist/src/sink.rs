@@ -102,6 +102,8 @@ pub struct SinkReport {
     pub method: Method,
     /// The target file.
     pub path: PathBuf,
+    /// Bytes of the region this sink may write (offsets are relative to its start).
+    pub region_bytes: u64,
     pub medium: Medium,
     pub durability: Durability,
     /// Offsets must be multiples of this and lengths are padded to it (1 for byte-addressable).

@@ -17,15 +17,7 @@ fn dir_for(method: Method) -> PathBuf {
 }
 
 fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    snbuf_persist::rng::Rng::new(seed).bytes(len)
 }
 
 fn round_trip(method: Method, block: usize, random_order: bool, sync_mode: SyncMode) {

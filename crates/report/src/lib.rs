@@ -6,6 +6,8 @@
 //! tables and the figures, and list every check a result failed (a join with a wrong result, a
 //! huge-page run that got 4 KiB pages, a latency that looks like a cache hit).
 
+#![forbid(unsafe_code)]
+
 mod figures;
 mod page;
 pub mod plot;

@@ -1,12 +1,10 @@
 //! `snbuf bench write|read`: runs a throughput sweep with a progress bar, prints a table in
 //! human units, and exports JSON/CSV on request.
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
-use indicatif::{ProgressBar, ProgressStyle};
-use snbuf_bench::machine::last_level_cache_bytes;
+use snbuf_bench::defaults::{default_region_bytes, default_target};
 use snbuf_bench::results::{write_json, write_throughput_csv, SCHEMA_VERSION};
 use snbuf_bench::throughput::run_point;
 use snbuf_bench::{
@@ -16,37 +14,9 @@ use snbuf_bench::{
 use snbuf_persist::{cpu, Method, PageSize, SyncMode};
 use snbuf_units::{Bytes, Count, Nanos, Rate};
 
-use crate::cli::{BenchCommand, PatternArg, SyncArg, ThroughputArgs};
+use crate::cli::{PatternArg, SyncArg, ThroughputArgs};
 use crate::exit::usage;
 use crate::table::Table;
-
-pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
-    match cmd {
-        BenchCommand::Write(args) => throughput(Direction::Write, *args),
-        BenchCommand::Read(args) => throughput(Direction::Read, *args),
-        BenchCommand::Latency(args) => crate::cmd_suites::latency(args),
-        BenchCommand::Join(args) => crate::cmd_suites::join(args),
-        BenchCommand::Kernels(args) => crate::cmd_suites::kernels(args),
-        BenchCommand::App(args) => crate::cmd_suites::app(args),
-        BenchCommand::Paper(args) => crate::cmd_paper::run(args),
-    }
-}
-
-/// The default target: /dev/shm stands in for persistent memory where it exists.
-pub fn default_target() -> PathBuf {
-    let shm = Path::new("/dev/shm");
-    if shm.is_dir() {
-        shm.to_path_buf()
-    } else {
-        std::env::temp_dir()
-    }
-}
-
-/// 4x the last-level cache, at least 256 MiB: large enough that no figure is a cache figure.
-pub fn default_region_bytes() -> u64 {
-    let llc = last_level_cache_bytes().unwrap_or(32 << 20);
-    (4 * llc).max(256 << 20)
-}
 
 fn parse_persist_every(s: &str) -> anyhow::Result<PersistEvery> {
     match s.trim() {
@@ -73,7 +43,7 @@ pub fn config_from_args(
         .collect::<anyhow::Result<Vec<_>>>()?;
     let cpus = match &args.cpus {
         Some(list) => {
-            let cpus = cpu::parse_cpu_list(list).map_err(usage)?;
+            let cpus = cpu::parse_cpu_list(list).map_err(|e| usage(e.to_string()))?;
             let allowed = cpu::allowed_cpus();
             if let Some(bad) = cpus.iter().find(|c| !allowed.contains(c)) {
                 return Err(usage(format!(
@@ -124,7 +94,7 @@ pub fn config_from_args(
     Ok(config)
 }
 
-fn throughput(direction: Direction, args: ThroughputArgs) -> anyhow::Result<()> {
+pub fn throughput(direction: Direction, args: ThroughputArgs) -> anyhow::Result<()> {
     let config = config_from_args(direction, &args)?;
     let files = TargetFiles::prepare(&config).map_err(|e| usage(e.to_string()))?;
     let clock = OpClock::calibrate(Duration::from_millis(50));
@@ -160,13 +130,7 @@ fn throughput(direction: Direction, args: ThroughputArgs) -> anyhow::Result<()> 
         clock.describe()
     );
 
-    let bar = ProgressBar::new(points.len() as u64);
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} points, ETA {eta}  {msg}",
-        )
-        .expect("the template is valid"),
-    );
+    let bar = crate::progress::bar(points.len() as u64);
     let mut results = Vec::with_capacity(points.len());
     for point in points {
         bar.set_message(format!(

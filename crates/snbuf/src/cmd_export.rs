@@ -42,7 +42,7 @@ pub fn options(
 /// Queues for export every burst of `server` that ends from now on, and those an earlier run
 /// left unexported (sealed, failed or recovered, without `export.json`).
 pub fn follow_bursts(
-    server: &std::sync::Arc<snbuf_daq::control::Server>,
+    server: &std::sync::Arc<snbuf_unit::control::Server>,
     queue: std::sync::Arc<snbuf_export::queue::ExportQueue>,
 ) -> std::io::Result<()> {
     let out = server.unit().config().output_dir.clone();
@@ -97,7 +97,8 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<()> {
     let total: u64 = std::fs::read_dir(&args.burst_dir)
         .map(|d| {
             d.flatten()
-                .filter_map(|e| e.metadata().ok())
+                // Following symbolic links: a link's file on another output counts.
+                .filter_map(|e| std::fs::metadata(e.path()).ok())
                 .map(|m| m.len())
                 .sum()
         })

@@ -3,12 +3,14 @@
 
 use std::time::Duration;
 
-use snbuf_fleet::schema::{check_unit_id, now_unix_ns, SCHEMA};
+use snbuf_fleet::schema::{check_unit_id, SCHEMA};
 use snbuf_fleet::{NatsOptions, TriggerMessage};
+use snbuf_units::now_unix_ns;
 use snbuf_units::Bytes;
 
 use crate::cli::{FleetBenchArgs, FleetCommand, FleetStatusArgs, NatsAuthArgs, TriggerArgs};
 use crate::exit::{usage, Failure};
+use crate::fleet_rows;
 use crate::table::Table;
 
 pub fn nats_options(url: &str, auth: &NatsAuthArgs) -> anyhow::Result<NatsOptions> {
@@ -38,13 +40,14 @@ pub fn nats_options(url: &str, auth: &NatsAuthArgs) -> anyhow::Result<NatsOption
     })
 }
 
-/// The unit id: as given, or the host name.
+/// The unit id: as given, or made from the host name (whatever it is: a machine without one,
+/// or a busybox initramfs, says "(none)").
 pub fn unit_id(given: Option<&str>) -> anyhow::Result<String> {
     let id = match given {
         Some(id) => id.to_string(),
-        None => std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().replace('.', "-"))
-            .unwrap_or_else(|_| "unit".into()),
+        None => snbuf_fleet::schema::unit_id_from_hostname(
+            &std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default(),
+        ),
     };
     check_unit_id(&id).map_err(|e| usage(format!("--unit: {e}")))?;
     Ok(id)
@@ -64,6 +67,9 @@ fn fleet_error(e: snbuf_fleet::FleetError) -> anyhow::Error {
 
 fn status(args: &FleetStatusArgs) -> anyhow::Result<()> {
     let opts = nats_options(&args.nats, &args.nats_auth)?;
+    if args.watch && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        return crate::live::fleet_status(&opts);
+    }
     let units = snbuf_fleet::fleet_status(&opts).map_err(fleet_error)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&units)?);
@@ -73,54 +79,9 @@ fn status(args: &FleetStatusArgs) -> anyhow::Result<()> {
         println!("no unit has reported to {} yet", args.nats);
         return Ok(());
     }
-    let mut t = Table::new(&[
-        ("unit", false),
-        ("state", false),
-        ("last seen", true),
-        ("links", true),
-        ("buffer fill", true),
-        ("durable up to (ticks)", true),
-        ("bursts", true),
-        ("last burst", false),
-        ("missed", true),
-        ("export", false),
-    ]);
+    let mut t = Table::new(&fleet_rows::HEADER);
     for u in &units {
-        let s = &u.status;
-        t.row(vec![
-            s.unit.clone(),
-            if u.missing {
-                "MISSING".into()
-            } else {
-                s.state.clone()
-            },
-            format!("{:.1} s ago", u.silent_s),
-            s.links.to_string(),
-            format!("{:.0}%", s.buffer_fill * 100.0),
-            s.durable_watermark
-                .iter()
-                .flatten()
-                .min()
-                .map(|t| t.to_string())
-                .unwrap_or_else(|| "-".into()),
-            s.bursts_total.to_string(),
-            s.last_burst
-                .as_ref()
-                .map(|b| format!("{} ({})", b.burst_id, b.state))
-                .unwrap_or_else(|| "-".into()),
-            s.missed_triggers.to_string(),
-            s.export
-                .as_ref()
-                .map(|e| {
-                    format!(
-                        "{} exported, {} queued, lag {:.0} s",
-                        e["exported_total"],
-                        e["queued"],
-                        e["lag_s"].as_f64().unwrap_or(0.0)
-                    )
-                })
-                .unwrap_or_else(|| "-".into()),
-        ]);
+        t.row(fleet_rows::unit_cells(u));
     }
     print!("{}", t.render());
     let missing = units.iter().filter(|u| u.missing).count();
@@ -131,6 +92,9 @@ fn status(args: &FleetStatusArgs) -> anyhow::Result<()> {
 }
 
 fn events(args: &FleetStatusArgs) -> anyhow::Result<()> {
+    if args.watch {
+        return Err(usage("--watch is for `snbuf fleet status`"));
+    }
     let opts = nats_options(&args.nats, &args.nats_auth)?;
     let events = snbuf_fleet::recent_events(&opts, 10_000, Duration::from_millis(500))
         .map_err(fleet_error)?;
@@ -217,8 +181,7 @@ pub fn trigger(args: &TriggerArgs, url: &str) -> anyhow::Result<()> {
     };
     let trigger_id = match &args.burst_id {
         Some(id) => {
-            snbuf_burst::burst_writer::check_burst_id(id)
-                .map_err(|e| usage(format!("--burst-id: {e}")))?;
+            snbuf_burst::check_burst_id(id).map_err(|e| usage(format!("--burst-id: {e}")))?;
             id.clone()
         }
         None => format!("trigger-{now}"),

@@ -9,9 +9,10 @@ use std::time::Duration;
 const SOURCE_LAG_WORTH_SAYING_S: f64 = 0.010;
 
 use anyhow::Context;
-use snbuf_daq::{record, FrameType, Payload, Progress, RecordConfig, RecordError};
 use snbuf_persist::fault::FaultPlan;
 use snbuf_persist::{cpu, medium, Method, PageSize, SyncMode};
+use snbuf_readout::{FrameType, Payload};
+use snbuf_unit::{record, Progress, RecordConfig, Source};
 use snbuf_units::{Bytes, Rate};
 
 use crate::cli::RecordArgs;
@@ -74,29 +75,13 @@ fn choose_method(
     }
 }
 
-/// `20261121T233500Z`, from the system clock (UTC), for burst ids.
-fn utc_stamp() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
-    format!(
-        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+/// A recorder error for the command line: the user's mistake (exit 2) or the machine's (exit 1).
+pub fn record_error(e: snbuf_unit::RecordError) -> anyhow::Error {
+    if e.is_usage() {
+        usage(e.to_string())
+    } else {
+        anyhow::Error::new(e)
+    }
 }
 
 /// The recorder's configuration from the command line (and its config file). Refuses bad input
@@ -104,23 +89,55 @@ fn utc_stamp() -> String {
 /// for probing the medium is removed again.
 pub fn config_from_args(args: &RecordArgs) -> anyhow::Result<(RecordConfig, String)> {
     let args = &crate::config_file::merge(args)?;
-    let output = args
-        .output
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("./snbuf-data"));
+    let outputs = if args.output.is_empty() {
+        vec![PathBuf::from("./snbuf-data")]
+    } else {
+        args.output.clone()
+    };
     for (flag, path) in [("--json", &args.json), ("--status-file", &args.status_file)] {
         if let Some(path) = path {
             check_parent_dir(flag, path)?;
         }
     }
-    let created = !output.exists();
-    std::fs::create_dir_all(&output)
-        .map_err(|e| usage(format!("--output {}: {e}", output.display())))?;
-    let result = build_config(args, output.clone());
-    if result.is_err() && created {
-        let _ = std::fs::remove_dir(&output);
+    let mut created = Vec::new();
+    let mut result = Ok(());
+    for output in &outputs {
+        if !output.exists() {
+            created.push(output.clone());
+        }
+        if let Err(e) = std::fs::create_dir_all(output) {
+            result = Err(usage(format!("--output {}: {e}", output.display())));
+            break;
+        }
+    }
+    let result = result
+        .and_then(|()| distinct_outputs(&outputs))
+        .and_then(|()| build_config(args, outputs.clone()));
+    if result.is_err() {
+        for output in created.iter().rev() {
+            let _ = std::fs::remove_dir(output);
+        }
     }
     result
+}
+
+/// Two outputs that are one directory would put two links' files in one place and count its
+/// space twice: refused.
+fn distinct_outputs(outputs: &[PathBuf]) -> anyhow::Result<()> {
+    let mut seen = Vec::new();
+    for o in outputs {
+        let real = std::fs::canonicalize(o)
+            .map_err(|e| usage(format!("--output {}: {e}", o.display())))?;
+        if seen.contains(&real) {
+            return Err(usage(format!(
+                "--output {} is given twice (as {})",
+                o.display(),
+                real.display()
+            )));
+        }
+        seen.push(real);
+    }
+    Ok(())
 }
 
 /// A file snbuf will write at the end must have somewhere to go: refused now, not after a run.
@@ -139,7 +156,12 @@ pub fn check_parent_dir(flag: &str, path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn build_config(args: &RecordArgs, output: PathBuf) -> anyhow::Result<(RecordConfig, String)> {
+fn build_config(
+    args: &RecordArgs,
+    mut outputs: Vec<PathBuf>,
+) -> anyhow::Result<(RecordConfig, String)> {
+    let output = outputs.remove(0);
+    let more_outputs = outputs;
     let dune = args.profile.as_deref() == Some("dune");
     if let Some(p) = args.profile.as_deref().filter(|p| *p != "dune") {
         return Err(usage(format!("unknown profile '{p}' (known: dune)")));
@@ -149,7 +171,7 @@ fn build_config(args: &RecordArgs, output: PathBuf) -> anyhow::Result<(RecordCon
         .as_deref()
         .unwrap_or("protodune-wib")
         .parse()
-        .map_err(|e: snbuf_daq::frame::FrameTypeError| usage(e.to_string()))?;
+        .map_err(|e: snbuf_frames::FrameTypeError| usage(e.to_string()))?;
     let fb = frame_type.frame_bytes() as f64;
     // The paper's unit: 10 links at the detector's own rate, 10 s buffer, 100 s after the trigger.
     let rate_bytes_per_s = match (&args.rate_per_link, dune) {
@@ -172,7 +194,7 @@ fn build_config(args: &RecordArgs, output: PathBuf) -> anyhow::Result<(RecordCon
     let pre = pick(args.pre, 10, Duration::from_secs(2));
     let post = pick(args.post, 100, Duration::from_secs(3));
     let cpus = match &args.cpus {
-        Some(list) => cpu::parse_cpu_list(list).map_err(usage)?,
+        Some(list) => cpu::parse_cpu_list(list).map_err(|e| usage(e.to_string()))?,
         None => cpu::allowed_cpus(),
     };
     let links = args.links.unwrap_or(10);
@@ -183,27 +205,27 @@ fn build_config(args: &RecordArgs, output: PathBuf) -> anyhow::Result<(RecordCon
         links,
         writers,
     )?;
-    let payload = match &args.replay {
-        Some(path) => {
-            let data = std::fs::read(path)
-                .map_err(|e| usage(format!("--replay {}: {e}", path.display())))?;
-            if data.is_empty() {
-                return Err(usage(format!(
-                    "--replay {}: the file is empty",
-                    path.display()
-                )));
-            }
-            Payload::Replay(Arc::new(data))
+    if args.method.as_deref().unwrap_or("auto") == "auto" {
+        // One method serves every output: auto picks it from the home's medium, which is only
+        // right if the others are the same kind.
+        let dax = |o: &Path| medium::probe(o).map(|m| m.dax).unwrap_or(false);
+        if let Some(other) = more_outputs.iter().find(|o| dax(o) != dax(&output)) {
+            return Err(usage(format!(
+                "--output {} and {} are different kinds of media (DAX and not): choose --method",
+                output.display(),
+                other.display()
+            )));
         }
-        None => Payload::Pattern,
-    };
+    }
+    let frames_per_s = rate_bytes_per_s / fb;
+    let source = source_from_args(args, frame_type, links, buffer, frames_per_s)?;
     let chunk_frames = args
         .chunk_frames
-        .unwrap_or(((1 << 20) as f64 / fb).max(1.0) as u32);
+        .unwrap_or_else(|| snbuf_unit::chunking::default_chunk_frames(fb as u64));
     let config = RecordConfig {
         frame_type,
         links,
-        frames_per_s_per_link: rate_bytes_per_s / fb,
+        frames_per_s_per_link: frames_per_s,
         buffer,
         pre,
         post,
@@ -214,10 +236,14 @@ fn build_config(args: &RecordArgs, output: PathBuf) -> anyhow::Result<(RecordCon
         method,
         sync_mode: SyncMode::Fdatasync,
         output_dir: output,
-        burst_id: args
-            .burst_id
-            .clone()
-            .unwrap_or_else(|| format!("{}-{}", utc_stamp(), std::process::id())),
+        more_outputs,
+        burst_id: args.burst_id.clone().unwrap_or_else(|| {
+            format!(
+                "{}-{}",
+                snbuf_units::utc_stamp(snbuf_units::now_unix_ns() / 1_000_000_000),
+                std::process::id()
+            )
+        }),
         writers,
         cpus,
         page_size: if args.page_size == Some(2 << 20) {
@@ -227,8 +253,10 @@ fn build_config(args: &RecordArgs, output: PathBuf) -> anyhow::Result<(RecordCon
         },
         chunk_frames,
         chunks_per_persist: args.chunks_per_persist.unwrap_or(8),
-        payload,
-        gaps: None,
+        source,
+        run_number: args.run,
+        unit_id: Some(crate::cmd_fleet::unit_id(args.unit.as_deref())?),
+        source_ids: args.source_ids.clone(),
         status_file: args.status_file.clone(),
         faults: args
             .inject_fault
@@ -238,6 +266,84 @@ fn build_config(args: &RecordArgs, output: PathBuf) -> anyhow::Result<(RecordCon
     };
     config.validate().map_err(|e| usage(e.to_string()))?;
     Ok((config, why))
+}
+
+/// Where the links' frames come from: emulated (or replayed), or the network.
+fn source_from_args(
+    args: &RecordArgs,
+    frame_type: FrameType,
+    links: u32,
+    buffer: Duration,
+    frames_per_s: f64,
+) -> anyhow::Result<Source> {
+    let spec = args.source.as_deref().unwrap_or("emulate");
+    let udp_only = [
+        ("--streams", !args.streams.is_empty()),
+        ("--header-version", args.header_version.is_some()),
+        ("--rcvbuf", args.rcvbuf.is_some()),
+    ];
+    if spec == "emulate" {
+        if let Some((flag, _)) = udp_only.iter().find(|(_, given)| *given) {
+            return Err(usage(format!("{flag} needs --source udp://ADDR:PORT")));
+        }
+        let payload = match &args.replay {
+            Some(path) => {
+                let data = std::fs::read(path)
+                    .map_err(|e| usage(format!("--replay {}: {e}", path.display())))?;
+                let p = Payload::Replay(Arc::new(data));
+                // Refused now (empty, not whole frames of this type), not at the links' start.
+                snbuf_readout::FrameGen::new(frame_type, 0, &p)
+                    .map_err(|e| usage(format!("--replay {}: {e}", path.display())))?;
+                p
+            }
+            None => Payload::Emulated,
+        };
+        return Ok(Source::Emulated {
+            payload,
+            gaps: None,
+        });
+    }
+    let Some(addr) = spec.strip_prefix("udp://") else {
+        return Err(usage(format!(
+            "--source '{spec}': expected `emulate` or udp://ADDR:PORT"
+        )));
+    };
+    if args.replay.is_some() {
+        return Err(usage("--replay goes with --source emulate (snbuf emit --replay sends a recording over the network)"));
+    }
+    let bind: std::net::SocketAddr = addr.parse().map_err(|_| {
+        usage(format!(
+            "--source {spec}: '{addr}' is not ADDR:PORT (127.0.0.1:5000, [::]:5000)"
+        ))
+    })?;
+    let routes = if args.streams.is_empty() {
+        snbuf_readout::udp::UdpSource::default_routes(links)
+    } else if args.streams.len() != links as usize {
+        return Err(usage(format!(
+            "--streams gives {} stream(s) for {links} link(s): one per link",
+            args.streams.len()
+        )));
+    } else {
+        args.streams.iter().copied().zip(0..links).collect()
+    };
+    let header_version = match args.header_version.as_deref() {
+        None => Some(snbuf_readout::framegen::EMULATED_HEADER_VERSION),
+        Some("any") => None,
+        Some(v) => Some(
+            v.parse::<u8>()
+                .ok()
+                .filter(|v| *v < 64)
+                .ok_or_else(|| usage(format!("--header-version '{v}': 0 to 63, or any")))?,
+        ),
+    };
+    let ticks_per_s = frames_per_s * frame_type.ticks_per_frame() as f64;
+    Ok(Source::Udp(snbuf_readout::udp::UdpSource {
+        bind,
+        routes,
+        header_version,
+        rcvbuf_bytes: args.rcvbuf.unwrap_or(16 << 20) as usize,
+        max_jump_ticks: (buffer.as_secs_f64() * ticks_per_s) as u64,
+    }))
 }
 
 pub fn run(args: RecordArgs) -> anyhow::Result<()> {
@@ -260,10 +366,40 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
         config.post.as_secs_f64(),
         config.method
     );
+    eprintln!(
+        "  {} writer thread(s) for {} link(s) ({}), on CPUs {:?} after the links' first",
+        config.writers,
+        config.links,
+        if args.writers.is_some() {
+            "--writers"
+        } else {
+            "one per link, as in the paper: each keeps its own write in flight"
+        },
+        config.cpus
+    );
+    let nodes = snbuf_persist::numa::nodes();
+    let outputs: Vec<String> = config
+        .outputs()
+        .iter()
+        .map(|o| match snbuf_persist::numa::node_of_path(o) {
+            Some(n) => format!("{} (NUMA node {n})", o.display()),
+            None => format!("{} (no NUMA node known)", o.display()),
+        })
+        .collect();
+    eprintln!(
+        "  output{} {}; {}",
+        if outputs.len() > 1 { "s" } else { "" },
+        outputs.join(", "),
+        if nodes.len() < 2 {
+            "one NUMA node: nothing to place"
+        } else {
+            "each writer runs on its device's node where known"
+        }
+    );
     let mut last: Option<(Duration, u64, u64)> = None;
     let report = record(&config, |p: &Progress| {
         let frames_in: u64 = p.links.iter().map(|l| l.frames_in).sum();
-        let frames_out: u64 = p.links.iter().map(|l| l.frames_out).sum();
+        let frames_out: u64 = p.links.iter().map(|l| l.durable_frames).sum();
         // Rates over the last interval (since the start for the first line).
         let (t0, i0, o0) = last.unwrap_or((Duration::ZERO, 0, 0));
         let dt = (p.elapsed - t0).as_secs_f64().max(1e-3);
@@ -290,10 +426,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
         }
         eprintln!("{line}");
     })
-    .map_err(|e| match e {
-        RecordError::Config(m) => usage(m),
-        other => anyhow::Error::new(other),
-    })?;
+    .map_err(record_error)?;
 
     let m = &report.manifest;
     println!("burst {} ({:?})", report.burst_dir.display(), m.state);
@@ -322,6 +455,21 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
             ""
         }
     );
+    if let Some(ingest) = &report.ingest {
+        let sum =
+            |f: fn(&snbuf_readout::udp::IngestSnapshot) -> u64| ingest.iter().map(f).sum::<u64>();
+        println!(
+            "  ingest      {} frames received, {} dropped by the kernel, {} datagrams refused, {} frames missing by timestamp (socket buffer {})",
+            sum(|g| g.frames),
+            sum(|g| g.kernel_drops),
+            sum(|g| g.dropped()),
+            sum(|g| g.timestamp_gap_frames),
+            report
+                .ingest_rcvbuf_bytes
+                .map(|b| Bytes(b as u64).to_string())
+                .unwrap_or_else(|| "?".into())
+        );
+    }
     if report.skipped_at_source > 0 {
         println!(
             "  source      fell {} frames per link behind its schedule",
@@ -340,10 +488,28 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
         Rate(report.output_bytes_per_s)
     );
     println!(
-        "  CPU         {:.2} core-s per GiB recorded (writers {:.2} s, link emulation {:.2} s)",
+        "  CPU         {:.2} core-s per GiB recorded (writers {:.2} s, {} {:.2} s)",
         report.cpu_core_s_per_gib(),
         report.writer_cpu_s,
+        if report.ingest.is_some() {
+            "network receive"
+        } else {
+            "link emulation"
+        },
         report.source_cpu_s
+    );
+    let chunks: u64 = m.links.iter().map(|l| l.data.chunks).sum();
+    println!(
+        "  writers     {} thread(s) for {} link(s); {} of {} chunks written straight from the latency buffers{}",
+        report.writers,
+        m.links.len(),
+        report.chunks_from_source,
+        chunks,
+        if report.chunks_from_source > 0 {
+            " (no CPU copy)"
+        } else {
+            ""
+        }
     );
     println!(
         "  method      {} ({}){}",
@@ -407,7 +573,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
     }
 }
 
-fn write_json(path: &PathBuf, r: &snbuf_daq::RecordReport) -> std::io::Result<()> {
+fn write_json(path: &PathBuf, r: &snbuf_unit::RecordReport) -> std::io::Result<()> {
     let v = serde_json::json!({
         "burst_dir": r.burst_dir,
         "state": r.manifest.state,
@@ -426,9 +592,20 @@ fn write_json(path: &PathBuf, r: &snbuf_daq::RecordReport) -> std::io::Result<()
         "skipped_at_source_per_link": r.skipped_at_source,
         "source_max_lag_s": r.source_max_lag_s,
         "writer_cpu_s": r.writer_cpu_s,
+        "writers": r.writers,
+        "chunks_from_source": r.chunks_from_source,
         "source_cpu_s": r.source_cpu_s,
         "cpu_core_s_per_gib": r.cpu_core_s_per_gib(),
         "links": r.manifest.links,
+        "ingest": r.ingest.as_ref().map(|v| v.iter().map(|g| serde_json::json!({
+            "frames": g.frames, "bytes": g.bytes, "kernel_drops": g.kernel_drops,
+            "sequence_gap_frames": g.sequence_gap_frames,
+            "timestamp_gap_frames": g.timestamp_gap_frames,
+            "out_of_order": g.out_of_order, "short": g.short, "long": g.long,
+            "bad_version": g.bad_version, "unknown_stream": g.unknown_stream,
+            "implausible_timestamp": g.implausible_timestamp, "rerouted": g.rerouted,
+        })).collect::<Vec<_>>()),
+        "ingest_rcvbuf_bytes": r.ingest_rcvbuf_bytes,
         "valid": r.verify.valid,
         "problems": r.verify.problems,
     });

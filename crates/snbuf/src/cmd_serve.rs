@@ -1,23 +1,23 @@
 //! `snbuf serve`, `snbuf trigger`, `snbuf status`: a unit that records on demand, and its clients.
 
-use std::io::Write as _;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use snbuf_daq::control::{request, ControlError, Server};
-use snbuf_daq::{RecordError, Unit};
+use snbuf_unit::control::{request, ControlError, Server};
+use snbuf_unit::Unit;
 use snbuf_units::{Bytes, Rate};
 
 use crate::cli::{ServeArgs, StatusArgs, TriggerArgs};
 use crate::exit::{usage, Failure};
 
 pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    keep_large_allocations_off_the_heap();
+    crate::logging::init(args.log_format);
+    snbuf_persist::memory::keep_large_allocations_off_the_heap();
     // Checked before anything starts: a bad fleet option must not leave a half-started unit.
     let fleet = match &args.nats {
         Some(url) => Some((
             crate::cmd_fleet::nats_options(url, &args.nats_auth)?,
-            crate::cmd_fleet::unit_id(args.unit.as_deref())?,
+            crate::cmd_fleet::unit_id(args.record.unit.as_deref())?,
         )),
         None => None,
     };
@@ -51,20 +51,16 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .socket
         .clone()
         .unwrap_or_else(|| config.output_dir.join("snbuf.sock"));
-    let unit = Unit::start(&config).map_err(|e| match e {
-        RecordError::Config(m) => usage(m),
-        other => anyhow::Error::new(other),
-    })?;
+    let unit = Unit::start(&config).map_err(crate::cmd_record::record_error)?;
     let server = std::sync::Arc::new(Server::bind(unit, &socket)?);
-    let log: std::sync::Arc<dyn Fn(&str) + Send + Sync> = std::sync::Arc::new(|line: &str| {
-        let _ = writeln!(std::io::stderr(), "  {line}");
-    });
+    let log: std::sync::Arc<dyn Fn(&str) + Send + Sync> =
+        std::sync::Arc::new(|line: &str| tracing::info!("{line}"));
     let exporter = match export {
         Some((dest, opts)) => {
             match snbuf_export::probe(&dest) {
-                Ok(()) => eprintln!("  export to {}", dest.describe()),
-                Err(e) => eprintln!(
-                    "  export: {} is unreachable ({e}); recording locally, exports are tried again every 10 s",
+                Ok(()) => tracing::info!("export to {}", dest.describe()),
+                Err(e) => tracing::warn!(
+                    "export: {} is unreachable ({e}); recording locally, exports are tried again every 10 s",
                     dest.describe()
                 ),
             }
@@ -78,7 +74,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let extra: snbuf_daq::metrics::ExtraMetrics = match &exporter {
+    let extra: snbuf_unit::metrics::ExtraMetrics = match &exporter {
         Some(q) => {
             let q = q.clone();
             std::sync::Arc::new(move || q.metrics_text())
@@ -87,7 +83,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let metrics = match args.metrics {
         Some(addr) => Some(
-            snbuf_daq::metrics::serve(addr, server.clone(), extra).map_err(|e| {
+            snbuf_unit::metrics::serve(addr, server.clone(), extra).map_err(|e| {
                 // Nothing ran yet: leave no socket behind.
                 let _ = std::fs::remove_file(&socket);
                 usage(format!("--metrics {addr}: {e}"))
@@ -96,7 +92,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         None => None,
     };
     let fb = config.frame_type.frame_bytes() as f64;
-    eprintln!(
+    tracing::info!(
         "snbuf serve: {} links of {} at {} each, buffer {:.1} s ({}), method {} ({why})",
         config.links,
         config.frame_type,
@@ -105,17 +101,17 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Bytes(server.unit().buffer_memory_bytes()),
         config.method
     );
-    eprintln!(
-        "  control socket {} (mode 0600); bursts go to {}",
+    tracing::info!(
+        "control socket {} (mode 0600); bursts go to {}",
         socket.display(),
         config.output_dir.display()
     );
-    eprintln!(
-        "  trigger with: snbuf trigger --socket {} --wait",
+    tracing::info!(
+        "trigger with: snbuf trigger --socket {} --wait",
         socket.display()
     );
     if let Some(addr) = metrics {
-        eprintln!("  metrics at http://{addr}/metrics");
+        tracing::info!("metrics at http://{addr}/metrics");
     }
     // Held for the life of the server: dropping it stops the fleet link.
     let _fleet_link = match fleet {
@@ -132,19 +128,31 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 log.clone(),
             )?;
             match unreachable {
-                Some(e) => eprintln!("  fleet: {e}"),
-                None => eprintln!("  fleet: unit {id} on {url}"),
+                Some(e) => tracing::warn!("fleet: {e}"),
+                None => tracing::info!("fleet: unit {id} on {url}"),
             }
             Some(link)
         }
         None => None,
     };
-    // A unit outlives its terminal: once stderr is gone (closed pipe, logged-out session), log
-    // lines are dropped rather than ending the recorder, as eprintln! would by panicking.
-    server.run(|line| {
-        let _ = writeln!(std::io::stderr(), "  {line}");
+    let drain_timeout = args
+        .drain_timeout
+        .unwrap_or(config.pre + config.post + config.buffer + std::time::Duration::from_secs(30));
+    let stopped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    drain_on_signals(server.clone(), drain_timeout, stopped.clone(), log.clone())?;
+    let systemd = snbuf_unit::systemd::Notifier::from_env().map(|n| {
+        let (server, stopped) = (server.clone(), stopped.clone());
+        let ready_deadline = config.buffer + std::time::Duration::from_secs(60);
+        std::thread::spawn(move || snbuf_unit::systemd::run(server, n, stopped, ready_deadline))
     });
-    let _ = writeln!(std::io::stderr(), "snbuf serve: stopped");
+    // A unit outlives its terminal: once stderr is gone (closed pipe, logged-out session), log
+    // lines are dropped rather than ending the recorder (logging::QuietStderr).
+    server.run(|line| tracing::info!("{line}"));
+    stopped.store(true, std::sync::atomic::Ordering::Release);
+    if let Some(h) = systemd {
+        let _ = h.join();
+    }
+    tracing::info!("snbuf serve: stopped");
     Ok(())
 }
 
@@ -183,8 +191,7 @@ pub fn trigger(args: &TriggerArgs) -> anyhow::Result<()> {
         req["post_s"] = json!(p.as_secs_f64());
     }
     if let Some(id) = &args.burst_id {
-        snbuf_burst::burst_writer::check_burst_id(id)
-            .map_err(|e| usage(format!("--burst-id: {e}")))?;
+        snbuf_burst::check_burst_id(id).map_err(|e| usage(format!("--burst-id: {e}")))?;
         req["burst_id"] = json!(id);
     }
     let reply = ask(&args.socket, &req)?;
@@ -196,8 +203,19 @@ pub fn trigger(args: &TriggerArgs) -> anyhow::Result<()> {
     if !args.wait {
         return Ok(());
     }
+    // Bounded: the window, the time to persist what a slow medium left behind (as long again),
+    // and a minute to seal and verify.
+    let window_s = reply["window_s"].as_f64().unwrap_or(0.0).max(0.0);
+    let limit = Duration::from_secs_f64(2.0 * window_s.min(86_400.0) + 60.0);
     let started = Instant::now();
     loop {
+        if started.elapsed() > limit {
+            return Err(anyhow::Error::new(Failure(format!(
+                "burst {id} was not sealed within {:.0} s; `snbuf status --socket {}` shows where it is",
+                limit.as_secs_f64(),
+                args.socket.display()
+            ))));
+        }
         std::thread::sleep(Duration::from_millis(200));
         let status = ask(&args.socket, &json!({"cmd": "status"}))?;
         if let Some(b) = status["bursts"]
@@ -226,6 +244,9 @@ pub fn trigger(args: &TriggerArgs) -> anyhow::Result<()> {
 }
 
 pub fn status(args: &StatusArgs) -> anyhow::Result<()> {
+    if args.watch && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        return crate::live::unit_status(&args.socket);
+    }
     let s = ask(&args.socket, &json!({"cmd": "status"}))?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&s).expect("serialises"));
@@ -279,19 +300,6 @@ pub fn status(args: &StatusArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A unit runs for months, and each burst allocates and frees buffers of a chunk or more (the
-/// verify pass reads whole chunks). glibc serves such sizes with mmap until the first is freed,
-/// then raises its threshold and serves them from per-thread heaps, where they fragment: resident
-/// memory crept up ~70 KiB per burst in the soak run. A fixed threshold keeps them mapped and
-/// returned to the system when freed, so memory stays flat (RELIABILITY.md, soak).
-fn keep_large_allocations_off_the_heap() {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: mallopt only sets an allocator parameter; called before the unit starts its threads.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 << 10);
-    }
-}
-
 /// The exporter as the fleet link sees it.
 struct ExporterReport(std::sync::Arc<snbuf_export::queue::ExportQueue>);
 
@@ -302,4 +310,49 @@ impl snbuf_fleet::unit_link::ExportReporter for ExporterReport {
     fn take_exported(&self) -> Vec<String> {
         self.0.take_exported()
     }
+}
+
+/// SIGTERM or SIGINT drains the unit: no more triggers, the burst in progress finished and
+/// sealed, then `run` returns (exit 0). Past `timeout` the process exits 1, the burst persisted
+/// as far as it got and recoverable. A second signal exits at once.
+fn drain_on_signals(
+    server: std::sync::Arc<Server>,
+    timeout: std::time::Duration,
+    stopped: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    log: std::sync::Arc<dyn Fn(&str) + Send + Sync>,
+) -> anyhow::Result<()> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let term = std::sync::Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        // Registered first, so that it sees the flag the first signal set.
+        signal_hook::flag::register_conditional_shutdown(sig, 1, term.clone())?;
+        signal_hook::flag::register(sig, term.clone())?;
+    }
+    std::thread::Builder::new()
+        .name("snbuf-signals".into())
+        .spawn(move || {
+            while !term.load(Ordering::Acquire) {
+                if stopped.load(Ordering::Acquire) {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            log(&format!(
+                "stopping: no more triggers; the burst in progress is finished first (at most {:.0} s; a second signal stops at once)",
+                timeout.as_secs_f64()
+            ));
+            if let Some(n) = snbuf_unit::systemd::Notifier::from_env() {
+                n.notify("STOPPING=1");
+            }
+            server.begin_shutdown();
+            let until = std::time::Instant::now() + timeout;
+            while !stopped.load(Ordering::Acquire) {
+                if std::time::Instant::now() >= until {
+                    log("stopping: the drain timed out; the burst in progress stays recoverable (`snbuf recover`)");
+                    std::process::exit(1);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        })?;
+    Ok(())
 }

@@ -6,49 +6,22 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
-use indicatif::{ProgressBar, ProgressStyle};
-use serde::Serialize;
 use snbuf_bench::app::{self, AppConfig, Layout};
+use snbuf_bench::defaults::{
+    default_app_methods, default_region_bytes, default_target, default_threads,
+};
 use snbuf_bench::join::{self, JoinConfig, JoinResult, LockKind, ALL_LOCKS};
 use snbuf_bench::kernels::{self, Kernel, KernelResult, KernelsConfig, ALL_KERNELS};
 use snbuf_bench::latency::{self, LatencyConfig, LatencyResult, Order, ALL_OPS};
-use snbuf_bench::results::{write_json, SCHEMA_VERSION};
-use snbuf_bench::{Machine, OpClock, Results, ThroughputResult};
+use snbuf_bench::results::save;
+use snbuf_bench::{Machine, OpClock, ThroughputResult};
 use snbuf_persist::{cpu, Method, PageSize};
 use snbuf_units::{Bytes, Nanos, Rate};
 
 use crate::cli::{AppArgs, JoinArgs, KernelsArgs, LatencyArgs};
-use crate::cmd_bench::{default_region_bytes, default_target};
 use crate::exit::usage;
+use crate::progress::{bar, steps};
 use crate::table::Table;
-
-/// A progress bar over `len` steps, with the time left.
-pub fn bar(len: u64) -> ProgressBar {
-    let b = ProgressBar::new(len);
-    b.set_style(
-        ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len}, about {eta} left  {msg}",
-        )
-        .expect("the template is valid"),
-    );
-    b
-}
-
-/// Writes `results` of `suite` as a results document.
-pub fn save<R: Serialize + Clone>(
-    path: &Path,
-    suite: &str,
-    machine: &Machine,
-    results: &[R],
-) -> anyhow::Result<()> {
-    let doc = Results {
-        schema_version: SCHEMA_VERSION,
-        suite: suite.to_string(),
-        machine: machine.clone(),
-        results: results.to_vec(),
-    };
-    write_json(path, &doc).with_context(|| format!("write {}", path.display()))
-}
 
 fn check_target(t: &Path) -> anyhow::Result<()> {
     if t.is_dir()
@@ -94,22 +67,6 @@ pub fn latency_config(args: &LatencyArgs) -> anyhow::Result<LatencyConfig> {
     })
 }
 
-pub fn run_latency(
-    config: &LatencyConfig,
-    clock: &OpClock,
-    bar: &ProgressBar,
-) -> anyhow::Result<Vec<LatencyResult>> {
-    latency::run(config, clock, |label| {
-        bar.set_message(label.to_string());
-        bar.inc(1);
-    })
-    .context("bench latency")
-}
-
-pub fn latency_steps(config: &LatencyConfig) -> u64 {
-    (1 + config.target.is_some() as u64) * (config.orders.len() * config.ops.len()) as u64
-}
-
 pub fn latency(args: LatencyArgs) -> anyhow::Result<()> {
     let config = latency_config(&args)?;
     let clock = OpClock::calibrate(Duration::from_millis(50));
@@ -125,8 +82,8 @@ pub fn latency(args: LatencyArgs) -> anyhow::Result<()> {
             .map(|h| format!("{:.3} GHz (calibrated)", h / 1e9))
             .unwrap_or_else(|| "not invariant: CLOCK_MONOTONIC".into())
     );
-    let b = bar(latency_steps(&config));
-    let results = run_latency(&config, &clock, &b)?;
+    let b = bar(latency::steps(&config));
+    let results = latency::run(&config, &clock, steps(&b)).context("bench latency")?;
     b.finish_and_clear();
     print!("{}", render_latency(&results));
     print_notes(results.iter().flat_map(|r| &r.notes));
@@ -174,7 +131,7 @@ fn print_notes<'a>(notes: impl Iterator<Item = &'a String>) {
 
 fn threads_or_default(threads: &[usize]) -> Vec<usize> {
     if threads.is_empty() {
-        (1..=cpu::allowed_cpus().len()).collect()
+        default_threads()
     } else {
         threads.to_vec()
     }
@@ -216,18 +173,6 @@ pub fn join_config(args: &JoinArgs) -> anyhow::Result<JoinConfig> {
     })
 }
 
-pub fn join_steps(config: &JoinConfig) -> u64 {
-    ((config.locks.len() + 1) * config.threads.len()) as u64
-}
-
-pub fn run_join(config: &JoinConfig, bar: &ProgressBar) -> anyhow::Result<Vec<JoinResult>> {
-    join::run(config, |label| {
-        bar.set_message(label.to_string());
-        bar.inc(1);
-    })
-    .context("bench join")
-}
-
 pub fn join(args: JoinArgs) -> anyhow::Result<()> {
     let config = join_config(&args)?;
     let clock = OpClock::calibrate(Duration::from_millis(20));
@@ -243,8 +188,8 @@ pub fn join(args: JoinArgs) -> anyhow::Result<()> {
             .map(|t| t.display().to_string())
             .unwrap_or_else(|| "DRAM".into())
     );
-    let b = bar(join_steps(&config));
-    let results = run_join(&config, &b)?;
+    let b = bar(join::steps(&config));
+    let results = join::run(&config, steps(&b)).context("bench join")?;
     b.finish_and_clear();
     print!("{}", render_join(&results));
     print_notes(results.iter().flat_map(|r| &r.notes));
@@ -317,18 +262,6 @@ pub fn kernels_config(args: &KernelsArgs) -> anyhow::Result<KernelsConfig> {
     })
 }
 
-pub fn kernels_steps(config: &KernelsConfig) -> u64 {
-    (config.kernels.len() * config.page_sizes.len() * (1 + config.target.is_some() as usize)) as u64
-}
-
-pub fn run_kernels(config: &KernelsConfig, bar: &ProgressBar) -> anyhow::Result<Vec<KernelResult>> {
-    kernels::run(config, |label| {
-        bar.set_message(label.to_string());
-        bar.inc(1);
-    })
-    .context("bench kernels")
-}
-
 pub fn kernels(args: KernelsArgs) -> anyhow::Result<()> {
     let config = kernels_config(&args)?;
     let clock = OpClock::calibrate(Duration::from_millis(20));
@@ -344,8 +277,8 @@ pub fn kernels(args: KernelsArgs) -> anyhow::Result<()> {
             .join(", "),
         target.display()
     );
-    let b = bar(kernels_steps(&config));
-    let results = run_kernels(&config, &b)?;
+    let b = bar(kernels::steps(&config));
+    let results = kernels::run(&config, steps(&b)).context("bench kernels")?;
     b.finish_and_clear();
     print!("{}", render_kernels(&results));
     print_notes(results.iter().flat_map(|r| &r.notes));
@@ -391,15 +324,6 @@ pub fn render_kernels(results: &[KernelResult]) -> String {
 
 // --- app -----------------------------------------------------------------------------------
 
-/// nt, and pmdk when this snbuf has it: the paper's "without and with PMDK".
-fn default_app_methods() -> Vec<Method> {
-    let mut v = vec![Method::Nt];
-    if Method::Pmdk.compiled_in() {
-        v.push(Method::Pmdk);
-    }
-    v
-}
-
 pub fn app_config(args: &AppArgs) -> anyhow::Result<AppConfig> {
     let methods = if args.methods.is_empty() {
         default_app_methods()
@@ -439,22 +363,6 @@ pub fn app_config(args: &AppArgs) -> anyhow::Result<AppConfig> {
     Ok(config)
 }
 
-pub fn app_steps(config: &AppConfig) -> u64 {
-    (config.layouts.len() * config.methods.len() * config.threads.len()) as u64
-}
-
-pub fn run_app(
-    config: &AppConfig,
-    clock: &OpClock,
-    bar: &ProgressBar,
-) -> anyhow::Result<Vec<ThroughputResult>> {
-    app::run(config, clock, |label| {
-        bar.set_message(label.to_string());
-        bar.inc(1);
-    })
-    .context("bench app")
-}
-
 pub fn app(args: AppArgs) -> anyhow::Result<()> {
     let config = app_config(&args)?;
     let clock = OpClock::calibrate(Duration::from_millis(50));
@@ -470,8 +378,8 @@ pub fn app(args: AppArgs) -> anyhow::Result<()> {
             .join(","),
         config.threads
     );
-    let b = bar(app_steps(&config));
-    let results = run_app(&config, &clock, &b)?;
+    let b = bar(app::steps(&config));
+    let results = app::run(&config, &clock, steps(&b)).context("bench app")?;
     b.finish_and_clear();
     print!("{}", render_app(&results));
     if let Some(path) = &args.json {

@@ -6,7 +6,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::cli::{parse_duration, parse_page_size, RecordArgs};
+use snbuf_units::parse_duration;
+use snbuf_units::values::parse_page_size;
+
+use crate::cli::RecordArgs;
 use crate::exit::usage;
 
 #[derive(Debug, Default, Deserialize)]
@@ -30,6 +33,15 @@ struct RecordFile {
     burst_id: Option<String>,
     profile: Option<String>,
     status_file: Option<PathBuf>,
+    source: Option<String>,
+    #[serde(default)]
+    streams: Vec<u8>,
+    header_version: Option<String>,
+    rcvbuf: Option<String>,
+    run: Option<u32>,
+    unit: Option<String>,
+    #[serde(default)]
+    source_ids: Vec<u32>,
     #[serde(default)]
     inject_fault: Vec<String>,
     /// The export destination's settings and credentials (`[s3]`): never printed.
@@ -73,7 +85,9 @@ pub fn merge(args: &RecordArgs) -> anyhow::Result<RecordArgs> {
     a.cpus = a.cpus.or(f.cpus);
     a.page_size = a.page_size.or(page);
     a.replay = a.replay.or_else(|| f.replay.map(|p| relative_to(path, p)));
-    a.output = a.output.or_else(|| f.output.map(|p| relative_to(path, p)));
+    if a.output.is_empty() {
+        a.output.extend(f.output.map(|p| relative_to(path, p)));
+    }
     a.burst_id = a.burst_id.or(f.burst_id);
     a.profile = a.profile.or(f.profile);
     a.status_file = a
@@ -81,6 +95,24 @@ pub fn merge(args: &RecordArgs) -> anyhow::Result<RecordArgs> {
         .or_else(|| f.status_file.map(|p| relative_to(path, p)));
     if a.inject_fault.is_empty() {
         a.inject_fault = f.inject_fault;
+    }
+    a.source = a.source.or(f.source);
+    if a.streams.is_empty() {
+        a.streams = f.streams;
+    }
+    a.header_version = a.header_version.or(f.header_version);
+    a.rcvbuf = match (a.rcvbuf, f.rcvbuf.as_deref()) {
+        (Some(b), _) => Some(b),
+        (None, Some(s)) => Some(
+            snbuf_units::values::parse_size_nonzero(s)
+                .map_err(|e| usage(format!("--config {}: rcvbuf: {e}", path.display())))?,
+        ),
+        (None, None) => None,
+    };
+    a.run = a.run.or(f.run);
+    a.unit = a.unit.or(f.unit);
+    if a.source_ids.is_empty() {
+        a.source_ids = f.source_ids;
     }
     a.s3 = f.s3;
     Ok(a)

@@ -5,72 +5,56 @@ mod common;
 
 use common::snbuf;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use snbuf_burst::manifest::{link_file_name, now_unix_ns, MANIFEST_FORMAT, MANIFEST_VERSION};
-use snbuf_burst::{BurstState, ChunkWriter, LinkRecord, LinkState, Manifest};
+use snbuf_burst::manifest::link_file_name;
+use snbuf_burst::{BurstSpec, BurstWriter, FrameInfo};
 use snbuf_persist::{open, Method, SinkConfig};
 
-/// Two links of five 3-frame chunks each, written with `direct`, sealed.
-fn burst(dir: &Path) {
-    let mut links = Vec::new();
-    for link in 0..2u32 {
-        let path = dir.join(link_file_name(link));
-        let sink = open(&SinkConfig::new(Method::Direct, &path, 1 << 20)).unwrap();
-        let mut w = ChunkWriter::new(sink, link, 464, 3 * 464).unwrap();
-        for seq in 0..5u64 {
-            w.write_chunk(
-                seq * 3 * 25,
-                seq * 3 * 25 + 50,
-                &vec![seq as u8 + 1; 3 * 464],
-            )
-            .unwrap();
-        }
-        let t = w.totals();
-        drop(w);
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .unwrap()
-            .set_len(t.file_bytes)
-            .unwrap();
-        links.push(LinkRecord {
-            link,
-            file: link_file_name(link),
-            state: LinkState::Ok,
-            chunks: t.chunks,
-            frames: t.frames,
-            payload_bytes: t.payload_bytes,
-            file_bytes: t.file_bytes,
-            first_timestamp: t.first_timestamp,
-            last_timestamp: t.last_timestamp,
-            lost_frames: 0,
-            error: None,
-        });
-    }
-    Manifest {
-        format: MANIFEST_FORMAT.into(),
-        format_version: MANIFEST_VERSION,
+/// Two links of five 3-frame chunks each (464 B frames, 25 ticks apart), written with `direct`
+/// through the burst writer and sealed, under `root`.
+fn burst(root: &Path) -> PathBuf {
+    let spec = BurstSpec {
         burst_id: "cli".into(),
-        state: BurstState::Sealed,
-        created_unix_ns: now_unix_ns(),
-        sealed_unix_ns: Some(now_unix_ns()),
+        frame: FrameInfo {
+            frame_type: "custom:464:25".into(),
+            frame_bytes: 464,
+            ticks_per_frame: 25,
+            clock_hz: 50_000_000,
+        },
         trigger: None,
-        frame: None,
         method: "direct".into(),
-        durability: "fdatasync".into(),
-        links,
-        recovery: None,
-    }
-    .write_atomic(dir)
+        links: vec![0, 1],
+        max_payload_bytes: 3 * 464,
+        identities: vec![],
+        run_number: None,
+        unit: None,
+    };
+    let mut b = BurstWriter::create(root, spec, |_, path| {
+        open(&SinkConfig::new(Method::Direct, path, 1 << 20))
+    })
     .unwrap();
+    for link in 0..2 {
+        for seq in 0..5u64 {
+            // Three frames, each with its timestamp where custom frames keep it (bytes 0..8).
+            let mut frames = vec![seq as u8 + 1; 3 * 464];
+            for (k, f) in frames.chunks_exact_mut(464).enumerate() {
+                f[..8].copy_from_slice(&(seq * 75 + k as u64 * 25).to_le_bytes());
+            }
+            b.write_chunk(link, seq * 75, seq * 75 + 50, &frames)
+                .unwrap();
+        }
+    }
+    let dir = b.dir().to_path_buf();
+    b.seal().unwrap();
+    dir
 }
 
 #[test]
 fn verify_says_valid_with_exit_0_and_json_parses() {
-    let dir = tempfile::tempdir().unwrap();
-    burst(dir.path());
-    let d = dir.path().to_str().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let dir = burst(root.path());
+    let d = dir.to_str().unwrap();
     let o = snbuf(&["verify", d]);
     assert_eq!(
         o.status.code(),
@@ -87,10 +71,10 @@ fn verify_says_valid_with_exit_0_and_json_parses() {
 
 #[test]
 fn damage_gives_exit_1_and_recover_repairs_what_it_can() {
-    let dir = tempfile::tempdir().unwrap();
-    burst(dir.path());
-    let d = dir.path().to_str().unwrap();
-    let f = dir.path().join(link_file_name(1));
+    let root = tempfile::tempdir().unwrap();
+    let dir = burst(root.path());
+    let d = dir.to_str().unwrap();
+    let f = dir.join(link_file_name(1));
     let len = std::fs::metadata(&f).unwrap().len();
     std::fs::OpenOptions::new()
         .write(true)

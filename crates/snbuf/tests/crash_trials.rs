@@ -2,7 +2,8 @@
 //! then `snbuf recover` and `snbuf verify` run on what it left. The recorder's status file says,
 //! per link, how many chunks were durable (the durable watermark); every chunk it reported before
 //! the kill must be there and intact, and no frame that verify accepts may differ from what the
-//! link emulator produced (each frame carries its link's pattern, its timestamp and sequence).
+//! link emulator produced for that link at that timestamp (the emulator's frames are fully
+//! determined by link and time).
 //!
 //! CI runs a few trials per method; `bench/crash_trials.sh` runs any number (default 100):
 //! `SNBUF_CRASH_TRIALS=N` trials per method, `SNBUF_CRASH_SEED=S` for other kill moments.
@@ -10,40 +11,18 @@
 //! A process kill keeps the page cache, so it tests the recorder's ordering and accounting
 //! (acknowledge after persist, headers after payloads, recovery of an unsealed burst), not the
 //! medium's flushes; `snbuf-burst`'s crash_consistency test covers power loss on a simulated
-//! medium that drops, keeps or tears unflushed writes.
+//! medium that drops, keeps or tears unflushed writes, and `powercut.rs` a real kernel losing
+//! its power.
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::trials::{check_burst, check_frames, Promises, Tally, TICKS_PER_FRAME};
 use serde_json::Value;
-use snbuf_burst::{scan, Expect, HEADER_BYTES};
-use snbuf_daq::source::has_pattern_payload;
-
-/// ProtoDUNE WIB frames, the default: 300 ticks each.
-const TICKS_PER_FRAME: u64 = 300;
-
-#[derive(Default)]
-struct Tally {
-    trials: u64,
-    kill_points: BTreeMap<String, u64>,
-    acked_chunks_checked: u64,
-    acked_chunks_lost: u64,
-    frames_checked: u64,
-    corrupt_accepted: u64,
-}
-
-fn splitmix64(x: &mut u64) -> u64 {
-    *x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *x;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+use snbuf_readout::{FrameGen, FrameType, Payload};
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -54,31 +33,18 @@ fn env_u64(name: &str, default: u64) -> u64 {
 
 fn run_trials(method: &str) {
     let trials = env_u64("SNBUF_CRASH_TRIALS", 2);
-    let mut seed = env_u64("SNBUF_CRASH_SEED", 1) ^ (method.len() as u64 * 0x1000_0001);
+    let mut rng = snbuf_persist::rng::Rng::new(
+        env_u64("SNBUF_CRASH_SEED", 1) ^ (method.len() as u64 * 0x1000_0001),
+    );
     let mut tally = Tally::default();
     for _ in 0..trials {
         // From just after the start to about when a normal run ends (2.3-2.6 s here), so that
         // buffering, recording, sealing and verifying are all hit.
-        let kill_after = Duration::from_millis(100 + splitmix64(&mut seed) % 2400);
+        let kill_after = Duration::from_millis(100 + rng.below(2400));
         trial(method, kill_after, &mut tally);
     }
-    let points: Vec<String> = tally
-        .kill_points
-        .iter()
-        .map(|(k, v)| format!("{k} {v}"))
-        .collect();
-    println!(
-        "crash trials ({method}): {} trials; killed at {}; {} acknowledged chunks checked, \
-         {} lost; {} frames checked, {} corrupt accepted",
-        tally.trials,
-        points.join(", "),
-        tally.acked_chunks_checked,
-        tally.acked_chunks_lost,
-        tally.frames_checked,
-        tally.corrupt_accepted
-    );
-    assert_eq!(tally.acked_chunks_lost, 0, "acknowledged chunks lost");
-    assert_eq!(tally.corrupt_accepted, 0, "corrupt frames accepted");
+    println!("{}", tally.line(&format!("crash trials ({method})")));
+    assert!(tally.clean(), "promises broken: {:#?}", tally.failures);
 }
 
 fn trial(method: &str, kill_after: Duration, tally: &mut Tally) {
@@ -138,7 +104,6 @@ fn trial(method: &str, kill_after: Duration, tally: &mut Tally) {
         child.kill().unwrap();
     }
     child.wait().unwrap();
-    tally.trials += 1;
     let phase = if exited {
         "done (exited before the kill)".to_string()
     } else {
@@ -148,101 +113,18 @@ fn trial(method: &str, kill_after: Duration, tally: &mut Tally) {
             .unwrap_or("starting")
             .to_string()
     };
-    *tally.kill_points.entry(phase).or_default() += 1;
-
-    let burst = data.join("t");
-    let acked: Vec<(u64, u64, u64)> = status
+    *tally.cut_points.entry(phase).or_default() += 1;
+    let promised = status
         .as_ref()
-        .filter(|s| s["burst_dir"].is_string())
-        .map(|s| {
-            s["links"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|l| {
-                    (
-                        l["link"].as_u64().unwrap(),
-                        l["durable_chunks"].as_u64().unwrap(),
-                        l["durable_frames"].as_u64().unwrap(),
-                    )
-                })
-                .collect()
-        })
+        .map(Promises::from_status)
         .unwrap_or_default();
-    if !burst.exists() {
-        // Killed before the trigger started the burst: nothing may have been acknowledged.
-        let claimed: u64 = acked.iter().map(|a| a.1).sum();
-        tally.acked_chunks_checked += claimed;
-        tally.acked_chunks_lost += claimed;
-        return;
-    }
-    let recover = common::snbuf(&["recover", burst.to_str().unwrap()]);
-    assert!(
-        recover.status.success(),
-        "recover after a kill at {kill_after:?}: {}",
-        common::stderr(&recover)
+    check_burst(
+        &|args| common::snbuf(args),
+        &data.join("t"),
+        &promised,
+        &format!("{method} killed after {kill_after:?}"),
+        tally,
     );
-    let verify = common::snbuf(&["verify", "--json", burst.to_str().unwrap()]);
-    let report: Value = serde_json::from_slice(&verify.stdout).unwrap();
-    assert_eq!(
-        verify.status.code(),
-        Some(0),
-        "a recovered burst verifies (its loss counted): {report}"
-    );
-    for (link, chunks, frames) in acked {
-        let lv = report["links"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|l| l["link"] == link)
-            .expect("every link has a file");
-        tally.acked_chunks_checked += chunks;
-        let kept = lv["chunks"].as_u64().unwrap();
-        if kept < chunks || lv["frames"].as_u64().unwrap() < frames {
-            eprintln!("link {link}: {chunks} chunks acknowledged, {kept} recovered: {lv}");
-            tally.acked_chunks_lost += chunks.saturating_sub(kept).max(1);
-        }
-    }
-    check_frames(&burst, tally);
-}
-
-/// Every frame in every chunk that verify accepted is one the emulator made for that link: its
-/// pattern, its timestamp on the chunk's grid, and a sequence number one more than the last.
-fn check_frames(burst: &Path, tally: &mut Tally) {
-    for entry in std::fs::read_dir(burst).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        let Some(link) = snbuf_burst::manifest::link_of_file_name(&name) else {
-            continue;
-        };
-        let file = std::fs::File::open(&path).unwrap();
-        let report = scan(
-            &file,
-            Expect {
-                link: Some(link),
-                ticks_per_frame: Some(TICKS_PER_FRAME),
-            },
-        )
-        .unwrap();
-        let mut last_seq: Option<u64> = None;
-        for c in &report.chunks {
-            let mut payload = vec![0u8; c.payload_bytes as usize];
-            file.read_exact_at(&mut payload, c.offset + HEADER_BYTES as u64)
-                .unwrap();
-            let fb = payload.len() / c.frame_count as usize;
-            for (k, frame) in payload.chunks_exact(fb).enumerate() {
-                tally.frames_checked += 1;
-                let ts = u64::from_le_bytes(frame[0..8].try_into().unwrap());
-                let seq = u64::from_le_bytes(frame[8..16].try_into().unwrap());
-                let in_order = last_seq.is_none_or(|s| seq > s);
-                let on_grid = ts == c.first_timestamp + k as u64 * TICKS_PER_FRAME;
-                if !(in_order && on_grid && has_pattern_payload(link, frame)) {
-                    tally.corrupt_accepted += 1;
-                }
-                last_seq = Some(seq);
-            }
-        }
-    }
 }
 
 #[test]
@@ -265,16 +147,15 @@ fn killed_while_recording_with_nt_loses_nothing_acknowledged() {
 #[test]
 fn the_frame_check_catches_a_frame_that_is_not_the_links() {
     use snbuf_burst::{BurstSpec, BurstWriter, FrameInfo};
-    use snbuf_daq::source::pattern_byte;
     use snbuf_persist::{open, Method, SinkConfig};
 
     let dir = tempfile::tempdir().unwrap();
     let fb = 5568usize;
-    let frame = |link: u32, ts: u64, seq: u64| {
-        let mut f: Vec<u8> = (0..fb).map(|i| pattern_byte(link, i)).collect();
-        f[0..8].copy_from_slice(&ts.to_le_bytes());
-        f[8..16].copy_from_slice(&seq.to_le_bytes());
-        f
+    let frame = |link: u32, ts: u64, _: u64| {
+        FrameGen::new(FrameType::ProtoDuneWib, link, &Payload::Emulated)
+            .unwrap()
+            .frame_at(ts)
+            .to_vec()
     };
     let spec = BurstSpec {
         burst_id: "b".into(),
@@ -288,6 +169,9 @@ fn the_frame_check_catches_a_frame_that_is_not_the_links() {
         method: "buffered".into(),
         links: vec![0],
         max_payload_bytes: 4 * fb,
+        identities: vec![],
+        run_number: None,
+        unit: None,
     };
     let mut w = BurstWriter::create(dir.path(), spec, |_, path| {
         open(&SinkConfig::new(Method::Buffered, path, 1 << 20))

@@ -10,32 +10,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{free_port, installed_tool, snbuf, stderr, wait_for_socket, KillOnDrop};
+use common::{
+    free_port, installed_tool, small_recording, snbuf, snbuf_owned, stderr, wait_for_socket,
+    KillOnDrop,
+};
 
 /// A burst of 2 links x ~12 MiB, recorded by the real binary.
 fn burst(root: &Path) -> PathBuf {
     let out = root.join("rec");
-    let o = snbuf(&[
-        "record",
-        "--output",
-        out.to_str().unwrap(),
-        "--burst-id",
-        "b",
-        "--links",
-        "2",
-        "--rate-per-link",
-        "8MB/s",
-        "--buffer",
-        "1s",
-        "--pre",
-        "500ms",
-        "--post",
-        "1s",
-        "--trigger-after",
-        "600ms",
-        "--method",
-        "direct",
-    ]);
+    let o = snbuf_owned(&small_recording(&out, "b", &[]));
     assert!(o.status.success(), "{}", stderr(&o));
     out.join("b")
 }
@@ -343,7 +326,7 @@ fn export_to_garage_resumes_verifies_and_deletes_only_what_it_verified() {
 /// an earlier run left unexported is picked up at start, and the exporter shows in the metrics.
 #[test]
 fn serve_exports_each_sealed_burst() {
-    use std::io::{BufRead, BufReader, Read, Write};
+    use std::io::{Read, Write};
     let root = tempfile::tempdir().unwrap();
     let earlier = burst(root.path()); // root/rec/b, never exported
     let dest = root.path().join("store");
@@ -369,15 +352,7 @@ fn serve_exports_each_sealed_burst() {
         .unwrap();
     let stderr_pipe = child.stderr.take().unwrap();
     let _server = KillOnDrop(child);
-    let mut addr = None;
-    for line in BufReader::new(stderr_pipe).lines() {
-        let line = line.unwrap();
-        if let Some(rest) = line.trim().strip_prefix("metrics at http://") {
-            addr = Some(rest.trim_end_matches("/metrics").to_string());
-            break;
-        }
-    }
-    let addr = addr.unwrap();
+    let addr = common::metrics_address(stderr_pipe);
     wait_for_socket(&socket);
     std::thread::sleep(Duration::from_millis(600));
     let o = snbuf(&[

@@ -7,50 +7,31 @@
 mod common;
 
 use std::path::Path;
+use std::time::Duration;
 
-use common::{snbuf, stderr, Mount};
+use common::{small_recording, snbuf, snbuf_owned, stderr, Mount};
 use serde_json::Value;
 
 /// Three links of 20 MB/s, 0.5 s before to 1 s after a trigger at 0.6 s.
-fn record(out: &Path, method: &str, extra: &[&str]) -> (std::process::Output, Value) {
-    let a = record_args(out, method, extra);
-    let o = snbuf(&a.iter().map(String::as_str).collect::<Vec<_>>());
+fn record(out: &Path, method: &str, extra: &[(&str, &str)]) -> (std::process::Output, Value) {
+    let o = snbuf_owned(&record_args(out, method, extra));
     let v = std::fs::read_to_string(out.join("summary.json"))
         .map(|t| serde_json::from_str(&t).unwrap())
         .unwrap_or(Value::Null);
     (o, v)
 }
 
-fn record_args(out: &Path, method: &str, extra: &[&str]) -> Vec<String> {
-    let json = out.join("summary.json");
-    let status = out.join("status.json");
-    let mut a = vec![
-        "record",
-        "--output",
-        out.to_str().unwrap(),
-        "--burst-id",
-        "b",
-        "--links",
-        "3",
-        "--rate-per-link",
-        "20MB/s",
-        "--buffer",
-        "1s",
-        "--pre",
-        "500ms",
-        "--post",
-        "1s",
-        "--trigger-after",
-        "600ms",
-        "--method",
-        method,
-        "--json",
-        json.to_str().unwrap(),
-        "--status-file",
-        status.to_str().unwrap(),
+fn record_args(out: &Path, method: &str, extra: &[(&str, &str)]) -> Vec<String> {
+    let (json, status) = (out.join("summary.json"), out.join("status.json"));
+    let mut options = vec![
+        ("--links", "3"),
+        ("--rate-per-link", "20MB/s"),
+        ("--method", method),
+        ("--json", json.to_str().unwrap()),
+        ("--status-file", status.to_str().unwrap()),
     ];
-    a.extend_from_slice(extra);
-    a.into_iter().map(String::from).collect()
+    options.extend_from_slice(extra);
+    small_recording(out, "b", &options)
 }
 
 fn manifest(burst: &Path) -> Value {
@@ -131,7 +112,7 @@ fn a_failed_fsync_fails_its_link_only() {
     let (o, _) = record(
         out.path(),
         "direct",
-        &["--inject-fault", "persist-eio:link=1,after=2"],
+        &[("--inject-fault", "persist-eio:link=1,after=2")],
     );
     assert_contained(out.path(), &o, 1, "fdatasync (injected fault)");
     let m = manifest(&out.path().join("b"));
@@ -151,7 +132,7 @@ fn an_eio_on_write_fails_its_link_only() {
         let (o, _) = record(
             out.path(),
             method,
-            &["--inject-fault", "write-eio:link=2,after=6MiB"],
+            &[("--inject-fault", "write-eio:link=2,after=6MiB")],
         );
         assert_contained(out.path(), &o, 2, "Input/output error");
     }
@@ -196,7 +177,11 @@ fn a_full_disk_stops_the_links_cleanly_and_keeps_what_fit() {
 #[test]
 fn a_slow_medium_costs_counted_loss_and_bounded_memory() {
     let out = tempfile::tempdir().unwrap();
-    let args = record_args(out.path(), "direct", &["--inject-fault", "slow:rate=6MB/s"]);
+    let args = record_args(
+        out.path(),
+        "direct",
+        &[("--inject-fault", "slow:rate=6MB/s")],
+    );
     let (code, peak_rss_bytes) = run_measuring_peak_rss(&args);
     let v: Value =
         serde_json::from_str(&std::fs::read_to_string(out.path().join("summary.json")).unwrap())
@@ -232,4 +217,60 @@ fn run_measuring_peak_rss(args: &[String]) -> (i32, u64) {
     let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut ru) };
     assert_eq!(pid, child.id() as i32);
     (libc::WEXITSTATUS(status), ru.ru_maxrss as u64 * 1024)
+}
+
+/// Regression: a recording onto tmpfs larger than memory was killed by the kernel while its files
+/// were being prepared (the pages of a memory-backed file system are RAM). Now the window is
+/// cut to what memory holds before anything is allocated: each link stops "full" when its share
+/// is used, the rest is counted lost, and the process lives to seal a burst that verifies.
+#[test]
+fn a_memory_backed_output_larger_than_memory_cuts_the_window_instead_of_being_killed() {
+    let Some(out) = Mount::tmpfs("size=2G") else {
+        eprintln!("skip: cannot mount a tmpfs (needs root)");
+        return;
+    };
+    // 800 MiB for the process: 190 MiB of buffers, and a window of 2 x 350 MB that cannot fit.
+    let Some(group) = common::MemoryCgroup::with_limit(800 << 20) else {
+        eprintln!("skip: cannot make a memory cgroup (needs root and a memory controller)");
+        return;
+    };
+    let json = out.path().join("summary.json");
+    let args = small_recording(
+        out.path(),
+        "b",
+        &[
+            ("--rate-per-link", "100MB/s"),
+            ("--post", "3s"),
+            ("--trigger-after", "1s"),
+            ("--method", "nt"),
+            ("--json", json.to_str().unwrap()),
+        ],
+    );
+    let o = common::output_within(group.command(&args), Duration::from_secs(120));
+    let err = stderr(&o);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "not killed, the links stopped full: {err}"
+    );
+    assert!(err.contains("is memory (tmpfs)"), "says why: {err}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(
+        v["lost_frames"].as_u64().unwrap() > 0,
+        "what did not fit is counted: {v}"
+    );
+    let m = manifest(&out.path().join("b"));
+    for l in m["links"].as_array().unwrap() {
+        assert!(l["error"].as_str().unwrap().contains("full"), "{l}");
+        assert!(l["chunks"].as_u64().unwrap() > 0, "what fit was kept: {l}");
+    }
+    let (_, rep) = verify(&out.path().join("b"));
+    for lv in rep["links"].as_array().unwrap() {
+        for p in lv["problems"].as_array().unwrap() {
+            assert!(
+                p.as_str().unwrap().contains("link failed while recording"),
+                "{p}"
+            );
+        }
+    }
 }

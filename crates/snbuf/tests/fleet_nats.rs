@@ -414,3 +414,89 @@ fn a_unit_that_exports_reports_its_progress_and_an_exported_event() {
         String::from_utf8_lossy(&o.stdout)
     );
 }
+
+/// Regression: `fleet status` read the status stream until the consumer reported nothing
+/// pending, which never happens while units heartbeat faster than it waited: a test run hung
+/// for 15 minutes on one unit's 900 heartbeats. Now every fleet command reads the stream as it
+/// stood when the call began, and returns within a bounded time whatever the fleet publishes,
+/// with each unit once.
+#[test]
+fn fleet_commands_return_in_bounded_time_with_150_units_heartbeating() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    const UNITS: usize = 150;
+    let root = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let Some(_nats) = nats_server(port, &root.path().join("js")) else {
+        return;
+    };
+    let url = format!("nats://127.0.0.1:{port}");
+    // The fleet's streams, as any command makes them.
+    assert!(snbuf(&["fleet", "status", "--nats", &url]).status.success());
+    // 150 units heartbeating 20 times a second each, 3000 statuses a second, and an event
+    // every round: faster than any reader could catch up by waiting for quiet.
+    let stop = Arc::new(AtomicBool::new(false));
+    let (stop2, url2) = (stop.clone(), url.clone());
+    let publisher = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let c = async_nats::connect(&url2).await.unwrap();
+            let mut round = 0u64;
+            while !stop2.load(Ordering::Relaxed) {
+                for i in 0..UNITS {
+                    let unit = format!("u{i:03}");
+                    let status = serde_json::json!({
+                        "schema": 1, "unit": unit, "sent_unix_ns": snbuf_units::now_unix_ns(),
+                        "state": "idle", "uptime_s": round as f64 / 20.0, "links": 10,
+                        "buffer_fill": 1.0, "durable_watermark": [], "bursts_total": round,
+                        "last_burst": null, "missed_triggers": 0,
+                    });
+                    c.publish(
+                        format!("snbuf.unit.{unit}.status"),
+                        status.to_string().into(),
+                    )
+                    .await
+                    .unwrap();
+                }
+                let event = serde_json::json!({
+                    "schema": 1, "unit": "u000", "sent_unix_ns": snbuf_units::now_unix_ns(),
+                    "event": "sealed", "burst_id": format!("b{round}"), "trigger_id": null,
+                    "detail": {},
+                });
+                c.publish("snbuf.unit.u000.event", event.to_string().into())
+                    .await
+                    .unwrap();
+                c.flush().await.unwrap();
+                round += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        });
+    });
+    // Every unit has reported once.
+    wait_fleet(&url, &["u000", "u149"], |u| u["missing"] == false);
+    for _ in 0..3 {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_snbuf"));
+        c.args(["fleet", "status", "--nats", &url, "--json"]);
+        let o = common::output_within(c, Duration::from_secs(20));
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
+        let mut ids: Vec<&str> = v
+            .iter()
+            .map(|u| u["status"]["unit"].as_str().unwrap())
+            .collect();
+        ids.sort();
+        let n = ids.len();
+        ids.dedup();
+        assert_eq!(ids.len(), n, "each unit once");
+        assert_eq!(n, UNITS, "every unit");
+        let mut c = Command::new(env!("CARGO_BIN_EXE_snbuf"));
+        c.args(["fleet", "events", "--nats", &url, "--json"]);
+        let o = common::output_within(c, Duration::from_secs(20));
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    stop.store(true, Ordering::Relaxed);
+    publisher.join().unwrap();
+}

@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -47,15 +47,7 @@ fn the_metrics_endpoint_counts_links_and_bursts() {
         .unwrap();
     let stderr = child.stderr.take().unwrap();
     let _server = KillOnDrop(child);
-    let mut addr = None;
-    for line in BufReader::new(stderr).lines() {
-        let line = line.unwrap();
-        if let Some(rest) = line.trim().strip_prefix("metrics at http://") {
-            addr = Some(rest.trim_end_matches("/metrics").to_string());
-            break;
-        }
-    }
-    let addr = addr.expect("serve prints where its metrics are");
+    let addr = common::metrics_address(stderr);
     // From here on nobody reads the server's stderr (the pipe is closed): its log lines must be
     // dropped, never end the server.
     wait_for_socket(&socket);

@@ -3,40 +3,24 @@
 
 mod common;
 
-use common::{assert_refused, snbuf};
-
-const SHORT: &[&str] = &[
-    "--links",
-    "2",
-    "--rate-per-link",
-    "5MB/s",
-    "--buffer",
-    "1s",
-    "--pre",
-    "300ms",
-    "--post",
-    "400ms",
-    "--trigger-after",
-    "500ms",
-    "--method",
-    "direct",
-];
+use common::{assert_refused, small_recording, snbuf, snbuf_owned};
 
 #[test]
 fn a_short_recording_verifies_and_reports() {
     let out = tempfile::tempdir().unwrap();
     let json = out.path().join("summary.json");
-    let mut a = vec![
-        "record",
-        "--output",
-        out.path().to_str().unwrap(),
-        "--burst-id",
+    let a = small_recording(
+        out.path(),
         "b1",
-        "--json",
-        json.to_str().unwrap(),
-    ];
-    a.extend_from_slice(SHORT);
-    let o = snbuf(&a);
+        &[
+            ("--rate-per-link", "5MB/s"),
+            ("--pre", "300ms"),
+            ("--post", "400ms"),
+            ("--trigger-after", "500ms"),
+            ("--json", json.to_str().unwrap()),
+        ],
+    );
+    let o = snbuf_owned(&a);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(stdout.contains("verify      valid"), "{stdout}");
@@ -56,7 +40,7 @@ fn a_short_recording_verifies_and_reports() {
         Some(0)
     );
     // The same id again is refused: a burst is never written over another.
-    let o = snbuf(&a);
+    let o = snbuf_owned(&a);
     assert_eq!(o.status.code(), Some(1));
 }
 

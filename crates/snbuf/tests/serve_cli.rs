@@ -107,16 +107,33 @@ fn triggers_make_bursts_one_at_a_time() {
     .contains("ahead of the newest frame"));
     assert!(raw(&socket, "[1,2,3]\n").contains("\"ok\":false"));
     assert!(raw(&socket, "\n").contains("\"ok\":false"));
-    // A client that connects and says nothing holds the (serial) endpoint only until its read
-    // times out; the next request is then answered.
+    // Regression: the endpoint served one connection at a time, so a client that connected and
+    // said nothing held every other client, a trigger included, until its read timed out (5 s).
+    // Now a trigger and a status are answered while the silent client still waits: it has not
+    // even been told off yet when they are.
     let silent = UnixStream::connect(&socket).unwrap();
-    let mut next = UnixStream::connect(&socket).unwrap();
-    next.set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    next.write_all(b"{\"cmd\":\"status\"}\n").unwrap();
-    let mut reply = String::new();
-    BufReader::new(&next).read_line(&mut reply).unwrap();
-    assert!(reply.contains("\"ok\":true"), "{reply}");
+    for request in [
+        "{\"cmd\":\"trigger\"}\n".as_bytes(),
+        b"{\"cmd\":\"status\"}\n",
+    ] {
+        let mut next = UnixStream::connect(&socket).unwrap();
+        next.set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        next.write_all(request).unwrap();
+        let mut reply = String::new();
+        BufReader::new(&next).read_line(&mut reply).unwrap();
+        assert!(
+            reply.contains("\"ok\":true") || reply.contains("a burst is being recorded"),
+            "{reply}"
+        );
+        silent.set_nonblocking(true).unwrap();
+        let mut byte = [0u8; 1];
+        let early = std::io::Read::read(&mut &silent, &mut byte);
+        assert!(
+            matches!(&early, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+            "the silent client was answered before the others: {early:?}"
+        );
+    }
     drop(silent);
 
     let o = snbuf(&["status", "--socket", s, "--json"]);

@@ -1,4 +1,4 @@
-//! Human units for sizes, rates and durations.
+//! Human units for sizes, rates and durations; command-line values; wall-clock stamps.
 //!
 //! Everything snbuf prints or parses goes through here so that `4k`, `4KiB` and `4096` mean the
 //! same thing on every command line, and every figure on the terminal reads the same way
@@ -9,10 +9,17 @@
 //! buffer sizes are; `kB`, `MB`, `GB`, `TB` are decimal (1000) because link rates are quoted in
 //! decimal units (a ProtoDUNE link is 0.93 GB/s).
 
+#![forbid(unsafe_code)]
+
+pub mod time;
+pub mod values;
+
+pub use time::{now_unix_ns, utc_stamp};
+
 use std::fmt;
 use std::time::Duration;
 
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum UnitError {
     #[error("empty value")]
     Empty,

@@ -39,6 +39,7 @@ impl BufferedSink {
             report: SinkReport {
                 method: config.method,
                 path: config.path.clone(),
+                region_bytes: config.region_bytes,
                 medium,
                 durability,
                 alignment_bytes: 1,

@@ -68,6 +68,7 @@ impl DirectSink {
             report: SinkReport {
                 method: config.method,
                 path: config.path.clone(),
+                region_bytes: config.region_bytes,
                 durability: if medium.volatile {
                     Durability::Volatile
                 } else {

@@ -147,6 +147,7 @@ impl MappedSink {
             report: SinkReport {
                 method: config.method,
                 path: config.path.clone(),
+                region_bytes: config.region_bytes,
                 medium,
                 durability,
                 alignment_bytes: 1,
@@ -203,8 +204,7 @@ impl Sink for MappedSink {
             #[cfg(not(target_arch = "x86_64"))]
             Store::Nt { .. } | Store::Flush(_) => {}
             #[cfg(feature = "pmdk")]
-            // SAFETY: pmem_drain has no preconditions.
-            Store::Pmdk => unsafe { crate::backends::pmdk::drain() },
+            Store::Pmdk => crate::backends::pmdk::drain(),
         }
         if let Some((lo, hi)) = self.dirty.take() {
             self.map

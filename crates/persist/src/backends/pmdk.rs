@@ -15,11 +15,12 @@ extern "C" {
 /// # Safety
 /// As `memcpy`: `dst` valid for `len` writes, `src` for `len` reads, no overlap.
 pub unsafe fn memcpy_nodrain(dst: *mut u8, src: *const u8, len: usize) {
-    pmem_memcpy_nodrain(dst.cast(), src.cast(), len);
+    // SAFETY: the caller's ranges, as libpmem's memcpy needs them.
+    unsafe { pmem_memcpy_nodrain(dst.cast(), src.cast(), len) };
 }
 
-/// # Safety
-/// None beyond the FFI call itself; pmem_drain only fences.
-pub unsafe fn drain() {
-    pmem_drain();
+/// Waits for every earlier `memcpy_nodrain` to be durable (libpmem's fence).
+pub fn drain() {
+    // SAFETY: pmem_drain takes nothing and only fences.
+    unsafe { pmem_drain() };
 }

@@ -26,12 +26,15 @@ const MAX_PENDING_LATENCIES: usize = 1 << 16;
 /// The kernel caps a registered buffer at 1 GiB; stay well inside it.
 const MAX_QUEUE_DEPTH: u32 = 4096;
 
+/// io_uring cannot be used by this process.
+#[derive(Debug, thiserror::Error)]
+#[error("io_uring is not available here ({0}); see kernel.io_uring_disabled")]
+pub struct Unavailable(pub std::io::Error);
+
 /// Whether this kernel lets the process use io_uring (it may be compiled out, or disabled by
 /// kernel.io_uring_disabled or a seccomp policy). Err says why not.
-pub fn available() -> std::result::Result<(), String> {
-    IoUring::new(2)
-        .map(drop)
-        .map_err(|e| format!("io_uring is not available here ({e}); see kernel.io_uring_disabled"))
+pub fn available() -> std::result::Result<(), Unavailable> {
+    IoUring::new(2).map(drop).map_err(Unavailable)
 }
 
 #[derive(Clone, Copy, Default)]
@@ -127,6 +130,7 @@ impl UringSink {
             report: SinkReport {
                 method: config.method,
                 path: config.path.clone(),
+                region_bytes: config.region_bytes,
                 medium,
                 durability,
                 alignment_bytes,

@@ -2,16 +2,68 @@
 //! meets one (the exit code, exactly one line naming the error, no panic).
 #![allow(dead_code)]
 
+pub mod trials;
+
 use std::path::Path;
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
-/// Runs the binary under test with `args`.
+/// The longest any one run of the binary may take in a test: a hang fails the test (with what
+/// the command printed so far) instead of stalling CI.
+pub const COMMAND_DEADLINE: Duration = Duration::from_secs(300);
+
+/// Runs the binary under test with `args` (at most `COMMAND_DEADLINE`).
 pub fn snbuf(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_snbuf"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
+    let mut c = Command::new(env!("CARGO_BIN_EXE_snbuf"));
+    c.args(args);
+    output_within(c, COMMAND_DEADLINE)
+}
+
+/// Runs `cmd` to its end and returns what it printed, as `Command::output` does, but kills it
+/// and fails the test if it runs longer than `deadline`.
+pub fn output_within(mut cmd: Command, deadline: Duration) -> Output {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the command starts");
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            v
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().expect("piped")));
+    let err = drain(Box::new(child.stderr.take().expect("piped")));
+    let until = Instant::now() + deadline;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait for the command") {
+            break s;
+        }
+        if Instant::now() >= until {
+            let _ = child.kill();
+            let _ = child.wait();
+            let (o, e) = (
+                out.join().unwrap_or_default(),
+                err.join().unwrap_or_default(),
+            );
+            panic!(
+                "{cmd:?} still ran after {deadline:?}; it printed:\n{}\n{}",
+                String::from_utf8_lossy(&o),
+                String::from_utf8_lossy(&e)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    }
 }
 
 pub fn stderr(o: &Output) -> String {
@@ -63,6 +115,26 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// Where `snbuf serve --metrics` listens, read from its stderr (the line `metrics at
+/// http://ADDR/metrics`), within 20 s: a server that never says fails the test instead of
+/// hanging it. The pipe is closed once the line is read, so the server's later log lines go
+/// nowhere (it must survive that).
+pub fn metrics_address(stderr: std::process::ChildStderr) -> String {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { return };
+            if let Some((_, rest)) = line.trim().split_once("metrics at http://") {
+                let _ = tx.send(rest.trim_end_matches("/metrics").to_string());
+                return;
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("serve says where its metrics are within 20 s")
+}
+
 /// Waits until a server accepts connections on the Unix socket `socket` (at most 20 s).
 pub fn wait_for_socket(socket: &Path) {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -101,4 +173,122 @@ pub fn installed_tool(
         eprintln!("skip: not installed ({hint})");
     }
     found
+}
+
+/// The options of a small recording by the real binary, about 2 s and a few MB: 2 links at
+/// 8 MB/s, a 1 s buffer, the window from 500 ms before to 1 s after a trigger 600 ms in, on
+/// `direct`. Each `(flag, value)` of `options` replaces that flag's value or adds it (`value`
+/// empty for a flag without one).
+pub fn small_recording(out: &Path, burst_id: &str, options: &[(&str, &str)]) -> Vec<String> {
+    let mut flags: Vec<(String, String)> = [
+        ("--output", out.to_str().expect("a UTF-8 path")),
+        ("--burst-id", burst_id),
+        ("--links", "2"),
+        ("--rate-per-link", "8MB/s"),
+        ("--buffer", "1s"),
+        ("--pre", "500ms"),
+        ("--post", "1s"),
+        ("--trigger-after", "600ms"),
+        ("--method", "direct"),
+    ]
+    .into_iter()
+    .map(|(f, v)| (f.to_string(), v.to_string()))
+    .collect();
+    for (flag, value) in options {
+        match flags.iter_mut().find(|(f, _)| f == flag) {
+            Some(slot) => slot.1 = value.to_string(),
+            None => flags.push((flag.to_string(), value.to_string())),
+        }
+    }
+    let mut args = vec!["record".to_string()];
+    for (f, v) in flags {
+        args.push(f);
+        if !v.is_empty() {
+            args.push(v);
+        }
+    }
+    args
+}
+
+/// Runs `snbuf` with owned arguments.
+pub fn snbuf_owned(args: &[String]) -> Output {
+    snbuf(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// A memory cgroup of its own below this process's, with a memory limit (root only; cgroup v1's
+/// memory controller or v2's); removed on drop. Processes started through `command` run in it,
+/// so memory they touch, tmpfs pages included, counts against the limit as on a unit whose
+/// systemd service sets MemoryMax.
+pub struct MemoryCgroup(std::path::PathBuf);
+
+impl MemoryCgroup {
+    pub fn with_limit(bytes: u64) -> Option<MemoryCgroup> {
+        let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+        let (base, limit_file) = own.lines().find_map(|l| {
+            let mut p = l.splitn(3, ':');
+            let (_, controllers, path) = (p.next()?, p.next()?, p.next()?);
+            let path = path.trim_start_matches('/');
+            if controllers.split(',').any(|c| c == "memory") {
+                Some((
+                    Path::new("/sys/fs/cgroup/memory").join(path),
+                    "memory.limit_in_bytes",
+                ))
+            } else if controllers.is_empty() {
+                Some((Path::new("/sys/fs/cgroup").join(path), "memory.max"))
+            } else {
+                None
+            }
+        })?;
+        let dir = base.join(format!("snbuf-test-{}", std::process::id()));
+        std::fs::create_dir(&dir).ok()?;
+        let group = MemoryCgroup(dir);
+        std::fs::write(group.0.join(limit_file), bytes.to_string()).ok()?;
+        Some(group)
+    }
+
+    /// `snbuf args` run inside the cgroup.
+    pub fn command(&self, args: &[String]) -> Command {
+        let mut c = Command::new("sh");
+        c.arg("-c")
+            .arg("echo $$ > \"$0/cgroup.procs\" && exec \"$@\"")
+            .arg(&self.0)
+            .arg(env!("CARGO_BIN_EXE_snbuf"))
+            .args(args);
+        c
+    }
+}
+
+impl Drop for MemoryCgroup {
+    fn drop(&mut self) {
+        // Empty once its processes exited; a moment for the kernel to notice.
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.0).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// The payloads of link `link`'s valid chunks in `burst`, back to back: its frames, in order.
+/// The file must end clean.
+pub fn link_frames(burst: &Path, link: u32) -> Vec<u8> {
+    use std::os::unix::fs::FileExt;
+    let path = burst.join(snbuf_burst::manifest::link_file_name(link));
+    let file = std::fs::File::open(&path).unwrap();
+    let expect = snbuf_burst::Expect {
+        link: Some(link),
+        ticks_per_frame: None,
+        frame: None,
+    };
+    let report = snbuf_burst::scan(&file, expect).unwrap();
+    assert!(report.is_clean(), "{}: {:?}", path.display(), report.end);
+    let mut out = Vec::new();
+    for c in &report.chunks {
+        let mut p = vec![0u8; c.payload_bytes as usize];
+        file.read_exact_at(&mut p, c.offset + c.payload_offset)
+            .unwrap();
+        out.extend_from_slice(&p);
+    }
+    out
 }

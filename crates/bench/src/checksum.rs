@@ -1,0 +1,293 @@
+//! `snbuf bench checksum`: how fast this CPU computes the CRC-32C every recorded byte carries,
+//! by each implementation at hand, in cache and from DRAM; and the two ways a writer can
+//! checksum a chunk it streams to mapped memory: copy then checksum the source again, or
+//! checksum each small block while it is in L1 and then stream it out (fused, as Abseil's
+//! `crc_memcpy` does). The recorder's choices (crates/burst/src/chunk.rs, writer.rs) follow
+//! these figures, which BENCHMARKS.md records.
+//!
+//! Every variant's result is checked against the crc32c crate's over the same bytes, and every
+//! copy against its source: a fast wrong answer is an error, not a figure.
+
+use std::time::Instant;
+
+use serde::Serialize;
+use snbuf_persist::cpu::thread_cpu_seconds;
+use snbuf_persist::instructions::{sfence, StreamingCopy};
+use snbuf_persist::memory::{AlignedBuf, PageSize};
+
+use crate::error::BenchError;
+
+/// The bytes checksummed "in cache": well inside L2 on any machine in use.
+const IN_CACHE_BYTES: usize = 64 << 10;
+/// The recorder's default chunk, about: the unit a writer copies and checksums.
+const CHUNK_BYTES: usize = 1 << 20;
+
+#[derive(Clone, Debug)]
+pub struct ChecksumConfig {
+    /// Bytes streamed from DRAM per pass: several times the last-level cache.
+    pub dram_bytes: usize,
+    /// Passes per variant; the fastest is reported (the least disturbed by other load).
+    pub passes: u32,
+    /// Block sizes of the fused copy to try.
+    pub fused_block_bytes: Vec<usize>,
+}
+
+impl Default for ChecksumConfig {
+    fn default() -> Self {
+        ChecksumConfig {
+            dram_bytes: 256 << 20,
+            passes: 3,
+            fused_block_bytes: vec![8 << 10, 32 << 10],
+        }
+    }
+}
+
+/// One variant, measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct ChecksumResult {
+    pub variant: String,
+    /// `cache` or `dram`: where the source bytes are.
+    pub source: &'static str,
+    pub bytes: u64,
+    pub wall_s: f64,
+    pub cpu_s: f64,
+    pub gb_per_s: f64,
+    /// Core-seconds of CPU per GiB: what a writer pays for this step.
+    pub core_s_per_gib: f64,
+}
+
+fn result(
+    variant: String,
+    source: &'static str,
+    bytes: u64,
+    wall_s: f64,
+    cpu_s: f64,
+) -> ChecksumResult {
+    ChecksumResult {
+        variant,
+        source,
+        bytes,
+        wall_s,
+        cpu_s,
+        gb_per_s: bytes as f64 / wall_s / 1e9,
+        core_s_per_gib: cpu_s / (bytes as f64 / (1u64 << 30) as f64),
+    }
+}
+
+/// The fastest of `passes` runs of `f` (wall and CPU seconds), after one warm-up.
+fn fastest(
+    passes: u32,
+    mut f: impl FnMut() -> u32,
+    want: u32,
+    name: &str,
+) -> Result<(f64, f64), BenchError> {
+    let mut best: Option<(f64, f64)> = None;
+    for pass in 0..=passes {
+        let (t0, c0) = (Instant::now(), thread_cpu_seconds());
+        let got = f();
+        let (wall, cpu) = (t0.elapsed().as_secs_f64(), thread_cpu_seconds() - c0);
+        if got != want {
+            return Err(BenchError::Implausible(format!(
+                "{name}: CRC-32C {got:#010x} where the crc32c crate computes {want:#010x}"
+            )));
+        }
+        if pass > 0 && best.is_none_or(|(w, _)| wall < w) {
+            best = Some((wall, cpu));
+        }
+    }
+    Ok(best.expect("at least one timed pass"))
+}
+
+fn crc32c_crate(data: &[u8]) -> u32 {
+    crc32c::crc32c(data)
+}
+
+fn crc_fast(data: &[u8]) -> u32 {
+    crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, data) as u32
+}
+
+/// A CRC-32C implementation: its name and its function.
+type Implementation = (&'static str, fn(&[u8]) -> u32);
+
+/// The CRC-32C implementations compared.
+const IMPLEMENTATIONS: [Implementation; 2] = [
+    ("crc32c crate (SSE4.2 crc32 instruction)", crc32c_crate),
+    (
+        "crc-fast (carry-less multiply, VPCLMULQDQ where present)",
+        crc_fast,
+    ),
+];
+
+fn pattern(buf: &mut [u8]) {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    for chunk in buf.chunks_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let b = x.to_le_bytes();
+        chunk.copy_from_slice(&b[..chunk.len()]);
+    }
+}
+
+fn alloc(bytes: usize) -> Result<AlignedBuf, BenchError> {
+    AlignedBuf::new(bytes, PageSize::Small4K)
+        .map_err(|e| BenchError::Config(format!("allocate {bytes} B: {e}")))
+}
+
+/// Runs every variant; results in the order measured.
+pub fn run(
+    config: &ChecksumConfig,
+    mut step: impl FnMut(&str),
+) -> Result<Vec<ChecksumResult>, BenchError> {
+    if config.dram_bytes < CHUNK_BYTES || !config.dram_bytes.is_multiple_of(CHUNK_BYTES) {
+        return Err(BenchError::Config(format!(
+            "the DRAM region must be whole chunks of {CHUNK_BYTES} B"
+        )));
+    }
+    let mut src = alloc(config.dram_bytes)?;
+    pattern(src.as_mut_slice());
+    let src = src.as_slice();
+    let mut out = Vec::new();
+
+    // 1. Checksum alone, in cache (the same 64 KiB again and again) and streamed from DRAM.
+    let small = &src[..IN_CACHE_BYTES];
+    let small_want = crc32c::crc32c(small);
+    let rounds = (config.dram_bytes / IN_CACHE_BYTES) as u32;
+    let want = crc32c::crc32c(src);
+    for (name, f) in IMPLEMENTATIONS {
+        step(name);
+        let (w, c) = fastest(
+            config.passes,
+            || {
+                // Every round must give the right answer; the first wrong one is reported.
+                let mut got = small_want;
+                for _ in 0..rounds {
+                    let c = f(std::hint::black_box(small));
+                    if c != small_want {
+                        got = c;
+                    }
+                }
+                got
+            },
+            small_want,
+            name,
+        )?;
+        out.push(result(
+            name.to_string(),
+            "cache",
+            (rounds as usize * IN_CACHE_BYTES) as u64,
+            w,
+            c,
+        ));
+        let (w, c) = fastest(config.passes, || f(std::hint::black_box(src)), want, name)?;
+        out.push(result(name.to_string(), "dram", src.len() as u64, w, c));
+    }
+
+    // 2. A writer's chunk to mapped memory: streaming copy from DRAM, and the checksum. Each
+    // variant copies every 1 MiB chunk and returns the XOR of the chunks' CRCs (0 for the copy
+    // alone), checked against the crc32c crate's.
+    let copy = StreamingCopy::detect();
+    let mut dst = alloc(config.dram_bytes)?;
+    let chunks_want: u32 = src
+        .chunks(CHUNK_BYTES)
+        .fold(0, |a, c| a ^ crc32c::crc32c(c));
+    type Variant<'a> = (String, u32, Box<dyn Fn(&mut [u8], &[u8]) -> u32 + 'a>);
+    let mut variants: Vec<Variant> = vec![
+        (
+            "streaming copy alone (no checksum)".into(),
+            0,
+            Box::new(|d, s| {
+                copy.copy(d, s);
+                0
+            }),
+        ),
+        (
+            "streaming copy of a 1 MiB chunk, then CRC of the chunk".into(),
+            chunks_want,
+            Box::new(|d, s| {
+                copy.copy(d, s);
+                crc_fast(s)
+            }),
+        ),
+    ];
+    for &block in &config.fused_block_bytes {
+        variants.push((
+            format!(
+                "fused: CRC of each {} KiB block, then stream it out",
+                block >> 10
+            ),
+            chunks_want,
+            Box::new(move |d, s| {
+                let mut digest = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
+                for (db, sb) in d.chunks_mut(block).zip(s.chunks(block)) {
+                    digest.update(sb);
+                    copy.copy(db, sb);
+                }
+                digest.finalize() as u32
+            }),
+        ));
+    }
+    for (name, want, per_chunk) in &variants {
+        step(name);
+        let (w, c) = fastest(
+            config.passes,
+            || {
+                let mut acc = 0;
+                for (d, s) in dst
+                    .as_mut_slice()
+                    .chunks_mut(CHUNK_BYTES)
+                    .zip(src.chunks(CHUNK_BYTES))
+                {
+                    acc ^= per_chunk(d, s);
+                }
+                sfence();
+                acc
+            },
+            *want,
+            name,
+        )?;
+        out.push(result(name.clone(), "dram", src.len() as u64, w, c));
+    }
+    if dst.as_slice() != src {
+        return Err(BenchError::Implausible(
+            "a streaming copy differs from its source".into(),
+        ));
+    }
+    Ok(out)
+}
+
+/// Steps `run` reports, for a progress bar.
+pub fn steps(config: &ChecksumConfig) -> u64 {
+    (IMPLEMENTATIONS.len() + 2 + config.fused_block_bytes.len()) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_variant_runs_and_checks_out_on_a_small_region() {
+        let config = ChecksumConfig {
+            dram_bytes: 2 << 20,
+            passes: 1,
+            fused_block_bytes: vec![8 << 10],
+        };
+        let mut seen = 0;
+        let results = run(&config, |_| seen += 1).unwrap();
+        assert_eq!(seen, steps(&config));
+        assert_eq!(results.len(), 2 * IMPLEMENTATIONS.len() + 3);
+        for r in &results {
+            assert!(r.bytes > 0 && r.wall_s > 0.0, "{r:?}");
+            assert!(r.gb_per_s.is_finite() && r.core_s_per_gib >= 0.0, "{r:?}");
+        }
+    }
+
+    #[test]
+    fn a_region_that_is_not_whole_chunks_is_refused() {
+        let config = ChecksumConfig {
+            dram_bytes: (1 << 20) + 1,
+            ..ChecksumConfig::default()
+        };
+        assert!(run(&config, |_| {}).is_err());
+    }
+}

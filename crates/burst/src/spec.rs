@@ -1,0 +1,60 @@
+//! What a burst is about when it starts (`BurstSpec`), what makes a burst id acceptable, and why
+//! a burst cannot be opened or written (`BurstError`).
+
+use std::path::PathBuf;
+
+use snbuf_persist::PersistError;
+
+use crate::manifest::{FrameInfo, LinkIdentity, ManifestError, TriggerInfo};
+use crate::writer::WriteError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BurstError {
+    #[error("{path}: {cause}")]
+    Dir {
+        path: PathBuf,
+        cause: std::io::Error,
+    },
+    #[error("{0}: already exists; a burst is never written over another")]
+    Exists(PathBuf),
+    #[error("burst id '{0}' is not a plain name (no '/', '..', leading '.' or empty)")]
+    BadId(String),
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    #[error("link {link} ({file}): {cause}")]
+    Open {
+        link: u32,
+        file: PathBuf,
+        cause: PersistError,
+    },
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    #[error("this burst does not match its preparation: {0}")]
+    Mismatch(String),
+}
+
+/// What the burst is about, fixed when it starts.
+#[derive(Clone, Debug)]
+pub struct BurstSpec {
+    pub burst_id: String,
+    pub frame: FrameInfo,
+    pub trigger: Option<TriggerInfo>,
+    pub method: String,
+    pub links: Vec<u32>,
+    pub max_payload_bytes: usize,
+    /// Each link's detector identity, in `links` order (empty when not known).
+    pub identities: Vec<LinkIdentity>,
+    /// The run the burst belongs to, and the unit that records it.
+    pub run_number: Option<u32>,
+    pub unit: Option<String>,
+}
+
+/// A burst id is a plain directory name inside the output directory: nothing that could escape
+/// it, and not hidden.
+pub fn check_burst_id(id: &str) -> Result<(), BurstError> {
+    // Hidden names are the recorder's own (prepared bursts, temporary files).
+    if id.is_empty() || id.starts_with('.') || id.contains('/') || id.contains('\0') {
+        return Err(BurstError::BadId(id.to_string()));
+    }
+    Ok(())
+}

@@ -1,0 +1,245 @@
+//! `snbuf emit`: the detector as its own process. Frames in their frame type's own layout (the
+//! emulated content, or replayed recordings: one file per link), one per UDP datagram, on the
+//! absolute schedule of the emulated detector clock (`source::clock_from_epoch`), sent in
+//! batches with `sendmmsg`. A receiver at the same rate (`snbuf serve --source udp://...`)
+//! therefore agrees with it on time. What was sent is summed up per link: frames, first and last
+//! timestamp, and a CRC-32C of every byte in order.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use snbuf_frames::{FrameType, HeaderKind};
+
+use crate::framegen::{FrameGen, Payload, SourceError, PAYLOAD_VARIANTS};
+use crate::source::clock_from_epoch;
+
+/// Datagrams per `sendmmsg`, at most.
+const BATCH: usize = 64;
+
+/// What to send.
+#[derive(Clone)]
+pub struct EmitConfig {
+    pub to: SocketAddr,
+    pub frame_type: FrameType,
+    /// Per link, where its frames come from (the emulated content, or its own recording).
+    pub payloads: Vec<Payload>,
+    /// Per link, the DAQEthHeader stream_id it sends under (emulated frames only; a recording
+    /// keeps its own).
+    pub streams: Vec<u8>,
+    pub frames_per_s_per_link: f64,
+    /// How long to send (None: until `stop`).
+    pub duration: Option<Duration>,
+    /// Keep a CRC-32C of every byte sent per link (costs a pass over the data).
+    pub digest: bool,
+    /// The CPU to send from. One CPU keeps the datagrams of a link in order: on loopback, a
+    /// sender that moves between CPUs can have its datagrams delivered out of order, as a NIC
+    /// spreading one flow over queues would.
+    pub cpu: Option<usize>,
+}
+
+/// What one link sent.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LinkDigest {
+    pub link: u32,
+    pub stream_id: Option<u8>,
+    pub frames: u64,
+    pub first_timestamp: Option<u64>,
+    pub last_timestamp: Option<u64>,
+    /// CRC-32C (Castagnoli) of every byte sent, in order (when asked for).
+    pub crc32c: Option<u32>,
+}
+
+/// What a whole run sent.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct EmitReport {
+    pub links: Vec<LinkDigest>,
+    pub seconds: f64,
+    pub bytes_per_s: f64,
+    /// Datagrams the kernel refused at once (nobody listening, a full send queue).
+    pub send_errors: u64,
+    /// The most the sender fell behind its schedule (s).
+    pub max_lag_s: f64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EmitError {
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    #[error("send to udp://{to}: {cause}")]
+    Socket {
+        to: SocketAddr,
+        cause: std::io::Error,
+    },
+    #[error("{0}")]
+    Config(String),
+}
+
+/// Sends until `config.duration` has passed or `stop` is set; `progress` is told the frames
+/// sent so far (all links) about once a second.
+pub fn emit(
+    config: &EmitConfig,
+    stop: &AtomicBool,
+    mut progress: impl FnMut(u64, Duration),
+) -> Result<EmitReport, EmitError> {
+    let t = config.frame_type;
+    let layout = t.layout();
+    if config.payloads.is_empty() {
+        return Err(EmitError::Config("no link to send".into()));
+    }
+    if !(config.frames_per_s_per_link.is_finite() && config.frames_per_s_per_link > 0.0) {
+        return Err(SourceError::BadRate(config.frames_per_s_per_link).into());
+    }
+    let mut gens = Vec::new();
+    for (link, p) in config.payloads.iter().enumerate() {
+        let mut g = FrameGen::new(t, link as u32, p)?;
+        if let (Payload::Emulated, Some(&stream), HeaderKind::DaqEth) =
+            (p, config.streams.get(link), layout.header)
+        {
+            g.set_stream(stream);
+        }
+        gens.push(g);
+    }
+    let socket_err = |cause| EmitError::Socket {
+        to: config.to,
+        cause,
+    };
+    let bind: SocketAddr = if config.to.is_ipv4() {
+        "0.0.0.0:0".parse().expect("an address")
+    } else {
+        "[::]:0".parse().expect("an address")
+    };
+    if let Some(cpu) = config.cpu {
+        snbuf_persist::cpu::pin_current_thread(cpu).map_err(socket_err)?;
+    }
+    let socket = UdpSocket::bind(bind).map_err(socket_err)?;
+    socket.connect(config.to).map_err(socket_err)?;
+    let fb = layout.frame_bytes as usize;
+    let tpf = layout.ticks_per_frame;
+    let fps = config.frames_per_s_per_link;
+    let (start, first_ts) = clock_from_epoch(fps, tpf);
+    let links = gens.len();
+    let mut digests: Vec<LinkDigest> = (0..links)
+        .map(|l| LinkDigest {
+            link: l as u32,
+            stream_id: config.streams.get(l).copied(),
+            ..LinkDigest::default()
+        })
+        .collect();
+    let mut crcs: Vec<crc_fast::Digest> = (0..links)
+        .map(|_| crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi))
+        .collect();
+    // Datagrams point straight at the generators' frames: a generator keeps each frame as it is
+    // for PAYLOAD_VARIANTS calls, so a batch holds at most that many frames per link.
+    let batch_max = BATCH.min(links * PAYLOAD_VARIANTS as usize);
+    let mut batch: Vec<*const u8> = Vec::with_capacity(batch_max);
+    let (mut sent, mut next, mut errors) = (0u64, 0u64, 0u64);
+    let mut max_lag = Duration::ZERO;
+    let mut next_report = Instant::now() + Duration::from_secs(1);
+    let began = Instant::now();
+    loop {
+        let now = Instant::now();
+        if stop.load(Ordering::Relaxed) || config.duration.is_some_and(|d| now >= start + d) {
+            break;
+        }
+        let due = (now.saturating_duration_since(start).as_secs_f64() * fps) as u64;
+        let next_due = start + Duration::from_secs_f64((next + 1) as f64 / fps);
+        max_lag = max_lag.max(now.saturating_duration_since(next_due));
+        // Frame k of every link, then k + 1: the links interleave as a detector's do.
+        while next < due && !stop.load(Ordering::Relaxed) {
+            let ts = first_ts + next * tpf;
+            for (l, g) in gens.iter_mut().enumerate() {
+                let frame = g.frame_at(ts);
+                if config.digest {
+                    crcs[l].update(frame);
+                }
+                let d = &mut digests[l];
+                d.frames += 1;
+                d.first_timestamp.get_or_insert(ts);
+                d.last_timestamp = Some(ts);
+                batch.push(frame.as_ptr());
+            }
+            next += 1;
+            if batch.len() + links > batch_max {
+                errors += send_batch(&socket, &batch, fb).map_err(socket_err)?;
+                sent += batch.len() as u64;
+                batch.clear();
+            }
+        }
+        if !batch.is_empty() {
+            errors += send_batch(&socket, &batch, fb).map_err(socket_err)?;
+            sent += batch.len() as u64;
+            batch.clear();
+        }
+        if Instant::now() >= next_report {
+            progress(sent, began.elapsed());
+            next_report += Duration::from_secs(1);
+        }
+        let wake = start + Duration::from_secs_f64((next + 1) as f64 / fps);
+        std::thread::sleep(
+            wake.saturating_duration_since(Instant::now())
+                .clamp(Duration::from_micros(100), Duration::from_millis(20)),
+        );
+    }
+    for (d, c) in digests.iter_mut().zip(crcs) {
+        d.crc32c = config.digest.then(|| c.finalize() as u32);
+    }
+    let seconds = began.elapsed().as_secs_f64();
+    Ok(EmitReport {
+        links: digests,
+        seconds,
+        bytes_per_s: sent as f64 * fb as f64 / seconds.max(1e-9),
+        send_errors: errors,
+        max_lag_s: max_lag.as_secs_f64(),
+    })
+}
+
+/// Sends the frames at `frames` (each `fb` bytes, in a generator that keeps them as they are
+/// while this runs), one datagram each; returns how many the kernel refused (nobody listening
+/// on the port). Other errors end the run.
+fn send_batch(socket: &UdpSocket, frames: &[*const u8], fb: usize) -> std::io::Result<u64> {
+    let n = frames.len();
+    let mut iov: Vec<libc::iovec> = frames
+        .iter()
+        .map(|&p| libc::iovec {
+            iov_base: p as *mut libc::c_void,
+            iov_len: fb,
+        })
+        .collect();
+    // SAFETY: mmsghdr is plain data; its pointers are set below to live iovecs.
+    let mut msgs: Vec<libc::mmsghdr> = (0..n).map(|_| unsafe { std::mem::zeroed() }).collect();
+    for (m, v) in msgs.iter_mut().zip(iov.iter_mut()) {
+        m.msg_hdr.msg_iov = v;
+        m.msg_hdr.msg_iovlen = 1;
+    }
+    let mut done = 0;
+    let mut refused = 0;
+    while done < n {
+        // SAFETY: the headers point at iovecs over frames of `fb` bytes that their generators
+        // leave unchanged until after this call (at most PAYLOAD_VARIANTS per link per batch).
+        let rc = unsafe {
+            libc::sendmmsg(
+                socket.as_raw_fd(),
+                msgs[done..].as_mut_ptr(),
+                (n - done) as u32,
+                0,
+            )
+        };
+        if rc < 0 {
+            let e = std::io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                // A receiver not (yet) listening: a detector sends regardless.
+                Some(libc::ECONNREFUSED) | Some(libc::ENOBUFS) => {
+                    refused += 1;
+                    done += 1;
+                }
+                _ => return Err(e),
+            }
+        } else {
+            done += rc as usize;
+        }
+    }
+    Ok(refused)
+}

@@ -1,0 +1,281 @@
+//! A link's frames as its detector sends them, for the emulator and `snbuf emit`: in the frame
+//! type's own layout, with the link's identity in every header, a timestamp in every detector
+//! frame, the DAQEthHeader sequence number counting (and wrapping), and a payload:
+//!
+//! - emulated: for WIBEth, TDEEth and WIB2, ADC samples packed as DUNE packs them, each value a
+//!   function of (link, frame index, sample, channel) that a test can recompute
+//!   (`emulated_adc`); for the other types a byte pattern per link (`pattern_byte`);
+//! - replayed: the frames of a DUNE raw recording (frames back to back, as DUNE's readout writes
+//!   `<SourceID>.bin`), in turn and looping, of which only the timestamp and sequence fields are
+//!   rewritten, at their real positions, as DUNE's own emulator does. No other byte changes.
+//!
+//! A frame is fully determined by (link, timestamp): its sequence number is its index on the
+//! detector clock (`timestamp / ticks_per_frame`) modulo 4096, so any reader can tell what the
+//! emulator sent at a given time.
+
+use std::sync::Arc;
+
+use snbuf_frames::adc::{
+    self, ADC_BITS, ETH_ADC_OFFSET, ETH_CHANNELS, ETH_SAMPLES, WIB2_ADC_OFFSET, WIB2_CHANNELS,
+};
+use snbuf_frames::{FrameLayout, FrameType, HeaderKind, Identity, SEQUENCE_MODULUS};
+
+/// Where a link's frame bytes come from.
+#[derive(Clone)]
+pub enum Payload {
+    /// The frame type's emulated content (see the module comment).
+    Emulated,
+    /// The frames of a raw recording, looping (`--replay FILE`).
+    Replay(Arc<Vec<u8>>),
+}
+
+/// Why frames cannot be made.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum SourceError {
+    #[error("rate of {0} frames/s per link: must be more than 0")]
+    BadRate(f64),
+    #[error("the replay file is empty")]
+    EmptyReplay,
+    #[error("the replay file holds {bytes} B, not whole {frame_type} frames of {frame_bytes} B: is it a recording of this frame type?")]
+    ReplayNotWholeFrames {
+        bytes: usize,
+        frame_type: String,
+        frame_bytes: u32,
+    },
+    #[error("gaps every 0 frames")]
+    GapsEveryZero,
+}
+
+/// Emulated frames cycle through this many payloads (by frame index), so that neighbouring
+/// frames differ while making one costs a copy, not a computation.
+pub const PAYLOAD_VARIANTS: u64 = 16;
+
+/// Byte `i` of link `link`'s pattern payload.
+pub fn pattern_byte(link: u32, i: usize) -> u8 {
+    (i as u32 ^ link.wrapping_mul(0x9E)) as u8
+}
+
+/// The 14-bit ADC value the emulator puts in channel `channel` of time sample `sample` of
+/// link `link`'s frame number `frame_index` (its timestamp / ticks per frame).
+pub fn emulated_adc(link: u32, frame_index: u64, sample: usize, channel: usize) -> u16 {
+    let v = (frame_index % PAYLOAD_VARIANTS) as usize;
+    ((link as usize * 97 + v * 31 + sample * 7 + channel * 3) % (1 << ADC_BITS)) as u16
+}
+
+/// DUNE's detector id for the data of a frame type (detdataformats DetID).
+pub fn det_id(t: FrameType) -> u8 {
+    match t {
+        FrameType::WibEth | FrameType::Wib2 => 3, // kHD_TPC
+        FrameType::TdeEth => 11,                  // kVD_TopTPC
+        FrameType::DaphneEthStream => 2,          // kHD_PDS
+        FrameType::ProtoDuneWib | FrameType::Custom { .. } => 0,
+    }
+}
+
+/// The header version snbuf's emulated frames carry.
+pub const EMULATED_HEADER_VERSION: u8 = 1;
+
+/// The identity link `link`'s emulated frames carry.
+pub fn emulated_identity(t: FrameType, link: u32) -> Identity {
+    t.layout()
+        .identity_for_link(link, det_id(t), EMULATED_HEADER_VERSION)
+}
+
+/// Makes one link's frames.
+pub struct FrameGen {
+    layout: FrameLayout,
+    /// Emulated: one frame per payload variant, headers written; replayed: the recording.
+    frames: Vec<Vec<u8>>,
+    replay: Option<(Arc<Vec<u8>>, usize)>,
+    /// Replay: the frames handed out last, in turn (each stays as it is for the next
+    /// `PAYLOAD_VARIANTS - 1` calls, as emulated frames do).
+    out: Vec<Vec<u8>>,
+    calls: usize,
+}
+
+impl FrameGen {
+    pub fn new(
+        frame_type: FrameType,
+        link: u32,
+        payload: &Payload,
+    ) -> Result<FrameGen, SourceError> {
+        let layout = frame_type.layout();
+        let fb = layout.frame_bytes as usize;
+        match payload {
+            Payload::Emulated => {
+                let id = emulated_identity(frame_type, link);
+                let frames = (0..PAYLOAD_VARIANTS)
+                    .map(|v| emulated_frame(frame_type, link, v, &id))
+                    .collect();
+                Ok(FrameGen {
+                    layout,
+                    frames,
+                    replay: None,
+                    out: Vec::new(),
+                    calls: 0,
+                })
+            }
+            Payload::Replay(data) => {
+                if data.is_empty() {
+                    return Err(SourceError::EmptyReplay);
+                }
+                if data.len() % fb != 0 {
+                    return Err(SourceError::ReplayNotWholeFrames {
+                        bytes: data.len(),
+                        frame_type: frame_type.name(),
+                        frame_bytes: layout.frame_bytes,
+                    });
+                }
+                Ok(FrameGen {
+                    layout,
+                    frames: Vec::new(),
+                    replay: Some((data.clone(), 0)),
+                    out: vec![vec![0u8; fb]; PAYLOAD_VARIANTS as usize],
+                    calls: 0,
+                })
+            }
+        }
+    }
+
+    pub fn layout(&self) -> &FrameLayout {
+        &self.layout
+    }
+
+    /// Sends emulated frames under `stream_id` (the header field a receiver routes by); a
+    /// replayed recording keeps its own.
+    pub fn set_stream(&mut self, stream_id: u8) {
+        let layout = self.layout;
+        for f in &mut self.frames {
+            if let Some(mut id) = layout.identity(f) {
+                id.stream_id = stream_id;
+                layout.write_identity(f, &id);
+            }
+        }
+    }
+
+    /// The frame at timestamp `ts`. Its bytes stay as they are for the next
+    /// `PAYLOAD_VARIANTS - 1` calls at consecutive frame indexes (a sender may batch that many
+    /// frames of a link without copying them).
+    pub fn frame_at(&mut self, ts: u64) -> &[u8] {
+        let index = ts / self.layout.ticks_per_frame;
+        let fb = self.layout.frame_bytes as usize;
+        self.calls = self.calls.wrapping_add(1);
+        let frame: &mut Vec<u8> = match &mut self.replay {
+            Some((data, next)) => {
+                let out = &mut self.out[self.calls % PAYLOAD_VARIANTS as usize];
+                out.copy_from_slice(&data[*next..*next + fb]);
+                *next = (*next + fb) % data.len();
+                out
+            }
+            None => &mut self.frames[(index % PAYLOAD_VARIANTS) as usize],
+        };
+        self.layout.write_timestamp(frame, ts);
+        self.layout.write_sequence(frame, index % SEQUENCE_MODULUS);
+        frame
+    }
+}
+
+/// An emulated frame of payload variant `v`, headers and all but its timestamp and sequence.
+fn emulated_frame(t: FrameType, link: u32, v: u64, id: &Identity) -> Vec<u8> {
+    let layout = t.layout();
+    let fb = layout.frame_bytes as usize;
+    let mut f: Vec<u8> = (0..fb).map(|i| pattern_byte(link, i)).collect();
+    match t {
+        FrameType::WibEth | FrameType::TdeEth => {
+            f[..ETH_ADC_OFFSET].fill(0);
+            let row = ETH_CHANNELS * ADC_BITS as usize / 8;
+            for s in 0..ETH_SAMPLES {
+                let r = &mut f[ETH_ADC_OFFSET + s * row..ETH_ADC_OFFSET + (s + 1) * row];
+                for ch in 0..ETH_CHANNELS {
+                    adc::pack(r, ADC_BITS, ch, emulated_adc(link, v, s, ch));
+                }
+            }
+        }
+        FrameType::Wib2 => {
+            let sub = layout.subframe_bytes();
+            for (s, frame) in f.chunks_exact_mut(sub).enumerate() {
+                frame.fill(0);
+                let words = &mut frame[WIB2_ADC_OFFSET..WIB2_ADC_OFFSET + WIB2_CHANNELS * 14 / 8];
+                for ch in 0..WIB2_CHANNELS {
+                    adc::pack(words, ADC_BITS, ch, emulated_adc(link, v, s, ch));
+                }
+            }
+        }
+        FrameType::DaphneEthStream => f[..16].fill(0),
+        FrameType::ProtoDuneWib => {
+            for frame in f.chunks_exact_mut(layout.subframe_bytes()) {
+                frame[..16].fill(0);
+            }
+        }
+        FrameType::Custom { .. } => {}
+    }
+    if layout.header != HeaderKind::None {
+        layout.write_identity(&mut f, id);
+    }
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn emulated_frames_carry_their_identity_time_and_recomputable_adcs() {
+        for t in [
+            FrameType::WibEth,
+            FrameType::TdeEth,
+            FrameType::DaphneEthStream,
+            FrameType::Wib2,
+            FrameType::ProtoDuneWib,
+        ] {
+            let l = t.layout();
+            let mut g = FrameGen::new(t, 5, &Payload::Emulated).unwrap();
+            let ts = 123_456 * l.ticks_per_frame;
+            let f = g.frame_at(ts).to_vec();
+            assert_eq!(f.len(), l.frame_bytes as usize);
+            assert_eq!(l.checked_timestamp(&f), Ok(ts), "{t}");
+            assert_eq!(l.identity(&f), Some(emulated_identity(t, 5)), "{t}");
+            if l.header == HeaderKind::DaqEth {
+                assert_eq!(l.sequence(&f), Some(123_456 % 4096));
+            }
+            if matches!(t, FrameType::WibEth | FrameType::TdeEth) {
+                for (s, ch) in [(0, 0), (63, 63), (17, 42)] {
+                    assert_eq!(
+                        adc::eth_adc(&f, ch, s),
+                        emulated_adc(5, 123_456, s, ch),
+                        "{t} sample {s} channel {ch}"
+                    );
+                }
+            }
+            // The same (link, timestamp) is the same frame; another link's differs.
+            assert_eq!(g.frame_at(ts), &f[..]);
+            let mut other = FrameGen::new(t, 6, &Payload::Emulated).unwrap();
+            assert_ne!(other.frame_at(ts), &f[..]);
+        }
+    }
+
+    #[test]
+    fn a_replay_changes_only_timestamps_and_sequence_numbers() {
+        let t = FrameType::WibEth;
+        let l = t.layout();
+        // Two hand-made frames of a "recording": bytes 0..255 repeating, different per frame.
+        let rec: Vec<u8> = (0..2 * 7200).map(|i| (i * 7 / 3) as u8).collect();
+        let mut g = FrameGen::new(t, 0, &Payload::Replay(Arc::new(rec.clone()))).unwrap();
+        let rewritten = l.rewritten_bytes();
+        for k in 0..5u64 {
+            let ts = (1000 + k) * l.ticks_per_frame;
+            let f = g.frame_at(ts).to_vec();
+            let src = &rec[(k as usize % 2) * 7200..(k as usize % 2 + 1) * 7200];
+            assert_eq!(l.timestamp(&f), ts);
+            for i in 0..7200 {
+                if !rewritten.iter().any(|r| r.contains(&i)) {
+                    assert_eq!(f[i], src[i], "byte {i} of frame {k}");
+                }
+            }
+        }
+        assert!(matches!(
+            FrameGen::new(t, 0, &Payload::Replay(Arc::new(vec![0; 7201]))),
+            Err(SourceError::ReplayNotWholeFrames { .. })
+        ));
+    }
+}

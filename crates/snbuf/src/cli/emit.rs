@@ -1,0 +1,45 @@
+//! `snbuf emit`: a detector as its own process.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use snbuf_units::values::parse_duration_nonzero;
+
+#[derive(Args, Debug, Clone)]
+pub struct EmitArgs {
+    /// Where to send: udp://HOST:PORT (a `snbuf serve --source udp://...` or `record`).
+    #[arg(long, value_name = "URL")]
+    pub to: String,
+    /// Links to send (default 1, or one per --replay file). Link N sends under stream_id N.
+    #[arg(long)]
+    pub links: Option<u32>,
+    /// Frame type: wibeth (the default), tdeeth, daphneeth-stream (one frame per datagram, routed
+    /// by stream_id), or any other type for a single link.
+    #[arg(long, default_value = "wibeth")]
+    pub frame: String,
+    /// Rate per link: 20MB/s (default), 220MB/s (a WIBEth link's own).
+    #[arg(long, value_name = "RATE", default_value = "20MB/s")]
+    pub rate_per_link: String,
+    /// Send this DUNE raw recording (frames back to back) on a link, looping; repeat it, one
+    /// file per link. Only timestamps and sequence numbers are rewritten.
+    #[arg(long, value_name = "FILE")]
+    pub replay: Vec<PathBuf>,
+    /// The stream_id each link sends under, in link order (default 0,1,2,...).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub streams: Vec<u8>,
+    /// How long to send (default: until Ctrl-C or SIGTERM).
+    #[arg(long, value_name = "TIME", value_parser = parse_duration_nonzero)]
+    pub duration: Option<Duration>,
+    /// The CPU to send from (default: the last this process may use). One CPU keeps each
+    /// link's datagrams in order on loopback.
+    #[arg(long, value_name = "N")]
+    pub cpu: Option<usize>,
+    /// Keep and print each link's digest of what it sent: frames, first and last timestamp, and
+    /// a CRC-32C of every byte (which costs a pass over the data).
+    #[arg(long)]
+    pub digest: bool,
+    /// Write the summary and the digests as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}

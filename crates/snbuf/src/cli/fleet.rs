@@ -1,0 +1,59 @@
+//! `snbuf fleet ...`: many units over NATS.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use snbuf_units::values::parse_duration_nonzero;
+
+use super::record::{NatsAuthArgs, DEFAULT_NATS};
+
+#[derive(Subcommand, Debug)]
+pub enum FleetCommand {
+    /// Every unit that reported to the fleet: state, buffer fill, durable watermark, last burst,
+    /// and which stopped reporting (missing after 3 s without a heartbeat).
+    ///
+    ///   snbuf fleet status --nats nats://127.0.0.1:4222
+    Status(FleetStatusArgs),
+    /// The burst events the units published (sealed, failed, missed, refused, ...), oldest first.
+    Events(FleetStatusArgs),
+    /// Trigger delivery latency to many lightweight units (each its own connection and durable
+    /// consumer, no data): p50, p99 and max from sending to receipt. Uses its own subject, so
+    /// real units never see its triggers.
+    ///
+    ///   snbuf fleet bench --nats nats://127.0.0.1:4222 --units 150 --triggers 100
+    Bench(FleetBenchArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct FleetBenchArgs {
+    #[arg(long, value_name = "URL", default_value = DEFAULT_NATS)]
+    pub nats: String,
+    #[command(flatten)]
+    pub nats_auth: NatsAuthArgs,
+    /// Units to emulate.
+    #[arg(long, default_value_t = 150, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub units: u32,
+    /// Triggers to send.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub triggers: u32,
+    /// Time between triggers.
+    #[arg(long, value_name = "TIME", default_value = "50ms", value_parser = parse_duration_nonzero)]
+    pub interval: Duration,
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct FleetStatusArgs {
+    #[arg(long, value_name = "URL", default_value = DEFAULT_NATS)]
+    pub nats: String,
+    #[command(flatten)]
+    pub nats_auth: NatsAuthArgs,
+    #[arg(long)]
+    pub json: bool,
+    /// A full-screen view, refreshed every second (q quits), missing units highlighted; on a
+    /// terminal only, elsewhere the one-shot table.
+    #[arg(long, conflicts_with = "json")]
+    pub watch: bool,
+}

@@ -1,0 +1,222 @@
+//! `snbuf record`, `serve`, `trigger` and `status`: a unit's options, and its clients'.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use snbuf_units::parse_duration;
+use snbuf_units::values::{parse_duration_nonzero, parse_page_size, parse_size_nonzero};
+
+#[derive(Args, Debug, Clone)]
+pub struct RecordArgs {
+    /// A TOML file with any of these options (keys as the long options, with `_` for `-`:
+    /// `rate_per_link = "200MB/s"`). The command line wins over the file.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Readout links to emulate (default 10, one socket's worth in DUNE).
+    #[arg(long)]
+    pub links: Option<u32>,
+    /// Frame type, in DUNE's own layout: protodune-wib (5568 B superchunks, 300 ticks at
+    /// 50 MHz; the default), wib2 (5664 B superchunks), wibeth (7200 B, 2048 ticks at 62.5 MHz),
+    /// tdeeth, daphneeth-stream, custom:BYTES:TICKS[:OFFSET] (a u64 timestamp at OFFSET).
+    #[arg(long)]
+    pub frame: Option<String>,
+    /// Where the links' frames come from: `emulate` (the default: emulated detector frames, or
+    /// --replay), or `udp://ADDR:PORT` to receive them from the network, one frame per UDP
+    /// datagram as DUNE's Ethernet readout sends them (`snbuf emit` is such a sender). The
+    /// rate then sizes the buffers and converts --pre and --post to the detector's ticks.
+    #[arg(long, value_name = "SOURCE")]
+    pub source: Option<String>,
+    /// With --source udp: the DAQEthHeader stream_id that feeds each link, in link order
+    /// (default 0,1,2,...: stream N is link N).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub streams: Vec<u8>,
+    /// With --source udp: the DAQEthHeader version frames must carry (others are counted and
+    /// dropped), or `any`. Default 1, what `snbuf emit` sends: set your detector's.
+    #[arg(long, value_name = "N|any")]
+    pub header_version: Option<String>,
+    /// With --source udp: the socket receive buffer per link (default 16MiB; beyond
+    /// net.core.rmem_max needs root, which snbuf uses when it has it).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_nonzero)]
+    pub rcvbuf: Option<u64>,
+    /// The run number written into every burst's manifest (DUNE's offline files need it).
+    #[arg(long, value_name = "N")]
+    pub run: Option<u32>,
+    /// This unit's name: in every burst's manifest, and in the fleet (letters, digits, '-',
+    /// '_'). Default: the host name.
+    #[arg(long, value_name = "ID")]
+    pub unit: Option<String>,
+    /// Each link's DUNE SourceID, in link order (default: the link number).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub source_ids: Vec<u32>,
+    /// Input rate per link: 20MB/s (default), 930MB/s (a real WIB link), 1GiB/s.
+    #[arg(long, value_name = "RATE")]
+    pub rate_per_link: Option<String>,
+    /// Seconds of each link the DRAM latency buffer holds (default 3s; dune: 10s).
+    #[arg(long, value_name = "TIME", value_parser = parse_duration_nonzero)]
+    pub buffer: Option<Duration>,
+    /// How far before the trigger the window starts (default 2s; dune: 10s). At most --buffer.
+    #[arg(long, value_name = "TIME", value_parser = parse_duration)]
+    pub pre: Option<Duration>,
+    /// How far after the trigger the window ends (default 3s; dune: 100s).
+    #[arg(long, value_name = "TIME", value_parser = parse_duration)]
+    pub post: Option<Duration>,
+    /// When the trigger fires, from the start (default: --pre + 1s, so the buffer holds the pre-trigger data).
+    #[arg(long, value_name = "TIME", value_parser = parse_duration)]
+    pub trigger_after: Option<Duration>,
+    /// auto (the default: nt on DAX; else direct with a writer per one or two links, uring with
+    /// fewer writers), or any method of `snbuf methods`.
+    #[arg(long)]
+    pub method: Option<String>,
+    /// Writer threads (default: one per link, as in the paper).
+    #[arg(long)]
+    pub writers: Option<usize>,
+    /// Frames per chunk (default: about 1 MiB of frames).
+    #[arg(long)]
+    pub chunk_frames: Option<u32>,
+    /// Chunks appended per persist (default 8): 1 acknowledges each chunk with its own
+    /// fdatasync or fence; more keeps writes in flight and flushes less often.
+    #[arg(long, value_name = "N")]
+    pub chunks_per_persist: Option<u32>,
+    /// CPUs to pin to: the first runs the link emulation; the writers take the list in turn from
+    /// the second, wrapping around (so on 0,1 they alternate between 1 and 0).
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+    /// Page size of the latency buffers: 4KiB (default) or 2MiB.
+    #[arg(long, value_name = "SIZE", value_parser = parse_page_size)]
+    pub page_size: Option<u64>,
+    /// Replay a DUNE raw recording (frames back to back, as DUNE's readout writes
+    /// `<SourceID>.bin`) on every link, looping: only the timestamps (and sequence numbers) are
+    /// rewritten, at their own places in the frames.
+    #[arg(long, value_name = "FILE")]
+    pub replay: Option<PathBuf>,
+    /// Where bursts go: DIR/<burst-id>/ (default ./snbuf-data). Repeat it to spread the links
+    /// over several devices (one directory per device or pmem namespace): link i is written to
+    /// output i mod N, the first output holds each burst's manifest, and the others' files
+    /// appear in the burst directory as symbolic links.
+    #[arg(long, value_name = "DIR")]
+    pub output: Vec<PathBuf>,
+    /// The burst's directory name (default: UTC time and process id).
+    #[arg(long)]
+    pub burst_id: Option<String>,
+    /// Preset: `dune` = 10 links x 0.93 GB/s, 10 s buffer, 10 s before, 100 s after.
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Write the summary as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Keep the live state in this JSON file, rewritten ~10 times a second while a burst
+    /// records: per link, the durable watermark (chunks, frames and newest timestamp that are
+    /// durable), loss and failure. What it ever said survives a crash.
+    #[arg(long, value_name = "FILE")]
+    pub status_file: Option<PathBuf>,
+    /// For reliability tests: inject a fault into the links' files (repeatable).
+    /// write-eio:link=1,after=4MiB (a write past 4 MiB fails with EIO), write-enospc:after=8MiB,
+    /// persist-eio:link=0,after=3 (the 4th fdatasync/fence fails), slow:rate=50MB/s (a throttled
+    /// medium). Without link=N, every link. Faults that only a power cut reveals, which
+    /// bench/powercut.sh must catch: lost-flush (persists succeed and do nothing), late-flush
+    /// (each persist is done only at the next), lost-dir-sync (no directory fsync).
+    #[arg(long, value_name = "FAULT")]
+    pub inject_fault: Vec<String>,
+    /// The `[s3]` table of the config file (export settings and credentials); not an option.
+    #[arg(skip)]
+    pub s3: Option<snbuf_export::S3Settings>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub record: RecordArgs,
+    /// The control socket (default: OUTPUT/snbuf.sock).
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Serve Prometheus metrics over HTTP at this address (e.g. 127.0.0.1:9464): per link input,
+    /// output, loss, buffer fill, backlog and durable watermark; bursts by state. Read-only.
+    /// See docs/METRICS.md.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
+    /// Join a fleet over NATS (JetStream): take triggers broadcast with `snbuf trigger --nats`,
+    /// report a heartbeat to `snbuf fleet status`, publish burst events. Without a URL:
+    /// nats://127.0.0.1:4222. If NATS is unreachable the unit records locally and keeps trying.
+    #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = DEFAULT_NATS)]
+    pub nats: Option<String>,
+    #[command(flatten)]
+    pub nats_auth: NatsAuthArgs,
+    /// Export every sealed burst to this destination (s3://BUCKET/PREFIX or file:///DIR, as
+    /// `snbuf export`), one at a time in the background; bursts left unexported by an earlier
+    /// run are exported too.
+    #[arg(long, value_name = "URL")]
+    pub export_to: Option<String>,
+    /// At most this export rate (e.g. 100MB/s), so that exporting never starves recording.
+    #[arg(long, value_name = "RATE")]
+    pub export_rate: Option<String>,
+    /// Remove each burst locally once every object has been read back and matched.
+    #[arg(long)]
+    pub delete_after_verify: bool,
+    /// On SIGTERM (or Ctrl-C) the unit takes no more triggers, finishes and seals the burst in
+    /// progress, and exits 0: a drain. Past this long it exits 1 instead, the burst persisted as
+    /// far as it got and recoverable (default: --pre + --post + --buffer + 30 s, the longest a
+    /// burst can take). A second signal stops at once.
+    #[arg(long, value_name = "TIME", value_parser = snbuf_units::values::parse_duration_nonzero)]
+    pub drain_timeout: Option<std::time::Duration>,
+    /// Log lines as text (for a person) or json (one object per line, for a collector).
+    /// Levels by RUST_LOG (default info; e.g. RUST_LOG=debug).
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: crate::logging::LogFormat,
+}
+
+pub const DEFAULT_NATS: &str = "nats://127.0.0.1:4222";
+
+/// Credentials and TLS for NATS, handled by the client library.
+#[derive(Args, Debug, Clone, Default)]
+pub struct NatsAuthArgs {
+    /// A NATS credentials file (.creds: JWT and NKey seed). Never printed.
+    #[arg(long, value_name = "FILE")]
+    pub nats_creds: Option<PathBuf>,
+    /// A CA certificate to trust; turns TLS on (or use a tls:// URL).
+    #[arg(long, value_name = "FILE")]
+    pub nats_ca: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct TriggerArgs {
+    /// The server's control socket.
+    #[arg(long, value_name = "PATH", default_value = "./snbuf-data/snbuf.sock")]
+    pub socket: PathBuf,
+    /// Centre of the window: `now`, or a detector timestamp in ticks.
+    #[arg(long, default_value = "now")]
+    pub at: String,
+    /// Window start before the trigger (default: the server's --pre).
+    #[arg(long, value_name = "TIME", value_parser = parse_duration)]
+    pub pre: Option<Duration>,
+    /// Window end after the trigger (default: the server's --post).
+    #[arg(long, value_name = "TIME", value_parser = parse_duration)]
+    pub post: Option<Duration>,
+    /// Name of the burst (default: the server numbers them).
+    #[arg(long)]
+    pub burst_id: Option<String>,
+    /// Wait until the burst is sealed and verified, and print its outcome (socket only).
+    #[arg(long)]
+    pub wait: bool,
+    /// Broadcast to every unit of a fleet over NATS instead of one server's socket. `now` is
+    /// sent as wall-clock time, which each unit turns into its own ticks: all record the same
+    /// window. --burst-id becomes the trigger id (a second delivery records nothing more).
+    #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = DEFAULT_NATS)]
+    pub nats: Option<String>,
+    #[command(flatten)]
+    pub nats_auth: NatsAuthArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct StatusArgs {
+    /// The server's control socket.
+    #[arg(long, value_name = "PATH", default_value = "./snbuf-data/snbuf.sock")]
+    pub socket: PathBuf,
+    /// Print the server's reply as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// A full-screen view, refreshed every second (q quits); on a terminal only, elsewhere the
+    /// one-shot report.
+    #[arg(long, conflicts_with = "json")]
+    pub watch: bool,
+}

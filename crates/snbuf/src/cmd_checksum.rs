@@ -1,0 +1,64 @@
+//! `snbuf bench checksum`: the CRC-32C implementations and a writer's copy-and-checksum
+//! variants, as a table of GB/s and core-seconds per GiB (and JSON on request).
+
+use anyhow::Context;
+use snbuf_bench::checksum::{self, ChecksumConfig, ChecksumResult};
+use snbuf_bench::results::save;
+use snbuf_bench::{Machine, OpClock};
+use snbuf_units::Bytes;
+
+use crate::cli::ChecksumArgs;
+use crate::exit::usage;
+use crate::progress::bar;
+use crate::table::Table;
+
+pub fn run(args: ChecksumArgs) -> anyhow::Result<()> {
+    if !args.dram_size.is_multiple_of(1 << 20) || args.passes == 0 {
+        return Err(usage(
+            "--dram-size must be a whole number of MiB, --passes at least 1",
+        ));
+    }
+    let config = ChecksumConfig {
+        dram_bytes: usize::try_from(args.dram_size).context("--dram-size")?,
+        passes: args.passes,
+        ..ChecksumConfig::default()
+    };
+    eprintln!(
+        "snbuf bench checksum: {} from DRAM per pass, fastest of {}",
+        Bytes(args.dram_size),
+        args.passes
+    );
+    let b = bar(checksum::steps(&config));
+    let results = checksum::run(&config, |name| {
+        b.set_message(name.to_string());
+        b.inc(1);
+    })
+    .context("bench checksum")?;
+    b.finish_and_clear();
+    print!("{}", render(&results));
+    if let Some(path) = &args.json {
+        let clock = OpClock::calibrate(std::time::Duration::from_millis(20));
+        let machine = Machine::probe(&[], clock.describe(), env!("SNBUF_GIT_COMMIT"));
+        save(path, "checksum", &machine, &results)?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+fn render(results: &[ChecksumResult]) -> String {
+    let mut t = Table::new(&[
+        ("variant", false),
+        ("source", false),
+        ("GB/s", true),
+        ("core-s/GiB", true),
+    ]);
+    for r in results {
+        t.row(vec![
+            r.variant.clone(),
+            r.source.to_string(),
+            format!("{:.1}", r.gb_per_s),
+            format!("{:.3}", r.core_s_per_gib),
+        ]);
+    }
+    t.render()
+}

@@ -1,0 +1,177 @@
+//! `snbuf ls`: the bursts under an output directory, one line each.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+use snbuf_burst::{verify_burst, BurstState, Manifest};
+use snbuf_units::{utc_stamp, Bytes};
+
+use crate::exit::usage;
+use crate::table::Table;
+
+/// One burst as `ls` shows it.
+struct Entry {
+    id: String,
+    state: String,
+    created_unix_ns: Option<u64>,
+    window_s: Option<f64>,
+    bytes: u64,
+    lost_frames: Option<u64>,
+    frames: Option<u64>,
+    verified: String,
+    exported: String,
+}
+
+pub fn run(dir: &Path, json_out: bool, verify: bool) -> anyhow::Result<()> {
+    if !dir.is_dir() {
+        return Err(usage(format!("{}: not a directory", dir.display())));
+    }
+    // A unit serving this directory says which burst it is recording (a "recording" manifest
+    // elsewhere is an interrupted burst).
+    let recording = recording_now(&dir.join("snbuf.sock"));
+    let mut entries: Vec<Entry> = Vec::new();
+    for e in std::fs::read_dir(dir)?.flatten() {
+        let path = e.path();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') || !path.is_dir() {
+            continue;
+        }
+        if let Some(entry) = entry(&path, &name, recording.as_deref(), verify) {
+            entries.push(entry);
+        }
+    }
+    entries.sort_by(|a, b| (a.created_unix_ns, &a.id).cmp(&(b.created_unix_ns, &b.id)));
+    if json_out {
+        let v: Vec<Value> = entries
+            .iter()
+            .map(|e| {
+                json!({
+                    "burst_id": e.id, "state": e.state, "created_unix_ns": e.created_unix_ns,
+                    "window_s": e.window_s, "bytes": e.bytes, "frames": e.frames,
+                    "lost_frames": e.lost_frames, "verified": e.verified, "exported": e.exported,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    if entries.is_empty() {
+        println!("no bursts in {}", dir.display());
+        return Ok(());
+    }
+    let mut t = Table::new(&[
+        ("burst", false),
+        ("state", false),
+        ("triggered (UTC)", false),
+        ("window", true),
+        ("size", true),
+        ("lost", true),
+        ("verified", false),
+        ("exported", false),
+    ]);
+    for e in &entries {
+        t.row(vec![
+            e.id.clone(),
+            e.state.clone(),
+            e.created_unix_ns
+                .map(|ns| utc_stamp(ns / 1_000_000_000))
+                .unwrap_or_else(|| "-".into()),
+            e.window_s.map_or("-".into(), |s| format!("{s:.1} s")),
+            Bytes(e.bytes).to_string(),
+            e.lost_frames.map_or("-".into(), |l| l.to_string()),
+            e.verified.clone(),
+            e.exported.clone(),
+        ]);
+    }
+    print!("{}", t.render());
+    Ok(())
+}
+
+/// The burst in `path`, or None when it holds no burst (no manifest and no link file).
+fn entry(path: &Path, name: &str, recording: Option<&str>, verify: bool) -> Option<Entry> {
+    let files: Vec<PathBuf> = std::fs::read_dir(path)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .and_then(snbuf_burst::manifest::link_of_file_name)
+                .is_some()
+        })
+        .collect();
+    let bytes: u64 = files
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum();
+    let manifest = Manifest::read(path).ok();
+    if manifest.is_none() && files.is_empty() {
+        return None;
+    }
+    let state = match &manifest {
+        None => "interrupted (no manifest)".to_string(),
+        Some(m) => match m.state {
+            BurstState::Recording if recording == Some(name) => "recording".into(),
+            BurstState::Recording => "interrupted".into(),
+            other => format!("{other:?}").to_lowercase(),
+        },
+    };
+    let verified = if verify {
+        match verify_burst(path) {
+            Ok(r) if r.valid => "yes (now)".into(),
+            Ok(r) => format!(
+                "NO ({} problems)",
+                r.problems.len() + r.links.iter().map(|l| l.problems.len()).sum::<usize>()
+            ),
+            Err(e) => format!("NO ({e})"),
+        }
+    } else {
+        match manifest.as_ref().and_then(|m| m.verified) {
+            Some(v) if v.valid => "yes".into(),
+            Some(v) => format!("NO ({} problems)", v.problems),
+            None => "-".into(),
+        }
+    };
+    let exported = if let Ok(t) = std::fs::read_to_string(path.join(snbuf_export::EXPORTED)) {
+        let v: Value = serde_json::from_str(&t).unwrap_or(Value::Null);
+        match v["destination"].as_str() {
+            Some(d) => format!("yes: {d}"),
+            None => "yes".into(),
+        }
+    } else if path.join(".export-journal.json").exists() {
+        "in progress".into()
+    } else {
+        "no".into()
+    };
+    let window_s = manifest.as_ref().and_then(|m| {
+        let (t, f) = (m.trigger.as_ref()?, m.frame.as_ref()?);
+        Some((t.window_end_timestamp - t.window_start_timestamp) as f64 / f.clock_hz.max(1) as f64)
+    });
+    Some(Entry {
+        id: name.to_string(),
+        state,
+        created_unix_ns: manifest.as_ref().map(|m| m.created_unix_ns),
+        window_s,
+        bytes,
+        lost_frames: manifest
+            .as_ref()
+            .map(|m| m.links.iter().map(|l| l.lost_frames).sum()),
+        frames: manifest
+            .as_ref()
+            .map(|m| m.links.iter().map(|l| l.data.frames).sum()),
+        verified,
+        exported,
+    })
+}
+
+/// The burst a unit serving `socket` is recording, if one answers within its timeout.
+fn recording_now(socket: &Path) -> Option<String> {
+    if !socket.exists() {
+        return None;
+    }
+    let s = snbuf_unit::control::request(socket, &json!({"cmd": "status"})).ok()?;
+    s["recording_burst"]["burst_id"]
+        .as_str()
+        .map(str::to_string)
+}

@@ -1,0 +1,364 @@
+//! Full-screen live views for the shift crew: `snbuf status --watch` (one unit: per link the
+//! input rate, buffer fill, backlog, durable watermark, loss and failure; the burst being
+//! recorded with its progress through the window and the time left; past bursts with their
+//! state and export) and `snbuf fleet status --watch` (one row per unit, missing units
+//! highlighted). Refreshed about once a second; `q` or Esc quits. A server that goes away is
+//! shown as such, and the view keeps trying.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use ratatui::crossterm::event::{self, Event, KeyCode, KeyModifiers};
+use ratatui::layout::{Constraint, Layout};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::Line;
+use ratatui::widgets::{Block, Borders, Paragraph, Row, Table};
+use ratatui::{DefaultTerminal, Frame};
+use serde_json::Value;
+use snbuf_units::Rate;
+
+/// How often the views ask for fresh state.
+const REFRESH: Duration = Duration::from_secs(1);
+
+/// Runs `draw` on a full-screen terminal, fetching with `fetch` every REFRESH, until q/Esc/^C.
+fn run<S>(
+    mut fetch: impl FnMut() -> S,
+    draw: impl Fn(&mut Frame, &S, &mut History),
+) -> anyhow::Result<()> {
+    let mut terminal: DefaultTerminal = ratatui::init();
+    let mut history = History::default();
+    let result = (|| -> anyhow::Result<()> {
+        loop {
+            let state = fetch();
+            terminal.draw(|f| draw(f, &state, &mut history))?;
+            let until = Instant::now() + REFRESH;
+            while let Some(left) = until.checked_duration_since(Instant::now()) {
+                if event::poll(left)? {
+                    if let Event::Key(k) = event::read()? {
+                        let ctrl_c = k.code == KeyCode::Char('c')
+                            && k.modifiers.contains(KeyModifiers::CONTROL);
+                        if matches!(k.code, KeyCode::Char('q') | KeyCode::Esc) || ctrl_c {
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+        }
+    })();
+    ratatui::restore();
+    result
+}
+
+/// Counters seen at the previous refresh, for rates.
+#[derive(Default)]
+struct History {
+    frames_in: BTreeMap<u64, (Instant, u64)>,
+}
+
+impl History {
+    /// Frames per second of `link` since the last call.
+    fn rate(&mut self, link: u64, frames_in: u64) -> Option<f64> {
+        let now = Instant::now();
+        let prev = self.frames_in.insert(link, (now, frames_in));
+        prev.and_then(|(t, n)| {
+            let dt = now.duration_since(t).as_secs_f64();
+            (dt > 0.0 && frames_in >= n).then(|| (frames_in - n) as f64 / dt)
+        })
+    }
+}
+
+/// `snbuf status --watch`.
+pub fn unit_status(socket: &Path) -> anyhow::Result<()> {
+    let socket = socket.to_path_buf();
+    run(
+        move || {
+            snbuf_unit::control::request(&socket, &serde_json::json!({"cmd": "status"}))
+                .map_err(|e| e.to_string())
+        },
+        draw_unit,
+    )
+}
+
+fn draw_unit(f: &mut Frame, state: &Result<Value, String>, history: &mut History) {
+    let [head, links, burst, past, help] = Layout::vertical([
+        Constraint::Length(3),
+        Constraint::Min(6),
+        Constraint::Length(4),
+        Constraint::Length(8),
+        Constraint::Length(1),
+    ])
+    .areas(f.area());
+    f.render_widget(
+        Paragraph::new("q: quit   refreshed every second")
+            .style(Style::default().fg(Color::DarkGray)),
+        help,
+    );
+    let s = match state {
+        Ok(s) => s,
+        Err(e) => {
+            let p = Paragraph::new(vec![
+                Line::from("SERVER UNREACHABLE")
+                    .style(Style::default().fg(Color::Red).add_modifier(Modifier::BOLD)),
+                Line::from(e.clone()),
+                Line::from("trying again every second"),
+            ])
+            .block(Block::default().borders(Borders::ALL).title(" snbuf unit "));
+            f.render_widget(p, head.union(links));
+            return;
+        }
+    };
+    let fb = s["rate_bytes_per_s_per_link"].as_f64().unwrap_or(0.0);
+    let frame_bytes = s["buffer_memory_bytes"].as_f64().unwrap_or(0.0)
+        / (s["links"].as_f64().unwrap_or(1.0).max(1.0)
+            * s["buffer_capacity_frames"].as_f64().unwrap_or(1.0).max(1.0));
+    let title = format!(
+        " snbuf unit: {} links of {} at {} each, buffer {:.1} s, method {}, up {:.0} s ",
+        s["links"],
+        s["frame_type"].as_str().unwrap_or("?"),
+        Rate(fb),
+        s["buffer_s"].as_f64().unwrap_or(0.0),
+        s["method"].as_str().unwrap_or("?"),
+        s["uptime_s"].as_f64().unwrap_or(0.0)
+    );
+    let recording = s["recording_burst"]["burst_id"].as_str();
+    let summary = match recording {
+        Some(id) => format!("RECORDING burst {id}"),
+        None => format!(
+            "idle: ready for a trigger (next burst's files: {})",
+            s["next_burst"].as_str().unwrap_or("?")
+        ),
+    };
+    f.render_widget(
+        Paragraph::new(summary).block(Block::default().borders(Borders::ALL).title(title)),
+        head,
+    );
+    let capacity = s["buffer_capacity_frames"].as_f64().unwrap_or(0.0).max(1.0);
+    let rows: Vec<Row> = s["live"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|l| {
+            let link = l["link"].as_u64().unwrap_or(0);
+            let rate = history.rate(link, l["frames_in"].as_u64().unwrap_or(0));
+            let failed = l["failed"] == true;
+            let lost = l["lost_frames"].as_u64().unwrap_or(0);
+            let style = if failed || lost > 0 {
+                Style::default().fg(Color::Red)
+            } else {
+                Style::default()
+            };
+            Row::new(vec![
+                link.to_string(),
+                rate.map_or("-".into(), |r| Rate(r * frame_bytes).to_string()),
+                format!(
+                    "{:.0}%",
+                    100.0 * l["buffer_fill_frames"].as_f64().unwrap_or(0.0) / capacity
+                ),
+                format!(
+                    "{:.0}%",
+                    100.0 * l["backlog_frames"].as_f64().unwrap_or(0.0) / capacity
+                ),
+                l["durable_chunks"].to_string(),
+                l["durable_until_timestamp"]
+                    .as_u64()
+                    .map_or("-".into(), |t| t.to_string()),
+                lost.to_string(),
+                if failed { "FAILED".into() } else { "ok".into() },
+            ])
+            .style(style)
+        })
+        .collect();
+    let table = Table::new(
+        rows,
+        [
+            Constraint::Length(5),
+            Constraint::Length(12),
+            Constraint::Length(8),
+            Constraint::Length(8),
+            Constraint::Length(8),
+            Constraint::Length(22),
+            Constraint::Length(8),
+            Constraint::Length(8),
+        ],
+    )
+    .header(
+        Row::new([
+            "link",
+            "input",
+            "fill",
+            "backlog",
+            "chunks",
+            "durable until (ticks)",
+            "lost",
+            "state",
+        ])
+        .style(Style::default().add_modifier(Modifier::BOLD)),
+    )
+    .block(Block::default().borders(Borders::ALL).title(" links "));
+    f.render_widget(table, links);
+    let burst_text = match (recording, s["recording_burst"]["window"].as_object()) {
+        (Some(id), Some(w)) => {
+            let start = w["window_start_timestamp"].as_u64().unwrap_or(0);
+            let end = w["window_end_timestamp"].as_u64().unwrap_or(0);
+            let durable = s["live"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|l| l["durable_until_timestamp"].as_u64())
+                .min()
+                .unwrap_or(start);
+            let done =
+                (durable.saturating_sub(start)) as f64 / (end.saturating_sub(start)).max(1) as f64;
+            let ticks_per_s = s["ticks_per_s"].as_f64().unwrap_or(1.0).max(1.0);
+            let newest = s["newest_timestamp"].as_u64().unwrap_or(start);
+            let left_s = end.saturating_sub(newest) as f64 / ticks_per_s;
+            format!(
+                "burst {id}: {:.0}% of the window durable; its end is {:.1} s away",
+                100.0 * done.clamp(0.0, 1.0),
+                left_s
+            )
+        }
+        _ => "no burst being recorded".into(),
+    };
+    f.render_widget(
+        Paragraph::new(burst_text)
+            .block(Block::default().borders(Borders::ALL).title(" recording ")),
+        burst,
+    );
+    let past_rows: Vec<Row> = s["bursts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .rev()
+        .map(|b| {
+            let exported = b["dir"]
+                .as_str()
+                .map(|d| Path::new(d).join(snbuf_export::EXPORTED).exists())
+                .unwrap_or(false);
+            let ok = b["valid"] == true;
+            Row::new(vec![
+                b["burst_id"].as_str().unwrap_or("?").to_string(),
+                b["state"].as_str().unwrap_or("?").to_string(),
+                b["frames"].to_string(),
+                b["lost_frames"].to_string(),
+                if ok {
+                    "valid".into()
+                } else {
+                    "NOT VALID".into()
+                },
+                if exported {
+                    "exported".into()
+                } else {
+                    "-".into()
+                },
+            ])
+            .style(if ok {
+                Style::default()
+            } else {
+                Style::default().fg(Color::Red)
+            })
+        })
+        .collect();
+    let past_table = Table::new(
+        past_rows,
+        [
+            Constraint::Min(24),
+            Constraint::Length(10),
+            Constraint::Length(10),
+            Constraint::Length(8),
+            Constraint::Length(10),
+            Constraint::Length(10),
+        ],
+    )
+    .header(
+        Row::new(["burst", "state", "frames", "lost", "verify", "export"])
+            .style(Style::default().add_modifier(Modifier::BOLD)),
+    )
+    .block(
+        Block::default()
+            .borders(Borders::ALL)
+            .title(format!(" past bursts ({} in all) ", s["bursts_total"])),
+    );
+    f.render_widget(past_table, past);
+}
+
+/// `snbuf fleet status --watch`.
+pub fn fleet_status(opts: &snbuf_fleet::NatsOptions) -> anyhow::Result<()> {
+    let opts = opts.clone();
+    run(
+        move || snbuf_fleet::fleet_status(&opts).map_err(|e| e.to_string()),
+        draw_fleet,
+    )
+}
+
+fn draw_fleet(f: &mut Frame, state: &Result<Vec<snbuf_fleet::UnitView>, String>, _: &mut History) {
+    let [body, help] =
+        Layout::vertical([Constraint::Min(3), Constraint::Length(1)]).areas(f.area());
+    f.render_widget(
+        Paragraph::new("q: quit   refreshed every second")
+            .style(Style::default().fg(Color::DarkGray)),
+        help,
+    );
+    let units = match state {
+        Ok(u) => u,
+        Err(e) => {
+            f.render_widget(
+                Paragraph::new(vec![
+                    Line::from("NATS UNREACHABLE")
+                        .style(Style::default().fg(Color::Red).add_modifier(Modifier::BOLD)),
+                    Line::from(e.clone()),
+                    Line::from("trying again every second"),
+                ])
+                .block(
+                    Block::default()
+                        .borders(Borders::ALL)
+                        .title(" snbuf fleet "),
+                ),
+                body,
+            );
+            return;
+        }
+    };
+    let missing = units.iter().filter(|u| u.missing).count();
+    let rows: Vec<Row> = units
+        .iter()
+        .map(|u| {
+            let row = Row::new(crate::fleet_rows::unit_cells(u));
+            if u.missing {
+                row.style(
+                    Style::default()
+                        .fg(Color::White)
+                        .bg(Color::Red)
+                        .add_modifier(Modifier::BOLD),
+                )
+            } else {
+                row
+            }
+        })
+        .collect();
+    let table = Table::new(
+        rows,
+        [
+            Constraint::Min(12),
+            Constraint::Length(10),
+            Constraint::Length(11),
+            Constraint::Length(6),
+            Constraint::Length(11),
+            Constraint::Length(21),
+            Constraint::Length(7),
+            Constraint::Min(20),
+            Constraint::Length(7),
+            Constraint::Min(20),
+        ],
+    )
+    .header(
+        Row::new(crate::fleet_rows::HEADER.map(|(title, _)| title))
+            .style(Style::default().add_modifier(Modifier::BOLD)),
+    )
+    .block(Block::default().borders(Borders::ALL).title(format!(
+        " snbuf fleet: {} units, {missing} MISSING ",
+        units.len()
+    )));
+    f.render_widget(table, body);
+}

@@ -1,0 +1,24 @@
+//! Progress bars on the terminal for anything that runs longer than a second or two, with the
+//! time left.
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// A progress bar over `len` steps, with the time left.
+pub fn bar(len: u64) -> ProgressBar {
+    let b = ProgressBar::new(len);
+    b.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len}, about {eta} left  {msg}",
+        )
+        .expect("the template is valid"),
+    );
+    b
+}
+
+/// A step callback for a suite's runner that advances `bar`.
+pub fn steps(bar: &ProgressBar) -> impl FnMut(&str) + '_ {
+    |label: &str| {
+        bar.set_message(label.to_string());
+        bar.inc(1);
+    }
+}

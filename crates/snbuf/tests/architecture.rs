@@ -1,0 +1,348 @@
+//! The workspace keeps the shape docs/DESIGN.md describes: within every crate no source file
+//! imports another that imports it back (directly or round a longer loop), no file grows past
+//! `MAX_LINES`, and every file says what it is for in a `//!` opening. A newcomer reads the
+//! architecture from the folders; this keeps it true as the code changes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// About 600 lines: a file any reader can hold in their head.
+const MAX_LINES: usize = 650;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Every `.rs` file under `dir`.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// A crate's source: module path (`a::b`) → file.
+fn modules(src: &Path) -> BTreeMap<String, PathBuf> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    files
+        .into_iter()
+        .map(|f| {
+            let rel = f.strip_prefix(src).unwrap().with_extension("");
+            let mut parts: Vec<String> = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            if matches!(
+                parts.last().map(String::as_str),
+                Some("mod" | "lib" | "main")
+            ) {
+                parts.pop();
+            }
+            (parts.join("::"), f)
+        })
+        .collect()
+}
+
+/// The code of a file without comment lines and without `#[cfg(test)]` modules (a test module
+/// may use its parent freely).
+fn code_of(text: &str) -> String {
+    let mut out = String::new();
+    let mut depth = 0usize;
+    let mut skip_until: Option<usize> = None;
+    let mut cfg_test = false;
+    for line in text.lines() {
+        let t = line.trim();
+        if t.starts_with("//") {
+            continue;
+        }
+        let code = line.split(" //").next().unwrap_or(line);
+        let (opens, closes) = (code.matches('{').count(), code.matches('}').count());
+        if let Some(d) = skip_until {
+            depth = (depth + opens).saturating_sub(closes);
+            if depth <= d {
+                skip_until = None;
+            }
+            continue;
+        }
+        if t.starts_with("#[cfg(test)]") || t.starts_with("#[cfg(all(test") {
+            cfg_test = true;
+            continue;
+        }
+        if std::mem::take(&mut cfg_test) && t.starts_with("mod ") {
+            if opens > closes {
+                skip_until = Some(depth);
+                depth += opens - closes;
+            }
+            continue;
+        }
+        depth = (depth + opens).saturating_sub(closes);
+        out.push_str(code);
+        out.push('\n');
+    }
+    out
+}
+
+/// The `use` statements of `code`, each as (is a re-export, the tree after `use`).
+fn use_statements(code: &str) -> Vec<(bool, String)> {
+    let mut out = Vec::new();
+    let mut current: Option<(bool, String)> = None;
+    for line in code.lines() {
+        let t = line.trim();
+        match current.as_mut() {
+            Some(c) => c.1.push_str(t),
+            None => {
+                let (reexport, rest) = if let Some(r) = t.strip_prefix("use ") {
+                    (false, r)
+                } else if let Some(r) = t.strip_prefix("pub use ") {
+                    (true, r)
+                } else if let Some(r) = t
+                    .strip_prefix("pub(crate) use ")
+                    .or_else(|| t.strip_prefix("pub(super) use "))
+                {
+                    (true, r)
+                } else {
+                    continue;
+                };
+                current = Some((reexport, rest.to_string()));
+            }
+        }
+        if t.contains(';') {
+            if let Some((r, mut s)) = current.take() {
+                s.truncate(s.find(';').unwrap_or(s.len()));
+                out.push((r, s));
+            }
+        }
+    }
+    out
+}
+
+/// Expands `use` trees (`a::{b, c::d}`) into paths.
+fn expand_use(prefix: &str, tree: &str, out: &mut Vec<String>) {
+    let tree = tree.trim();
+    if let Some(open) = tree.find('{') {
+        let head = tree[..open].trim_end_matches("::");
+        let inner = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
+        let base = join(prefix, head);
+        let mut level = 0;
+        let mut start = 0;
+        for (i, c) in inner.char_indices() {
+            match c {
+                '{' => level += 1,
+                '}' => level -= 1,
+                ',' if level == 0 => {
+                    expand_use(&base, &inner[start..i], out);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        expand_use(&base, &inner[start..], out);
+    } else {
+        let path = tree.split(" as ").next().unwrap_or(tree).trim();
+        if !path.is_empty() {
+            out.push(join(prefix, path));
+        }
+    }
+}
+
+fn join(a: &str, b: &str) -> String {
+    match (a.is_empty(), b.is_empty()) {
+        (true, _) => b.to_string(),
+        (_, true) => a.to_string(),
+        _ => format!("{a}::{b}"),
+    }
+}
+
+/// Module paths a file refers to with `crate::` or `super::`, resolved to the longest module
+/// that exists.
+fn references(module: &str, code: &str, known: &BTreeMap<String, PathBuf>) -> BTreeSet<String> {
+    let mut paths = Vec::new();
+    // `use` statements, trees expanded; `pub use` in a facade (a module with children) only
+    // re-exports, which makes no dependency of its own.
+    let has_children = known
+        .keys()
+        .any(|k| !k.is_empty() && (module.is_empty() || k.starts_with(&format!("{module}::"))));
+    for (reexport, tree) in use_statements(code) {
+        if reexport && has_children {
+            continue;
+        }
+        expand_use("", &tree, &mut paths);
+    }
+    // Inline paths: `crate::a::b::f(...)`.
+    for (i, _) in code.match_indices("crate::") {
+        let rest: String = code[i..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+            .collect();
+        paths.push(rest);
+    }
+    let mut out = BTreeSet::new();
+    for p in paths {
+        let mut segs: Vec<&str> = p.split("::").filter(|s| !s.is_empty()).collect();
+        let mut base: Vec<String> = match segs.first() {
+            Some(&"crate") => {
+                segs.remove(0);
+                vec![]
+            }
+            Some(&"super") => {
+                let mut b: Vec<String> = module.split("::").map(String::from).collect();
+                while segs.first() == Some(&"super") {
+                    segs.remove(0);
+                    b.pop();
+                }
+                b
+            }
+            Some(&"self") => {
+                segs.remove(0);
+                module.split("::").map(String::from).collect()
+            }
+            _ => continue,
+        };
+        base.retain(|s| !s.is_empty());
+        let mut best = None;
+        let mut cur = base.clone();
+        if known.contains_key(&cur.join("::")) {
+            best = Some(cur.join("::"));
+        }
+        for s in segs {
+            cur.push(s.to_string());
+            if known.contains_key(&cur.join("::")) {
+                best = Some(cur.join("::"));
+            }
+        }
+        if let Some(b) = best {
+            // The crate root is a facade of re-exports: depending on it is not a loop.
+            if b != module && !b.is_empty() && !module.starts_with(&format!("{b}::")) {
+                out.insert(b);
+            }
+        }
+    }
+    out
+}
+
+/// A loop in `graph`, if any, as the modules round it.
+fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        n: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        state: &mut BTreeMap<String, u8>,
+        stack: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        state.insert(n.to_string(), 1);
+        stack.push(n.to_string());
+        for m in graph.get(n).into_iter().flatten() {
+            match state.get(m.as_str()).copied().unwrap_or(0) {
+                0 => {
+                    if let Some(c) = visit(m, graph, state, stack) {
+                        return Some(c);
+                    }
+                }
+                1 => {
+                    let at = stack.iter().position(|s| s == m).unwrap();
+                    let mut c = stack[at..].to_vec();
+                    c.push(m.clone());
+                    return Some(c);
+                }
+                _ => {}
+            }
+        }
+        stack.pop();
+        state.insert(n.to_string(), 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for n in graph.keys() {
+        if state.get(n).copied().unwrap_or(0) == 0 {
+            if let Some(c) = visit(n, graph, &mut state, &mut Vec::new()) {
+                return Some(c);
+            }
+        }
+    }
+    None
+}
+
+fn crates() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(workspace().join("crates"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("src").is_dir())
+        .collect();
+    v.sort();
+    assert!(v.len() >= 8, "the crates were found: {v:?}");
+    v
+}
+
+#[test]
+fn no_module_imports_one_that_imports_it_back() {
+    let mut loops = Vec::new();
+    for c in crates() {
+        let known = modules(&c.join("src"));
+        let mut graph = BTreeMap::new();
+        for (m, f) in &known {
+            let code = code_of(&std::fs::read_to_string(f).unwrap());
+            graph.insert(m.clone(), references(m, &code, &known));
+        }
+        if let Some(cycle) = find_cycle(&graph) {
+            loops.push(format!("{}: {}", c.display(), cycle.join(" -> ")));
+        }
+    }
+    assert!(loops.is_empty(), "import loops:\n{}", loops.join("\n"));
+}
+
+#[test]
+fn the_cycle_finder_finds_cycles() {
+    let g: BTreeMap<String, BTreeSet<String>> = [
+        ("a", vec!["b"]),
+        ("b", vec!["c"]),
+        ("c", vec!["a"]),
+        ("d", vec![]),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.into(), v.into_iter().map(String::from).collect()))
+    .collect();
+    assert_eq!(find_cycle(&g).unwrap(), vec!["a", "b", "c", "a"]);
+    let known: BTreeMap<String, PathBuf> = ["", "x", "y", "y::z"]
+        .into_iter()
+        .map(|k| (k.to_string(), PathBuf::new()))
+        .collect();
+    let refs = references(
+        "x",
+        "use crate::{y::z::Thing, y::other};\nfn f() { crate::y::g(); }",
+        &known,
+    );
+    assert_eq!(
+        refs.into_iter().collect::<Vec<_>>(),
+        vec!["y".to_string(), "y::z".to_string()]
+    );
+    let code = code_of("use a;\n#[cfg(test)]\nmod tests {\n    use super::*;\n}\nuse b;\n");
+    assert_eq!(code, "use a;\nuse b;\n");
+}
+
+#[test]
+fn no_source_file_is_too_long_and_each_says_what_it_is_for() {
+    let mut problems = Vec::new();
+    for c in crates() {
+        let mut files = Vec::new();
+        rust_files(&c.join("src"), &mut files);
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            let lines = text.lines().count();
+            if lines > MAX_LINES {
+                problems.push(format!("{}: {lines} lines", f.display()));
+            }
+            if !text.starts_with("//!") {
+                problems.push(format!("{}: no //! opening", f.display()));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

@@ -1,0 +1,454 @@
+//! The machine whose plug the trials pull: Debian's stock kernel booted by QEMU with a small
+//! initramfs (busybox, the `snbuf` binary under test and the libraries and modules it needs),
+//! its data disk an image served by nbdkit through its cache filter in writeback mode. That
+//! filter keeps every write in a cache of its own until the guest flushes, like a drive's
+//! volatile write cache: SIGKILL to nbdkit and QEMU loses exactly what was never flushed, with
+//! the guest's page cache and every request in flight. (QEMU's own cache on a plain image would
+//! not do: the host's page cache keeps every write QEMU received, flushed or not.)
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use super::common;
+
+/// Kernel modules the guest loads, dependencies first: the disk, and the file systems.
+const MODULES: &[&str] = &["virtio_pci", "virtio_blk", "crc32c_generic", "ext4", "xfs"];
+
+/// The guest's /init. The kernel hands `snbuf_*` parameters of its command line to it as
+/// environment variables. Lines for the host start with "@@": `ready` once the data disk is
+/// mounted, `status <json>` for each new state of the recorder's status file (its durable
+/// watermark: every line the host has received is a promise), `exit <code>` when it is done,
+/// `fail <why>` when the guest cannot run the trial.
+const INIT: &str = r#"#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+for m in $(cat /etc/modules); do insmod "/lib/modules/$m.ko" || echo "@@ fail insmod $m"; done
+if [ "$snbuf_mode" = probe ]; then echo "@@ ready"; poweroff -f; fi
+n=0
+while [ ! -b /dev/vda ]; do
+  n=$((n + 1)); [ $n -gt 400 ] && { echo "@@ fail no /dev/vda"; poweroff -f; }
+  usleep 50000
+done
+mount -t "$snbuf_fs" /dev/vda /data || { echo "@@ fail mount $snbuf_fs"; poweroff -f; }
+echo "@@ ready"
+fault=""
+[ -n "$snbuf_fault" ] && fault="--inject-fault $snbuf_fault"
+/bin/snbuf record --output /data/snbuf --burst-id t --status-file /run/status.json \
+  --method "$snbuf_method" --rate-per-link "$snbuf_rate" $fault \
+  --links "$snbuf_links" --writers "$snbuf_links" --buffer 1s --pre 500ms --post 2s --trigger-after 1500ms \
+  --chunk-frames 16 --chunks-per-persist 1 > /run/record.log 2>&1 &
+pid=$!
+last=""
+while kill -0 $pid 2>/dev/null; do
+  s=$(cat /run/status.json 2>/dev/null)
+  [ -n "$s" ] && [ "$s" != "$last" ] && { echo "@@ status $s"; last="$s"; }
+  usleep 10000
+done
+wait $pid
+rc=$?
+s=$(cat /run/status.json 2>/dev/null)
+[ -n "$s" ] && [ "$s" != "$last" ] && echo "@@ status $s"
+tail -n 20 /run/record.log | sed 's/^/@@ log /'
+echo "@@ exit $rc"
+while true; do sleep 60; done
+"#;
+
+/// The host programs, kernel and modules the trials need.
+pub struct Tools {
+    qemu: PathBuf,
+    nbdkit: PathBuf,
+    busybox: PathBuf,
+    kernel: PathBuf,
+    modules: PathBuf,
+}
+
+impl Tools {
+    /// What is installed; None (the test skips, or fails under SNBUF_REQUIRE_QEMU) otherwise.
+    pub fn find() -> Option<Tools> {
+        let hint = "apt-get install qemu-system-x86 nbdkit busybox-static cpio linux-image-amd64";
+        let tool = |p: &str| common::installed_tool([PathBuf::from(p)], "SNBUF_REQUIRE_QEMU", hint);
+        let qemu = tool("/usr/bin/qemu-system-x86_64")?;
+        let nbdkit = tool("/usr/bin/nbdkit")?;
+        let busybox = tool("/bin/busybox")?;
+        tool("/usr/bin/cpio")?;
+        // A kernel whose modules are installed beside it.
+        let kernel = std::fs::read_dir("/boot")
+            .ok()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                name.strip_prefix("vmlinuz-").is_some_and(|v| {
+                    Path::new("/lib/modules")
+                        .join(v)
+                        .join("modules.dep")
+                        .exists()
+                })
+            })
+            .max();
+        let kernel = common::installed_tool(kernel, "SNBUF_REQUIRE_QEMU", hint)?;
+        let version = kernel.file_name().unwrap().to_string_lossy()["vmlinuz-".len()..].to_string();
+        Some(Tools {
+            qemu,
+            nbdkit,
+            busybox,
+            kernel,
+            modules: Path::new("/lib/modules").join(version),
+        })
+    }
+}
+
+/// The guest, built once per test process: its initramfs, and how QEMU runs it here.
+pub struct Guest {
+    _dir: tempfile::TempDir,
+    initramfs: PathBuf,
+    /// "kvm" where /dev/kvm runs this guest, else "tcg" (QEMU's emulator).
+    pub accel: &'static str,
+    /// The file systems the guest has modules for.
+    pub filesystems: Vec<&'static str>,
+}
+
+static GUEST: OnceLock<Guest> = OnceLock::new();
+
+pub fn guest(tools: &Tools) -> &'static Guest {
+    GUEST.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let (initramfs, loaded) = build_initramfs(tools, dir.path());
+        let filesystems = ["ext4", "xfs"]
+            .into_iter()
+            .filter(|fs| loaded.iter().any(|m| m == fs))
+            .collect();
+        let mut g = Guest {
+            _dir: dir,
+            initramfs,
+            accel: "tcg",
+            filesystems,
+        };
+        if Path::new("/dev/kvm").exists() && probe_kvm(tools, &g) {
+            g.accel = "kvm";
+        }
+        eprintln!("power cuts: the guest runs under {}", g.accel);
+        g
+    })
+}
+
+/// Whether QEMU with KVM boots the guest to its init (on some hosts it fails to set MSRs, or
+/// hangs).
+fn probe_kvm(tools: &Tools, g: &Guest) -> bool {
+    match launch(tools, &g.initramfs, "kvm", None, &[("mode", "probe")]) {
+        Ok(mut vm) => {
+            let ready = vm
+                .wait_for_line("@@ ready", Duration::from_secs(30))
+                .is_ok();
+            vm.cut();
+            ready
+        }
+        Err(_) => false,
+    }
+}
+
+/// Module file names to load, dependencies first, and the modules they are.
+fn resolve_modules(modules: &Path) -> Vec<(PathBuf, String)> {
+    let dep = std::fs::read_to_string(modules.join("modules.dep")).unwrap_or_default();
+    let builtin = std::fs::read_to_string(modules.join("modules.builtin")).unwrap_or_default();
+    let name_of = |path: &str| {
+        let file = path.rsplit('/').next().unwrap_or(path);
+        file.split(".ko").next().unwrap_or(file).replace('-', "_")
+    };
+    let deps: Vec<(String, String, Vec<String>)> = dep
+        .lines()
+        .filter_map(|l| {
+            let (m, ds) = l.split_once(':')?;
+            Some((
+                name_of(m),
+                m.to_string(),
+                ds.split_whitespace().map(str::to_string).collect(),
+            ))
+        })
+        .collect();
+    let mut order: Vec<(PathBuf, String)> = Vec::new();
+    fn visit(
+        path: &str,
+        deps: &[(String, String, Vec<String>)],
+        modules: &Path,
+        order: &mut Vec<(PathBuf, String)>,
+        name_of: &dyn Fn(&str) -> String,
+    ) {
+        let name = name_of(path);
+        if order.iter().any(|(_, n)| *n == name) {
+            return;
+        }
+        if let Some((_, _, ds)) = deps.iter().find(|(_, p, _)| p == path) {
+            for d in ds.iter().rev() {
+                visit(d, deps, modules, order, name_of);
+            }
+        }
+        order.push((modules.join(path), name));
+    }
+    for want in MODULES {
+        if builtin.lines().any(|l| name_of(l) == *want) {
+            continue;
+        }
+        if let Some((_, path, _)) = deps.iter().find(|(n, _, _)| n == want) {
+            visit(path, &deps, modules, &mut order, &name_of);
+        }
+    }
+    order
+}
+
+/// Writes the initramfs (an uncompressed newc cpio: nothing to decompress in an emulated CPU);
+/// returns it and the modules in it.
+fn build_initramfs(tools: &Tools, dir: &Path) -> (PathBuf, Vec<String>) {
+    let root = dir.join("root");
+    for d in [
+        "bin",
+        "etc",
+        "lib/modules",
+        "proc",
+        "sys",
+        "dev",
+        "run",
+        "data",
+    ] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    std::fs::copy(&tools.busybox, root.join("bin/busybox")).unwrap();
+    let snbuf = root.join("bin/snbuf");
+    // Without debug information: a smaller initramfs boots faster.
+    let stripped = Command::new("objcopy")
+        .arg("--strip-debug")
+        .arg(env!("CARGO_BIN_EXE_snbuf"))
+        .arg(&snbuf)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !stripped {
+        std::fs::copy(env!("CARGO_BIN_EXE_snbuf"), &snbuf).unwrap();
+    }
+    // The shared libraries the binaries name (none for a static busybox), at the same paths.
+    for binary in [Path::new(env!("CARGO_BIN_EXE_snbuf")), &tools.busybox] {
+        let ldd = Command::new("ldd").arg(binary).output().unwrap();
+        for word in String::from_utf8_lossy(&ldd.stdout).split_whitespace() {
+            if word.starts_with('/') && Path::new(word).exists() {
+                let to = root.join(word.trim_start_matches('/'));
+                std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+                std::fs::copy(word, &to).unwrap();
+            }
+        }
+    }
+    let mut names = Vec::new();
+    for (path, name) in resolve_modules(&tools.modules) {
+        let to = root.join("lib/modules").join(format!("{name}.ko"));
+        let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+        let decompress = match ext {
+            "xz" => Some("xz"),
+            "zst" => Some("zstd"),
+            "gz" => Some("gzip"),
+            _ => None,
+        };
+        match decompress {
+            Some(tool) => {
+                let out = Command::new(tool).arg("-dc").arg(&path).output().unwrap();
+                assert!(out.status.success(), "{tool} -dc {}", path.display());
+                std::fs::write(&to, out.stdout).unwrap();
+            }
+            None => {
+                std::fs::copy(&path, &to).unwrap();
+            }
+        }
+        names.push(name);
+    }
+    std::fs::write(root.join("etc/modules"), names.join("\n") + "\n").unwrap();
+    std::fs::write(root.join("init"), INIT).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(root.join("init"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let image = dir.join("initramfs.cpio");
+    let cpio = Command::new("sh")
+        .arg("-c")
+        .arg("find . | cpio -o -H newc --quiet > \"$0\"")
+        .arg(&image)
+        .current_dir(&root)
+        .status()
+        .unwrap();
+    assert!(cpio.success(), "cpio");
+    (image, names)
+}
+
+/// A disk image with a fresh file system, served by nbdkit through its writeback cache.
+pub struct Disk {
+    dir: tempfile::TempDir,
+    pub image: PathBuf,
+    pub fs: &'static str,
+    nbdkit: Option<common::KillOnDrop>,
+}
+
+impl Disk {
+    /// A 320 MiB sparse image (mkfs.xfs's smallest is 300 MiB), formatted on the host.
+    pub fn new(fs: &'static str) -> Disk {
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let image = dir.path().join("disk.img");
+        std::fs::File::create(&image)
+            .unwrap()
+            .set_len(320 << 20)
+            .unwrap();
+        let mkfs = Command::new(format!("mkfs.{fs}"))
+            .args(if fs == "xfs" {
+                &["-q", "-f"][..]
+            } else {
+                &["-q", "-F"][..]
+            })
+            .arg(&image)
+            .output()
+            .unwrap();
+        assert!(
+            mkfs.status.success(),
+            "mkfs.{fs}: {}",
+            common::stderr(&mkfs)
+        );
+        Disk {
+            dir,
+            image,
+            fs,
+            nbdkit: None,
+        }
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir.path().join("nbd.sock")
+    }
+
+    fn serve(&mut self, tools: &Tools) {
+        let child = Command::new(&tools.nbdkit)
+            .args(["-f", "--exit-with-parent", "-U"])
+            .arg(self.socket())
+            .args(["--filter=cache", "file"])
+            .arg(&self.image)
+            .arg("cache=writeback")
+            .env("TMPDIR", self.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nbdkit starts");
+        self.nbdkit = Some(common::KillOnDrop(child));
+        common::wait_for_socket(&self.socket());
+    }
+}
+
+/// A running guest: QEMU and the disk's nbdkit, and the console's lines as they arrive.
+pub struct Vm {
+    qemu: common::KillOnDrop,
+    disk: Option<Disk>,
+    lines: Receiver<(Instant, String)>,
+    /// Every console line so far, for a failure's message.
+    pub console: Vec<String>,
+}
+
+impl Guest {
+    /// Boots the guest on `disk` with the init parameters `params` (`snbuf_<key>=<value>`).
+    pub fn boot(&self, tools: &Tools, disk: Disk, params: &[(&str, &str)]) -> std::io::Result<Vm> {
+        launch(tools, &self.initramfs, self.accel, Some(disk), params)
+    }
+}
+
+fn launch(
+    tools: &Tools,
+    initramfs: &Path,
+    accel: &str,
+    mut disk: Option<Disk>,
+    params: &[(&str, &str)],
+) -> std::io::Result<Vm> {
+    {
+        let mut append = String::from("console=ttyS0 quiet loglevel=1 panic=-1");
+        for (k, v) in params {
+            append += &format!(" snbuf_{k}={v}");
+        }
+        let mut cmd = Command::new(&tools.qemu);
+        cmd.args(["-accel", accel])
+            .args(["-cpu", if accel == "kvm" { "host" } else { "max" }])
+            .args([
+                "-m", "768", "-smp", "1", "-display", "none", "-monitor", "none",
+            ])
+            .args(["-serial", "stdio", "-no-reboot"])
+            .arg("-kernel")
+            .arg(&tools.kernel)
+            .arg("-initrd")
+            .arg(initramfs)
+            .args(["-append", &append]);
+        if let Some(d) = disk.as_mut() {
+            d.serve(tools);
+            // write-cache=on: the guest sees a volatile cache and sends flushes (with it off,
+            // every write would carry FUA and nothing would stay volatile).
+            cmd.arg("-blockdev").arg(format!(
+                "driver=nbd,node-name=data,server.type=unix,server.path={}",
+                d.socket().display()
+            ));
+            cmd.args(["-device", "virtio-blk-pci,drive=data,write-cache=on"]);
+        }
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let stdout = child.stdout.take().expect("piped");
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send((Instant::now(), line)).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Vm {
+            qemu: common::KillOnDrop(child),
+            disk,
+            lines,
+            console: Vec::new(),
+        })
+    }
+}
+
+impl Vm {
+    /// The next console line, and when the host received it; None after `timeout`, or when
+    /// the guest is gone.
+    pub fn next_line(&mut self, timeout: Duration) -> Option<(Instant, String)> {
+        let l = self.lines.recv_timeout(timeout).ok()?;
+        self.console.push(l.1.clone());
+        Some(l)
+    }
+
+    /// Waits (at most `timeout`) for a console line starting with `prefix`.
+    pub fn wait_for_line(&mut self, prefix: &str, timeout: Duration) -> Result<String, String> {
+        let until = Instant::now() + timeout;
+        while let Some(left) = until.checked_duration_since(Instant::now()) {
+            match self.next_line(left) {
+                Some((_, l)) if l.starts_with(prefix) => return Ok(l),
+                Some((_, l)) if l.starts_with("@@ fail") => return Err(l),
+                Some(_) => {}
+                None => break,
+            }
+        }
+        Err(format!("no '{prefix}' within {timeout:?}"))
+    }
+
+    /// Pulls the plug: SIGKILL to nbdkit (with every write the guest did not flush) and to
+    /// QEMU (with the guest's page cache and requests in flight), together. Returns the disk
+    /// and the moment of the cut; console lines received before it are still to be read.
+    pub fn cut(&mut self) -> (Option<Disk>, Instant) {
+        let at = Instant::now();
+        let mut disk = self.disk.take();
+        if let Some(d) = disk.as_mut() {
+            drop(d.nbdkit.take());
+        }
+        let _ = self.qemu.0.kill();
+        let _ = self.qemu.0.wait();
+        (disk, at)
+    }
+}

@@ -1,0 +1,171 @@
+//! What a unit is set up with (`RecordConfig`), and why a configuration is refused. Everything
+//! is checked here, before any buffer is allocated or any file touched.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use snbuf_persist::fault::FaultPlan;
+use snbuf_persist::memory::PageSize;
+use snbuf_persist::{Method, SyncMode};
+use snbuf_readout::udp::UdpSource;
+use snbuf_readout::{FrameType, GapSpec, Payload};
+
+/// Where the links' frames come from.
+#[derive(Clone)]
+pub enum Source {
+    /// Emulated in this process: the frame type's emulated content or a replayed recording, on
+    /// an absolute schedule, with gaps injected for tests.
+    Emulated {
+        payload: Payload,
+        gaps: Option<GapSpec>,
+    },
+    /// Received from the network, one frame per UDP datagram (`--source udp://ADDR:PORT`).
+    Udp(UdpSource),
+}
+
+#[derive(Clone)]
+pub struct RecordConfig {
+    pub frame_type: FrameType,
+    pub links: u32,
+    pub frames_per_s_per_link: f64,
+    /// How much of each link the latency buffer holds.
+    pub buffer: Duration,
+    pub pre: Duration,
+    pub post: Duration,
+    pub trigger_after: Duration,
+    pub method: Method,
+    pub sync_mode: SyncMode,
+    /// The bursts' home: each burst's directory and manifest, and the files of the links it
+    /// keeps.
+    pub output_dir: PathBuf,
+    /// Further outputs (other devices) the links are spread over, round-robin after the home
+    /// (`snbuf_burst::outputs`). Empty: every link on the home.
+    pub more_outputs: Vec<PathBuf>,
+    pub burst_id: String,
+    pub writers: usize,
+    pub cpus: Vec<usize>,
+    pub page_size: PageSize,
+    pub chunk_frames: u32,
+    /// Chunks a writer appends per persist (fdatasync, fence): 1 acknowledges every chunk on its
+    /// own; more keeps several writes in flight and flushes less often, acknowledging later.
+    pub chunks_per_persist: u32,
+    pub source: Source,
+    /// The run the unit records for (written into every burst's manifest).
+    pub run_number: Option<u32>,
+    /// This unit's name (the fleet's unit id), written into every burst's manifest.
+    pub unit_id: Option<String>,
+    /// Each link's DUNE SourceID, in link order (link N is N when not given).
+    pub source_ids: Vec<u32>,
+    /// Where to keep the live state with each link's durable watermark while a burst records
+    /// (see `status_file`); none by default.
+    pub status_file: Option<PathBuf>,
+    /// Faults injected into the links' sinks, for reliability tests (`--inject-fault`).
+    pub faults: Vec<FaultPlan>,
+}
+
+/// A configuration that cannot run, said in the words of the command line.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("at least one link is needed")]
+    NoLinks,
+    #[error("the rate per link must be more than 0")]
+    NoRate,
+    #[error("--pre {pre_s:.1}s is longer than --buffer {buffer_s:.1}s: the buffer cannot hold the data before the trigger")]
+    PreLongerThanBuffer { pre_s: f64, buffer_s: f64 },
+    #[error("--writers must be between 1 and the number of links ({links})")]
+    Writers { links: u32 },
+    #[error("chunks need at least one frame")]
+    NoChunkFrames,
+    #[error("--chunks-per-persist must be at least 1")]
+    NoChunksPerPersist,
+    #[error("the buffer must hold at least two chunks; raise --buffer or the rate")]
+    BufferBelowTwoChunks,
+    #[error("no CPU to run on")]
+    NoCpu,
+    #[error(transparent)]
+    BurstId(#[from] snbuf_burst::BurstError),
+    #[error(transparent)]
+    Source(#[from] snbuf_readout::SourceError),
+    #[error(transparent)]
+    Udp(#[from] snbuf_readout::udp::UdpError),
+    #[error("{given} source ids for {links} links: give one per link")]
+    SourceIds { given: usize, links: u32 },
+}
+
+impl RecordConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.links == 0 {
+            return Err(ConfigError::NoLinks);
+        }
+        if !(self.frames_per_s_per_link.is_finite() && self.frames_per_s_per_link > 0.0) {
+            return Err(ConfigError::NoRate);
+        }
+        if self.pre > self.buffer {
+            return Err(ConfigError::PreLongerThanBuffer {
+                pre_s: self.pre.as_secs_f64(),
+                buffer_s: self.buffer.as_secs_f64(),
+            });
+        }
+        if self.writers == 0 || self.writers as u32 > self.links {
+            return Err(ConfigError::Writers { links: self.links });
+        }
+        if self.chunk_frames == 0 {
+            return Err(ConfigError::NoChunkFrames);
+        }
+        if self.chunks_per_persist == 0 {
+            return Err(ConfigError::NoChunksPerPersist);
+        }
+        if self.buffer_frames() < 2 * self.chunk_frames as u64 {
+            return Err(ConfigError::BufferBelowTwoChunks);
+        }
+        if self.cpus.is_empty() {
+            return Err(ConfigError::NoCpu);
+        }
+        snbuf_burst::check_burst_id(&self.burst_id)?;
+        if !self.source_ids.is_empty() && self.source_ids.len() != self.links as usize {
+            return Err(ConfigError::SourceIds {
+                given: self.source_ids.len(),
+                links: self.links,
+            });
+        }
+        if let Source::Udp(u) = &self.source {
+            u.check(&self.frame_type.layout(), self.links as usize)?;
+        }
+        if let Source::Emulated { gaps: Some(g), .. } = &self.source {
+            if g.every_frames == 0 {
+                return Err(ConfigError::Source(
+                    snbuf_readout::SourceError::GapsEveryZero,
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every output, the home first.
+    pub fn outputs(&self) -> Vec<PathBuf> {
+        std::iter::once(self.output_dir.clone())
+            .chain(self.more_outputs.iter().cloned())
+            .collect()
+    }
+
+    /// Link `link`'s DUNE SourceID.
+    pub fn source_id(&self, link: u32) -> u32 {
+        self.source_ids.get(link as usize).copied().unwrap_or(link)
+    }
+
+    /// Frames each link's latency buffer holds when full: `buffer` of the link, rounded up so
+    /// that the ring ends on a block boundary (`chunking`).
+    pub fn buffer_frames(&self) -> u64 {
+        let frames = (self.buffer.as_secs_f64() * self.frames_per_s_per_link).ceil() as u64;
+        crate::chunking::ring_capacity_frames(frames, self.frame_bytes())
+    }
+
+    /// Detector ticks per wall-clock second: the frame type's clock scaled by the emulated rate.
+    pub fn ticks_per_s(&self) -> f64 {
+        self.frames_per_s_per_link * self.frame_type.ticks_per_frame() as f64
+    }
+
+    pub fn frame_bytes(&self) -> u64 {
+        self.frame_type.frame_bytes() as u64
+    }
+}

@@ -1,0 +1,53 @@
+//! Why a unit could not start, or a trigger could not be recorded.
+
+use std::path::PathBuf;
+
+use crate::config::ConfigError;
+use crate::window::WindowError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Window(#[from] WindowError),
+    #[error("{what} {path}: {cause}")]
+    OutputDir {
+        what: &'static str,
+        path: PathBuf,
+        cause: std::io::Error,
+    },
+    #[error("the latency buffers need {} and this machine (or its memory cgroup) has {} available: lower --buffer, --rate-per-link or --links", snbuf_units::Bytes(*need_bytes), snbuf_units::Bytes(*available_bytes))]
+    NotEnoughMemory {
+        need_bytes: u64,
+        available_bytes: u64,
+    },
+    #[error("latency buffer for link {link}: {cause}")]
+    Buffer { link: u32, cause: std::io::Error },
+    #[error("start the {thread} thread: {cause}")]
+    Thread {
+        thread: String,
+        cause: std::io::Error,
+    },
+    #[error("{dir}: no room left (space, or memory on a memory-backed file system) for even one chunk per link")]
+    NoSpace { dir: PathBuf },
+    #[error("a writer thread panicked; the burst {dir} is unsealed, run `snbuf recover`")]
+    WriterPanicked { dir: PathBuf },
+    #[error(transparent)]
+    Burst(#[from] snbuf_burst::BurstError),
+    #[error("verify the sealed burst: {0}")]
+    Verify(#[from] snbuf_burst::verify::BurstDirError),
+    #[error("a burst is being recorded; this trigger is refused (each trigger is its own burst: retry when it is sealed)")]
+    Busy,
+}
+
+impl RecordError {
+    /// Whether the caller asked for something that cannot be (exit 2 on the command line), as
+    /// opposed to the machine failing to do it.
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            RecordError::Config(_) | RecordError::Window(_) | RecordError::NotEnoughMemory { .. }
+        )
+    }
+}

@@ -1,0 +1,40 @@
+//! snbuf-unit: a readout unit as a running service. Links feed their latency buffers
+//! (`snbuf-readout`); a trigger opens a timestamp window; writer threads persist it as a burst
+//! (`snbuf-burst`) through the persistence engine (`snbuf-persist`), with every frame of the
+//! window either durable or counted lost.
+//!
+//! The recorder, by concept: `config` (what a unit is set up with), `window` (trigger-window
+//! arithmetic, pure), `counters` (per-link figures and the durable watermark), `prepare` and
+//! `link_files` (the next burst's files, ahead of its trigger), `open_burst` (a trigger's
+//! files), `writers` (the threads that persist a window), `unit` (the running unit), `record`
+//! (one recording start to end), `report` (what it came to). Around it: `control` (the Unix
+//! socket of `snbuf serve`), `metrics` (Prometheus), `status_file` (the live state as JSON),
+//! `systemd` (readiness, watchdog and status for `Type=notify`).
+
+#![forbid(unsafe_code)]
+
+pub mod chunking;
+pub mod config;
+pub mod control;
+pub mod counters;
+pub mod error;
+mod link_files;
+pub mod links;
+pub mod metrics;
+mod open_burst;
+mod prepare;
+pub mod record;
+pub mod report;
+pub mod status_file;
+pub mod systemd;
+pub mod unit;
+pub mod window;
+mod writers;
+
+pub use config::{ConfigError, RecordConfig, Source};
+pub use counters::{LinkCounters, Progress};
+pub use error::RecordError;
+pub use record::record;
+pub use report::RecordReport;
+pub use unit::Unit;
+pub use window::{TriggerAt, WindowError};

@@ -1,0 +1,144 @@
+//! Each link's file of a burst: how large (the window's chunks plus slack), and opened through
+//! the persistence engine with the unit's method, page size and injected faults.
+
+use std::path::Path;
+
+use snbuf_burst::chunk::stride_for;
+use snbuf_persist::fault::{inject, FaultKind};
+use snbuf_persist::{open, PersistError, Sink, SinkConfig};
+
+use crate::config::RecordConfig;
+
+/// Memory a memory-backed output must leave to everything else (the process, the page cache,
+/// other processes): a tenth of what is available, at least this much.
+const MEMORY_KEPT_FREE_BYTES: u64 = 256 << 20;
+
+/// How much file each link of a burst gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LinkRegion {
+    /// Bytes of file per link: the window's chunks plus slack, or less (below).
+    pub region_bytes: u64,
+    /// Bytes from one chunk's start to the next.
+    pub stride_bytes: u64,
+    /// What the window needs per link.
+    pub wanted_bytes: u64,
+    /// Why `region_bytes` is less than `wanted_bytes`, if it is.
+    pub limited_by: Option<Limit>,
+}
+
+/// What keeps a burst's files smaller than its window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Limit {
+    /// The output's file system is memory (tmpfs): its pages are RAM, and filling it past what
+    /// is available gets the process killed.
+    Memory,
+    /// The output's file system has no more free space.
+    Disk,
+}
+
+/// The files of a burst whose window holds `window_frames` frames per link: room for the
+/// window's chunks plus slack for partial chunks, rounded to 2 MiB (huge-page mappings). On a
+/// memory-backed output it is cut, before anything is allocated, to what memory can hold; each
+/// link then stops, failed "full", when its share is used, and the rest of its window is lost
+/// (counted).
+pub(crate) fn link_region(config: &RecordConfig, window_frames: u64) -> LinkRegion {
+    // The largest stride on any medium in use: a header block and alignment of up to 4 KiB.
+    let stride = stride_for(4096, max_payload_bytes(config), 4096);
+    let chunks = window_frames.div_ceil(config.chunk_frames as u64) + 4 * config.links as u64 + 16;
+    let wanted = (chunks * stride).div_ceil(2 << 20) * (2 << 20);
+    // Memory outputs share one RAM: sized as if every link were on memory.
+    let memory_backed = config
+        .outputs()
+        .iter()
+        .any(|o| snbuf_persist::medium::probe(o).is_ok_and(|m| m.volatile));
+    let room = if memory_backed {
+        memory_room_for_each_link(config, stride)
+    } else {
+        None
+    };
+    match room {
+        Some(room) if room < wanted => LinkRegion {
+            region_bytes: room,
+            stride_bytes: stride,
+            wanted_bytes: wanted,
+            limited_by: Some(Limit::Memory),
+        },
+        _ => LinkRegion {
+            region_bytes: wanted,
+            stride_bytes: stride,
+            wanted_bytes: wanted,
+            limited_by: None,
+        },
+    }
+}
+
+/// Bytes each link's file may take from memory now, whole strides and pages.
+fn memory_room_for_each_link(config: &RecordConfig, stride: u64) -> Option<u64> {
+    let available = snbuf_persist::medium::memory_available_bytes()?;
+    let usable = available.saturating_sub((available / 10).max(MEMORY_KEPT_FREE_BYTES));
+    Some(whole_strides_and_pages(
+        config,
+        usable / config.links as u64,
+        stride,
+    ))
+}
+
+/// Bytes of file each link can have on the outputs' file systems now (a whole number of chunk
+/// strides and pages), keeping a twentieth of each one's free space for the manifest and other
+/// files: the least any output can give each of its links.
+pub(crate) fn disk_room_for_each_link(config: &RecordConfig, stride: u64) -> u64 {
+    let outputs = config.outputs();
+    let n = outputs.len() as u64;
+    let links = config.links as u64;
+    outputs
+        .iter()
+        .enumerate()
+        .map(|(k, o)| {
+            // Links i with i mod n == k.
+            let on_this = (links + n - 1 - k as u64) / n;
+            let free = snbuf_persist::medium::free_bytes(o).unwrap_or(0);
+            free / 20 * 19 / on_this.max(1)
+        })
+        .min()
+        .map(|b| whole_strides_and_pages(config, b, stride))
+        .unwrap_or(0)
+}
+
+fn whole_strides_and_pages(config: &RecordConfig, bytes: u64, stride: u64) -> u64 {
+    let page = config.page_size.bytes() as u64;
+    bytes / stride * stride / page * page
+}
+
+/// The largest chunk payload: `chunk_frames` whole frames.
+pub(crate) fn max_payload_bytes(config: &RecordConfig) -> usize {
+    config.chunk_frames as usize * config.frame_type.frame_bytes() as usize
+}
+
+/// Opens one link's sink. `populate`: map and touch every page now (ahead of a trigger), or
+/// leave the pages to the first writes (at a trigger, where time is short).
+pub(crate) fn open_link_sink(
+    config: &RecordConfig,
+    link: u32,
+    path: &Path,
+    region_bytes: u64,
+    stride: u64,
+    populate: bool,
+) -> Result<Box<dyn Sink>, PersistError> {
+    let mut c = SinkConfig::new(config.method, path, region_bytes);
+    c.max_io_bytes = stride as usize;
+    c.page_size = config.page_size;
+    c.sync_mode = config.sync_mode;
+    c.populate = populate;
+    let sink = open(&c)?;
+    let faults: Vec<FaultKind> = config
+        .faults
+        .iter()
+        .filter(|f| f.applies_to(link))
+        .map(|f| f.kind)
+        .collect();
+    Ok(if faults.is_empty() {
+        sink
+    } else {
+        Box::new(inject(sink, faults))
+    })
+}

@@ -1,0 +1,153 @@
+//! The unit's links: a thread that fills the latency buffers, and never waits for storage. Either
+//! the emulator (frames on an absolute schedule of the emulated detector clock) or the network
+//! receiver (frames as the detector sends them, one per UDP datagram, straight into the rings).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use snbuf_persist::cpu::{self, ThreadCpuClock};
+use snbuf_readout::udp::{self, IngestInfo};
+use snbuf_readout::{Emulator, Producer};
+
+use crate::config::{ConfigError, RecordConfig, Source};
+use crate::error::RecordError;
+
+/// The links come before the writers for the CPU. Real links never wait (a readout card's DMA);
+/// the emulation must not either, or the input is slower than set and a keep-up test proves
+/// nothing. With ten busy writers on two cores the scheduler kept the emulation up to 69 ms
+/// from its schedule at 5 GB/s, against 6-9 ms with this order. The links' thread raises its
+/// own priority where that is allowed (root or CAP_SYS_NICE); elsewhere the writers lower theirs.
+const LINKS_NICE: i32 = -10;
+
+/// Frames produced and frames skipped (an emulator more than a second late), per link.
+pub type SourceTotals = (u64, u64);
+
+/// The running links.
+pub(crate) struct Links {
+    stop: Arc<AtomicBool>,
+    emulator: Option<JoinHandle<SourceTotals>>,
+    receiver: Option<JoinHandle<()>>,
+    /// The links' thread's CPU clock (ingest cost).
+    pub clock: Option<ThreadCpuClock>,
+    /// The longest a due frame waited for the emulator, in ns, since the last reset.
+    pub max_lag_ns: Arc<AtomicU64>,
+    /// Whether the links' thread got its higher priority (else writers lower theirs).
+    pub favoured: Arc<AtomicBool>,
+    /// The network receiver's counters and settings.
+    pub ingest: Option<IngestInfo>,
+}
+
+/// Starts filling `producers` (one per link, in link order) from the configured source.
+pub(crate) fn start(config: &RecordConfig, producers: Vec<Producer>) -> Result<Links, RecordError> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let max_lag_ns = Arc::new(AtomicU64::new(0));
+    let favoured = Arc::new(AtomicBool::new(false));
+    let cpu_id = config.cpus[0];
+    let thread_error = |thread: &str| {
+        let thread = thread.to_string();
+        move |cause| RecordError::Thread { thread, cause }
+    };
+    match &config.source {
+        Source::Emulated { payload, gaps } => {
+            let ft = config.frame_type;
+            let (start, first_ts) = emulated_clock(config);
+            let mut emulator = Emulator::new(
+                ft,
+                config.frames_per_s_per_link,
+                payload.clone(),
+                *gaps,
+                (0..config.links).zip(producers).collect(),
+                first_ts,
+            )
+            .map_err(ConfigError::from)?;
+            let (stop2, lag2, favoured2) = (stop.clone(), max_lag_ns.clone(), favoured.clone());
+            // Named threads, so `top -H` and profilers show which part of the unit is busy.
+            let h = std::thread::Builder::new()
+                .name("snbuf-links".into())
+                .spawn(move || {
+                    let _ = cpu::pin_current_thread(cpu_id);
+                    favoured2.store(
+                        cpu::set_current_thread_nice(LINKS_NICE).is_ok(),
+                        Ordering::Relaxed,
+                    );
+                    emulator.start_at(start);
+                    emulator.run(&stop2, &lag2);
+                    (emulator.produced_per_link(), emulator.skipped_per_link())
+                })
+                .map_err(thread_error("link emulation"))?;
+            Ok(Links {
+                clock: ThreadCpuClock::of(&h),
+                emulator: Some(h),
+                receiver: None,
+                stop,
+                max_lag_ns,
+                favoured,
+                ingest: None,
+            })
+        }
+        Source::Udp(u) => {
+            let favoured2 = favoured.clone();
+            // Like the emulation, the receiver comes before the writers for the CPU: a
+            // receiver that falls behind loses datagrams in the kernel.
+            let on_start = move || {
+                let _ = cpu::pin_current_thread(cpu_id);
+                favoured2.store(
+                    cpu::set_current_thread_nice(LINKS_NICE).is_ok(),
+                    Ordering::Relaxed,
+                );
+            };
+            let (info, h) = udp::start(
+                u,
+                config.frame_type.layout(),
+                producers,
+                on_start,
+                stop.clone(),
+            )
+            .map_err(ConfigError::from)?;
+            Ok(Links {
+                clock: ThreadCpuClock::of(&h),
+                emulator: None,
+                receiver: Some(h),
+                stop,
+                max_lag_ns,
+                favoured,
+                ingest: Some(info),
+            })
+        }
+    }
+}
+
+/// The emulated detector clock runs at `ticks_per_s` (the frame type's clock, scaled by the
+/// emulated rate) from the Unix epoch, with frame k due at k / rate seconds: units started at
+/// different times with the same frame type and rate agree on time, so one wall-clock trigger is
+/// the same window on all of them (the fleet relies on it), and `snbuf emit` keeps the same clock.
+/// At a link's native rate this is the detector clock itself. Returns when the emulator starts
+/// (it makes frame k when k + 1 frame periods have passed) and the first frame's timestamp.
+pub fn emulated_clock(config: &RecordConfig) -> (Instant, u64) {
+    snbuf_readout::source::clock_from_epoch(
+        config.frames_per_s_per_link,
+        config.frame_type.ticks_per_frame(),
+    )
+}
+
+impl Links {
+    /// Stops the links' thread and waits for it.
+    pub fn stop(&mut self) -> SourceTotals {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.receiver.take() {
+            let _ = h.join();
+        }
+        self.emulator
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or((0, 0))
+    }
+}
+
+impl Drop for Links {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,126 @@
+//! Opening a trigger's burst: the prepared files when they fit the window, else files opened now;
+//! and when the disk cannot hold the whole window, files sized to the space there is (each link
+//! then stops, failed with "full", when its share is used up: a supernova burst is worth what
+//! fits).
+
+use std::io::Write as _;
+
+use snbuf_burst::{BurstError, BurstSpec, BurstWriter, FrameInfo, LinkIdentity, TriggerInfo};
+use snbuf_persist::{PersistError, Sink};
+
+use crate::config::RecordConfig;
+use crate::error::RecordError;
+use crate::link_files::{
+    disk_room_for_each_link, link_region, max_payload_bytes, open_link_sink, Limit,
+};
+use crate::prepare::Prepared;
+
+/// A burst opened for a trigger.
+pub(crate) struct OpenedBurst {
+    pub burst: BurstWriter<Box<dyn Sink>>,
+    /// Whether the medium keeps what a persist made durable through a power cut.
+    pub survives_power_loss: bool,
+    /// Whether the files were prepared before the trigger.
+    pub prepared_ahead: bool,
+}
+
+/// The burst `burst_id` for `window`, from `prepared` when it fits.
+pub(crate) fn open_burst(
+    config: &RecordConfig,
+    burst_id: &str,
+    window: &TriggerInfo,
+    identities: Vec<LinkIdentity>,
+    prepared: Option<Prepared>,
+) -> Result<OpenedBurst, RecordError> {
+    let ft = config.frame_type;
+    let tpf = ft.ticks_per_frame();
+    let window_frames = (window.window_end_timestamp - window.window_start_timestamp) / tpf + 1;
+    let plan = link_region(config, window_frames);
+    let spec = BurstSpec {
+        burst_id: burst_id.to_string(),
+        frame: FrameInfo {
+            frame_type: ft.name(),
+            frame_bytes: ft.frame_bytes(),
+            ticks_per_frame: tpf,
+            clock_hz: ft.clock_hz(),
+        },
+        trigger: Some(window.clone()),
+        method: config.method.name().to_string(),
+        links: (0..config.links).collect(),
+        max_payload_bytes: max_payload_bytes(config),
+        identities,
+        run_number: config.run_number,
+        unit: config.unit_id.clone(),
+    };
+    match prepared {
+        Some(p) if p.region_bytes >= plan.region_bytes && p.burst.fits(&spec) => {
+            if p.region_bytes < plan.wanted_bytes {
+                say_window_cut(config, p.region_bytes, plan.wanted_bytes, Limit::Memory);
+            }
+            return Ok(OpenedBurst {
+                burst: p.burst.start(spec)?,
+                survives_power_loss: p.survives_power_loss,
+                prepared_ahead: true,
+            });
+        }
+        // Nothing prepared, or too small for this window (dropping it removes its files).
+        _ => {}
+    }
+    if let Some(limit) = plan.limited_by {
+        if plan.region_bytes == 0 {
+            return Err(RecordError::NoSpace {
+                dir: config.output_dir.clone(),
+            });
+        }
+        say_window_cut(config, plan.region_bytes, plan.wanted_bytes, limit);
+    }
+    let stride = plan.stride_bytes;
+    let mut survives = true;
+    let mut create = |region: u64| {
+        survives = true;
+        BurstWriter::create_on(&config.outputs(), spec.clone(), |link, path| {
+            // Reserve the space, but do not populate page tables now: that costs time in
+            // proportion to the window, and the pre-trigger data is ageing.
+            let sink = open_link_sink(config, link, path, region, stride, false)?;
+            survives &= sink.report().durability.survives_power_loss();
+            Ok(sink)
+        })
+    };
+    let burst = match create(plan.region_bytes) {
+        Err(BurstError::Open {
+            cause: PersistError::NoSpace { .. },
+            ..
+        }) => {
+            let fits = disk_room_for_each_link(config, stride);
+            if fits == 0 {
+                return Err(RecordError::NoSpace {
+                    dir: config.output_dir.clone(),
+                });
+            }
+            say_window_cut(config, fits, plan.wanted_bytes, Limit::Disk);
+            create(fits)?
+        }
+        other => other?,
+    };
+    Ok(OpenedBurst {
+        burst,
+        survives_power_loss: survives,
+        prepared_ahead: false,
+    })
+}
+
+/// Tells the operator, once per burst, that the window does not fit and what happens instead.
+fn say_window_cut(config: &RecordConfig, fits: u64, wanted: u64, limit: Limit) {
+    let why = match limit {
+        Limit::Memory => "is memory (tmpfs): its pages are RAM, and memory has",
+        Limit::Disk => "has",
+    };
+    let _ = writeln!(
+        std::io::stderr(),
+        "snbuf: {} {why} room for {} per link of the {} this window needs; each link stops \
+         when its share is full and the rest of its window is counted lost",
+        config.output_dir.display(),
+        snbuf_units::Bytes(fits),
+        snbuf_units::Bytes(wanted)
+    );
+}

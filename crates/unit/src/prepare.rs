@@ -1,0 +1,104 @@
+//! The next burst's files, opened in the background while the unit waits for a trigger.
+//!
+//! A trigger must start persisting at once: the data before it keeps ageing in the latency
+//! buffers. Opening a burst — allocating each link's file for the whole window and, on a mapped
+//! medium, mapping and first-touching every page — takes time in proportion to the window
+//! (about 1 s per 600 MiB on tmpfs here). So the unit prepares the burst of its configured
+//! window ahead (`snbuf_burst::PreparedBurst`), and a trigger only renames the directory. A
+//! trigger whose window is larger than prepared, or that arrives when nothing is prepared,
+//! opens its files itself, without populating the mapping, as before.
+
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use snbuf_burst::PreparedBurst;
+use snbuf_persist::Sink;
+
+use crate::config::RecordConfig;
+use crate::error::RecordError;
+use crate::link_files::{link_region, max_payload_bytes, open_link_sink};
+
+/// A prepared burst and what it was sized for.
+pub(crate) struct Prepared {
+    pub burst: PreparedBurst<Box<dyn Sink>>,
+    /// Bytes of file per link.
+    pub region_bytes: u64,
+    /// Whether the medium keeps what a persist made durable through a power cut.
+    pub survives_power_loss: bool,
+}
+
+/// Where the unit stands with its next burst.
+#[derive(Default)]
+pub(crate) enum NextBurst {
+    #[default]
+    None,
+    /// Under way, or done (the thread's result holds the prepared burst).
+    Preparing(JoinHandle<Result<Prepared, RecordError>>),
+}
+
+impl NextBurst {
+    /// Starts preparing a burst for windows of `pre + post` (replacing any preparation).
+    pub fn start(&mut self, config: &RecordConfig, pre: Duration, post: Duration) {
+        self.take();
+        let config = config.clone();
+        let frames = ((pre + post).as_secs_f64() * config.frames_per_s_per_link).ceil() as u64 + 1;
+        let spawned = std::thread::Builder::new()
+            .name("snbuf-prepare".into())
+            .spawn(move || prepare(&config, frames));
+        // Without a thread the trigger opens its own files, as when nothing was prepared.
+        if let Ok(h) = spawned {
+            *self = NextBurst::Preparing(h);
+        }
+    }
+
+    /// The prepared burst, waiting for a preparation under way (it does the work a trigger
+    /// would otherwise do itself, and started earlier). `None` if nothing was prepared or the
+    /// preparation failed (the trigger then opens its files, and reports any error itself).
+    pub fn take(&mut self) -> Option<Prepared> {
+        match std::mem::take(self) {
+            NextBurst::None => None,
+            NextBurst::Preparing(h) => h.join().ok().and_then(|r| r.ok()),
+        }
+    }
+
+    pub fn is_preparing(&self) -> bool {
+        matches!(self, NextBurst::Preparing(h) if !h.is_finished())
+    }
+
+    pub fn state(&self) -> &'static str {
+        match self {
+            NextBurst::None => "none",
+            _ if self.is_preparing() => "preparing",
+            NextBurst::Preparing(_) => "ready",
+        }
+    }
+}
+
+fn prepare(config: &RecordConfig, window_frames: u64) -> Result<Prepared, RecordError> {
+    let plan = link_region(config, window_frames);
+    let (region_bytes, stride) = (plan.region_bytes, plan.stride_bytes);
+    if region_bytes == 0 {
+        // No room for even a chunk: the trigger opens its files itself, and says why it cannot.
+        return Err(RecordError::NoSpace {
+            dir: config.output_dir.clone(),
+        });
+    }
+    let links: Vec<u32> = (0..config.links).collect();
+    let mut survives_power_loss = true;
+    let burst = PreparedBurst::prepare_on(
+        &config.outputs(),
+        &links,
+        config.frame_type.frame_bytes(),
+        max_payload_bytes(config),
+        |link, path| {
+            let sink = open_link_sink(config, link, path, region_bytes, stride, true)?;
+            survives_power_loss &= sink.report().durability.survives_power_loss();
+            Ok(sink)
+        },
+    )?;
+    Ok(Prepared {
+        burst,
+        region_bytes,
+        survives_power_loss,
+    })
+}

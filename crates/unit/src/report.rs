@@ -1,0 +1,54 @@
+//! What one recorded burst came to: the sealed manifest, its verification, and how the recording
+//! went (rates, loss, CPU), for `snbuf record`'s summary and its `--json`.
+
+use std::path::PathBuf;
+
+use snbuf_burst::{Manifest, TriggerInfo, VerifyReport};
+
+#[derive(Clone, Debug)]
+pub struct RecordReport {
+    pub burst_dir: PathBuf,
+    pub manifest: Manifest,
+    pub verify: VerifyReport,
+    pub window: TriggerInfo,
+    pub frame_bytes: u32,
+    pub input_bytes_per_s: f64,
+    /// Bytes made durable per second, from the trigger to the last chunk.
+    pub output_bytes_per_s: f64,
+    pub frames_recorded: u64,
+    pub lost_frames: u64,
+    pub buffer_memory_bytes: u64,
+    pub buffer_page_bytes: Option<u64>,
+    pub durability: String,
+    pub survives_power_loss: bool,
+    /// Whether the burst's files were prepared before the trigger (else opened at it).
+    pub prepared_ahead: bool,
+    pub skipped_at_source: u64,
+    /// The longest a frame was overdue at the link emulation from the trigger to the window's
+    /// end (s): the links ran at their set rate while this stayed a few ms.
+    pub source_max_lag_s: f64,
+    /// CPU seconds of the writer threads (copy out of the buffers, checksum, persist).
+    pub writer_cpu_s: f64,
+    /// Writer threads that ran, and chunks whose payload went to a block device straight from
+    /// the latency buffers (O_DIRECT from the ring's pages: no copy by the CPU).
+    pub writers: usize,
+    pub chunks_from_source: u64,
+    /// CPU seconds of the link emulation while the window was recorded (ingest).
+    pub source_cpu_s: f64,
+    /// With links from the network: per link, what the receiver counted (whole run), and the
+    /// socket receive buffer granted.
+    pub ingest: Option<Vec<snbuf_readout::udp::IngestSnapshot>>,
+    pub ingest_rcvbuf_bytes: Option<usize>,
+}
+
+impl RecordReport {
+    /// Core-seconds per GiB recorded, ingest + checksum + persist, while the window recorded.
+    pub fn cpu_core_s_per_gib(&self) -> f64 {
+        let gib = (self.frames_recorded * self.frame_bytes as u64) as f64 / (1u64 << 30) as f64;
+        if gib > 0.0 {
+            (self.writer_cpu_s + self.source_cpu_s) / gib
+        } else {
+            0.0
+        }
+    }
+}

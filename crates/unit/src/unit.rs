@@ -1,0 +1,495 @@
+//! A running readout unit: links emulated into their latency buffers, the next burst prepared,
+//! and one trigger at a time recorded as a burst.
+//!
+//! Threads: one emulates every link (it never waits for storage, and it comes before the
+//! writers for the CPU: see `LINKS_NICE`; how late it ever ran is reported); a trigger starts
+//! the writer threads of its burst (`writers`) and waits for them while it reports progress;
+//! `prepare` readies the next burst's files in the background.
+
+use std::io::Write as _;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use snbuf_burst::{verify_burst, LinkIdentity, TriggerInfo};
+use snbuf_readout::{latency_buffer, LatencyBuffer};
+
+use crate::config::RecordConfig;
+use crate::counters::{LinkCounters, LiveLink, Progress};
+use crate::error::RecordError;
+use crate::links::{Links, SourceTotals};
+use crate::open_burst::open_burst;
+use crate::prepare::NextBurst;
+use crate::report::RecordReport;
+use crate::status_file::{StatusFile, STATUS_FILE_INTERVAL};
+use crate::window::{TriggerAt, WindowClock};
+use crate::writers::{WindowJob, WriterPlacement, Writers};
+
+pub struct Unit {
+    config: RecordConfig,
+    buffers: Vec<LatencyBuffer>,
+    /// What fills the buffers (stopped when the unit stops).
+    links: Mutex<Links>,
+    started: Instant,
+    buffer_memory_bytes: u64,
+    buffer_page_bytes: Option<u64>,
+    /// The live counters of the burst being recorded, if one is.
+    live: Mutex<Option<Arc<Vec<LiveLink>>>>,
+    /// The next burst's files, prepared ahead of its trigger.
+    next: Mutex<NextBurst>,
+    /// Per link, what every finished burst made durable and lost (counters that only grow).
+    finished: Mutex<Vec<LinkCounters>>,
+}
+
+impl Unit {
+    /// Allocates and prefaults the buffers, and starts the links.
+    pub fn start(config: &RecordConfig) -> Result<Unit, RecordError> {
+        config.validate()?;
+        if config
+            .faults
+            .iter()
+            .any(|f| f.kind == snbuf_persist::fault::FaultKind::LostDirSync)
+        {
+            snbuf_persist::replace::lose_directory_syncs();
+        }
+        let ft = config.frame_type;
+        for output in config.outputs() {
+            let dir_error = |what, cause| RecordError::OutputDir {
+                what,
+                path: output.clone(),
+                cause,
+            };
+            std::fs::create_dir_all(&output)
+                .map_err(|e| dir_error("create output directory", e))?;
+            // Preparations a crashed process left hold no data; this unit's start preparing now.
+            snbuf_burst::prepared::remove_stale(&output).map_err(|e| dir_error("clean", e))?;
+        }
+        // The buffers are prefaulted at once: refuse buffers that cannot fit in memory rather
+        // than be killed filling them.
+        let buffer_bytes = config.buffer_frames() * config.frame_bytes() * config.links as u64;
+        if let Some(available) = snbuf_persist::medium::memory_available_bytes() {
+            if buffer_bytes > available {
+                return Err(RecordError::NotEnoughMemory {
+                    need_bytes: buffer_bytes,
+                    available_bytes: available,
+                });
+            }
+        }
+        let mut producers = Vec::new();
+        let mut buffers: Vec<LatencyBuffer> = Vec::new();
+        for link in 0..config.links {
+            let (mut p, b) = latency_buffer(ft.layout(), config.buffer_frames(), config.page_size)
+                .map_err(|cause| RecordError::Buffer { link, cause })?;
+            // The links checksum each frame in their cache for writers that send frames to a
+            // block device without reading them; a writer to mapped memory checksums what its
+            // copy just read, and the links keep their CPU.
+            p.set_frame_checksums(!config.method.capabilities().mapped);
+            producers.push(p);
+            buffers.push(b);
+        }
+        // Prepared after the buffers hold their memory: on a memory-backed output the burst's
+        // files are sized to what is left.
+        let mut next = NextBurst::default();
+        next.start(config, config.pre, config.post);
+        let buffer_memory_bytes: u64 = buffers.iter().map(|b| b.memory_bytes()).sum();
+        let buffer_page_bytes = buffers[0]
+            .pages_obtained()
+            .map(|p| p.effective_page_bytes());
+        let links = crate::links::start(config, producers)?;
+        Ok(Unit {
+            config: config.clone(),
+            buffers,
+            links: Mutex::new(links),
+            started: Instant::now(),
+            buffer_memory_bytes,
+            buffer_page_bytes,
+            live: Mutex::new(None),
+            finished: Mutex::new(
+                (0..config.links)
+                    .map(|link| LinkCounters {
+                        link,
+                        ..LinkCounters::default()
+                    })
+                    .collect(),
+            ),
+            next: Mutex::new(next),
+        })
+    }
+
+    pub fn config(&self) -> &RecordConfig {
+        &self.config
+    }
+
+    /// Starts preparing the next burst's files for the configured window (see `prepare`);
+    /// `serve` calls this after each burst.
+    pub fn prepare_next(&self) {
+        self.next.lock().expect("next burst").start(
+            &self.config,
+            self.config.pre,
+            self.config.post,
+        );
+    }
+
+    /// The next burst's files: "ready", "preparing" or "none" (a trigger opens them itself).
+    pub fn next_burst_state(&self) -> &'static str {
+        self.next.lock().expect("next burst").state()
+    }
+
+    /// Whether the next burst's files are still being prepared.
+    pub fn preparing_next(&self) -> bool {
+        self.next.lock().expect("next burst").is_preparing()
+    }
+
+    pub fn uptime(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    pub fn buffer_memory_bytes(&self) -> u64 {
+        self.buffer_memory_bytes
+    }
+
+    /// Whether a burst is being recorded now.
+    pub fn recording(&self) -> bool {
+        self.live.lock().expect("unit state").is_some()
+    }
+
+    /// The newest frame's timestamp over the links: the unit's "now" in the detector's own
+    /// ticks (a link that has sent nothing yet does not hold it back).
+    pub fn newest_timestamp(&self) -> Option<u64> {
+        self.buffers
+            .iter()
+            .filter_map(|b| {
+                let w = b.written();
+                (w > 0).then(|| b.timestamp_at(w - 1).ok()).flatten()
+            })
+            .max()
+    }
+
+    /// Live figures of every link (of the burst being recorded, if any).
+    pub fn progress(&self, phase: &'static str) -> Progress {
+        let live = self.live.lock().expect("unit state").clone();
+        let ingest = self.links.lock().expect("links").ingest.clone();
+        Progress {
+            phase,
+            elapsed: self.started.elapsed(),
+            links: self
+                .buffers
+                .iter()
+                .enumerate()
+                .map(|(i, b)| {
+                    let (written, fill) = (b.written(), b.fill_frames());
+                    let mut c = match live.as_ref() {
+                        Some(l) => l[i].snapshot(i as u32, written, fill),
+                        None => LinkCounters {
+                            link: i as u32,
+                            frames_in: written,
+                            buffer_fill_frames: fill,
+                            ..LinkCounters::default()
+                        },
+                    };
+                    c.ingest = ingest.as_ref().map(|g| g.counters[i].snapshot());
+                    c
+                })
+                .collect(),
+        }
+    }
+
+    /// Every link over the whole run: finished bursts plus the one being recorded.
+    pub fn totals(&self) -> Vec<LinkCounters> {
+        let finished = self.finished.lock().expect("unit totals");
+        self.progress("totals")
+            .links
+            .iter()
+            .zip(finished.iter())
+            .map(|(now, done)| {
+                let mut t = *done;
+                t.add_burst(now);
+                LinkCounters {
+                    frames_in: now.frames_in,
+                    buffer_fill_frames: now.buffer_fill_frames,
+                    backlog_frames: now.backlog_frames,
+                    failed: now.failed,
+                    ingest: now.ingest,
+                    ..t
+                }
+            })
+            .collect()
+    }
+
+    /// Frames each link's buffer holds when full.
+    pub fn buffer_capacity_frames(&self) -> u64 {
+        self.config.buffer_frames()
+    }
+
+    /// The detector clock this unit's windows are cut in.
+    pub fn clock(&self) -> WindowClock {
+        WindowClock {
+            ticks_per_frame: self.config.frame_type.ticks_per_frame(),
+            ticks_per_s: self.config.ticks_per_s(),
+            buffer: self.config.buffer,
+        }
+    }
+
+    /// The window a trigger at `at` records (see `WindowClock::window`).
+    pub fn window(
+        &self,
+        at: TriggerAt,
+        pre: Duration,
+        post: Duration,
+    ) -> Result<TriggerInfo, RecordError> {
+        Ok(self
+            .clock()
+            .window(self.newest_timestamp(), at, pre, post)?)
+    }
+
+    /// Records one burst, blocking until its window is durable, sealed and verified. A trigger
+    /// that arrives while another burst is being recorded is refused (not merged): each trigger
+    /// is its own burst, and the caller can retry once the current one is sealed.
+    pub fn trigger(
+        &self,
+        at: TriggerAt,
+        pre: Duration,
+        post: Duration,
+        burst_id: &str,
+        mut on_progress: impl FnMut(&Progress),
+    ) -> Result<RecordReport, RecordError> {
+        snbuf_burst::check_burst_id(burst_id).map_err(crate::config::ConfigError::from)?;
+        let live: Arc<Vec<LiveLink>> = Arc::new(
+            (0..self.config.links)
+                .map(|_| LiveLink::default())
+                .collect(),
+        );
+        {
+            let mut slot = self.live.lock().expect("unit state");
+            if slot.is_some() {
+                return Err(RecordError::Busy);
+            }
+            *slot = Some(live.clone());
+        }
+        let result = self.record_window(at, pre, post, burst_id, &live, &mut on_progress);
+        {
+            // Into the run's totals before the live counters go, under the same lock order
+            // (finished, then live) as `totals`, so no reader sees a burst counted twice or not.
+            let mut finished = self.finished.lock().expect("unit totals");
+            for (i, (sum, l)) in finished.iter_mut().zip(live.iter()).enumerate() {
+                sum.add_burst(&l.snapshot(i as u32, 0, 0));
+            }
+            *self.live.lock().expect("unit state") = None;
+        }
+        result
+    }
+
+    fn record_window(
+        &self,
+        at: TriggerAt,
+        pre: Duration,
+        post: Duration,
+        burst_id: &str,
+        live: &Arc<Vec<LiveLink>>,
+        on_progress: &mut dyn FnMut(&Progress),
+    ) -> Result<RecordReport, RecordError> {
+        let config = &self.config;
+        let fb = config.frame_type.frame_bytes() as usize;
+        let window = self.window(at, pre, post)?;
+        let prepared = self.next.lock().expect("next burst").take();
+        let identities = self.link_identities();
+        let opened = open_burst(config, burst_id, &window, identities, prepared)?;
+        let (seal, link_writers) = opened.burst.split();
+
+        let trigger_instant = Instant::now();
+        let (source_clock, max_lag_ns, links_favoured) = {
+            let links = self.links.lock().expect("links");
+            (
+                links.clock,
+                links.max_lag_ns.clone(),
+                links.favoured.clone(),
+            )
+        };
+        max_lag_ns.store(0, Ordering::Relaxed);
+        let source_cpu0 = source_clock.map(|c| c.seconds()).unwrap_or(0.0);
+        let writers = Writers::start(
+            link_writers,
+            &self.buffers,
+            live,
+            &WindowJob {
+                window: window.clone(),
+                ticks_per_frame: config.frame_type.ticks_per_frame(),
+                chunk_frames: config.chunk_frames,
+                block_frames: crate::chunking::block_frames(config.frame_bytes()),
+                crcs: snbuf_burst::chunk::FrameCrcCombiner::new(config.frame_type.frame_bytes()),
+                chunks_per_persist: config.chunks_per_persist,
+                frames_per_s: config.frames_per_s_per_link,
+                give_up_at: self.give_up_at(&window),
+                burst_id: burst_id.to_string(),
+                unit_id: config.unit_id.clone().unwrap_or_default(),
+            },
+            WriterPlacement {
+                writers: config.writers,
+                cpus: &config.cpus,
+                near: &crate::writers::near_cpus(
+                    config.writers,
+                    config.links,
+                    &config.outputs(),
+                    &config.cpus,
+                ),
+                links_favoured: links_favoured.load(Ordering::Relaxed),
+            },
+        )?;
+        let dir = seal.dir().to_path_buf();
+        let mut status = config
+            .status_file
+            .as_deref()
+            .map(|p| StatusFile::new(p).every(STATUS_FILE_INTERVAL));
+        let mut report_status = |phase: &'static str, force: bool| {
+            if let Some(file) = status.as_mut() {
+                if let Err(e) = file.update(burst_id, Some(&dir), force, || self.progress(phase)) {
+                    // A reporting channel, not the data: recording goes on without it.
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "snbuf: status file: {e}; it is no longer updated"
+                    );
+                    status = None;
+                }
+            }
+        };
+        report_status("recording", true);
+        let mut next_tick = Instant::now() + Duration::from_secs(1);
+        while writers.running() {
+            std::thread::sleep(Duration::from_millis(20));
+            report_status("recording", false);
+            if Instant::now() >= next_tick {
+                on_progress(&self.progress("recording"));
+                next_tick += Duration::from_secs(1);
+            }
+        }
+        let (links, writer_cpu_s) = writers.join(&dir)?;
+        let chunks_from_source = links.iter().map(|l| l.chunks_from_source()).sum();
+        let writing_s = trigger_instant.elapsed().as_secs_f64();
+        let source_cpu_s = source_clock.map(|c| c.seconds()).unwrap_or(0.0) - source_cpu0;
+        let source_max_lag_s = max_lag_ns.load(Ordering::Relaxed) as f64 * 1e-9;
+        on_progress(&self.progress("sealing"));
+        report_status("sealing", true);
+
+        let mut manifest = seal.seal(links)?;
+        report_status("sealed", true);
+        let durability = manifest.durability.clone();
+        let verify = verify_burst(&dir)?;
+        // The check is kept with the burst (`snbuf ls` shows it); the data it checked is sealed
+        // and durable whether or not this note makes it to the medium.
+        manifest.verified = Some(snbuf_burst::Verified {
+            valid: verify.valid,
+            problems: verify.problems.len() as u64
+                + verify
+                    .links
+                    .iter()
+                    .map(|l| l.problems.len() as u64)
+                    .sum::<u64>(),
+            at_unix_ns: snbuf_units::now_unix_ns(),
+        });
+        if let Err(e) = manifest.write_atomic(&dir) {
+            let _ = writeln!(std::io::stderr(), "snbuf: noting the verification: {e}");
+        }
+        let frames_recorded: u64 = manifest.links.iter().map(|l| l.data.frames).sum();
+        let lost_frames: u64 = manifest.links.iter().map(|l| l.lost_frames).sum();
+        let produced = self.buffers[0].written();
+        Ok(RecordReport {
+            burst_dir: dir,
+            output_bytes_per_s: frames_recorded as f64 * fb as f64 / writing_s,
+            frames_recorded,
+            lost_frames,
+            manifest,
+            verify,
+            window,
+            frame_bytes: fb as u32,
+            input_bytes_per_s: produced as f64 * fb as f64 * config.links as f64
+                / self.started.elapsed().as_secs_f64(),
+            buffer_memory_bytes: self.buffer_memory_bytes,
+            buffer_page_bytes: self.buffer_page_bytes,
+            durability,
+            survives_power_loss: opened.survives_power_loss,
+            prepared_ahead: opened.prepared_ahead,
+            skipped_at_source: 0,
+            source_max_lag_s,
+            writer_cpu_s,
+            writers: config.writers,
+            chunks_from_source,
+            source_cpu_s,
+            ingest: self
+                .ingest()
+                .map(|i| i.counters.iter().map(|c| c.snapshot()).collect()),
+            ingest_rcvbuf_bytes: self.ingest().map(|i| i.rcvbuf_bytes),
+        })
+    }
+
+    /// When the writers of `window` stop waiting for data that does not come: when the window's
+    /// end is due at the configured rate, plus the buffer's length and 2 s of grace.
+    fn give_up_at(&self, window: &TriggerInfo) -> Instant {
+        let newest = self
+            .newest_timestamp()
+            .unwrap_or(window.window_start_timestamp);
+        let ahead_s =
+            window.window_end_timestamp.saturating_sub(newest) as f64 / self.config.ticks_per_s();
+        Instant::now()
+            + Duration::from_secs_f64(ahead_s.min(86_400.0))
+            + self.config.buffer
+            + Duration::from_secs(2)
+    }
+
+    /// Each link's detector identity, from the newest frame in its buffer (frames without a
+    /// header give zeros), with its DUNE SourceID.
+    fn link_identities(&self) -> Vec<LinkIdentity> {
+        self.buffers
+            .iter()
+            .enumerate()
+            .map(|(l, b)| {
+                let w = b.written();
+                let id = (w > 0)
+                    .then(|| {
+                        b.read_with(w - 1, 1, |run| b.layout().identity(run.frame(0)))
+                            .ok()
+                            .and_then(|(_, id)| id)
+                    })
+                    .flatten()
+                    .unwrap_or_default();
+                LinkIdentity {
+                    det_id: id.det_id,
+                    crate_id: id.crate_id,
+                    slot_id: id.slot_id,
+                    stream_id: id.stream_id,
+                    source_id: self.config.source_id(l as u32),
+                }
+            })
+            .collect()
+    }
+
+    /// Network ingest's settings and per-link counters, when the links come from the network.
+    pub fn ingest(&self) -> Option<snbuf_readout::udp::IngestInfo> {
+        self.links.lock().expect("links").ingest.clone()
+    }
+
+    /// Stops the links; returns frames produced and frames skipped (producer late) per link.
+    pub fn stop(self) -> SourceTotals {
+        self.links.lock().expect("links").stop()
+    }
+}
+
+impl Unit {
+    /// Stops the links and removes the unused preparation: the unit records nothing more. Also
+    /// what dropping it does; a server calls it when it stops, whoever else still holds the unit
+    /// (a metrics endpoint, a fleet link), so that nothing of a stopped unit stays on disk.
+    pub fn wind_down(&self) {
+        if let Ok(mut links) = self.links.lock() {
+            links.stop();
+        }
+        // An unused preparation removes its files when dropped.
+        if let Ok(mut next) = self.next.lock() {
+            next.take();
+        }
+    }
+}
+
+impl Drop for Unit {
+    fn drop(&mut self) {
+        self.wind_down();
+    }
+}

@@ -1,0 +1,247 @@
+//! Trigger-window arithmetic as pure functions of timestamps, so that it is tested without
+//! threads, buffers or files.
+//!
+//! A window is [start, end) in detector ticks. Frames lie on a grid: a link's frames are
+//! `ticks_per_frame` apart, from wherever its first frame lies. Loss is counted on that grid, so
+//! "frames recorded + frames lost = frames in the window" holds exactly for every link whose
+//! data stays on its grid (the writers assert it).
+
+use std::time::Duration;
+
+use snbuf_burst::TriggerInfo;
+
+/// When a trigger's window is centred.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TriggerAt {
+    /// The newest frame buffered when the trigger arrives.
+    Now,
+    /// A detector timestamp (ticks). One older than the buffer records what is still there and
+    /// counts the rest as lost.
+    Timestamp(u64),
+}
+
+/// Why a trigger's window cannot be recorded.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum WindowError {
+    #[error("no frame buffered yet to trigger on")]
+    NothingBuffered,
+    #[error("trigger at {at} is {ahead_s:.1} s ahead of the newest frame ({newest}); at most the buffer's {buffer_s:.1} s ahead is accepted")]
+    TooFarAhead {
+        at: u64,
+        newest: u64,
+        ahead_s: f64,
+        buffer_s: f64,
+    },
+    #[error("pre {pre_s:.1}s is longer than the {buffer_s:.1}s buffer")]
+    PreLongerThanBuffer { pre_s: f64, buffer_s: f64 },
+}
+
+/// The detector clock a unit's windows are cut in.
+#[derive(Clone, Copy, Debug)]
+pub struct WindowClock {
+    pub ticks_per_frame: u64,
+    /// Detector ticks per wall-clock second (below the native rate, emulated time runs slower).
+    pub ticks_per_s: f64,
+    /// How much of each link the latency buffer holds.
+    pub buffer: Duration,
+}
+
+impl WindowClock {
+    /// The window a trigger at `at` records: whole frames from `pre` before to `post` after.
+    /// Refused when nothing is buffered yet (`newest` is None), when `pre` reaches further back
+    /// than the buffer, or when `at` lies further ahead of the newest frame than the buffer is
+    /// long (a clock mix-up, not a trigger: the burst would wait for data that is far away).
+    pub fn window(
+        &self,
+        newest: Option<u64>,
+        at: TriggerAt,
+        pre: Duration,
+        post: Duration,
+    ) -> Result<TriggerInfo, WindowError> {
+        if pre > self.buffer {
+            return Err(WindowError::PreLongerThanBuffer {
+                pre_s: pre.as_secs_f64(),
+                buffer_s: self.buffer.as_secs_f64(),
+            });
+        }
+        let newest = newest.ok_or(WindowError::NothingBuffered)?;
+        let t = match at {
+            TriggerAt::Now => newest,
+            TriggerAt::Timestamp(t) => t,
+        };
+        let ahead_limit_ticks = self.ticks(self.buffer);
+        if t > newest.saturating_add(ahead_limit_ticks) {
+            return Err(WindowError::TooFarAhead {
+                at: t,
+                newest,
+                ahead_s: (t - newest) as f64 / self.ticks_per_s,
+                buffer_s: self.buffer.as_secs_f64(),
+            });
+        }
+        let tpf = self.ticks_per_frame;
+        // Whole frames each side, so the window's length is a whole number of frames.
+        let pre_ticks = self.ticks(pre) / tpf * tpf;
+        let post_ticks = self.ticks(post).div_ceil(tpf) * tpf;
+        Ok(TriggerInfo {
+            trigger_timestamp: t,
+            window_start_timestamp: t.saturating_sub(pre_ticks),
+            window_end_timestamp: t.saturating_add(post_ticks),
+        })
+    }
+
+    fn ticks(&self, d: Duration) -> u64 {
+        (d.as_secs_f64() * self.ticks_per_s) as u64
+    }
+}
+
+/// Frames on the grid through `from` that lie in [from, to): the frames a link owes from an
+/// expected timestamp `from` up to `to`.
+pub fn frames_between(from: u64, to: u64, ticks_per_frame: u64) -> u64 {
+    debug_assert!(ticks_per_frame > 0);
+    if to > from {
+        (to - from).div_ceil(ticks_per_frame)
+    } else {
+        0
+    }
+}
+
+/// Frames of the window before `first`, on the grid through `first`: what a link lacks at the
+/// window's start when the first frame it has is `first`.
+pub fn frames_before(window_start: u64, first: u64, ticks_per_frame: u64) -> u64 {
+    first.saturating_sub(window_start) / ticks_per_frame
+}
+
+/// Frames of [start, end) on the grid through `anchor`.
+pub fn frames_in_window(start: u64, end: u64, anchor: u64, ticks_per_frame: u64) -> u64 {
+    if end <= start {
+        return 0;
+    }
+    let tpf = ticks_per_frame;
+    // The first grid point at or after `start`.
+    let first = if anchor >= start {
+        anchor - (anchor - start) / tpf * tpf
+    } else {
+        anchor + (start - anchor).div_ceil(tpf) * tpf
+    };
+    frames_between(first, end, tpf)
+}
+
+/// Frames missing inside a run of `frames` frames from `first` to `last`.
+pub fn frames_missing_inside(first: u64, last: u64, frames: u64, ticks_per_frame: u64) -> u64 {
+    ((last - first) / ticks_per_frame + 1).saturating_sub(frames)
+}
+
+/// Whether `ts` lies on the grid through `anchor`.
+pub fn on_grid(ts: u64, anchor: u64, ticks_per_frame: u64) -> bool {
+    ts.abs_diff(anchor).is_multiple_of(ticks_per_frame)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clock() -> WindowClock {
+        // 300 ticks a frame, 1000 frames a second: 300 000 ticks/s, 2 s of buffer.
+        WindowClock {
+            ticks_per_frame: 300,
+            ticks_per_s: 300_000.0,
+            buffer: Duration::from_secs(2),
+        }
+    }
+
+    #[test]
+    fn a_window_is_whole_frames_around_the_trigger() {
+        let w = clock()
+            .window(
+                Some(3_000_000),
+                TriggerAt::Now,
+                Duration::from_millis(500),
+                Duration::from_millis(1001),
+            )
+            .unwrap();
+        assert_eq!(w.trigger_timestamp, 3_000_000);
+        assert_eq!(w.window_start_timestamp, 3_000_000 - 150_000);
+        // 1001 ms = 300 300 ticks, rounded up to whole frames.
+        assert_eq!(w.window_end_timestamp, 3_000_000 + 300_300);
+        let len = w.window_end_timestamp - w.window_start_timestamp;
+        assert_eq!(len % 300, 0);
+        // A window reaching before tick 0 starts at 0.
+        let w = clock()
+            .window(
+                Some(100),
+                TriggerAt::Now,
+                Duration::from_secs(1),
+                Duration::ZERO,
+            )
+            .unwrap();
+        assert_eq!(w.window_start_timestamp, 0);
+    }
+
+    #[test]
+    fn triggers_that_cannot_be_recorded_are_refused() {
+        let c = clock();
+        let (pre, post) = (Duration::from_millis(100), Duration::from_millis(100));
+        assert_eq!(
+            c.window(None, TriggerAt::Now, pre, post),
+            Err(WindowError::NothingBuffered)
+        );
+        assert!(matches!(
+            c.window(Some(0), TriggerAt::Now, Duration::from_secs(3), post),
+            Err(WindowError::PreLongerThanBuffer { .. })
+        ));
+        // Up to the buffer's length ahead is accepted, more is a clock mix-up.
+        assert!(c
+            .window(Some(1000), TriggerAt::Timestamp(1000 + 600_000), pre, post)
+            .is_ok());
+        assert!(matches!(
+            c.window(Some(1000), TriggerAt::Timestamp(1001 + 600_000), pre, post),
+            Err(WindowError::TooFarAhead { .. })
+        ));
+        // Behind the buffer is a trigger: what is left is recorded, the rest counted lost.
+        assert!(c
+            .window(Some(10_000_000), TriggerAt::Timestamp(5), pre, post)
+            .is_ok());
+    }
+
+    #[test]
+    fn frames_are_counted_on_the_grid_of_the_data() {
+        assert_eq!(frames_between(0, 900, 300), 3);
+        assert_eq!(frames_between(0, 901, 300), 4);
+        assert_eq!(frames_between(900, 900, 300), 0);
+        assert_eq!(frames_between(901, 900, 300), 0);
+        // A window [100, 1000) on the grid 50 + 300k holds 350, 650, 950.
+        assert_eq!(frames_in_window(100, 1000, 50, 300), 3);
+        assert_eq!(frames_in_window(100, 1000, 3050, 300), 3);
+        assert_eq!(frames_in_window(100, 1000, 100, 300), 3);
+        assert_eq!(frames_in_window(1000, 100, 100, 300), 0);
+        assert_eq!(frames_before(100, 950, 300), 2);
+        assert_eq!(frames_before(100, 50, 300), 0);
+        assert_eq!(frames_missing_inside(0, 900, 4, 300), 0);
+        assert_eq!(frames_missing_inside(0, 1500, 4, 300), 2);
+        assert!(on_grid(950, 50, 300) && !on_grid(951, 50, 300) && on_grid(50, 950, 300));
+    }
+
+    #[test]
+    fn what_is_recorded_plus_what_is_lost_is_the_window() {
+        // However the frames present split the window, before + inside + missing inside +
+        // after adds up to the window on their grid.
+        let tpf = 25;
+        let (start, end) = (1_010, 9_990);
+        for anchor in [0u64, 7, 24, 1_010, 5_000] {
+            let grid = |k: u64| anchor % tpf + k * tpf;
+            let all: Vec<u64> = (0..500)
+                .map(grid)
+                .filter(|&t| t >= start && t < end)
+                .collect();
+            let want = frames_in_window(start, end, anchor, tpf);
+            assert_eq!(want, all.len() as u64);
+            // Present: a run with a hole in it, then nothing after.
+            let (first, last) = (all[10], all[200]);
+            let present = 191 - 30;
+            let counted = frames_before(start, first, tpf)
+                + frames_missing_inside(first, last, present, tpf)
+                + frames_between(last + tpf, end, tpf);
+            assert_eq!(counted + present, want, "anchor {anchor}");
+        }
+    }
+}

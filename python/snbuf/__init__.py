@@ -1,0 +1,20 @@
+"""Read snbuf bursts in Python (numpy only).
+
+    import snbuf
+    b = snbuf.open("snbuf-data/20261121T231000Z-0001")
+    b.manifest["run_number"], b.frame_type
+    link = b.link(0)
+    link.chunks[0]                 # header fields; .frames() reads it, its CRC-32C checked
+    ts = link.timestamps()         # numpy uint64, read from the frames
+    adc = snbuf.unpack_wibeth_adc(link.chunks[0].frames())   # (frames, 64 samples, 64 channels)
+    snbuf.verify(b)["valid"]       # what `snbuf verify` says
+"""
+
+from .burst import Burst, Chunk, ChunkHeader, HeaderError, Link, open_burst as open  # noqa: A001
+from .frames import LAYOUTS, Layout, layout, unpack_wibeth_adc
+from .verify import verify
+from ._crc32c import crc32c
+
+__all__ = ["Burst", "Chunk", "ChunkHeader", "HeaderError", "Link", "open", "LAYOUTS", "Layout",
+           "layout", "unpack_wibeth_adc", "verify", "crc32c"]
+__version__ = "0.1.0"
