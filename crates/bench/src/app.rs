@@ -159,6 +159,11 @@ mod tests {
             assert_eq!(x.suite, "app");
             assert_eq!(x.block_size_bytes, FRAME_BYTES);
             assert!(x.ops > 0 && x.gib_per_s > 0.0, "{x:?}");
+            // The threads ran: their clocks moved over the timed window.
+            assert!(
+                x.cpu_core_s_per_gib > 0.0 && x.cpu_core_s_per_gib.is_finite(),
+                "{x:?}"
+            );
             assert_eq!(x.per_thread_gib_per_s.len(), x.threads);
         }
         let per_thread: Vec<_> = r

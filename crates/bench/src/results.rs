@@ -66,6 +66,10 @@ pub struct ThroughputResult {
     pub gib_per_s: f64,
     pub mops_per_s: f64,
     pub per_thread_gib_per_s: Vec<f64>,
+    /// CPU the benchmark threads used in the timed window (their thread clocks: user and
+    /// system, the kernel's share of each write included) per GiB moved: what a recorder's
+    /// writers compare themselves with.
+    pub cpu_core_s_per_gib: f64,
     /// Time each operation took as seen by the calling thread, including any persist it ran.
     /// `samples` is 0 when per-operation timing was off (`latency_every` 0).
     pub latency_ns: LatencyNs,
@@ -106,7 +110,7 @@ pub fn write_json<R: Serialize>(path: &Path, results: &Results<R>) -> io::Result
 
 pub const THROUGHPUT_CSV_HEADER: &str = "suite,method,target,targets,block_size_bytes,slot_bytes,threads,pattern,\
 page_size_bytes,page_size_obtained_bytes,persist_every,durability,instruction_path,queue_depth,bytes,ops,seconds,\
-gib_per_s,mops_per_s,latency_p50_ns,latency_p99_ns,latency_p999_ns,latency_max_ns,\
+gib_per_s,mops_per_s,cpu_core_s_per_gib,latency_p50_ns,latency_p99_ns,latency_p999_ns,latency_max_ns,\
 completion_p50_ns,completion_p99_ns,completion_max_ns";
 
 pub fn write_throughput_csv(path: &Path, results: &[ThroughputResult]) -> io::Result<()> {
@@ -117,7 +121,7 @@ pub fn write_throughput_csv(path: &Path, results: &[ThroughputResult]) -> io::Re
         let c = r.completion_latency_ns;
         writeln!(
             f,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{:.6},{:.6},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{:.6},{:.6},{:.6},{},{},{},{},{},{},{}",
             r.suite,
             r.method,
             csv_field(&r.target),
@@ -137,6 +141,7 @@ pub fn write_throughput_csv(path: &Path, results: &[ThroughputResult]) -> io::Re
             r.seconds,
             r.gib_per_s,
             r.mops_per_s,
+            r.cpu_core_s_per_gib,
             r.latency_ns.p50,
             r.latency_ns.p99,
             r.latency_ns.p999,

@@ -10,6 +10,7 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use snbuf_persist::cpu::thread_cpu_seconds;
 use snbuf_persist::memory::{AlignedBuf, PageSize};
 use snbuf_persist::rng::Rng;
 use snbuf_persist::{PersistError, Sink, SinkReport, WithSink};
@@ -49,6 +50,8 @@ pub(crate) struct ThreadOutcome {
     pub bytes: u64,
     pub ops: u64,
     pub elapsed: Duration,
+    /// This thread's CPU seconds over `elapsed`.
+    pub cpu_s: f64,
     pub latency_ticks: Histogram<u64>,
     pub completion_ns: Option<Histogram<u64>>,
     pub verified_ops: u64,
@@ -247,6 +250,7 @@ fn drive<S: Sink>(sink: &mut S, ctx: &ThreadCtx) -> Result<ThreadOutcome, DriveE
     let mut timer = OpTimer::new(ctx.clock, config.latency_every, ctx.region_offset);
     let mut measuring = false;
     let mut t0 = Instant::now();
+    let mut cpu0 = 0.0;
     loop {
         let p = ctx.phase.load(Ordering::Relaxed);
         if p == PHASE_STOP {
@@ -261,6 +265,7 @@ fn drive<S: Sink>(sink: &mut S, ctx: &ThreadCtx) -> Result<ThreadOutcome, DriveE
             let _ = sink.drain_completion_latencies_ns(&mut |_| {});
             measuring = true;
             t0 = Instant::now();
+            cpu0 = thread_cpu_seconds();
             timer.restart();
         }
         let offset = walk.next_slot() * slot_bytes;
@@ -319,6 +324,7 @@ fn drive<S: Sink>(sink: &mut S, ctx: &ThreadCtx) -> Result<ThreadOutcome, DriveE
         sink.persist()?;
     }
     let elapsed = t0.elapsed();
+    let cpu_s = thread_cpu_seconds() - cpu0;
     if measuring {
         has_completions |= sink
             .drain_completion_latencies_ns(&mut |ns| completion_ns.saturating_record(ns.max(1)));
@@ -330,6 +336,7 @@ fn drive<S: Sink>(sink: &mut S, ctx: &ThreadCtx) -> Result<ThreadOutcome, DriveE
         bytes,
         ops,
         elapsed: if measuring { elapsed } else { Duration::ZERO },
+        cpu_s: if measuring { cpu_s } else { 0.0 },
         latency_ticks: timer.ticks,
         completion_ns: has_completions.then_some(completion_ns),
         verified_ops,

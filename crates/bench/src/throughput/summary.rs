@@ -109,6 +109,7 @@ pub(crate) fn summarise(
         seconds,
         gib_per_s: bytes as f64 / gib / seconds,
         mops_per_s: ops as f64 / 1e6 / seconds,
+        cpu_core_s_per_gib: outcomes.iter().map(|o| o.cpu_s).sum::<f64>() / (bytes as f64 / gib),
         per_thread_gib_per_s: outcomes
             .iter()
             .map(|o| o.bytes as f64 / gib / o.elapsed.as_secs_f64().max(1e-9))
