@@ -197,9 +197,9 @@ impl<S: Sink> ChunkWriter<S> {
     /// from `parts` themselves when each is whole aligned blocks (a latency buffer's slots, cut
     /// on block boundaries: the CPU never copies the payload, and O_DIRECT sends it from where it
     /// lies), else copied into the aligned staging buffer behind the header block. The checksum
-    /// is taken from `parts` after the write returned (a sink's write no longer reads its input
-    /// once it returns), so a caller that validates its source afterwards knows that the bytes
-    /// written are the bytes checksummed.
+    /// is taken from `parts` after the write returned (`Sink::write_in_place` no longer reads
+    /// its input once it returns, io_uring included), so a caller that validates its source
+    /// afterwards knows that the bytes written are the bytes checksummed.
     ///
     /// This is how a caller that must validate its source after reading it (a latency buffer
     /// read while the producer may overwrite it) persists with at most one copy: stage,
@@ -258,12 +258,11 @@ impl<S: Sink> ChunkWriter<S> {
             // Memory: unfenced stores into the payload slot, fenced by `append_staged` before it
             // writes the header. Block devices: the payload's blocks, header block left for
             // `append_staged`.
-            let mut pos = offset + self.header_bytes as u64;
-            for part in parts {
-                if let Err(e) = self.sink.write_at(pos, part) {
-                    return Err(self.fail(e, offset));
-                }
-                pos += part.len() as u64;
+            if let Err(e) = self
+                .sink
+                .write_in_place(offset + self.header_bytes as u64, parts)
+            {
+                return Err(self.fail(e, offset));
             }
             match given_crc32c {
                 Some(crc) => crc,

@@ -73,6 +73,10 @@ impl<S: Sink> Sink for Latched<S> {
         latched_call!(self, self.inner.write_persist_at(offset, data))
     }
 
+    fn write_in_place(&mut self, offset: u64, parts: &[&[u8]]) -> Result<()> {
+        latched_call!(self, self.inner.write_in_place(offset, parts))
+    }
+
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
         latched_call!(self, self.inner.read_at(offset, buf))
     }

@@ -156,6 +156,21 @@ pub trait Sink: Send {
         self.persist()
     }
 
+    /// Writes `parts` back to back from `offset`, each from where it lies in memory when the
+    /// method can (O_DIRECT and io_uring: parts aligned in address and length go to the device
+    /// by DMA, with no copy by the CPU), and returns only once nothing reads `parts` any more: a
+    /// caller may check afterwards whether its memory changed during the write (a latency
+    /// buffer's seqlock) and know that what it checks is what was written. Not durable until
+    /// `persist`. Offsets and lengths as for `write_at`.
+    fn write_in_place(&mut self, offset: u64, parts: &[&[u8]]) -> Result<()> {
+        let mut pos = offset;
+        for part in parts {
+            self.write_at(pos, part)?;
+            pos += part.len() as u64;
+        }
+        Ok(())
+    }
+
     /// Reads `buf.len()` bytes at `offset` (relative to the region), bypassing the page cache
     /// where the method does (O_DIRECT). `offset` must be aligned as for `write_at`.
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()>;
@@ -180,6 +195,9 @@ impl<S: Sink + ?Sized> Sink for Box<S> {
     }
     fn write_persist_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
         (**self).write_persist_at(offset, data)
+    }
+    fn write_in_place(&mut self, offset: u64, parts: &[&[u8]]) -> Result<()> {
+        (**self).write_in_place(offset, parts)
     }
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
         (**self).read_at(offset, buf)
