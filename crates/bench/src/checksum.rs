@@ -210,22 +210,33 @@ pub fn run(
             }),
         ),
     ];
-    for &block in &config.fused_block_bytes {
-        variants.push((
-            format!(
-                "fused: CRC of each {} KiB block, then stream it out",
-                block >> 10
-            ),
-            chunks_want,
-            Box::new(move |d, s| {
-                let mut digest = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
-                for (db, sb) in d.chunks_mut(block).zip(s.chunks(block)) {
-                    digest.update(sb);
-                    copy.copy(db, sb);
-                }
-                digest.finalize() as u32
-            }),
-        ));
+    // Fused, in both orders: CRC a block (from DRAM) then stream it out from cache, or stream
+    // it out then CRC it while it is still in cache.
+    for crc_first in [true, false] {
+        for &block in &config.fused_block_bytes {
+            let kib = block >> 10;
+            variants.push((
+                if crc_first {
+                    format!("fused: CRC of each {kib} KiB block, then stream it out")
+                } else {
+                    format!("fused: stream each {kib} KiB block out, then CRC it (still in cache)")
+                },
+                chunks_want,
+                Box::new(move |d, s| {
+                    let mut digest = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
+                    for (db, sb) in d.chunks_mut(block).zip(s.chunks(block)) {
+                        if crc_first {
+                            digest.update(sb);
+                        }
+                        copy.copy(db, sb);
+                        if !crc_first {
+                            digest.update(sb);
+                        }
+                    }
+                    digest.finalize() as u32
+                }),
+            ));
+        }
     }
     for (name, want, per_chunk) in &variants {
         step(name);
@@ -258,7 +269,7 @@ pub fn run(
 
 /// Steps `run` reports, for a progress bar.
 pub fn steps(config: &ChecksumConfig) -> u64 {
-    (IMPLEMENTATIONS.len() + 2 + config.fused_block_bytes.len()) as u64
+    (IMPLEMENTATIONS.len() + 2 + 2 * config.fused_block_bytes.len()) as u64
 }
 
 #[cfg(test)]
@@ -275,7 +286,8 @@ mod tests {
         let mut seen = 0;
         let results = run(&config, |_| seen += 1).unwrap();
         assert_eq!(seen, steps(&config));
-        assert_eq!(results.len(), 2 * IMPLEMENTATIONS.len() + 3);
+        // Each implementation in cache and from DRAM; copy alone; copy then CRC; two fused orders.
+        assert_eq!(results.len(), 2 * IMPLEMENTATIONS.len() + 4);
         for r in &results {
             assert!(r.bytes > 0 && r.wall_s > 0.0, "{r:?}");
             assert!(r.gb_per_s.is_finite() && r.core_s_per_gib >= 0.0, "{r:?}");

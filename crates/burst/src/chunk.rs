@@ -235,9 +235,10 @@ pub fn stride_for(header_bytes: usize, payload_bytes: usize, align_bytes: u64) -
     (header_bytes as u64 + payload_bytes as u64).div_ceil(align_bytes) * align_bytes
 }
 
-/// CRC-32C (Castagnoli, the iSCSI polynomial) of `data`: the checksum of headers and payloads.
+/// CRC-32C (Castagnoli, the iSCSI polynomial) of `data`: the checksum of headers and payloads,
+/// by the implementation fastest on this CPU (`snbuf_persist::crc`).
 pub fn crc32c(data: &[u8]) -> u32 {
-    crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, data) as u32
+    snbuf_persist::crc::crc32c_in_cache(&[data])
 }
 
 /// CRC-32C of the concatenation of `parts`, which are not in the CPU's caches (memory a device
@@ -316,16 +317,7 @@ impl FrameCrcCombiner {
 
 /// CRC-32C of the concatenation of `parts`.
 pub fn crc32c_of_parts(parts: &[&[u8]]) -> u32 {
-    match parts {
-        [one] => crc32c(one),
-        _ => {
-            let mut d = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
-            for p in parts {
-                d.update(p);
-            }
-            d.finalize() as u32
-        }
-    }
+    snbuf_persist::crc::crc32c_in_cache(parts)
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 
 pub mod backends;
 pub mod cpu;
+pub mod crc;
 pub mod error;
 pub mod fault;
 #[cfg(target_arch = "x86_64")]

@@ -36,6 +36,10 @@ pub fn run(args: ChecksumArgs) -> anyhow::Result<()> {
     .context("bench checksum")?;
     b.finish_and_clear();
     print!("{}", render(&results));
+    println!(
+        "the recorder checksums data in cache with: {} (measured at its start, snbuf_persist::crc)",
+        snbuf_persist::crc::in_cache().name()
+    );
     if let Some(path) = &args.json {
         let clock = OpClock::calibrate(std::time::Duration::from_millis(20));
         let machine = Machine::probe(&[], clock.describe(), env!("SNBUF_GIT_COMMIT"));
