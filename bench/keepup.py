@@ -9,8 +9,11 @@ file written over and over without a flush; a second fio run writes as the recor
 file per link, fdatasync every 8 MiB), to show what durability on fresh files costs the disk.
 
 CPU is reported split the way the recorder measures it (thread CPU clocks over the recording):
-the link emulation (ingest) and the writers (copy, checksum, persist); beside it, what fio itself
-spends per GiB on the same disk (its usr+sys), the kernel's share of any O_DIRECT writer.
+the link emulation (ingest) and the writers (copy, checksum, persist; with the process's other
+threads over the window, chiefly io_uring's kernel workers, which write for them); beside it, what fio itself
+spends per GiB on the same disk (its usr+sys), the kernel's share of any O_DIRECT writer, and
+what `snbuf bench write` spends per GiB with the same method, chunk size and threads (its threads'
+CPU clocks): on memory (`nt`), the writers' target is at most 1.3x that.
 """
 
 import argparse
@@ -133,7 +136,8 @@ def bench_write(args, method, target, block, threads):
         r = run(cmd)
         if r.returncode != 0:
             sys.exit(f"keepup: bench write failed: {r.stderr.strip()}")
-        return json.load(open(f.name))["results"][0]["gib_per_s"] * GIB
+        r = json.load(open(f.name))["results"][0]
+        return r["gib_per_s"] * GIB, r["cpu_core_s_per_gib"]
 
 
 def fio_job(directory, *options):
@@ -184,15 +188,21 @@ def measure(args, method, chunk):
     fio_before = None if on_memory else fio_best(target)
     start = args.start or (args.shm_start if on_memory else 0.5 * fio_before[0])
     rate, best, source_limited = keep_up(args, method, target, start)
-    bw = bench_write(args, method, target, chunk, args.writers)
+    bw, bw_cpu = bench_write(args, method, target, chunk, args.writers)
     fio_after = None if on_memory else fio_best(target)
     fio_pattern = None if on_memory else fio_recorder_pattern(args, target)
     m = {"method": method, "target": target, "keep_up_bytes_per_s": rate, "source_limited": source_limited,
-         "bench_write_bytes_per_s": bw, "keep_up_over_bench_write": rate / bw}
+         "bench_write_bytes_per_s": bw, "keep_up_over_bench_write": rate / bw,
+         "bench_write_core_s_per_gib": bw_cpu}
     if best:
         gib = best["frames_recorded"] * best["frame_bytes"] / GIB
+        # The writers' side includes the process's other threads over the window: io_uring's
+        # kernel workers write for them (the main thread, polling every 20 ms, is noise).
+        other = best.get("other_cpu_s", 0.0)
         m.update(cpu_core_s_per_gib=best["cpu_core_s_per_gib"], emulation_core_s_per_gib=best["source_cpu_s"] / gib,
-                 writers_core_s_per_gib=best["writer_cpu_s"] / gib)
+                 writers_core_s_per_gib=(best["writer_cpu_s"] + other) / gib,
+                 writer_threads_core_s_per_gib=best["writer_cpu_s"] / gib, other_threads_core_s_per_gib=other / gib)
+        m.update(writers_over_bench_write_cpu=m["writers_core_s_per_gib"] / bw_cpu)
     if best and args.crc_core_s_per_gib:
         m.update(writers_over_bare_crc=m["writers_core_s_per_gib"] / args.crc_core_s_per_gib)
     if fio_before:
@@ -284,8 +294,8 @@ def main():
     print()
     print("| method | keep-up / bench write | keep-up / fio best | keep-up / fio, recorder's pattern "
           "| CPU core-s/GiB (links + writers) | fio's own CPU core-s/GiB | writers / fio CPU "
-          "| writers / bare CRC |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| writers / bench write CPU | writers / bare CRC |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for method in args.methods.split(","):
         ms = [m for m in results if m["method"] == method]
 
@@ -300,7 +310,8 @@ def main():
         print(f"| {method} | {show('keep_up_over_bench_write')} | {show('keep_up_over_fio')} | "
               f"{show('keep_up_over_fio_recorder_pattern')} | "
               f"{show('cpu_core_s_per_gib')} ({show('emulation_core_s_per_gib')} + {show('writers_core_s_per_gib')}) "
-              f"| {show('fio_core_s_per_gib')} | {show('writers_over_fio_cpu')} | {show('writers_over_bare_crc')} |")
+              f"| {show('fio_core_s_per_gib')} | {show('writers_over_fio_cpu')} | {show('writers_over_bench_write_cpu')} "
+              f"| {show('writers_over_bare_crc')} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"config": vars(args), "results": results}, f, indent=1)

@@ -212,6 +212,13 @@ pub fn thread_cpu_seconds() -> f64 {
     clock_seconds(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
+/// CPU seconds the whole process has used: every thread, those that have exited included, and
+/// the kernel's io_uring workers (`iou-wrk-*`), which are threads of the process but run no
+/// code of ours, so no thread clock of ours sees them.
+pub fn process_cpu_seconds() -> f64 {
+    clock_seconds(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
 /// The CPU-time clock of another running thread, so that its CPU use can be read from outside
 /// (how much the link emulation cost while a window recorded).
 #[derive(Clone, Copy, Debug)]

@@ -221,6 +221,12 @@ pub struct AlignedBuf {
 impl AlignedBuf {
     /// Allocates and prefaults `len` bytes (rounded up to the page size), zero-filled.
     pub fn new(len: usize, page_size: PageSize) -> io::Result<Self> {
+        Self::new_on_node(len, page_size, None)
+    }
+
+    /// `new`, with the pages taken from NUMA node `node` where it has them
+    /// (`numa::prefer_node`, before the prefault touches them). None: the kernel's default.
+    pub fn new_on_node(len: usize, page_size: PageSize, node: Option<u32>) -> io::Result<Self> {
         let page = page_size.bytes();
         let len = len.max(1).div_ceil(page) * page;
         let ptr = match page_size {
@@ -279,6 +285,13 @@ impl AlignedBuf {
                 }
             }
         };
+        if let Some(node) = node {
+            if let Err(e) = crate::numa::prefer_node(ptr, len, node) {
+                // SAFETY: the mapping made above, not used by anyone yet.
+                unsafe { libc::munmap(ptr.cast(), len) };
+                return Err(e);
+            }
+        }
         prefault_write(ptr, len);
         Ok(AlignedBuf {
             region: Region {

@@ -1,6 +1,7 @@
 //! Which NUMA node a storage device hangs off, and which CPUs each node has, from sysfs: so that
-//! a link's writer runs on the node of the device it writes (the papers' per-socket layout). On a
-//! machine with one node there is nothing to place, and the recorder says so.
+//! a link's latency buffer lives and its writer runs on the node of the device it writes (the
+//! papers' per-socket layout). On a machine with one node there is nothing to place, and the
+//! recorder says so.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -80,6 +81,42 @@ pub fn cpus_near(node: Option<u32>, nodes: &[(u32, Vec<usize>)], allowed: &[usiz
         .unwrap_or_default()
 }
 
+/// The node a link's memory should be placed on: its device's node, on a machine with more than
+/// one node; None (the kernel's default, first touch) otherwise.
+pub fn memory_node(device_node: Option<u32>, nodes: &[(u32, Vec<usize>)]) -> Option<u32> {
+    if nodes.len() < 2 {
+        return None;
+    }
+    device_node.filter(|n| nodes.iter().any(|(m, _)| m == n))
+}
+
+/// Asks the kernel to take the pages of `[addr, addr + len)` from `node` (MPOL_PREFERRED: from
+/// another node only when that one is full, so a buffer is never refused for it). Must come
+/// before the pages are first touched; pages already there stay where they are.
+pub(crate) fn prefer_node(addr: *mut u8, len: usize, node: u32) -> std::io::Result<()> {
+    const MPOL_PREFERRED: libc::c_long = 1;
+    let bits = 8 * std::mem::size_of::<libc::c_ulong>();
+    let mut mask = vec![0 as libc::c_ulong; node as usize / bits + 1];
+    mask[node as usize / bits] |= 1 << (node as usize % bits);
+    // SAFETY: mbind only changes the memory policy of the caller's own mapping; the mask holds
+    // `maxnode` bits.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mbind,
+            addr,
+            len,
+            MPOL_PREFERRED,
+            mask.as_ptr(),
+            (mask.len() * bits + 1) as libc::c_ulong,
+            0 as libc::c_uint,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,6 +140,34 @@ mod tests {
             cpus_near(Some(0), &[(0, vec![0, 1])], &allowed).is_empty(),
             "one node"
         );
+    }
+
+    #[test]
+    fn memory_is_placed_only_where_there_is_a_choice() {
+        let two = vec![(0, vec![0, 1]), (1, vec![2, 3])];
+        assert_eq!(memory_node(Some(1), &two), Some(1));
+        assert_eq!(memory_node(Some(7), &two), None, "no such node");
+        assert_eq!(memory_node(None, &two), None);
+        assert_eq!(memory_node(Some(0), &[(0, vec![0, 1])]), None, "one node");
+    }
+
+    #[test]
+    fn a_buffer_asked_for_on_a_node_has_that_policy() {
+        // Node 0 exists on every Linux machine. The kernel shows a mapping's policy in
+        // numa_maps (absent on kernels built without NUMA: then there is nothing to check).
+        let buf = crate::AlignedBuf::new_on_node(1 << 20, crate::PageSize::Small4K, Some(0))
+            .expect("mbind to node 0");
+        assert!(buf.as_slice().iter().all(|&b| b == 0));
+        let Ok(maps) = std::fs::read_to_string("/proc/self/numa_maps") else {
+            eprintln!("no /proc/self/numa_maps: policy not checked");
+            return;
+        };
+        let addr = format!("{:x} ", buf.as_ptr() as usize);
+        let line = maps
+            .lines()
+            .find(|l| l.starts_with(&addr))
+            .unwrap_or_else(|| panic!("{addr}not in numa_maps:\n{maps}"));
+        assert!(line.contains("prefer:0"), "{line}");
     }
 
     #[test]

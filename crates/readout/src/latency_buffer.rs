@@ -91,6 +91,17 @@ pub fn latency_buffer(
     capacity_frames: u64,
     page_size: PageSize,
 ) -> std::io::Result<(Producer, LatencyBuffer)> {
+    latency_buffer_on_node(layout, capacity_frames, page_size, None)
+}
+
+/// `latency_buffer` with its memory on NUMA node `node` (the node of the device the link is
+/// written to, so the device's DMA and the writer read it locally); None: the kernel's default.
+pub fn latency_buffer_on_node(
+    layout: FrameLayout,
+    capacity_frames: u64,
+    page_size: PageSize,
+    node: Option<u32>,
+) -> std::io::Result<(Producer, LatencyBuffer)> {
     let frame_bytes = layout.frame_bytes as usize;
     if frame_bytes < snbuf_frames::MIN_FRAME_BYTES as usize || capacity_frames < 2 {
         return Err(std::io::Error::new(
@@ -104,7 +115,7 @@ pub fn latency_buffer(
         .ok_or_else(|| {
             std::io::Error::new(std::io::ErrorKind::InvalidInput, "latency buffer too large")
         })?;
-    let slots = AlignedBuf::new(bytes, page_size)?;
+    let slots = AlignedBuf::new_on_node(bytes, page_size, node)?;
     let ring = Arc::new(Ring {
         slots: UnsafeCell::new(slots),
         layout,
@@ -127,7 +138,7 @@ pub fn latency_buffer(
 
 /// The CRC-32C (Castagnoli) of one frame, as the ring keeps it beside the slot.
 pub fn frame_crc32c(frame: &[u8]) -> u32 {
-    crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, frame) as u32
+    snbuf_persist::crc::crc32c_in_cache(&[frame])
 }
 
 impl Ring {

@@ -14,6 +14,8 @@ pub mod source;
 pub mod udp;
 
 pub use framegen::{FrameGen, Payload, SourceError};
-pub use latency_buffer::{latency_buffer, LatencyBuffer, Lookup, Producer, ReadError};
+pub use latency_buffer::{
+    latency_buffer, latency_buffer_on_node, LatencyBuffer, Lookup, Producer, ReadError,
+};
 pub use snbuf_frames::{FrameLayout, FrameType};
 pub use source::{Emulator, GapSpec};

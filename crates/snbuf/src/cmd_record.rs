@@ -21,9 +21,11 @@ use crate::exit::{usage, Failure};
 /// `--method auto`: mapped non-temporal stores where the medium is persistent memory (DAX).
 /// Elsewhere O_DIRECT when each writer thread has at most two links, io_uring when writers are
 /// fewer. Why: one synchronous writer per link already keeps as many writes in flight as there
-/// are links, and costs less CPU per byte than io_uring's copy into registered buffers (keep-up
-/// on this project's disk: 1.96 GiB/s direct against 1.21 GiB/s uring, BENCHMARKS.md); a writer
-/// that serves many links needs io_uring's queue to keep the device busy. Says why.
+/// are links, and costs less CPU per byte than io_uring, whose writes into a fresh file's
+/// unwritten extents ext4 hands to kernel worker threads (0.22-0.28 against 0.29-0.35 core-s/GiB
+/// on this project's disk, both writing from the latency buffer; keep-up 1.80 against 1.45
+/// GiB/s, BENCHMARKS.md); a writer that serves many links needs io_uring's queue to keep the
+/// device busy. Says why.
 fn choose_method(
     requested: &str,
     output: &Path,
@@ -488,7 +490,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
         Rate(report.output_bytes_per_s)
     );
     println!(
-        "  CPU         {:.2} core-s per GiB recorded (writers {:.2} s, {} {:.2} s)",
+        "  CPU         {:.2} core-s per GiB recorded (writers {:.2} s, {} {:.2} s, other threads {:.2} s: io_uring's kernel workers, the main thread)",
         report.cpu_core_s_per_gib(),
         report.writer_cpu_s,
         if report.ingest.is_some() {
@@ -496,7 +498,8 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
         } else {
             "link emulation"
         },
-        report.source_cpu_s
+        report.source_cpu_s,
+        report.other_cpu_s()
     );
     let chunks: u64 = m.links.iter().map(|l| l.data.chunks).sum();
     println!(
@@ -530,12 +533,13 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
         }
     );
     println!(
-        "  buffers     {} of DRAM on {} pages",
+        "  buffers     {} of DRAM on {} pages{}",
         Bytes(report.buffer_memory_bytes),
         report
             .buffer_page_bytes
             .map(|b| Bytes(b).to_string())
-            .unwrap_or_else(|| "?".into())
+            .unwrap_or_else(|| "?".into()),
+        numa_placement(&report.buffer_nodes)
     );
     for l in m.links.iter().filter(|l| l.error.is_some()) {
         println!(
@@ -589,12 +593,15 @@ fn write_json(path: &PathBuf, r: &snbuf_unit::RecordReport) -> std::io::Result<(
         "prepared_ahead": r.prepared_ahead,
         "buffer_memory_bytes": r.buffer_memory_bytes,
         "buffer_page_bytes": r.buffer_page_bytes,
+        "buffer_numa_nodes": r.buffer_nodes,
         "skipped_at_source_per_link": r.skipped_at_source,
         "source_max_lag_s": r.source_max_lag_s,
         "writer_cpu_s": r.writer_cpu_s,
         "writers": r.writers,
         "chunks_from_source": r.chunks_from_source,
         "source_cpu_s": r.source_cpu_s,
+        "process_cpu_s": r.process_cpu_s,
+        "other_cpu_s": r.other_cpu_s(),
         "cpu_core_s_per_gib": r.cpu_core_s_per_gib(),
         "links": r.manifest.links,
         "ingest": r.ingest.as_ref().map(|v| v.iter().map(|g| serde_json::json!({
@@ -612,5 +619,20 @@ fn write_json(path: &PathBuf, r: &snbuf_unit::RecordReport) -> std::io::Result<(
     std::fs::write(
         path,
         serde_json::to_string_pretty(&v).expect("serialises") + "\n",
+    )
+}
+
+/// Where the links' buffers were placed, for the summary: nothing on a one-node machine.
+fn numa_placement(nodes: &[Option<u32>]) -> String {
+    if nodes.iter().all(Option::is_none) {
+        return String::new();
+    }
+    let per_link: Vec<String> = nodes
+        .iter()
+        .map(|n| n.map_or("default".into(), |n| n.to_string()))
+        .collect();
+    format!(
+        ", on the NUMA nodes of their outputs (per link: {})",
+        per_link.join(" ")
     )
 }

@@ -19,6 +19,9 @@ pub struct RecordReport {
     pub lost_frames: u64,
     pub buffer_memory_bytes: u64,
     pub buffer_page_bytes: Option<u64>,
+    /// Per link, the NUMA node its buffer was placed on (None: one node, or the device's node is
+    /// not known; the kernel's default).
+    pub buffer_nodes: Vec<Option<u32>>,
     pub durability: String,
     pub survives_power_loss: bool,
     /// Whether the burst's files were prepared before the trigger (else opened at it).
@@ -35,6 +38,11 @@ pub struct RecordReport {
     pub chunks_from_source: u64,
     /// CPU seconds of the link emulation while the window was recorded (ingest).
     pub source_cpu_s: f64,
+    /// CPU seconds of the whole process from the trigger until the writers were joined: the
+    /// writers and links above plus every other thread, among them io_uring's kernel workers
+    /// (`iou-wrk-*`: ext4 hands O_DIRECT writes into unwritten extents to them), which the
+    /// writers' own clocks do not see; in `serve` also export, control and metrics.
+    pub process_cpu_s: f64,
     /// With links from the network: per link, what the receiver counted (whole run), and the
     /// socket receive buffer granted.
     pub ingest: Option<Vec<snbuf_readout::udp::IngestSnapshot>>,
@@ -42,13 +50,22 @@ pub struct RecordReport {
 }
 
 impl RecordReport {
-    /// Core-seconds per GiB recorded, ingest + checksum + persist, while the window recorded.
+    /// Core-seconds per GiB recorded, everything the process spent while the window recorded
+    /// (ingest, checksum, persist, the kernel's I/O workers).
     pub fn cpu_core_s_per_gib(&self) -> f64 {
         let gib = (self.frames_recorded * self.frame_bytes as u64) as f64 / (1u64 << 30) as f64;
         if gib > 0.0 {
-            (self.writer_cpu_s + self.source_cpu_s) / gib
+            self.process_cpu_s
+                .max(self.writer_cpu_s + self.source_cpu_s)
+                / gib
         } else {
             0.0
         }
+    }
+
+    /// CPU seconds of the process's other threads while the window recorded (see
+    /// `process_cpu_s`).
+    pub fn other_cpu_s(&self) -> f64 {
+        (self.process_cpu_s - self.writer_cpu_s - self.source_cpu_s).max(0.0)
     }
 }

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use snbuf_burst::{verify_burst, LinkIdentity, TriggerInfo};
-use snbuf_readout::{latency_buffer, LatencyBuffer};
+use snbuf_readout::{latency_buffer_on_node, LatencyBuffer};
 
 use crate::config::RecordConfig;
 use crate::counters::{LinkCounters, LiveLink, Progress};
@@ -33,6 +33,8 @@ pub struct Unit {
     started: Instant,
     buffer_memory_bytes: u64,
     buffer_page_bytes: Option<u64>,
+    /// Per link, the NUMA node its buffer's pages were asked from (None: the kernel's default).
+    buffer_nodes: Vec<Option<u32>>,
     /// The live counters of the burst being recorded, if one is.
     live: Mutex<Option<Arc<Vec<LiveLink>>>>,
     /// The next burst's files, prepared ahead of its trigger.
@@ -77,9 +79,26 @@ impl Unit {
         }
         let mut producers = Vec::new();
         let mut buffers: Vec<LatencyBuffer> = Vec::new();
+        // On a machine with several NUMA nodes each link's buffer lives on the node of the
+        // device it is written to (link l goes to output l mod N): the device's DMA and the
+        // writer pinned near it (`writers::near_cpus`) then read it without crossing sockets.
+        let nodes = snbuf_persist::numa::nodes();
+        let outputs = config.outputs();
+        let output_nodes: Vec<Option<u32>> = outputs
+            .iter()
+            .map(|o| snbuf_persist::numa::memory_node(snbuf_persist::numa::node_of_path(o), &nodes))
+            .collect();
+        let buffer_nodes: Vec<Option<u32>> = (0..config.links as usize)
+            .map(|l| output_nodes[l % output_nodes.len()])
+            .collect();
         for link in 0..config.links {
-            let (mut p, b) = latency_buffer(ft.layout(), config.buffer_frames(), config.page_size)
-                .map_err(|cause| RecordError::Buffer { link, cause })?;
+            let (mut p, b) = latency_buffer_on_node(
+                ft.layout(),
+                config.buffer_frames(),
+                config.page_size,
+                buffer_nodes[link as usize],
+            )
+            .map_err(|cause| RecordError::Buffer { link, cause })?;
             // The links checksum each frame in their cache for writers that send frames to a
             // block device without reading them; a writer to mapped memory checksums what its
             // copy just read, and the links keep their CPU.
@@ -103,6 +122,7 @@ impl Unit {
             started: Instant::now(),
             buffer_memory_bytes,
             buffer_page_bytes,
+            buffer_nodes,
             live: Mutex::new(None),
             finished: Mutex::new(
                 (0..config.links)
@@ -307,6 +327,7 @@ impl Unit {
         };
         max_lag_ns.store(0, Ordering::Relaxed);
         let source_cpu0 = source_clock.map(|c| c.seconds()).unwrap_or(0.0);
+        let process_cpu0 = snbuf_persist::cpu::process_cpu_seconds();
         let writers = Writers::start(
             link_writers,
             &self.buffers,
@@ -366,6 +387,7 @@ impl Unit {
         let chunks_from_source = links.iter().map(|l| l.chunks_from_source()).sum();
         let writing_s = trigger_instant.elapsed().as_secs_f64();
         let source_cpu_s = source_clock.map(|c| c.seconds()).unwrap_or(0.0) - source_cpu0;
+        let process_cpu_s = snbuf_persist::cpu::process_cpu_seconds() - process_cpu0;
         let source_max_lag_s = max_lag_ns.load(Ordering::Relaxed) as f64 * 1e-9;
         on_progress(&self.progress("sealing"));
         report_status("sealing", true);
@@ -405,6 +427,7 @@ impl Unit {
                 / self.started.elapsed().as_secs_f64(),
             buffer_memory_bytes: self.buffer_memory_bytes,
             buffer_page_bytes: self.buffer_page_bytes,
+            buffer_nodes: self.buffer_nodes.clone(),
             durability,
             survives_power_loss: opened.survives_power_loss,
             prepared_ahead: opened.prepared_ahead,
@@ -414,6 +437,7 @@ impl Unit {
             writers: config.writers,
             chunks_from_source,
             source_cpu_s,
+            process_cpu_s,
             ingest: self
                 .ingest()
                 .map(|i| i.counters.iter().map(|c| c.snapshot()).collect()),

@@ -123,11 +123,54 @@ fn a_triggered_window_is_recorded_completely_and_verifies() {
     }
     assert!(ticks >= 1, "progress was reported");
     assert!(r.prepared_ahead, "the files were ready before the trigger");
+    // The process's CPU over the window covers its writers and links (read a few microseconds
+    // apart, hence the slack), and the total per GiB counts all of it.
+    assert!(
+        r.process_cpu_s + 0.005 >= r.writer_cpu_s + r.source_cpu_s,
+        "process {} s, writers {} s, links {} s",
+        r.process_cpu_s,
+        r.writer_cpu_s,
+        r.source_cpu_s
+    );
+    assert!(r.writer_cpu_s > 0.0 && r.other_cpu_s() >= 0.0);
+    let gib = (r.frames_recorded * r.frame_bytes as u64) as f64 / (1u64 << 30) as f64;
+    assert!(r.cpu_core_s_per_gib() * gib + 1e-9 >= r.process_cpu_s);
     let names: Vec<_> = std::fs::read_dir(out.path())
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(names, vec!["complete"], "no preparation is left behind");
+}
+
+/// io_uring writes the chunks' payloads from the latency buffer itself, as O_DIRECT does: every
+/// frame lands unchanged, and the summary counts the chunks that went without a copy.
+#[test]
+fn io_uring_writes_from_the_latency_buffer_and_every_frame_lands() {
+    if let Err(why) = snbuf_persist::backends::uring::available() {
+        eprintln!("skip: {why}");
+        return;
+    }
+    let out = tempfile::tempdir().unwrap();
+    let cfg = RecordConfig {
+        method: Method::Uring,
+        ..config(out.path(), "uring")
+    };
+    let r = record(&cfg, |_| {}).unwrap();
+    assert!(r.verify.valid, "{:?}", r.verify.problems);
+    assert_eq!(r.lost_frames, 0);
+    let chunks: u64 = r.manifest.links.iter().map(|l| l.data.chunks).sum();
+    // Whole 4 KiB blocks of the ring (16 frames of 256 B): all but a window's edge chunks.
+    assert!(
+        r.chunks_from_source > 0 && r.chunks_from_source + 2 * 3 >= chunks,
+        "{} of {chunks} chunks from the ring",
+        r.chunks_from_source
+    );
+    for link in 0..3 {
+        let mut sent = FrameGen::new(FRAME, link, &Payload::Emulated).unwrap();
+        for f in frames_of(&r.burst_dir, link, 256) {
+            assert_eq!(sent.frame_at(timestamp_of(&f)), &f[..], "link {link}");
+        }
+    }
 }
 
 #[test]
