@@ -7,7 +7,7 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{snbuf, wait_for_socket, KillOnDrop};
@@ -81,12 +81,9 @@ fn the_live_view_shows_a_burst_recording_and_survives_its_server() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("data");
-    let socket = dir.path().join("ctl.sock");
-    let server = Command::new(env!("CARGO_BIN_EXE_snbuf"))
-        .args(["serve", "--output", out.to_str().unwrap(), "--socket"])
-        .arg(&socket)
-        .args([
+    let (mut cmd, _, socket) = common::serve_command(
+        dir.path(),
+        &[
             "--links",
             "2",
             "--rate-per-link",
@@ -95,13 +92,15 @@ fn the_live_view_shows_a_burst_recording_and_survives_its_server() {
             "2s",
             "--pre",
             "500ms",
-        ])
-        .args(["--post", "4s", "--chunk-frames", "16", "--method", "direct"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut server = KillOnDrop(server);
+            "--post",
+            "4s",
+            "--chunk-frames",
+            "16",
+            "--method",
+            "direct",
+        ],
+    );
+    let mut server = KillOnDrop(cmd.spawn().unwrap());
     wait_for_socket(&socket);
     let t = Tmux {
         tmux,
@@ -170,12 +169,9 @@ fn the_live_view_shows_a_burst_recording_and_survives_its_server() {
 #[test]
 fn off_a_terminal_the_watch_prints_the_one_shot_report() {
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("data");
-    let socket = dir.path().join("ctl.sock");
-    let server = Command::new(env!("CARGO_BIN_EXE_snbuf"))
-        .args(["serve", "--output", out.to_str().unwrap(), "--socket"])
-        .arg(&socket)
-        .args([
+    let (mut cmd, _, socket) = common::serve_command(
+        dir.path(),
+        &[
             "--links",
             "2",
             "--rate-per-link",
@@ -184,12 +180,9 @@ fn off_a_terminal_the_watch_prints_the_one_shot_report() {
             "1s",
             "--pre",
             "200ms",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _server = KillOnDrop(server);
+        ],
+    );
+    let _server = KillOnDrop(cmd.spawn().unwrap());
     wait_for_socket(&socket);
     let o = snbuf(&["status", "--watch", "--socket", socket.to_str().unwrap()]);
     assert!(o.status.success(), "{}", common::stderr(&o));

@@ -6,7 +6,7 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use common::{snbuf, wait_for_socket, KillOnDrop};
@@ -33,18 +33,26 @@ fn sample(body: &str, series: &str) -> f64 {
 #[test]
 fn the_metrics_endpoint_counts_links_and_bursts() {
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("data");
-    let socket = dir.path().join("ctl.sock");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_snbuf"))
-        .args(["serve", "--output", out.to_str().unwrap(), "--socket"])
-        .arg(&socket)
-        .args(["--links", "2", "--rate-per-link", "5MB/s", "--buffer", "2s"])
-        .args(["--pre", "300ms", "--post", "300ms", "--method", "direct"])
-        .args(["--metrics", "127.0.0.1:0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (mut cmd, out, socket) = common::serve_command(
+        dir.path(),
+        &[
+            "--links",
+            "2",
+            "--rate-per-link",
+            "5MB/s",
+            "--buffer",
+            "2s",
+            "--pre",
+            "300ms",
+            "--post",
+            "300ms",
+            "--method",
+            "direct",
+            "--metrics",
+            "127.0.0.1:0",
+        ],
+    );
+    let mut child = cmd.stderr(Stdio::piped()).spawn().unwrap();
     let stderr = child.stderr.take().unwrap();
     let _server = KillOnDrop(child);
     let addr = common::metrics_address(stderr);

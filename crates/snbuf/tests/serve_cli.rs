@@ -11,7 +11,6 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn raw(socket: &Path, line: &str) -> String {
@@ -25,16 +24,9 @@ fn raw(socket: &Path, line: &str) -> String {
 #[test]
 fn triggers_make_bursts_one_at_a_time() {
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("data");
-    let socket = dir.path().join("ctl.sock");
-    let (o, s) = (out.to_str().unwrap(), socket.to_str().unwrap());
-    let child = Command::new(env!("CARGO_BIN_EXE_snbuf"))
-        .args([
-            "serve",
-            "--output",
-            o,
-            "--socket",
-            s,
+    let (mut cmd, out, socket) = common::serve_command(
+        dir.path(),
+        &[
             "--links",
             "2",
             "--rate-per-link",
@@ -47,11 +39,10 @@ fn triggers_make_bursts_one_at_a_time() {
             "500ms",
             "--method",
             "direct",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        ],
+    );
+    let child = cmd.spawn().unwrap();
+    let s = socket.to_str().unwrap();
     let _server = KillOnDrop(child);
     wait_for_socket(&socket);
     std::thread::sleep(Duration::from_millis(800)); // let the buffers hold the pre-trigger data

@@ -14,12 +14,9 @@ use common::{snbuf, wait_for_socket, KillOnDrop};
 
 /// A serve with a fake systemd listening at `notify`.
 fn serve(dir: &Path, notify: &Path) -> (KillOnDrop, PathBuf, PathBuf) {
-    let out = dir.join("data");
-    let socket = dir.join("ctl.sock");
-    let child = Command::new(env!("CARGO_BIN_EXE_snbuf"))
-        .args(["serve", "--output", out.to_str().unwrap(), "--socket"])
-        .arg(&socket)
-        .args([
+    let (mut cmd, out, socket) = common::serve_command(
+        dir,
+        &[
             "--links",
             "2",
             "--rate-per-link",
@@ -32,11 +29,11 @@ fn serve(dir: &Path, notify: &Path) -> (KillOnDrop, PathBuf, PathBuf) {
             "2s",
             "--method",
             "direct",
-        ])
+        ],
+    );
+    let child = cmd
         .env("NOTIFY_SOCKET", notify)
         .env("WATCHDOG_USEC", "400000")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let server = KillOnDrop(child);
@@ -211,12 +208,9 @@ fn the_unit_file_passes_systemd_analyze() {
 #[test]
 fn json_logs_are_one_object_per_line_with_unit_and_burst() {
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("data");
-    let socket = dir.path().join("ctl.sock");
-    let child = Command::new(env!("CARGO_BIN_EXE_snbuf"))
-        .args(["serve", "--output", out.to_str().unwrap(), "--socket"])
-        .arg(&socket)
-        .args([
+    let (mut cmd, _, socket) = common::serve_command(
+        dir.path(),
+        &[
             "--links",
             "2",
             "--rate-per-link",
@@ -225,10 +219,16 @@ fn json_logs_are_one_object_per_line_with_unit_and_burst() {
             "1s",
             "--pre",
             "200ms",
-        ])
-        .args(["--post", "300ms", "--unit", "apa3", "--log-format", "json"])
+            "--post",
+            "300ms",
+            "--unit",
+            "apa3",
+            "--log-format",
+            "json",
+        ],
+    );
+    let child = cmd
         .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();

@@ -4,8 +4,8 @@
 
 pub mod trials;
 
-use std::path::Path;
-use std::process::{Child, Command, Output};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// The longest any one run of the binary may take in a test: a hang fails the test (with what
@@ -133,6 +133,23 @@ pub fn metrics_address(stderr: std::process::ChildStderr) -> String {
     });
     rx.recv_timeout(Duration::from_secs(20))
         .expect("serve says where its metrics are within 20 s")
+}
+
+/// `snbuf serve` writing to `dir/data` with its control socket at `dir/ctl.sock`, plus
+/// `options`; output discarded (a caller that reads stderr pipes it). Returns the command and
+/// the two paths; the caller spawns it (under `KillOnDrop`) and waits for the socket.
+pub fn serve_command(dir: &Path, options: &[&str]) -> (Command, PathBuf, PathBuf) {
+    let (out, socket) = (dir.join("data"), dir.join("ctl.sock"));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_snbuf"));
+    cmd.arg("serve")
+        .arg("--output")
+        .arg(&out)
+        .arg("--socket")
+        .arg(&socket)
+        .args(options)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    (cmd, out, socket)
 }
 
 /// Waits until a server accepts connections on the Unix socket `socket` (at most 20 s).
