@@ -307,13 +307,18 @@ async fn handle_trigger(js: &jetstream::Context, st: &mut LinkState, payload: &[
     let pre = t.pre_s.unwrap_or(config.pre.as_secs_f64());
     let post = t.post_s.unwrap_or(config.post.as_secs_f64());
     let ticks_per_frame = config.frame_type.ticks_per_frame();
-    let newest = unit.newest_timestamp().unwrap_or(0);
     let fill = unit
         .totals()
         .first()
         .map(|l| l.buffer_fill_frames)
         .unwrap_or(0);
-    let oldest = newest.saturating_sub(fill * ticks_per_frame);
+    let oldest = match unit.newest_timestamp() {
+        Some(newest) => newest.saturating_sub(fill * ticks_per_frame),
+        // Nothing buffered yet: a unit that has just started gets the triggers it missed before
+        // its first frame, and whatever ended before now is gone (taking 0 here had such a
+        // trigger go on to the recorder as if its window could still be in the buffer).
+        None => to_ticks(now_unix_ns()),
+    };
     let window_end = at.saturating_add((post * ticks_per_s) as u64);
     if window_end < oldest {
         st.missed.fetch_add(1, Ordering::Relaxed);
