@@ -163,12 +163,7 @@ pub trait Sink: Send {
     /// buffer's seqlock) and know that what it checks is what was written. Not durable until
     /// `persist`. Offsets and lengths as for `write_at`.
     fn write_in_place(&mut self, offset: u64, parts: &[&[u8]]) -> Result<()> {
-        let mut pos = offset;
-        for part in parts {
-            self.write_at(pos, part)?;
-            pos += part.len() as u64;
-        }
-        Ok(())
+        write_each(self, offset, parts)
     }
 
     /// Reads `buf.len()` bytes at `offset` (relative to the region), bypassing the page cache
@@ -183,6 +178,17 @@ pub trait Sink: Send {
     fn drain_completion_latencies_ns(&mut self, _record: &mut dyn FnMut(u64)) -> bool {
         false
     }
+}
+
+/// `parts` back to back from `offset`, one `write_at` each: `write_in_place` for sinks that copy
+/// anyway, or for parts a sink cannot send from where they lie.
+pub fn write_each<S: Sink + ?Sized>(sink: &mut S, offset: u64, parts: &[&[u8]]) -> Result<()> {
+    let mut pos = offset;
+    for part in parts {
+        sink.write_at(pos, part)?;
+        pos += part.len() as u64;
+    }
+    Ok(())
 }
 
 /// A boxed sink is a sink, so code generic over `S: Sink` also takes what `open` returns.

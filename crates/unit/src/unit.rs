@@ -347,12 +347,7 @@ impl Unit {
             WriterPlacement {
                 writers: config.writers,
                 cpus: &config.cpus,
-                near: &crate::writers::near_cpus(
-                    config.writers,
-                    config.links,
-                    &config.outputs(),
-                    &config.cpus,
-                ),
+                near: &crate::writers::near_cpus(config.writers, &self.buffer_nodes, &config.cpus),
                 links_favoured: links_favoured.load(Ordering::Relaxed),
             },
         )?;

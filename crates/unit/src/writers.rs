@@ -75,37 +75,35 @@ pub(crate) struct WriterPlacement<'a> {
     pub links_favoured: bool,
 }
 
-/// Per writer, the CPUs on the NUMA node of the device its links are written to (empty: no
-/// preference): writer w has links l with l mod writers = w, link l is on output l mod outputs.
-/// Only a writer whose links are all on one output with a known node gets a preference.
+/// Per writer, the CPUs on the NUMA node its links' buffers and device are on (empty: no
+/// preference): writer w has links l with l mod writers = w, and `link_nodes[l]` is link l's node
+/// (`Unit::start` placed its buffer there; None on a one-node machine or an unknown device).
+/// Only a writer whose links are all on one known node gets a preference.
 pub(crate) fn near_cpus(
     writers: usize,
-    links: u32,
-    outputs: &[std::path::PathBuf],
+    link_nodes: &[Option<u32>],
     allowed: &[usize],
 ) -> Vec<Vec<usize>> {
-    let nodes = snbuf_persist::numa::nodes();
-    if nodes.len() < 2 {
+    if link_nodes.iter().all(Option::is_none) {
         return vec![Vec::new(); writers];
     }
-    let output_nodes: Vec<Option<u32>> = outputs
-        .iter()
-        .map(|o| snbuf_persist::numa::node_of_path(o))
-        .collect();
+    let nodes = snbuf_persist::numa::nodes();
     (0..writers)
         .map(|w| {
-            let mut on = (0..links as usize)
-                .filter(|l| l % writers == w)
-                .map(|l| l % outputs.len());
-            let first = on.next();
-            match first {
-                Some(k) if on.all(|j| j == k) => {
-                    snbuf_persist::numa::cpus_near(output_nodes[k], &nodes, allowed)
-                }
-                _ => Vec::new(),
-            }
+            snbuf_persist::numa::cpus_near(writer_node(w, writers, link_nodes), &nodes, allowed)
         })
         .collect()
+}
+
+/// The node all of writer w's links are on, if they are all on one known node.
+fn writer_node(w: usize, writers: usize, link_nodes: &[Option<u32>]) -> Option<u32> {
+    let mut on = link_nodes
+        .iter()
+        .enumerate()
+        .filter(|(l, _)| l % writers == w)
+        .map(|(_, n)| *n);
+    let first = on.next()??;
+    on.all(|n| n == Some(first)).then_some(first)
 }
 
 impl Writers {
@@ -564,5 +562,25 @@ impl LinkWork<'_> {
                 self.lw.link()
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::writer_node;
+
+    #[test]
+    fn a_writer_prefers_a_node_only_when_all_its_links_are_there() {
+        // Links 0..4 on two outputs (l mod 2): node 0 for even links, node 1 for odd ones.
+        let nodes = [Some(0), Some(1), Some(0), Some(1)];
+        assert_eq!(writer_node(0, 2, &nodes), Some(0));
+        assert_eq!(writer_node(1, 2, &nodes), Some(1));
+        assert_eq!(writer_node(0, 1, &nodes), None, "one writer for both nodes");
+        assert_eq!(writer_node(0, 2, &[None, Some(1)]), None, "node unknown");
+        assert_eq!(
+            writer_node(3, 4, &nodes[..2]),
+            None,
+            "a writer with no link"
+        );
     }
 }

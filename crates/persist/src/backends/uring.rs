@@ -406,12 +406,7 @@ impl Sink for UringSink {
     fn write_in_place(&mut self, offset: u64, parts: &[&[u8]]) -> Result<()> {
         if !parts.iter().all(|p| self.sendable_in_place(p)) {
             // Copied into slots (and padded) as `write_at` does.
-            let mut pos = offset;
-            for part in parts {
-                self.write_at(pos, part)?;
-                pos += part.len() as u64;
-            }
-            return Ok(());
+            return crate::sink::write_each(self, offset, parts);
         }
         check_aligned(offset, self.alignment_bytes)?;
         let total: u64 = parts.iter().map(|p| p.len() as u64).sum();
