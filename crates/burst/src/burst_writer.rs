@@ -194,6 +194,26 @@ impl<S: Sink> LinkWriter<S> {
         self.with_writer(|w| w.stage_with_crc(parts, Some(crc32c)))
     }
 
+    /// `stage_with_crc` (or `stage` for None) leaving the payload's write in flight on a sink
+    /// with a queue, from `parts` inside `held`, until `wait_staged`
+    /// (`ChunkWriter::start_stage`).
+    pub fn start_stage(
+        &mut self,
+        parts: &[&[u8]],
+        crc32c: Option<u32>,
+        held: &std::sync::Arc<dyn snbuf_persist::sink::HeldMemory>,
+    ) -> Result<(), WriteError> {
+        self.with_writer(|w| w.start_stage(parts, crc32c, held))
+    }
+
+    /// Waits until nothing reads the memory given to `start_stage` (a failed link: nothing did).
+    pub fn wait_staged(&mut self) -> Result<(), WriteError> {
+        if self.writer.is_none() {
+            return Ok(());
+        }
+        self.with_writer(|w| w.wait_staged())
+    }
+
     /// Appends the staged payload as a chunk that becomes durable at the next `persist`.
     pub fn append_staged(
         &mut self,
@@ -206,6 +226,18 @@ impl<S: Sink> LinkWriter<S> {
     /// Makes every appended chunk durable; returns how many this acknowledged.
     pub fn persist(&mut self) -> Result<u64, WriteError> {
         self.with_writer(|w| w.persist_appended())
+    }
+
+    /// `persist` in two halves, so one thread can have several links' flushes in flight
+    /// (`ChunkWriter::start_persist`); nothing is appended between them.
+    pub fn start_persist(&mut self) -> Result<(), WriteError> {
+        self.with_writer(|w| w.start_persist())
+    }
+
+    /// Returns once what `start_persist` covered is durable, with how many chunks it
+    /// acknowledged.
+    pub fn finish_persist(&mut self) -> Result<u64, WriteError> {
+        self.with_writer(|w| w.finish_persist())
     }
 
     /// Chunks appended but not yet acknowledged.

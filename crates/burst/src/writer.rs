@@ -8,7 +8,9 @@
 use std::path::PathBuf;
 
 use snbuf_persist::memory::{AlignedBuf, PageSize};
+use snbuf_persist::sink::HeldMemory;
 use snbuf_persist::{PersistError, Sink};
+use std::sync::Arc;
 
 use crate::chunk::{
     crc32c, crc32c_from_memory, crc32c_of_parts, stride_for, ChunkHeader, FORMAT_VERSION,
@@ -50,6 +52,8 @@ struct Staged {
     /// Block devices: the payload went to the sink in whole blocks from aligned memory, which
     /// an O_DIRECT sink sends to the device as it lies (no copy by the CPU).
     from_source: bool,
+    /// Its write may still be reading the caller's memory (`start_stage`) until `wait_staged`.
+    awaiting_write: bool,
 }
 
 pub struct ChunkWriter<S: Sink> {
@@ -73,6 +77,8 @@ pub struct ChunkWriter<S: Sink> {
     written: LinkData,
     /// Appended chunks whose payload went to a block device from the caller's memory.
     chunks_from_source: u64,
+    /// What `start_persist` covers, until `finish_persist` makes it the acknowledged totals.
+    persist_started: Option<LinkData>,
     failed: bool,
 }
 
@@ -136,6 +142,7 @@ impl<S: Sink> ChunkWriter<S> {
             totals: LinkData::default(),
             written: LinkData::default(),
             chunks_from_source: 0,
+            persist_started: None,
             failed: false,
         })
     }
@@ -217,6 +224,48 @@ impl<S: Sink> ChunkWriter<S> {
         parts: &[&[u8]],
         given_crc32c: Option<u32>,
     ) -> Result<(), WriteError> {
+        let staged = self.stage_parts(parts, given_crc32c, None);
+        // Waited for whatever staging returned (a failed submission may have left earlier
+        // parts in flight).
+        let waited = self.wait_staged();
+        staged.and(waited)
+    }
+
+    /// `stage_with_crc`, returning while a sink with a queue (io_uring) may still be writing the
+    /// payload from `parts`: so one thread keeps several links' writes in flight. `wait_staged`
+    /// waits for it, and must return before the caller validates its source and `append_staged`.
+    ///
+    /// `parts` lie inside `held` (`Sink::start_in_place`: else they are written before this
+    /// returns), which the sink keeps until the write is over.
+    pub fn start_stage(
+        &mut self,
+        parts: &[&[u8]],
+        given_crc32c: Option<u32>,
+        held: &Arc<dyn HeldMemory>,
+    ) -> Result<(), WriteError> {
+        self.stage_parts(parts, given_crc32c, Some(held))
+    }
+
+    /// Waits until no write of the staged payload reads the caller's memory any more. Every
+    /// write is waited for, even after an error (which fails the writer).
+    pub fn wait_staged(&mut self) -> Result<(), WriteError> {
+        let waited = self.sink.wait_in_place();
+        if let Some(staged) = &mut self.staged {
+            staged.awaiting_write = false;
+        }
+        waited.map_err(|e| {
+            let offset = self.written.file_bytes;
+            self.fail(e, offset)
+        })
+    }
+
+    /// Stages `parts`; with `held` their write may be left in flight (`start_stage`).
+    fn stage_parts(
+        &mut self,
+        parts: &[&[u8]],
+        given_crc32c: Option<u32>,
+        held: Option<&Arc<dyn HeldMemory>>,
+    ) -> Result<(), WriteError> {
         self.staged = None;
         if self.failed {
             return Err(WriteError::Failed { link: self.link });
@@ -258,10 +307,12 @@ impl<S: Sink> ChunkWriter<S> {
             // Memory: unfenced stores into the payload slot, fenced by `append_staged` before it
             // writes the header. Block devices: the payload's blocks, header block left for
             // `append_staged`.
-            if let Err(e) = self
-                .sink
-                .write_in_place(offset + self.header_bytes as u64, parts)
-            {
+            let payload_at = offset + self.header_bytes as u64;
+            let written = match held {
+                Some(held) => self.sink.start_in_place(payload_at, parts, held),
+                None => self.sink.write_in_place(payload_at, parts),
+            };
+            if let Err(e) = written {
                 return Err(self.fail(e, offset));
             }
             match given_crc32c {
@@ -289,6 +340,7 @@ impl<S: Sink> ChunkWriter<S> {
             crc32c,
             in_place,
             from_source,
+            awaiting_write: in_place && held.is_some(),
         });
         Ok(())
     }
@@ -310,6 +362,12 @@ impl<S: Sink> ChunkWriter<S> {
                 why: "no payload staged".into(),
             });
         };
+        if staged.awaiting_write || self.persist_started.is_some() {
+            return Err(WriteError::BadChunk {
+                link,
+                why: "appended while its payload's write or a persist is in flight".into(),
+            });
+        }
         let stride = stride_for(self.header_bytes, staged.payload_bytes, self.align_bytes);
         let header = ChunkHeader {
             version: FORMAT_VERSION,
@@ -373,19 +431,44 @@ impl<S: Sink> ChunkWriter<S> {
 
     /// Makes every appended chunk durable; returns how many were acknowledged by this call.
     pub fn persist_appended(&mut self) -> Result<u64, WriteError> {
+        self.start_persist()?;
+        self.finish_persist()
+    }
+
+    /// `persist_appended` in two halves (`Sink::start_persist`): this one covers every chunk
+    /// appended so far, and no chunk may be appended before `finish_persist`.
+    pub fn start_persist(&mut self) -> Result<(), WriteError> {
         if self.failed {
             return Err(WriteError::Failed { link: self.link });
         }
-        let pending = self.written.chunks - self.totals.chunks;
-        if pending == 0 {
-            return Ok(0);
+        assert!(self.persist_started.is_none(), "start_persist twice");
+        if self.written.chunks == self.totals.chunks {
+            return Ok(());
         }
-        if let Err(e) = self.sink.persist() {
+        if let Err(e) = self.sink.start_persist() {
             let offset = self.totals.file_bytes;
             return Err(self.fail(e, offset));
         }
-        self.totals = self.written;
-        Ok(pending)
+        self.persist_started = Some(self.written);
+        Ok(())
+    }
+
+    /// Returns once what `start_persist` covered is durable, with how many chunks that
+    /// acknowledged (0 if there was nothing to persist).
+    pub fn finish_persist(&mut self) -> Result<u64, WriteError> {
+        if self.failed {
+            return Err(WriteError::Failed { link: self.link });
+        }
+        let Some(covered) = self.persist_started.take() else {
+            return Ok(0);
+        };
+        if let Err(e) = self.sink.finish_persist() {
+            let offset = self.totals.file_bytes;
+            return Err(self.fail(e, offset));
+        }
+        let acknowledged = covered.chunks - self.totals.chunks;
+        self.totals = covered;
+        Ok(acknowledged)
     }
 
     /// Chunks appended so far whose payload a block device took from the caller's memory, in

@@ -77,6 +77,31 @@ impl<S: Sink> Sink for Latched<S> {
         latched_call!(self, self.inner.write_in_place(offset, parts))
     }
 
+    fn start_in_place(
+        &mut self,
+        offset: u64,
+        parts: &[&[u8]],
+        held: &std::sync::Arc<dyn crate::sink::HeldMemory>,
+    ) -> Result<()> {
+        latched_call!(self, self.inner.start_in_place(offset, parts, held))
+    }
+
+    fn wait_in_place(&mut self) -> Result<()> {
+        // Not refused after a failure: writes already submitted are still waited for.
+        match self.inner.wait_in_place() {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.record(e)),
+        }
+    }
+
+    fn start_persist(&mut self) -> Result<()> {
+        latched_call!(self, self.inner.start_persist())
+    }
+
+    fn finish_persist(&mut self) -> Result<()> {
+        latched_call!(self, self.inner.finish_persist())
+    }
+
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
         latched_call!(self, self.inner.read_at(offset, buf))
     }

@@ -5,7 +5,9 @@
 //! runs (SFENCE, CLFLUSH, msync, fdatasync, an ordered io_uring fsync). Callers acknowledge data
 //! only after `persist`. After an I/O error the sink is latched failed (see `latch`).
 
+use std::ops::Range;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use crate::error::Result;
 use crate::medium::Medium;
@@ -166,6 +168,41 @@ pub trait Sink: Send {
         write_each(self, offset, parts)
     }
 
+    /// `write_in_place` without its wait: a method with a queue (io_uring) returns once the
+    /// writes are submitted, so one thread can keep several files' writes in flight; the others
+    /// write before returning. `wait_in_place` then waits for them.
+    ///
+    /// The device may read `parts` after this returns, so they must lie inside `held`, which
+    /// the sink keeps (and so keeps allocated) until the writes are over; parts elsewhere are
+    /// written before this returns. The memory is only read, never written: a caller whose
+    /// memory may change meanwhile validates it after `wait_in_place`.
+    fn start_in_place(
+        &mut self,
+        offset: u64,
+        parts: &[&[u8]],
+        _held: &Arc<dyn HeldMemory>,
+    ) -> Result<()> {
+        self.write_in_place(offset, parts)
+    }
+
+    /// Returns once nothing reads the memory given to `start_in_place` any more, with the first
+    /// error of those writes. Every write is waited for even after an error.
+    fn wait_in_place(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    /// `persist` in two halves, so that one thread can have several files' flushes in flight:
+    /// `start_persist` covers every earlier write, `finish_persist` returns when they are durable
+    /// (nothing counts as durable before it returns `Ok`). Methods without a queue do the whole
+    /// persist in the first half. No write may come between the two.
+    fn start_persist(&mut self) -> Result<()> {
+        self.persist()
+    }
+
+    fn finish_persist(&mut self) -> Result<()> {
+        Ok(())
+    }
+
     /// Reads `buf.len()` bytes at `offset` (relative to the region), bypassing the page cache
     /// where the method does (O_DIRECT). `offset` must be aligned as for `write_at`.
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()>;
@@ -178,6 +215,22 @@ pub trait Sink: Send {
     fn drain_completion_latencies_ns(&mut self, _record: &mut dyn FnMut(u64)) -> bool {
         false
     }
+}
+
+/// Memory that stays allocated for as long as this owner of it lives (a latency buffer's ring):
+/// what a sink holds to write from it after the borrow the caller lent ended.
+pub trait HeldMemory: Send + Sync {
+    /// The addresses of the memory held.
+    fn address_range(&self) -> Range<usize>;
+}
+
+/// Whether every one of `parts` lies inside `held`'s memory.
+pub fn held_in(held: &dyn HeldMemory, parts: &[&[u8]]) -> bool {
+    let range = held.address_range();
+    parts.iter().all(|p| {
+        let start = p.as_ptr() as usize;
+        range.start <= start && start + p.len() <= range.end
+    })
 }
 
 /// `parts` back to back from `offset`, one `write_at` each: `write_in_place` for sinks that copy
@@ -204,6 +257,23 @@ impl<S: Sink + ?Sized> Sink for Box<S> {
     }
     fn write_in_place(&mut self, offset: u64, parts: &[&[u8]]) -> Result<()> {
         (**self).write_in_place(offset, parts)
+    }
+    fn start_in_place(
+        &mut self,
+        offset: u64,
+        parts: &[&[u8]],
+        held: &Arc<dyn HeldMemory>,
+    ) -> Result<()> {
+        (**self).start_in_place(offset, parts, held)
+    }
+    fn wait_in_place(&mut self) -> Result<()> {
+        (**self).wait_in_place()
+    }
+    fn start_persist(&mut self) -> Result<()> {
+        (**self).start_persist()
+    }
+    fn finish_persist(&mut self) -> Result<()> {
+        (**self).finish_persist()
     }
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
         (**self).read_at(offset, buf)

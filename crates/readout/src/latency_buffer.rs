@@ -49,6 +49,17 @@ unsafe impl Sync for Ring {}
 // SAFETY: the ring owns its memory (an AlignedBuf, itself Send) and its atomics.
 unsafe impl Send for Ring {}
 
+/// A sink writing from the ring's slots after a read returned holds the ring, so its memory
+/// stays allocated until the device is done with it.
+impl snbuf_persist::sink::HeldMemory for Ring {
+    fn address_range(&self) -> std::ops::Range<usize> {
+        // SAFETY: reading the allocation's address and length only.
+        let slots = unsafe { &*self.slots.get() };
+        let start = slots.as_ptr() as usize;
+        start..start + slots.len()
+    }
+}
+
 /// The writing end; there is exactly one per buffer (it is not `Clone`).
 pub struct Producer {
     ring: Arc<Ring>,
@@ -429,14 +440,29 @@ impl LatencyBuffer {
             }
         };
         let out = f(&run);
-        // Every read `f` made must happen before we look at `claimed`.
+        self.still_holds(first)?;
+        Ok((n as usize, out))
+    }
+
+    /// Whether no frame from `first` on has been overwritten yet: `read_with`'s check, for a
+    /// reader whose use of the frames ended after `read_with` returned (a device still reading
+    /// them by DMA until a completion the caller waited for). `Ok` vouches for every read of
+    /// those slots that finished before this call.
+    pub fn still_holds(&self, first: u64) -> Result<(), ReadError> {
+        // Every read made before must happen before we look at `claimed`.
         fence(Ordering::Acquire);
-        let claimed = r.claimed.load(Ordering::Relaxed);
-        let oldest = claimed.saturating_sub(r.capacity);
+        let claimed = self.ring.claimed.load(Ordering::Relaxed);
+        let oldest = claimed.saturating_sub(self.ring.capacity);
         if first < oldest {
             return Err(ReadError::Overwritten { oldest });
         }
-        Ok((n as usize, out))
+        Ok(())
+    }
+
+    /// The ring's memory, held: a sink may go on reading frames lent by `read_with` from it
+    /// (`Sink::start_in_place`) until its write is over.
+    pub fn held_memory(&self) -> Arc<dyn snbuf_persist::sink::HeldMemory> {
+        self.ring.clone()
     }
 
     /// The timestamp of frame `seq`, read in place.
@@ -510,128 +536,6 @@ impl LatencyBuffer {
             if !lost {
                 return Lookup::At(lo);
             }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use snbuf_frames::FrameType;
-
-    /// Test frames: a timestamp at bytes 0..8 (the layout's), and the test's own sequence
-    /// number at 8..16 to tell frames apart.
-    fn layout(frame_bytes: u32, ticks_per_frame: u64) -> FrameLayout {
-        FrameType::Custom {
-            frame_bytes,
-            ticks_per_frame,
-            timestamp_offset: 0,
-        }
-        .layout()
-    }
-
-    fn stamp(f: &mut [u8], ts: u64, seq: u64) {
-        f[..8].copy_from_slice(&ts.to_le_bytes());
-        f[8..16].copy_from_slice(&seq.to_le_bytes());
-    }
-
-    fn sequence_of(f: &[u8]) -> u64 {
-        u64::from_le_bytes(f[8..16].try_into().unwrap())
-    }
-
-    fn timestamp_of(f: &[u8]) -> u64 {
-        u64::from_le_bytes(f[..8].try_into().unwrap())
-    }
-
-    fn push_n(p: &mut Producer, n: u64, ticks_per_frame: u64, skip_every: u64) {
-        let mut ts = 1000 + p.buffer().written() * ticks_per_frame;
-        for _ in 0..n {
-            if skip_every > 0 && p.buffer().written() % skip_every == skip_every - 1 {
-                ts += 5 * ticks_per_frame; // a gap in the data
-            }
-            p.push(|seq, f| stamp(f, ts, seq));
-            ts += ticks_per_frame;
-        }
-    }
-
-    #[test]
-    fn frames_read_back_until_overwritten() {
-        let (mut p, b) = latency_buffer(layout(64, 10), 8, PageSize::Small4K).unwrap();
-        let mut out = vec![0u8; 64 * 3];
-        assert_eq!(b.read(0, &mut out), Err(ReadError::NotYet));
-        push_n(&mut p, 5, 10, 0);
-        assert_eq!(b.read(1, &mut out), Ok(3));
-        assert_eq!(sequence_of(&out[64..]), 2);
-        assert_eq!(b.read(4, &mut out), Ok(1), "only what is written");
-        push_n(&mut p, 10, 10, 0);
-        assert_eq!(b.oldest(), 15 - 8);
-        assert_eq!(
-            b.read(2, &mut out),
-            Err(ReadError::Overwritten { oldest: 7 })
-        );
-        assert_eq!(b.read(7, &mut out), Ok(3));
-        assert_eq!(b.memory_bytes(), 512);
-    }
-
-    #[test]
-    fn frames_are_lent_in_place_across_the_wrap_and_staged_frames_stay_hidden() {
-        let (mut p, b) = latency_buffer(layout(32, 10), 8, PageSize::Small4K).unwrap();
-        push_n(&mut p, 11, 10, 0);
-        // Frames 3..11 are buffered; 6..11 wrap: slots 6, 7 then 0, 1, 2.
-        let (n, seqs) = b
-            .read_with(6, 100, |run| {
-                let parts: Vec<usize> = run.parts(0..run.frames()).map(|p| p.len()).collect();
-                assert_eq!(parts, vec![64, 96], "two contiguous parts at the wrap");
-                assert_eq!(
-                    run.parts(2..4).map(|p| p.len()).collect::<Vec<_>>(),
-                    vec![64]
-                );
-                (0..run.frames())
-                    .map(|i| sequence_of(run.frame(i)))
-                    .collect::<Vec<_>>()
-            })
-            .unwrap();
-        assert_eq!(n, 5);
-        assert_eq!(seqs, vec![6, 7, 8, 9, 10]);
-        // Overwritten while lent: the result is refused after the fact.
-        let r = b.read_with(3, 2, |_| push_n(&mut p, 4, 10, 0));
-        assert_eq!(r.map(|(n, _)| n), Err(ReadError::Overwritten { oldest: 7 }));
-        // Staged frames are not readable until published.
-        p.stage(|seq, f| stamp(f, 0, seq));
-        assert_eq!(b.written(), 15);
-        assert_eq!(
-            b.read_with(15, 1, |_| ()).map(|(n, _)| n),
-            Err(ReadError::NotYet)
-        );
-        p.publish();
-        assert_eq!(b.read_with(15, 1, |r| sequence_of(r.frame(0))), Ok((1, 15)));
-    }
-
-    #[test]
-    fn timestamps_are_found_in_o1_and_with_gaps() {
-        let (mut p, b) = latency_buffer(layout(32, 300), 100, PageSize::Small4K).unwrap();
-        push_n(&mut p, 250, 300, 0);
-        // Frames 150..250 are buffered, timestamps 1000 + seq*300.
-        assert_eq!(b.find_timestamp(1000 + 200 * 300), Lookup::At(200));
-        assert_eq!(
-            b.find_timestamp(1000 + 200 * 300 - 7),
-            Lookup::At(200),
-            "rounds up to the next frame"
-        );
-        assert_eq!(b.find_timestamp(1000), Lookup::BeforeOldest { oldest: 150 });
-        assert_eq!(
-            b.find_timestamp(1000 + 400 * 300),
-            Lookup::After { next: 250 }
-        );
-
-        let (mut p, b) = latency_buffer(layout(32, 300), 100, PageSize::Small4K).unwrap();
-        push_n(&mut p, 100, 300, 10); // a 5-frame gap every 10 frames defeats the O(1) guess
-        for seq in 1..100u64 {
-            let mut f = vec![0u8; 32];
-            b.read(seq, &mut f).unwrap();
-            let t = timestamp_of(&f);
-            assert_eq!(b.find_timestamp(t), Lookup::At(seq));
-            assert_eq!(b.find_timestamp(t - 1), Lookup::At(seq));
         }
     }
 }

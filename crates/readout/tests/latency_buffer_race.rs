@@ -5,29 +5,18 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+mod common;
+
+use common::{sequence_of, stamp};
 use snbuf_persist::PageSize;
 use snbuf_readout::latency_buffer::frame_crc32c;
-use snbuf_readout::{latency_buffer, FrameLayout, FrameType, ReadError};
+use snbuf_readout::{latency_buffer, FrameLayout, ReadError};
 
 const FRAME: usize = 256;
 
-/// 256-byte frames with a timestamp at 0..8 and, for the test, a sequence number at 8..16.
+/// 256-byte frames, 25 ticks apart.
 fn layout() -> FrameLayout {
-    FrameType::Custom {
-        frame_bytes: FRAME as u32,
-        ticks_per_frame: 25,
-        timestamp_offset: 0,
-    }
-    .layout()
-}
-
-fn stamp(f: &mut [u8], ts: u64, seq: u64) {
-    f[..8].copy_from_slice(&ts.to_le_bytes());
-    f[8..16].copy_from_slice(&seq.to_le_bytes());
-}
-
-fn sequence_of(f: &[u8]) -> u64 {
-    u64::from_le_bytes(f[8..16].try_into().unwrap())
+    common::layout(FRAME as u32, 25)
 }
 
 fn fill(seq: u64, f: &mut [u8]) {

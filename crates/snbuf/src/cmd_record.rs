@@ -10,72 +10,14 @@ const SOURCE_LAG_WORTH_SAYING_S: f64 = 0.010;
 
 use anyhow::Context;
 use snbuf_persist::fault::FaultPlan;
-use snbuf_persist::{cpu, medium, Method, PageSize, SyncMode};
+use snbuf_persist::{cpu, medium, PageSize, SyncMode};
 use snbuf_readout::{FrameType, Payload};
 use snbuf_unit::{record, Progress, RecordConfig, Source};
 use snbuf_units::{Bytes, Rate};
 
 use crate::cli::RecordArgs;
 use crate::exit::{usage, Failure};
-
-/// `--method auto`: mapped non-temporal stores where the medium is persistent memory (DAX).
-/// Elsewhere O_DIRECT when each writer thread has at most two links, io_uring when writers are
-/// fewer. Why: one synchronous writer per link already keeps as many writes in flight as there
-/// are links, and costs less CPU per byte than io_uring, whose writes into a fresh file's
-/// unwritten extents ext4 hands to kernel worker threads (0.22-0.28 against 0.29-0.35 core-s/GiB
-/// on this project's disk, both writing from the latency buffer; keep-up 1.80 against 1.45
-/// GiB/s, BENCHMARKS.md); a writer that serves many links needs io_uring's queue to keep the
-/// device busy. Says why.
-fn choose_method(
-    requested: &str,
-    output: &Path,
-    links: u32,
-    writers: usize,
-) -> anyhow::Result<(Method, String)> {
-    if requested != "auto" {
-        let m = requested
-            .parse::<Method>()
-            .map_err(|e| usage(e.to_string()))?;
-        if !m.compiled_in() {
-            return Err(usage(format!(
-                "method {m} is not in this build; rebuild with `--features pmdk`"
-            )));
-        }
-        return Ok((m, "chosen with --method".into()));
-    }
-    let m = medium::probe(output).with_context(|| format!("probe {}", output.display()))?;
-    if m.dax {
-        return Ok((
-            Method::Nt,
-            format!(
-                "{} is DAX (persistent memory): non-temporal stores + fence",
-                m.fs_type
-            ),
-        ));
-    }
-    if writers * 2 >= links as usize {
-        return Ok((
-            Method::Direct,
-            format!(
-                "{} is not DAX; {writers} writers for {links} links keep enough writes in flight: O_DIRECT and fdatasync",
-                m.fs_type
-            ),
-        ));
-    }
-    match snbuf_persist::backends::uring::available() {
-        Ok(()) => Ok((
-            Method::Uring,
-            format!(
-                "{} is not DAX; {writers} writers for {links} links need a queue each: io_uring with O_DIRECT and fdatasync",
-                m.fs_type
-            ),
-        )),
-        Err(why) => Ok((
-            Method::Direct,
-            format!("{} is not DAX and {why}: O_DIRECT and fdatasync", m.fs_type),
-        )),
-    }
-}
+use crate::write_plan::{plan_writes, Reasons, WritePlan};
 
 /// A recorder error for the command line: the user's mistake (exit 2) or the machine's (exit 1).
 pub fn record_error(e: snbuf_unit::RecordError) -> anyhow::Error {
@@ -89,7 +31,7 @@ pub fn record_error(e: snbuf_unit::RecordError) -> anyhow::Error {
 /// The recorder's configuration from the command line (and its config file). Refuses bad input
 /// before anything runs, and then leaves nothing behind: an output directory it had to create
 /// for probing the medium is removed again.
-pub fn config_from_args(args: &RecordArgs) -> anyhow::Result<(RecordConfig, String)> {
+pub fn config_from_args(args: &RecordArgs) -> anyhow::Result<(RecordConfig, Reasons)> {
     let args = &crate::config_file::merge(args)?;
     let outputs = if args.output.is_empty() {
         vec![PathBuf::from("./snbuf-data")]
@@ -161,7 +103,7 @@ pub fn check_parent_dir(flag: &str, path: &Path) -> anyhow::Result<()> {
 fn build_config(
     args: &RecordArgs,
     mut outputs: Vec<PathBuf>,
-) -> anyhow::Result<(RecordConfig, String)> {
+) -> anyhow::Result<(RecordConfig, Reasons)> {
     let output = outputs.remove(0);
     let more_outputs = outputs;
     let dune = args.profile.as_deref() == Some("dune");
@@ -200,12 +142,17 @@ fn build_config(
         None => cpu::allowed_cpus(),
     };
     let links = args.links.unwrap_or(10);
-    let writers = args.writers.unwrap_or(links as usize);
-    let (method, why) = choose_method(
+    let WritePlan {
+        method,
+        why_method: why,
+        writers,
+        why_writers,
+    } = plan_writes(
         args.method.as_deref().unwrap_or("auto"),
+        args.writers,
         &output,
         links,
-        writers,
+        1 + more_outputs.len(),
     )?;
     if args.method.as_deref().unwrap_or("auto") == "auto" {
         // One method serves every output: auto picks it from the home's medium, which is only
@@ -267,7 +214,13 @@ fn build_config(
             .collect::<anyhow::Result<_>>()?,
     };
     config.validate().map_err(|e| usage(e.to_string()))?;
-    Ok((config, why))
+    Ok((
+        config,
+        Reasons {
+            method: why,
+            writers: why_writers,
+        },
+    ))
 }
 
 /// Where the links' frames come from: emulated (or replayed), or the network.
@@ -350,6 +303,8 @@ fn source_from_args(
 
 pub fn run(args: RecordArgs) -> anyhow::Result<()> {
     let (config, why) = config_from_args(&args)?;
+    let why_writers = why.writers;
+    let why = why.method;
     let fb = config.frame_type.frame_bytes() as f64;
     let total_rate = config.frames_per_s_per_link * fb * config.links as f64;
     eprintln!(
@@ -370,14 +325,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
     );
     eprintln!(
         "  {} writer thread(s) for {} link(s) ({}), on CPUs {:?} after the links' first",
-        config.writers,
-        config.links,
-        if args.writers.is_some() {
-            "--writers"
-        } else {
-            "one per link, as in the paper: each keeps its own write in flight"
-        },
-        config.cpus
+        config.writers, config.links, why_writers, config.cpus
     );
     let nodes = snbuf_persist::numa::nodes();
     let outputs: Vec<String> = config
@@ -503,7 +451,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
     );
     let chunks: u64 = m.links.iter().map(|l| l.data.chunks).sum();
     println!(
-        "  writers     {} thread(s) for {} link(s); {} of {} chunks written straight from the latency buffers{}",
+        "  writers     {} thread(s) for {} link(s) ({why_writers}); {} of {} chunks written straight from the latency buffers{}",
         report.writers,
         m.links.len(),
         report.chunks_from_source,

@@ -93,13 +93,16 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let fb = config.frame_type.frame_bytes() as f64;
     tracing::info!(
-        "snbuf serve: {} links of {} at {} each, buffer {:.1} s ({}), method {} ({why})",
+        "snbuf serve: {} links of {} at {} each, buffer {:.1} s ({}), method {} ({}), {} writer thread(s) ({})",
         config.links,
         config.frame_type,
         Rate(config.frames_per_s_per_link * fb),
         config.buffer.as_secs_f64(),
         Bytes(server.unit().buffer_memory_bytes()),
-        config.method
+        config.method,
+        why.method,
+        config.writers,
+        why.writers
     );
     tracing::info!(
         "control socket {} (mode 0600); bursts go to {}",

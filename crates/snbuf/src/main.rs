@@ -26,6 +26,7 @@ mod live;
 mod logging;
 mod progress;
 mod table;
+mod write_plan;
 
 use std::process::ExitCode;
 

@@ -6,8 +6,9 @@
 //! The recorder, by concept: `config` (what a unit is set up with), `window` (trigger-window
 //! arithmetic, pure), `counters` (per-link figures and the durable watermark), `prepare` and
 //! `link_files` (the next burst's files, ahead of its trigger), `open_burst` (a trigger's
-//! files), `writers` (the threads that persist a window), `unit` (the running unit), `record`
-//! (one recording start to end), `report` (what it came to). Around it: `control` (the Unix
+//! files), `writers` (the threads that persist a window) and `window_writer` (what each of
+//! them does), `unit` (the running unit), `record` (one recording start to end), `report`
+//! (what it came to). Around it: `control` (the Unix
 //! socket of `snbuf serve`), `metrics` (Prometheus), `status_file` (the live state as JSON),
 //! `systemd` (readiness, watchdog and status for `Type=notify`).
 
@@ -29,6 +30,7 @@ pub mod status_file;
 pub mod systemd;
 pub mod unit;
 pub mod window;
+mod window_writer;
 mod writers;
 
 pub use config::{ConfigError, RecordConfig, Source};

@@ -23,7 +23,8 @@ use crate::prepare::NextBurst;
 use crate::report::RecordReport;
 use crate::status_file::{StatusFile, STATUS_FILE_INTERVAL};
 use crate::window::{TriggerAt, WindowClock};
-use crate::writers::{WindowJob, WriterPlacement, Writers};
+use crate::window_writer::WindowJob;
+use crate::writers::{WriterPlacement, Writers};
 
 pub struct Unit {
     config: RecordConfig,

@@ -151,8 +151,11 @@ fn io_uring_writes_from_the_latency_buffer_and_every_frame_lands() {
         return;
     }
     let out = tempfile::tempdir().unwrap();
+    // One writer for the three links: all their chunks' writes in flight at once, from the
+    // rings, each checked against its ring once written.
     let cfg = RecordConfig {
         method: Method::Uring,
+        writers: 1,
         ..config(out.path(), "uring")
     };
     let r = record(&cfg, |_| {}).unwrap();

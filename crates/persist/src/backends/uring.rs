@@ -2,17 +2,20 @@
 //!
 //! Each write is copied into one of `queue_depth` slots of an aligned buffer (registered with
 //! the kernel when RLIMIT_MEMLOCK allows, so the pages are not pinned per request), and the file
-//! is registered too. `write_in_place` instead submits aligned parts from the caller's memory (a
-//! latency buffer's slots: no copy by the CPU) and waits for them before it returns. Those are
+//! is registered too. `start_in_place` instead submits aligned parts from the caller's memory (a
+//! latency buffer's slots: no copy by the CPU), and `wait_in_place` waits for them, so one
+//! thread can keep several links' files busy; `write_in_place` is both. Those are
 //! plain requests, whose pages the kernel pins per request: registering a latency buffer would
 //! pin all of it (gigabytes) when the burst opens, at the trigger, delaying its first write, to
 //! save a page walk of microseconds per MiB. Completions arrive in any order, so a persist point first waits for every
 //! write it covers to complete and only then submits the fdatasync: an fsync submitted beside
-//! in-flight writes is not ordered after them. Short completions are resubmitted for the rest; an
+//! in-flight writes is not ordered after them (`start_persist` submits it, `finish_persist` reaps
+//! it: several files' flushes in flight from one thread). Short completions are resubmitted for the rest; an
 //! error completion fails the sink (and the latch keeps it failed).
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
+use std::sync::Arc;
 use std::time::Instant;
 
 use io_uring::{opcode, squeue, types, IoUring};
@@ -21,10 +24,11 @@ use crate::backends::{align_up, check_aligned, check_range, open_target};
 use crate::error::{PersistError, Result};
 use crate::medium;
 use crate::memory::AlignedBuf;
-use crate::sink::{Durability, Sink, SinkConfig, SinkReport, SyncMode};
+use crate::sink::{held_in, Durability, HeldMemory, Sink, SinkConfig, SinkReport, SyncMode};
 
-/// user_data of the fsync SQE; slots use their index.
+/// user_data of the fsync SQE and of a read's; writes use their slot's index.
 const FSYNC_TAG: u64 = u64::MAX;
+const READ_TAG: u64 = u64::MAX - 1;
 /// Bound on completion latencies kept between drains (the caller drains after every write).
 const MAX_PENDING_LATENCIES: usize = 1 << 16;
 /// The kernel caps a registered buffer at 1 GiB; stay well inside it.
@@ -74,6 +78,11 @@ pub struct UringSink {
     queue_depth: u32,
     /// Reused completion buffer: reaping allocates nothing.
     completions: Vec<(u64, i32)>,
+    /// An fdatasync was submitted by `start_persist`, and its result once it completed.
+    fsync_in_flight: bool,
+    fsync_result: Option<i32>,
+    /// The owners of caller memory that requests in flight read (`start_in_place`).
+    held: Vec<Arc<dyn HeldMemory>>,
     report: SinkReport,
 }
 
@@ -136,6 +145,9 @@ impl UringSink {
             unsubmitted: 0,
             queue_depth: qd,
             completions: Vec::with_capacity(2 * qd as usize),
+            fsync_in_flight: false,
+            fsync_result: None,
+            held: Vec::new(),
             report: SinkReport {
                 method: config.method,
                 path: config.path.clone(),
@@ -229,7 +241,7 @@ impl UringSink {
     }
 
     /// Waits for at least one completion and processes all that are ready. Returns the result of
-    /// the fsync if its completion was among them.
+    /// the read if its completion was among them; an fsync's is kept in `fsync_result`.
     fn reap(&mut self) -> Result<Option<i32>> {
         // Completions already posted need no system call; otherwise submit what is pending and
         // wait for one in a single io_uring_enter.
@@ -238,14 +250,18 @@ impl UringSink {
         } else if self.unsubmitted > 0 {
             self.submit(0)?;
         }
-        let mut fsync_result = None;
+        let mut read_result = None;
         let mut first_error = None;
         let mut completions = std::mem::take(&mut self.completions);
         completions.clear();
         completions.extend(self.ring.completion().map(|c| (c.user_data(), c.result())));
         for &(tag, res) in &completions {
             if tag == FSYNC_TAG {
-                fsync_result = Some(res);
+                self.fsync_result = Some(res);
+                continue;
+            }
+            if tag == READ_TAG {
+                read_result = Some(res);
                 continue;
             }
             let slot = tag as u16;
@@ -289,7 +305,7 @@ impl UringSink {
         self.completions = completions;
         match first_error {
             Some(e) => Err(e),
-            None => Ok(fsync_result),
+            None => Ok(read_result),
         }
     }
 
@@ -330,6 +346,43 @@ impl UringSink {
             && (data.len() as u64).is_multiple_of(self.alignment_bytes)
             && (data.as_ptr() as u64).is_multiple_of(a)
             && u32::try_from(data.len()).is_ok()
+    }
+
+    /// Submits `parts` (aligned ones from where they lie, others copied into slots and so
+    /// written before this returns) without waiting: the caller waits before the memory of
+    /// the parts may be freed or reused (`write_in_place`, or the `HeldMemory` of
+    /// `start_in_place`).
+    fn submit_in_place(&mut self, offset: u64, parts: &[&[u8]]) -> Result<()> {
+        if !parts.iter().all(|p| self.sendable_in_place(p)) {
+            // Copied into slots (and padded) as `write_at` does.
+            return crate::sink::write_each(self, offset, parts);
+        }
+        check_aligned(offset, self.alignment_bytes)?;
+        let total: u64 = parts.iter().map(|p| p.len() as u64).sum();
+        check_range(offset, total as usize, self.region_bytes)?;
+        let mut pos = offset;
+        let mut submitted = Ok(());
+        for part in parts {
+            while self.free_slots.is_empty() && submitted.is_ok() {
+                submitted = self.reap().map(drop);
+            }
+            if submitted.is_err() {
+                break;
+            }
+            let slot = self.free_slots.pop().expect("a slot is free");
+            self.in_flight[slot as usize] = InFlight {
+                file_offset: self.region_offset_bytes + pos,
+                len: part.len(),
+                done: 0,
+                submitted: Some(Instant::now()),
+                source_addr: part.as_ptr() as usize,
+            };
+            self.in_flight_count += 1;
+            // The request reads `part` until it completes (the caller waits for that).
+            submitted = self.push_write(slot);
+            pos += part.len() as u64;
+        }
+        submitted
     }
 }
 
@@ -404,50 +457,55 @@ impl Sink for UringSink {
     }
 
     fn write_in_place(&mut self, offset: u64, parts: &[&[u8]]) -> Result<()> {
-        if !parts.iter().all(|p| self.sendable_in_place(p)) {
-            // Copied into slots (and padded) as `write_at` does.
-            return crate::sink::write_each(self, offset, parts);
-        }
-        check_aligned(offset, self.alignment_bytes)?;
-        let total: u64 = parts.iter().map(|p| p.len() as u64).sum();
-        check_range(offset, total as usize, self.region_bytes)?;
-        let mut pos = offset;
-        let mut submitted = Ok(());
-        for part in parts {
-            while self.free_slots.is_empty() && submitted.is_ok() {
-                submitted = self.reap().map(drop);
-            }
-            if submitted.is_err() {
-                break;
-            }
-            let slot = self.free_slots.pop().expect("a slot is free");
-            self.in_flight[slot as usize] = InFlight {
-                file_offset: self.region_offset_bytes + pos,
-                len: part.len(),
-                done: 0,
-                submitted: Some(Instant::now()),
-                source_addr: part.as_ptr() as usize,
-            };
-            self.in_flight_count += 1;
-            // The request reads `part`, borrowed until this call returns; the wait below returns
-            // once no request is in flight (or, should io_uring_enter itself keep failing, with
-            // the sink failed: a request left then only reads the caller's memory, it never
-            // writes to it).
-            submitted = self.push_write(slot);
-            pos += part.len() as u64;
-        }
-        // The parts are the caller's memory: nothing may still read them once this returns.
-        let waited = self.wait_all_writes_through_errors();
+        // `parts` is borrowed until this returns, and the wait returns once no request is in
+        // flight (or, should io_uring_enter itself keep failing, with the sink failed: a
+        // request left then only reads the caller's memory, it never writes to it).
+        let submitted = self.submit_in_place(offset, parts);
+        let waited = self.wait_in_place();
         submitted.and(waited)
     }
 
+    fn start_in_place(
+        &mut self,
+        offset: u64,
+        parts: &[&[u8]],
+        held: &Arc<dyn HeldMemory>,
+    ) -> Result<()> {
+        if !held_in(held.as_ref(), parts) {
+            return self.write_in_place(offset, parts);
+        }
+        // Kept until every request is over: the memory outlives the caller's borrow.
+        if !self.held.iter().any(|h| Arc::ptr_eq(h, held)) {
+            self.held.push(held.clone());
+        }
+        self.submit_in_place(offset, parts)
+    }
+
+    fn wait_in_place(&mut self) -> Result<()> {
+        // The parts are the caller's memory: nothing may still read them once this returns.
+        let waited = self.wait_all_writes_through_errors();
+        if self.in_flight_count == 0 {
+            self.held.clear();
+        }
+        waited
+    }
+
     fn persist(&mut self) -> Result<()> {
+        self.start_persist()?;
+        self.finish_persist()
+    }
+
+    fn start_persist(&mut self) -> Result<()> {
         // Completions are unordered and an fsync is only ordered after writes that completed
         // before it was submitted: so wait for all of them first.
         self.wait_all_writes()?;
         if self.sync_mode == SyncMode::Dsync {
             return Ok(());
         }
+        assert!(
+            !self.fsync_in_flight,
+            "start_persist twice without finish_persist"
+        );
         let sqe = if self.registered_file {
             opcode::Fsync::new(types::Fixed(0))
         } else {
@@ -456,19 +514,31 @@ impl Sink for UringSink {
         .flags(types::FsyncFlags::DATASYNC)
         .build()
         .user_data(FSYNC_TAG);
+        self.fsync_result = None;
         self.push(sqe)?;
-        loop {
-            if let Some(res) = self.reap()? {
-                if res < 0 {
-                    return Err(PersistError::io(
-                        "io_uring fdatasync",
-                        &self.report.path,
-                        std::io::Error::from_raw_os_error(-res),
-                    ));
-                }
-                return Ok(());
-            }
+        self.fsync_in_flight = true;
+        Ok(())
+    }
+
+    fn finish_persist(&mut self) -> Result<()> {
+        if !self.fsync_in_flight {
+            return Ok(());
         }
+        // Only the fsync is in flight (no write comes between the halves): each reap waits for
+        // a completion the kernel owes.
+        while self.fsync_result.is_none() {
+            self.reap()?;
+        }
+        self.fsync_in_flight = false;
+        let res = self.fsync_result.take().expect("the fsync completed");
+        if res < 0 {
+            return Err(PersistError::io(
+                "io_uring fdatasync",
+                &self.report.path,
+                std::io::Error::from_raw_os_error(-res),
+            ));
+        }
+        Ok(())
     }
 
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
@@ -504,8 +574,7 @@ impl Sink for UringSink {
                     .build(),
                 (false, false) => opcode::Read::new(types::Fd(fd), p, len).offset(off).build(),
             };
-            // Tag the read like the fsync so `reap` hands back its raw result.
-            self.push(sqe.user_data(FSYNC_TAG))?;
+            self.push(sqe.user_data(READ_TAG))?;
             let res = loop {
                 if let Some(res) = self.reap()? {
                     break res;
@@ -559,9 +628,14 @@ impl Drop for UringSink {
             let n = self
                 .ring
                 .completion()
-                .filter(|c| c.user_data() != FSYNC_TAG)
+                .filter(|c| c.user_data() < READ_TAG)
                 .count();
             self.in_flight_count = self.in_flight_count.saturating_sub(n);
+        }
+        if self.in_flight_count > 0 {
+            // Requests the kernel never reported done may still read the held memory: it is
+            // never freed rather than freed under them.
+            std::mem::forget(std::mem::take(&mut self.held));
         }
     }
 }

@@ -64,11 +64,12 @@ pub struct RecordArgs {
     /// When the trigger fires, from the start (default: --pre + 1s, so the buffer holds the pre-trigger data).
     #[arg(long, value_name = "TIME", value_parser = parse_duration)]
     pub trigger_after: Option<Duration>,
-    /// auto (the default: nt on DAX; else direct with a writer per one or two links, uring with
-    /// fewer writers), or any method of `snbuf methods`.
+    /// auto (the default: nt on DAX; else uring, one writer per output keeping all its links'
+    /// writes in flight; direct where io_uring is unavailable or --writers gives each writer at
+    /// most two links), or any method of `snbuf methods`.
     #[arg(long)]
     pub method: Option<String>,
-    /// Writer threads (default: one per link, as in the paper).
+    /// Writer threads (default: one per output for uring, else one per link as in the paper).
     #[arg(long)]
     pub writers: Option<usize>,
     /// Frames per chunk (default: about 1 MiB of frames).

@@ -1,0 +1,510 @@
+//! What one writer thread does: persists the window of each of its links. For each link it
+//! finds the window's first frame in the latency buffer, writes frames out in chunks, and makes
+//! each group of chunks durable through the burst writer. Every link's chunk is started before
+//! any is waited for, and so are the persists: on io_uring one thread keeps all its links'
+//! writes and flushes in flight. Loss is explicit: every frame of the window is either durable
+//! or counted lost, per link, live and in the manifest.
+//!
+//! Loss is counted by timestamps: whenever frames are read, any window frames between the
+//! timestamp expected next and the first one present are lost (overwritten in the buffer before
+//! the writer got to them, before the buffer's start, or never produced by the link), and so
+//! are frames missing inside what was read. So only frames inside the window are ever counted,
+//! however far a slow writer falls behind.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use snbuf_burst::{LinkWriter, TriggerInfo, WriteError};
+use snbuf_persist::sink::HeldMemory;
+use snbuf_persist::Sink;
+use snbuf_readout::{LatencyBuffer, Lookup, ReadError};
+
+use crate::chunking::frames_for_next_chunk;
+use crate::counters::LiveLink;
+use crate::window::{
+    frames_before, frames_between, frames_in_window, frames_missing_inside, on_grid,
+};
+
+/// A link of the burst on whichever sink was opened for it.
+pub(crate) type DynLink = LinkWriter<Box<dyn Sink>>;
+
+/// A caught-up writer sleeps at least this long (no busy polling) and at most this long (a link
+/// that runs ahead of its rate fills a chunk sooner; 5 ms of backlog is far inside any buffer).
+const MIN_IDLE_SLEEP: Duration = Duration::from_micros(200);
+const MAX_IDLE_SLEEP: Duration = Duration::from_millis(5);
+
+/// What every writer of a burst needs to know about the window and its chunks.
+#[derive(Clone)]
+pub(crate) struct WindowJob {
+    pub window: TriggerInfo,
+    pub ticks_per_frame: u64,
+    pub chunk_frames: u32,
+    /// The fewest frames that make whole blocks (`chunking`): chunks are cut on them.
+    pub block_frames: u64,
+    /// Puts a chunk's CRC-32C together from its frames'.
+    pub crcs: snbuf_burst::chunk::FrameCrcCombiner,
+    pub chunks_per_persist: u32,
+    /// Frames per second a link produces: how long until a chunk fills.
+    pub frames_per_s: f64,
+    /// When a link that has nothing more to read stops waiting for the rest of its window: its
+    /// source stopped sending (a detector switched off, a sender that ended). What never came is
+    /// counted lost. Nothing waits forever.
+    pub give_up_at: Instant,
+    /// For the logs: which burst of which unit.
+    pub burst_id: String,
+    pub unit_id: String,
+}
+
+/// Where a link's writer is in the window.
+#[derive(Default)]
+struct Cursor {
+    /// Sequence number of the next frame to read from the buffer.
+    next: Option<u64>,
+    /// Timestamp the next frame of the window should have (None before the first is read).
+    expect_ts: Option<u64>,
+    /// The first window frame's timestamp: the link's frame grid.
+    grid: Option<u64>,
+    /// The link's timestamps left their grid (a jump that is not whole frames): then the
+    /// window's frame count is not exact, and the loss invariant is not asserted.
+    off_grid: bool,
+    /// Frames appended to the burst but not yet acknowledged by a persist, and the timestamp
+    /// of the newest of them.
+    pending_frames: u64,
+    pending_until: u64,
+    /// Window frames counted lost since the last persist (behind the durable watermark's
+    /// successor, so a failure does not count them twice).
+    lost_pending: u64,
+    /// What is pending should be made durable this round (a group is full, or the link waits
+    /// for frames), and whether that persist was started.
+    persist_due: bool,
+    persist_started: bool,
+    done: bool,
+}
+
+/// One link as its writer works on it.
+struct LinkWork<'a> {
+    lw: DynLink,
+    buf: &'a LatencyBuffer,
+    /// `buf`'s memory, for a sink that writes from it after the read returned.
+    held: Arc<dyn HeldMemory>,
+    live: &'a LiveLink,
+    c: Cursor,
+}
+
+/// What one turn on a link came to.
+enum Turn {
+    /// The link finished, or was failed, or skipped frames.
+    Progressed,
+    /// A chunk's payload write was started from the ring: `finish_chunk` completes it.
+    Started(StartedChunk),
+    /// Nothing to do until this many more frames arrive.
+    Waiting { frames_missing: u64 },
+}
+
+/// A read of the ring whose chunk may still be being written from it (io_uring).
+struct StartedChunk {
+    /// The first frame read.
+    next: u64,
+    /// How many frames were read and what came of them, or why nothing was.
+    read: Result<(usize, Batch), ReadError>,
+}
+
+/// What a writer took from one read of a link's buffer.
+struct Batch {
+    /// Frames before the window, passed over.
+    before: usize,
+    /// Window frames after those, staged as the next chunk.
+    inside: usize,
+    first: u64,
+    last: u64,
+    /// Whether staging succeeded.
+    staged: Result<(), WriteError>,
+}
+
+/// Persists the window of each of `links` (reading from `bufs`, same order); returns the links.
+pub(crate) fn write_window(
+    links: Vec<DynLink>,
+    bufs: &[LatencyBuffer],
+    live: &[LiveLink],
+    job: &WindowJob,
+) -> Vec<DynLink> {
+    let mut work: Vec<LinkWork> = links
+        .into_iter()
+        .zip(bufs)
+        .map(|(lw, buf)| {
+            let live = &live[lw.link() as usize];
+            LinkWork {
+                lw,
+                held: buf.held_memory(),
+                buf,
+                live,
+                c: Cursor::default(),
+            }
+        })
+        .collect();
+    let mut started = Vec::with_capacity(work.len());
+    while work.iter().any(|w| !w.c.done) {
+        let mut progressed = false;
+        // The fewest frames any link still needs for a full chunk: how long to sleep.
+        let mut fewest_missing = job.chunk_frames as u64;
+        // Every link's chunk is started before any is waited for, and so are the persists: on
+        // io_uring one writer keeps all its links' writes (and then flushes) in flight at once.
+        // Other methods write in `turn` and persist in `start_flush`, one link after the other.
+        for (i, w) in work.iter_mut().enumerate().filter(|(_, w)| !w.c.done) {
+            match w.turn(job) {
+                Turn::Progressed => progressed = true,
+                Turn::Started(chunk) => {
+                    started.push((i, chunk));
+                    progressed = true
+                }
+                Turn::Waiting { frames_missing } => {
+                    fewest_missing = fewest_missing.min(frames_missing)
+                }
+            }
+        }
+        for (i, chunk) in started.drain(..) {
+            work[i].finish_chunk(chunk, job);
+        }
+        for w in work.iter_mut().filter(|w| w.c.persist_due && !w.c.done) {
+            w.start_flush();
+        }
+        for w in work.iter_mut().filter(|w| w.c.persist_started) {
+            w.finish_flush();
+        }
+        if !progressed {
+            // Caught up: sleep until the first link could have a full chunk, not in short
+            // polls. With ten writers on two cores, 200 us polls cost more CPU in context
+            // switches than the copies did. Bounded both ways: a link may run ahead of its
+            // nominal rate (a producer catching up), and the window's end may arrive sooner.
+            let until_chunk = Duration::from_secs_f64(fewest_missing as f64 / job.frames_per_s);
+            std::thread::sleep(until_chunk.clamp(MIN_IDLE_SLEEP, MAX_IDLE_SLEEP));
+        }
+    }
+    for w in &mut work {
+        w.finish(job);
+    }
+    work.into_iter().map(|w| w.lw).collect()
+}
+
+impl LinkWork<'_> {
+    /// Does what can be done on this link now: read and append a chunk, or acknowledge what is
+    /// pending while waiting for frames.
+    fn turn(&mut self, job: &WindowJob) -> Turn {
+        let (ws, we) = (
+            job.window.window_start_timestamp,
+            job.window.window_end_timestamp,
+        );
+        let next = match self.c.next {
+            Some(n) => n,
+            None => {
+                let n = match self.buf.find_timestamp(ws) {
+                    Lookup::At(n) => n,
+                    Lookup::After { next } => next,
+                    // The window starts before the buffer does: start at what is left; the
+                    // shortfall is counted when the first frame is read.
+                    Lookup::BeforeOldest { oldest } => oldest,
+                };
+                self.advance_to(n);
+                n
+            }
+        };
+        // Wait for a full chunk unless the window's end is already buffered. Chunks are cut
+        // on block boundaries of the ring where they can be, so their payload is written from
+        // the ring itself.
+        let want = frames_for_next_chunk(next, job.chunk_frames as u64, job.block_frames);
+        let written = self.buf.written();
+        let available = written.saturating_sub(next);
+        let given_up = Instant::now() >= job.give_up_at;
+        if available == 0 {
+            if given_up {
+                // The source stopped short of the window's end: the rest never came.
+                let expect = self.c.expect_ts.unwrap_or(ws);
+                self.count_lost(frames_between(expect, we, job.ticks_per_frame));
+                self.finish_window();
+                return Turn::Progressed;
+            }
+            // Nothing new to write: acknowledge what is pending rather than sit on it.
+            self.c.persist_due = true;
+            return Turn::Waiting {
+                frames_missing: job.chunk_frames as u64,
+            };
+        }
+        if available < want {
+            let newest_ts = self.buf.timestamp_at(written - 1).unwrap_or(0);
+            if newest_ts < we && !given_up {
+                self.c.persist_due = true;
+                return Turn::Waiting {
+                    frames_missing: want - available,
+                };
+            }
+        }
+        // The frames go from the ring straight to where the chunk is written (at most one
+        // copy, none for whole blocks on a block device), staged: they count only if the ring
+        // says afterwards that they were not overwritten while being written and checksummed
+        // (`finish_chunk`, once the write is over).
+        let lw = &mut self.lw;
+        let held = &self.held;
+        let layout = *self.buf.layout();
+        let frame_checksums = self.buf.frame_checksums();
+        let timestamp_of = |frame: &[u8]| layout.timestamp(frame);
+        let read = self.buf.read_with(next, available.min(want), |run| {
+            let n = run.frames();
+            // Frames before the window (a window that starts in the future) are passed over.
+            let before = (0..n)
+                .take_while(|&i| timestamp_of(run.frame(i)) < ws)
+                .count();
+            let inside = (before..n)
+                .take_while(|&i| timestamp_of(run.frame(i)) < we)
+                .count();
+            if inside == 0 {
+                return Batch {
+                    before,
+                    inside,
+                    first: 0,
+                    last: 0,
+                    staged: Ok(()),
+                };
+            }
+            let mut parts: [&[u8]; 2] = [&[], &[]];
+            let mut k = 0;
+            for p in run.parts(before..before + inside) {
+                parts[k] = p;
+                k += 1;
+            }
+            // The chunk's checksum from its frames' own (the link computed them while the
+            // frames were in its cache): the payload itself is never read for it.
+            let crc = frame_checksums.then(|| {
+                job.crcs
+                    .combine((before..before + inside).map(|i| run.frame_crc(i)))
+            });
+            Batch {
+                before,
+                inside,
+                first: timestamp_of(run.frame(before)),
+                last: timestamp_of(run.frame(before + inside - 1)),
+                // The sink holds the ring while it writes from it; `finish_chunk` waits.
+                staged: lw.start_stage(&parts[..k], crc, held),
+            }
+        });
+        let read = match read {
+            Err(ReadError::NotYet) => {
+                self.c.persist_due = true;
+                return Turn::Waiting {
+                    frames_missing: job.chunk_frames as u64,
+                };
+            }
+            // Overwritten or not, the write may be in flight: `finish_chunk` waits for it.
+            read => read,
+        };
+        Turn::Started(StartedChunk { next, read })
+    }
+
+    /// Waits for the chunk `turn` started, checks that the ring still held its frames when the
+    /// write ended (the device read them by DMA until then), and appends it, or skips what the
+    /// link overwrote meanwhile (that payload is never appended: no header points at it).
+    fn finish_chunk(&mut self, chunk: StartedChunk, job: &WindowJob) {
+        let StartedChunk { next, read } = chunk;
+        let waited = self.lw.wait_staged();
+        match read.and_then(|r| self.buf.still_holds(next).map(|()| r)) {
+            Ok((n, mut batch)) => {
+                // A reader never passes what the link has written.
+                assert!(
+                    next + n as u64 <= self.buf.written(),
+                    "read past the written frames"
+                );
+                if let (Ok(()), Err(e)) = (&batch.staged, waited) {
+                    batch.staged = Err(e);
+                }
+                self.take_batch(next, n, batch, job);
+            }
+            Err(ReadError::Overwritten { oldest }) => {
+                // Overwritten before this writer got to them, or while they were written:
+                // resume at the oldest frame left; the frames skipped are counted (by
+                // timestamp) at the next read.
+                self.advance_to(oldest);
+            }
+            Err(ReadError::NotYet) => unreachable!("turn returns NotYet itself"),
+        }
+    }
+
+    /// Accounts for and appends one read of `n` frames from `next`.
+    fn take_batch(&mut self, next: u64, n: usize, batch: Batch, job: &WindowJob) {
+        let we = job.window.window_end_timestamp;
+        let tpf = job.ticks_per_frame;
+        let Batch {
+            before,
+            inside,
+            first,
+            last,
+            staged,
+        } = batch;
+        if inside == 0 {
+            if before == n {
+                self.advance_to(next + n as u64);
+                return;
+            }
+            // The next frame present is past the window: whatever was expected is lost.
+            let expect = self
+                .c
+                .expect_ts
+                .unwrap_or(job.window.window_start_timestamp);
+            self.count_lost(frames_between(expect, we, tpf));
+            self.finish_window();
+            return;
+        }
+        if let Err(e) = staged {
+            self.fail(e);
+            return;
+        }
+        // Window frames missing before this batch and inside it. The first read counts from the
+        // window's start on the grid of the first frame present.
+        let grid = *self.c.grid.get_or_insert(first);
+        self.c.off_grid |= !on_grid(first, grid, tpf) || !on_grid(last, grid, tpf);
+        let missing_before = match self.c.expect_ts {
+            Some(e) => frames_between(e, first.min(we), tpf),
+            None => frames_before(job.window.window_start_timestamp, first, tpf),
+        };
+        self.count_lost(missing_before + frames_missing_inside(first, last, inside as u64, tpf));
+        if let Err(e) = self.lw.append_staged(first, last) {
+            self.fail(e);
+            return;
+        }
+        self.c.pending_frames += inside as u64;
+        self.c.pending_until = last;
+        // One persist per group of chunks: fewer flushes, several writes in flight. Started
+        // after every link of this writer had its turn (`write_window`).
+        if self.lw.pending_chunks() >= job.chunks_per_persist as u64 {
+            self.c.persist_due = true;
+        }
+        self.c.expect_ts = Some(last + tpf);
+        self.advance_to(next + (before + inside) as u64);
+        if before + inside < n {
+            // A frame at or past the window's end is buffered: the window is complete.
+            self.count_lost(frames_between(last + tpf, we, tpf));
+            self.finish_window();
+        }
+    }
+
+    fn advance_to(&mut self, seq: u64) {
+        self.c.next = Some(seq);
+        self.live.set_cursor(seq);
+    }
+
+    fn count_lost(&mut self, frames: u64) {
+        if frames > 0 {
+            self.lw.add_lost_frames(frames);
+            self.live.add_lost(frames);
+            self.c.lost_pending += frames;
+        }
+    }
+
+    /// The window's end was reached: acknowledge what is pending, and this link is done.
+    fn finish_window(&mut self) {
+        if !self.flush() {
+            return;
+        }
+        self.c.done = true;
+        self.live.set_cursor(u64::MAX);
+    }
+
+    /// Persists what is pending and counts it as durable; on failure the link is failed and
+    /// done (its error is in its manifest record). Returns false on failure.
+    fn flush(&mut self) -> bool {
+        self.start_flush() && self.finish_flush()
+    }
+
+    /// The first half of `flush`: the persist of what is pending is started (on io_uring the
+    /// fdatasync is submitted; other methods persist here).
+    fn start_flush(&mut self) -> bool {
+        self.c.persist_due = false;
+        if self.lw.pending_chunks() == 0 {
+            return true;
+        }
+        match self.lw.start_persist() {
+            Ok(()) => {
+                self.c.persist_started = true;
+                true
+            }
+            Err(e) => self.persist_failed(e),
+        }
+    }
+
+    /// The second half of `flush`: once the persist returned, what it covered is acknowledged.
+    fn finish_flush(&mut self) -> bool {
+        if !std::mem::take(&mut self.c.persist_started) {
+            return true;
+        }
+        // Nothing was appended since `start_flush`: all that is pending is covered.
+        let chunks = self.lw.pending_chunks();
+        match self.lw.finish_persist() {
+            Ok(acknowledged) => {
+                assert_eq!(
+                    acknowledged, chunks,
+                    "a persist acknowledges what was pending"
+                );
+                // Only now is the watermark raised: a status reader never sees a chunk as
+                // durable before its persist returned.
+                self.live
+                    .acknowledge(chunks, self.c.pending_frames, self.c.pending_until);
+                self.c.pending_frames = 0;
+                self.c.lost_pending = 0;
+                true
+            }
+            Err(e) => self.persist_failed(e),
+        }
+    }
+
+    /// A persist failed: the link is failed and done (its error is in its manifest record).
+    fn persist_failed(&mut self, e: WriteError) -> bool {
+        tracing::error!(link = self.lw.link(), error = %e, "link failed: persist");
+        self.live.fail();
+        self.c.done = true;
+        false
+    }
+
+    /// Stops the link on a write error; the others go on. A full file refused the chunk before
+    /// writing anything, so what was appended before is made durable first; any other error has
+    /// already failed the link (latched, in its manifest record).
+    fn fail(&mut self, e: WriteError) {
+        tracing::error!(link = self.lw.link(), error = %e, "link failed: write");
+        if matches!(e, WriteError::Full { .. }) && self.flush() {
+            self.lw.fail(&e);
+        }
+        self.live.fail();
+        self.c.done = true;
+    }
+
+    /// After the window: a failed link loses the rest of its window, every frame after its
+    /// durable watermark not already counted (loss stays explicit, whatever stopped it). Then
+    /// every frame of the window is durable or counted lost, which is asserted.
+    fn finish(&mut self, job: &WindowJob) {
+        let (ws, we) = (
+            job.window.window_start_timestamp,
+            job.window.window_end_timestamp,
+        );
+        let tpf = job.ticks_per_frame;
+        let anchor = self.c.grid.unwrap_or(ws);
+        if self.live.failed() {
+            let after_watermark = match self.live.durable_until() {
+                Some(t) => frames_between(t + tpf, we, tpf),
+                // Nothing durable: the whole window, on the link's grid.
+                None => frames_in_window(ws, we, anchor, tpf),
+            };
+            let rest = after_watermark.saturating_sub(self.c.lost_pending);
+            if rest > 0 {
+                self.lw.add_lost_frames(rest);
+                self.live.add_lost(rest);
+            }
+        }
+        if !self.c.off_grid && we > ws {
+            let accounted = self.live.durable_frames() + self.live.lost_frames();
+            let window = frames_in_window(ws, we, anchor, tpf);
+            assert_eq!(
+                accounted,
+                window,
+                "link {}: frames durable + frames lost must be the window's frames",
+                self.lw.link()
+            );
+        }
+    }
+}
