@@ -41,6 +41,12 @@ def window(args, on_memory):
     return args.buffer, args.pre, args.post
 
 
+def writers_for(args, method):
+    """The writer threads `record` runs for `method`: --writers, else its own default (one io_uring
+    writer for the one output, else one per link)."""
+    return args.writers or (1 if method == "uring" else args.links)
+
+
 def probe(args, method, target, rate_total, n):
     """One fixed-length recording at `rate_total` bytes/s; returns its summary (record --json)."""
     out = tempfile.mkdtemp(prefix="keepup-", dir=target)
@@ -48,7 +54,9 @@ def probe(args, method, target, rate_total, n):
     buffer, pre, post = window(args, method in MEMORY_METHODS)
     cmd = [args.snbuf, "record", "--links", str(args.links), "--rate-per-link", f"{rate_total / args.links:.0f}",
            "--buffer", buffer, "--pre", pre, "--post", post, "--trigger-after", "600ms",
-           "--writers", str(args.writers), "--method", method, "--output", out, "--burst-id", f"p{n}", "--json", js]
+           "--method", method, "--output", out, "--burst-id", f"p{n}", "--json", js]
+    if args.writers:
+        cmd += ["--writers", str(args.writers)]
     if args.cpus:
         cmd += ["--cpus", args.cpus]
     r = run(cmd)
@@ -188,10 +196,10 @@ def measure(args, method, chunk):
     fio_before = None if on_memory else fio_best(target)
     start = args.start or (args.shm_start if on_memory else 0.5 * fio_before[0])
     rate, best, source_limited = keep_up(args, method, target, start)
-    bw, bw_cpu = bench_write(args, method, target, chunk, args.writers)
+    bw, bw_cpu = bench_write(args, method, target, chunk, writers_for(args, method))
     fio_after = None if on_memory else fio_best(target)
     fio_pattern = None if on_memory else fio_recorder_pattern(args, target)
-    m = {"method": method, "target": target, "keep_up_bytes_per_s": rate, "source_limited": source_limited,
+    m = {"method": method, "writers": writers_for(args, method), "target": target, "keep_up_bytes_per_s": rate, "source_limited": source_limited,
          "bench_write_bytes_per_s": bw, "keep_up_over_bench_write": rate / bw,
          "bench_write_core_s_per_gib": bw_cpu}
     if best:
@@ -249,23 +257,24 @@ def main():
                    help="a probe counts only if the link emulation was never later than this share of the window (default 0.025)")
     p.add_argument("--floor", type=float, default=50e6, help="give up below this rate, bytes/s")
     p.add_argument("--steps", type=int, default=4, help="bisection steps after the first loss")
-    p.add_argument("--writers", type=int, default=0, help="writer threads (default: one per link)")
+    p.add_argument("--writers", type=int, default=0,
+                   help="writer threads (default: record's own, one for uring, else one per link)")
     p.add_argument("--cpus", default="", help="passed to record (first CPU: links, the rest: writers)")
     p.add_argument("--methods", default="direct,uring,nt")
     p.add_argument("--repeat", type=int, default=3, help="measure each method this many times")
     p.add_argument("--json", default="", help="write every repeat's figures here")
     p.add_argument("--quick", action="store_true", help="one repeat, 2 bisection steps, 3 s after the trigger")
     args = p.parse_args()
-    args.writers = args.writers or args.links
     if args.quick:
         args.steps, args.post, args.repeat = 2, "3s", 1
     # The recorder's default chunk for 5568 B frames: 128 frames, whole 4 KiB blocks
     # (crates/unit/src/chunking.rs), so bench write moves the same requests.
     chunk = 128 * 5568
     args.crc_core_s_per_gib = bare_crc(args)
+    writers_label = args.writers or "record's default number of"
     print(f"Disk: buffer {args.buffer}, window {args.pre} before to {args.post} after the trigger. "
           f"Memory: buffer 200ms, window 100ms before to 1100ms after. {args.links} links of 5568 B frames, "
-          f"{args.writers} writer threads{', CPUs ' + args.cpus if args.cpus else ''}; "
+          f"{writers_label} writer threads{', CPUs ' + args.cpus if args.cpus else ''}; "
           f"{args.steps} bisection steps; {args.repeat} repeat(s). A bare CRC-32C pass from DRAM: "
           f"{args.crc_core_s_per_gib:.3f} core-s/GiB.")
     print()
@@ -286,7 +295,7 @@ def main():
             cpu = (f"{m['cpu_core_s_per_gib']:.2f} ({m['emulation_core_s_per_gib']:.2f} + {m['writers_core_s_per_gib']:.2f})"
                    if "cpu_core_s_per_gib" in m else "n/a")
             fio_cpu = f"{m['fio_core_s_per_gib']:.2f}" if "fio_core_s_per_gib" in m else "n/a"
-            print(f"| {method} | {m['target']} | {k + 1} | {fmt_gib(m['keep_up_bytes_per_s'])} GiB/s{note} "
+            print(f"| {method} ({m['writers']} writers) | {m['target']} | {k + 1} | {fmt_gib(m['keep_up_bytes_per_s'])} GiB/s{note} "
                   f"| {fmt_gib(m['bench_write_bytes_per_s'])} GiB/s | {m['keep_up_over_bench_write']:.2f} | {fio} "
                   f"| {cpu} | {fio_cpu} |", flush=True)
     print()
