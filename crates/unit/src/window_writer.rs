@@ -250,12 +250,12 @@ impl LinkWork<'_> {
         let read = self.buf.read_with(next, available.min(want), |run| {
             let n = run.frames();
             // Frames before the window (a window that starts in the future) are passed over.
-            let before = (0..n)
-                .take_while(|&i| timestamp_of(run.frame(i)) < ws)
-                .count();
-            let inside = (before..n)
-                .take_while(|&i| timestamp_of(run.frame(i)) < we)
-                .count();
+            // A link's frames are in timestamp order (as `find_timestamp` and the loss count
+            // assume), so both edges are found by bisection: a handful of frame headers read,
+            // not one per frame (each would be a cache miss: the links stream frames past the
+            // cache, and the writer reads nothing else of a frame it writes from the ring).
+            let before = first_at_or_after(n, 0, |i| timestamp_of(run.frame(i)), ws);
+            let inside = first_at_or_after(n, before, |i| timestamp_of(run.frame(i)), we) - before;
             if inside == 0 {
                 return Batch {
                     before,
@@ -506,5 +506,50 @@ impl LinkWork<'_> {
                 self.lw.link()
             );
         }
+    }
+}
+
+/// The first of frames `from..n` whose timestamp is at or after `ts` (`n` if none), for
+/// timestamps in non-decreasing order. The edges are tried first: a chunk is usually all inside
+/// the window, and then two frames are read.
+fn first_at_or_after(n: usize, from: usize, timestamp: impl Fn(usize) -> u64, ts: u64) -> usize {
+    if from >= n || timestamp(from) >= ts {
+        return from;
+    }
+    if timestamp(n - 1) < ts {
+        return n;
+    }
+    // timestamp(lo) < ts <= timestamp(hi)
+    let (mut lo, mut hi) = (from, n - 1);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if timestamp(mid) < ts {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    hi
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_at_or_after;
+
+    #[test]
+    fn the_bisection_finds_what_a_linear_scan_finds() {
+        // Timestamps with repeats and gaps, every start and every target around them.
+        let ts: Vec<u64> = vec![10, 10, 12, 13, 13, 13, 20, 25, 25, 40];
+        for from in 0..=ts.len() {
+            for target in 0..45 {
+                let linear = from + ts[from..].iter().take_while(|&&t| t < target).count();
+                assert_eq!(
+                    first_at_or_after(ts.len(), from, |i| ts[i], target),
+                    linear,
+                    "from {from}, target {target}"
+                );
+            }
+        }
+        assert_eq!(first_at_or_after(0, 0, |_| unreachable!(), 5), 0);
     }
 }
