@@ -41,10 +41,28 @@ def window(args, on_memory):
     return args.buffer, args.pre, args.post
 
 
+def cpu_count(cpus):
+    """How many CPUs a `--cpus` list such as "0,2-5" names; all this process may use if empty."""
+    if not cpus:
+        return len(os.sched_getaffinity(0))
+    n = 0
+    for part in cpus.split(","):
+        lo, _, hi = part.partition("-")
+        n += int(hi) - int(lo) + 1 if hi else 1
+    return n
+
+
 def writers_for(args, method):
     """The writer threads `record` runs for `method`: --writers, else its own default (one io_uring
-    writer for the one output, else one per link)."""
-    return args.writers or (1 if method == "uring" else args.links)
+    writer for the one output; on memory one per link but no more than the CPUs; else one per
+    link)."""
+    if args.writers:
+        return args.writers
+    if method == "uring":
+        return 1
+    if method in MEMORY_METHODS:
+        return min(args.links, cpu_count(args.cpus))
+    return args.links
 
 
 def probe(args, method, target, rate_total, n):

@@ -153,6 +153,7 @@ fn build_config(
         &output,
         links,
         1 + more_outputs.len(),
+        cpus.len(),
     )?;
     if args.method.as_deref().unwrap_or("auto") == "auto" {
         // One method serves every output: auto picks it from the home's medium, which is only

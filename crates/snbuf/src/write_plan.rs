@@ -32,13 +32,17 @@ pub struct WritePlan {
 /// writer per link). Without io_uring (disabled, or compiled out of the kernel), O_DIRECT with
 /// a writer per link, each keeping its own write in flight. With `--writers` given: O_DIRECT
 /// when each writer has at most two links, else io_uring. `--writers` defaults to one per
-/// output for io_uring and to one per link otherwise (on memory, as in the paper).
+/// output for io_uring; on memory to one per link (as in the paper) but no more than the
+/// `writer_cpus` they run on (a writer there is a CPU copy: more threads than CPUs only take
+/// turns, and on 2 CPUs 2 writers kept up with more than 10 for less CPU, BENCHMARKS.md); for
+/// O_DIRECT to one per link, each keeping its own write in flight.
 pub fn plan_writes(
     requested: &str,
     requested_writers: Option<usize>,
     output: &Path,
     links: u32,
     outputs: usize,
+    writer_cpus: usize,
 ) -> anyhow::Result<WritePlan> {
     let per_output = outputs.clamp(1, links.max(1) as usize);
     let plan = |method: Method, why_method: String| {
@@ -47,6 +51,13 @@ pub fn plan_writes(
             None if method == Method::Uring => (
                 per_output,
                 "one io_uring writer per output, keeping all its links' writes in flight".into(),
+            ),
+            None if method.capabilities().mapped && writer_cpus < links as usize => (
+                writer_cpus.max(per_output),
+                format!(
+                    "one per CPU the writers run on ({writer_cpus}), fewer than the links: \
+                     each copies with the CPU, and more threads would only take turns"
+                ),
             ),
             None => (
                 links as usize,
@@ -103,5 +114,37 @@ pub fn plan_writes(
                 m.fs_type
             ),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn writers(
+        method: &str,
+        requested: Option<usize>,
+        links: u32,
+        outputs: usize,
+        cpus: usize,
+    ) -> usize {
+        plan_writes(method, requested, Path::new("."), links, outputs, cpus)
+            .expect("a plan")
+            .writers
+    }
+
+    #[test]
+    fn default_writers_follow_the_method_and_the_cpus() {
+        // io_uring: one per output, whatever the CPUs.
+        assert_eq!(writers("uring", None, 10, 1, 2), 1);
+        assert_eq!(writers("uring", None, 10, 2, 2), 2);
+        // Memory: one per link, but no more than the CPUs they run on (at least one per output).
+        assert_eq!(writers("nt", None, 10, 1, 2), 2);
+        assert_eq!(writers("nt", None, 10, 3, 2), 3);
+        assert_eq!(writers("nt", None, 10, 1, 64), 10);
+        // O_DIRECT: one per link, each with its own write in flight.
+        assert_eq!(writers("direct", None, 10, 1, 2), 10);
+        // --writers wins.
+        assert_eq!(writers("nt", Some(7), 10, 1, 2), 7);
     }
 }

@@ -69,7 +69,8 @@ pub struct RecordArgs {
     /// most two links), or any method of `snbuf methods`.
     #[arg(long)]
     pub method: Option<String>,
-    /// Writer threads (default: one per output for uring, else one per link as in the paper).
+    /// Writer threads (default: one per output for uring; one per link for direct, and on
+    /// memory as in the paper, but there no more than the CPUs they run on).
     #[arg(long)]
     pub writers: Option<usize>,
     /// Frames per chunk (default: about 1 MiB of frames).
