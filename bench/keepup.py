@@ -41,30 +41,6 @@ def window(args, on_memory):
     return args.buffer, args.pre, args.post
 
 
-def cpu_count(cpus):
-    """How many CPUs a `--cpus` list such as "0,2-5" names; all this process may use if empty."""
-    if not cpus:
-        return len(os.sched_getaffinity(0))
-    n = 0
-    for part in cpus.split(","):
-        lo, _, hi = part.partition("-")
-        n += int(hi) - int(lo) + 1 if hi else 1
-    return n
-
-
-def writers_for(args, method):
-    """The writer threads `record` runs for `method`: --writers, else its own default (one io_uring
-    writer for the one output; on memory one per link but no more than the CPUs; else one per
-    link)."""
-    if args.writers:
-        return args.writers
-    if method == "uring":
-        return 1
-    if method in MEMORY_METHODS:
-        return min(args.links, cpu_count(args.cpus))
-    return args.links
-
-
 def probe(args, method, target, rate_total, n):
     """One fixed-length recording at `rate_total` bytes/s; returns its summary (record --json)."""
     out = tempfile.mkdtemp(prefix="keepup-", dir=target)
@@ -108,7 +84,8 @@ def clean(rep, args):
 
 def keep_up(args, method, target, start):
     """Doubles the rate from `start` until a recording loses frames, then bisects. Returns
-    (keep-up rate, summary of the fastest clean probe, whether the emulator ever fell behind)."""
+    (keep-up rate, summary of the fastest clean probe, whether the emulator ever fell behind,
+    the writer threads record ran: --writers or its own default, as its summary says)."""
     rate, ok, bad, probes = start, None, None, []
     while rate < 64e9:
         rep = probe(args, method, target, rate, len(probes))
@@ -141,7 +118,7 @@ def keep_up(args, method, target, start):
     # Limited by the emulation, not the medium: a probe lost nothing but failed because the links
     # ran behind their schedule.
     source_limited = any(p[1]["lost_frames"] == 0 and not clean(p[1], args) for p in probes)
-    return ok or 0.0, best[1] if best else None, source_limited
+    return ok or 0.0, best[1] if best else None, source_limited, probes[0][1]["writers"]
 
 
 def say(method, target, rate, rep):
@@ -213,11 +190,11 @@ def measure(args, method, chunk):
     target = args.shm if on_memory else args.disk
     fio_before = None if on_memory else fio_best(target)
     start = args.start or (args.shm_start if on_memory else 0.5 * fio_before[0])
-    rate, best, source_limited = keep_up(args, method, target, start)
-    bw, bw_cpu = bench_write(args, method, target, chunk, writers_for(args, method))
+    rate, best, source_limited, writers = keep_up(args, method, target, start)
+    bw, bw_cpu = bench_write(args, method, target, chunk, writers)
     fio_after = None if on_memory else fio_best(target)
     fio_pattern = None if on_memory else fio_recorder_pattern(args, target)
-    m = {"method": method, "writers": writers_for(args, method), "target": target, "keep_up_bytes_per_s": rate, "source_limited": source_limited,
+    m = {"method": method, "writers": writers, "target": target, "keep_up_bytes_per_s": rate, "source_limited": source_limited,
          "bench_write_bytes_per_s": bw, "keep_up_over_bench_write": rate / bw,
          "bench_write_core_s_per_gib": bw_cpu}
     if best:
@@ -276,7 +253,7 @@ def main():
     p.add_argument("--floor", type=float, default=50e6, help="give up below this rate, bytes/s")
     p.add_argument("--steps", type=int, default=4, help="bisection steps after the first loss")
     p.add_argument("--writers", type=int, default=0,
-                   help="writer threads (default: record's own, one for uring, else one per link)")
+                   help="writer threads (default: record's own, as its summary reports)")
     p.add_argument("--cpus", default="", help="passed to record (first CPU: links, the rest: writers)")
     p.add_argument("--methods", default="direct,uring,nt")
     p.add_argument("--repeat", type=int, default=3, help="measure each method this many times")
