@@ -13,8 +13,8 @@ use snbuf_persist::{PersistError, Sink};
 use std::sync::Arc;
 
 use crate::chunk::{
-    crc32c, crc32c_from_memory, crc32c_of_parts, stride_for, ChunkHeader, FORMAT_VERSION,
-    HEADER_BYTES, MAPPED_CHUNK_ALIGN_BYTES, MAX_HEADER_BLOCK_BYTES,
+    crc32c, crc32c_from_memory, stride_for, ChunkHeader, FORMAT_VERSION, HEADER_BYTES,
+    MAPPED_CHUNK_ALIGN_BYTES, MAX_HEADER_BLOCK_BYTES,
 };
 use crate::manifest::LinkData;
 
@@ -308,19 +308,26 @@ impl<S: Sink> ChunkWriter<S> {
             // writes the header. Block devices: the payload's blocks, header block left for
             // `append_staged`.
             let payload_at = offset + self.header_bytes as u64;
-            let written = match held {
-                Some(held) => self.sink.start_in_place(payload_at, parts, held),
-                None => self.sink.write_in_place(payload_at, parts),
+            let written = match (given_crc32c, held) {
+                (Some(crc), _) if self.mapped => {
+                    self.sink.write_in_place(payload_at, parts).map(|()| crc)
+                }
+                // The CPU copies: the checksum comes with the copy (from its registers where
+                // the method can, else from the cache it just filled).
+                (None, _) if self.mapped => self.sink.write_in_place_checksummed(payload_at, parts),
+                (given, Some(held)) => self
+                    .sink
+                    .start_in_place(payload_at, parts, held)
+                    .map(|()| given.unwrap_or_else(|| crc32c_from_memory(parts))),
+                (given, None) => self
+                    .sink
+                    .write_in_place(payload_at, parts)
+                    // The device read it by DMA: the checksum reads it from DRAM.
+                    .map(|()| given.unwrap_or_else(|| crc32c_from_memory(parts))),
             };
-            if let Err(e) = written {
-                return Err(self.fail(e, offset));
-            }
-            match given_crc32c {
-                Some(crc) => crc,
-                // The streaming copy just read the source: it is in cache.
-                None if self.mapped => crc32c_of_parts(parts),
-                // The device read it by DMA: the checksum reads it from DRAM.
-                None => crc32c_from_memory(parts),
+            match written {
+                Ok(crc) => crc,
+                Err(e) => return Err(self.fail(e, offset)),
             }
         } else {
             let staging = self

@@ -77,6 +77,10 @@ impl<S: Sink> Sink for Latched<S> {
         latched_call!(self, self.inner.write_in_place(offset, parts))
     }
 
+    fn write_in_place_checksummed(&mut self, offset: u64, parts: &[&[u8]]) -> Result<u32> {
+        latched_call!(self, self.inner.write_in_place_checksummed(offset, parts))
+    }
+
     fn start_in_place(
         &mut self,
         offset: u64,

@@ -20,6 +20,7 @@ pub mod latch;
 pub mod medium;
 pub mod memory;
 pub mod method;
+pub mod nt_crc;
 pub mod numa;
 pub mod process;
 pub mod replace;

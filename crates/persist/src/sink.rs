@@ -168,6 +168,15 @@ pub trait Sink: Send {
         write_each(self, offset, parts)
     }
 
+    /// `write_in_place`, returning the CRC-32C of the bytes written (of `parts`, back to back).
+    /// A method that copies with the CPU may take it from the registers its copy loads (nt: the
+    /// source is read from memory once, not once for the copy and again for the checksum); the
+    /// others write, then checksum `parts` as the CPU just left them in its cache.
+    fn write_in_place_checksummed(&mut self, offset: u64, parts: &[&[u8]]) -> Result<u32> {
+        self.write_in_place(offset, parts)?;
+        Ok(crate::crc::crc32c_in_cache(parts))
+    }
+
     /// `write_in_place` without its wait: a method with a queue (io_uring) returns once the
     /// writes are submitted, so one thread can keep several files' writes in flight; the others
     /// write before returning. `wait_in_place` then waits for them.
@@ -257,6 +266,9 @@ impl<S: Sink + ?Sized> Sink for Box<S> {
     }
     fn write_in_place(&mut self, offset: u64, parts: &[&[u8]]) -> Result<()> {
         (**self).write_in_place(offset, parts)
+    }
+    fn write_in_place_checksummed(&mut self, offset: u64, parts: &[&[u8]]) -> Result<u32> {
+        (**self).write_in_place_checksummed(offset, parts)
     }
     fn start_in_place(
         &mut self,

@@ -237,6 +237,61 @@ fn parts_written_in_place_read_back_and_are_released_on_return() {
     }
 }
 
+/// Whatever the method, the CRC that comes back with a write is the CRC-32C of the bytes the file
+/// holds afterwards: on `nt` taken from the copy's own registers (`nt_crc`), elsewhere from the
+/// parts after the write; through the latch the recorder wraps every sink in, too.
+#[test]
+fn a_checksummed_write_returns_the_crc_of_what_landed() {
+    use snbuf_persist::{AlignedBuf, Latched, Sink};
+    for method in methods_here() {
+        let dir = tempfile::tempdir_in(dir_for(method)).unwrap();
+        let path = dir.path().join("target.dat");
+        let mut sink = Latched::new(open(&SinkConfig::new(method, &path, 4 << 20)).unwrap());
+        let align = sink.report().alignment_bytes.max(512) as usize;
+        let mut ring = AlignedBuf::new(64 * align, PageSize::Small4K).unwrap();
+        ring.as_mut_slice()
+            .copy_from_slice(&pattern(11, 64 * align));
+        // Whole blocks that wrap around the ring's end: two parts.
+        let (head, tail) = ring.as_slice().split_at(40 * align);
+        let parts = [tail, &head[..8 * align]];
+        let crc = sink
+            .write_in_place_checksummed(0, &parts)
+            .unwrap_or_else(|e| panic!("{method}: {e}"));
+        let len = 32 * align;
+        let mut odd_crc = None;
+        // On memory also parts of any length at any offset (frames of 5568 B, the head and
+        // tail of the copy not on cache lines).
+        let odd = pattern(12, 3 * 5568 + 13);
+        if method.capabilities().mapped {
+            let got = sink
+                .write_in_place_checksummed(len as u64 + 7, &[&odd[..5568], &odd[5568..]])
+                .unwrap();
+            odd_crc = Some(got);
+        }
+        sink.persist().unwrap();
+        drop(sink);
+        let file = std::fs::read(&path).unwrap();
+        assert_eq!(
+            crc,
+            crc32c::crc32c(&file[..len]),
+            "{method}: CRC of the aligned parts"
+        );
+        assert_eq!(
+            crc,
+            crc32c::crc32c(&[tail, &head[..8 * align]].concat()),
+            "{method}"
+        );
+        if let Some(got) = odd_crc {
+            let at = len + 7;
+            assert!(
+                file[at..at + odd.len()] == odd[..],
+                "{method}: odd parts differ"
+            );
+            assert_eq!(got, crc32c::crc32c(&odd), "{method}: CRC of the odd parts");
+        }
+    }
+}
+
 /// A buffer the sinks may go on reading after `start_in_place` returned: they hold it.
 struct Held(snbuf_persist::AlignedBuf);
 

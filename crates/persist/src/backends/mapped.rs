@@ -31,6 +31,8 @@ enum Store {
         edge: FlushInstr,
         #[cfg(target_arch = "x86_64")]
         copy: crate::instructions::CopyNtFn,
+        /// The copy that also checksums, where the CPU has it (`write_in_place_checksummed`).
+        copy_crc: Option<crate::nt_crc::CopyNtCrcFn>,
     },
     Flush(FlushInstr),
     Plain,
@@ -76,6 +78,7 @@ impl MappedSink {
                         .ok_or_else(|| unsupported("no cache-line flush instruction"))?,
                     #[cfg(target_arch = "x86_64")]
                     copy: crate::instructions::copy_nt_fn(path),
+                    copy_crc: crate::nt_crc::copy_nt_crc_fn(),
                 }
             }
             Method::Clwb => Store::Flush(need(FlushInstr::Clwb)?),
@@ -124,10 +127,20 @@ impl MappedSink {
             }
         };
         let instruction_path = match store {
-            Store::Nt { path, edge, .. } => {
+            Store::Nt {
+                path,
+                edge,
+                copy_crc,
+                ..
+            } => {
                 notes.push(format!(
-                    "non-temporal stores use {path} (widest the CPU has); partial lines use {}",
-                    edge.name()
+                    "non-temporal stores use {path} (widest the CPU has); partial lines use {}; \
+                     the recorder's chunk CRC is {}",
+                    edge.name(),
+                    match copy_crc {
+                        Some(_) => "folded in as the copy loads (VPCLMULQDQ)",
+                        None => "taken after the copy (no AVX-512 VPCLMULQDQ)",
+                    }
                 ));
                 path.name().to_string()
             }
@@ -159,6 +172,19 @@ impl MappedSink {
     }
 }
 
+impl MappedSink {
+    /// Widens the range msync must cover at the next persist (where it is needed).
+    fn note_written(&mut self, off: usize, len: usize) {
+        if self.msync_at_persist {
+            let end = off + len;
+            self.dirty = Some(match self.dirty {
+                Some((lo, hi)) => (lo.min(off), hi.max(end)),
+                None => (off, end),
+            });
+        }
+    }
+}
+
 impl Sink for MappedSink {
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
         check_range(offset, data.len(), self.region_bytes)?;
@@ -183,14 +209,42 @@ impl Sink for MappedSink {
                 }
             }
         }
-        if self.msync_at_persist {
-            let end = off + data.len();
-            self.dirty = Some(match self.dirty {
-                Some((lo, hi)) => (lo.min(off), hi.max(end)),
-                None => (off, end),
-            });
-        }
+        self.note_written(off, data.len());
         Ok(())
+    }
+
+    fn write_in_place_checksummed(&mut self, offset: u64, parts: &[&[u8]]) -> Result<u32> {
+        #[cfg(target_arch = "x86_64")]
+        if let Store::Nt {
+            copy_crc: Some(copy_crc),
+            edge,
+            ..
+        } = self.store
+        {
+            let len: usize = parts.iter().map(|p| p.len()).sum();
+            check_range(offset, len, self.region_bytes)?;
+            let mut off = offset as usize;
+            let mut crc = 0;
+            for part in parts {
+                // SAFETY: [offset, offset + len) is inside the mapping (checked above) and the
+                // parts, back to back, fill it; `parts` are other memory than the mapping's
+                // region being written; the CPU has the routine's features (chosen at open).
+                crc = unsafe {
+                    copy_crc(
+                        self.map.as_ptr().add(off),
+                        part.as_ptr(),
+                        part.len(),
+                        edge,
+                        crc,
+                    )
+                };
+                off += part.len();
+            }
+            self.note_written(offset as usize, len);
+            return Ok(crc);
+        }
+        self.write_in_place(offset, parts)?;
+        Ok(crate::crc::crc32c_in_cache(parts))
     }
 
     fn persist(&mut self) -> Result<()> {
