@@ -84,7 +84,9 @@ pub struct RecordArgs {
     /// the second, wrapping around (so on 0,1 they alternate between 1 and 0).
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
-    /// Page size of the latency buffers: 4KiB (default) or 2MiB.
+    /// Page size of the latency buffers (and of mapped outputs): 2MiB (default: huge pages from
+    /// the hugetlbfs pool, else transparent huge pages; the summary says what the kernel
+    /// granted) or 4KiB.
     #[arg(long, value_name = "SIZE", value_parser = parse_page_size)]
     pub page_size: Option<u64>,
     /// Replay a DUNE raw recording (frames back to back, as DUNE's readout writes
