@@ -213,19 +213,18 @@ pub fn run(
     // Fused in registers, where the CPU has it (the recorder's nt path): each 64-byte load is
     // streamed out and folded into the CRC by carry-less multiplication, the source prefetched
     // ahead; every byte is read from memory once.
-    if let Some(copy_crc) = snbuf_persist::nt_crc::copy_nt_crc_fn() {
-        let edge = snbuf_persist::cpu::CpuFeatures::detect()
-            .best_flush()
-            .expect("x86-64 has CLFLUSH");
+    let edge = snbuf_persist::cpu::CpuFeatures::detect().best_flush();
+    for (routine, copy_crc) in snbuf_persist::nt_crc::routines_here() {
+        let edge = edge.expect("x86-64 has CLFLUSH");
         variants.push((
-            "fused in registers: each 64 B load folded into the CRC as it streams out (the \
-             recorder's nt path)"
-                .into(),
+            format!(
+                "fused in registers ({routine}): each load folded into the CRC as it streams out"
+            ),
             chunks_want,
             Box::new(move |d: &mut [u8], s: &[u8]| {
                 assert_eq!(d.len(), s.len());
                 // SAFETY: `d` and `s` are whole, distinct chunks of the two buffers; the CPU
-                // has the routine's features (copy_nt_crc_fn) and `edge`.
+                // has the routine's features (routines_here) and `edge`.
                 unsafe { copy_crc(d.as_mut_ptr(), s.as_ptr(), s.len(), edge, 0) }
             }),
         ));
@@ -289,7 +288,7 @@ pub fn run(
 
 /// Steps `run` reports, for a progress bar.
 pub fn steps(config: &ChecksumConfig) -> u64 {
-    let in_registers = usize::from(snbuf_persist::nt_crc::copy_nt_crc_fn().is_some());
+    let in_registers = snbuf_persist::nt_crc::routines_here().len();
     (IMPLEMENTATIONS.len() + 2 + in_registers + 2 * config.fused_block_bytes.len()) as u64
 }
 
@@ -309,7 +308,7 @@ mod tests {
         assert_eq!(seen, steps(&config));
         // Each implementation in cache and from DRAM; copy alone; copy then CRC; fused in
         // registers where the CPU can; two fused orders.
-        let in_registers = usize::from(snbuf_persist::nt_crc::copy_nt_crc_fn().is_some());
+        let in_registers = snbuf_persist::nt_crc::routines_here().len();
         assert_eq!(results.len(), 2 * IMPLEMENTATIONS.len() + 4 + in_registers);
         for r in &results {
             assert!(r.bytes > 0 && r.wall_s > 0.0, "{r:?}");

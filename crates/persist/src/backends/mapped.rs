@@ -139,7 +139,7 @@ impl MappedSink {
                     edge.name(),
                     match copy_crc {
                         Some(_) => "folded in as the copy loads (VPCLMULQDQ)",
-                        None => "taken after the copy (no AVX-512 VPCLMULQDQ)",
+                        None => "taken after the copy (no VPCLMULQDQ)",
                     }
                 ));
                 path.name().to_string()
