@@ -8,6 +8,11 @@
 //! next, after dropping the dirty pages. Wrapped in `Latched` (as `inject` does), the sink must
 //! never report success after it; the tests check that nothing written before the failure and
 //! after the last good persist is ever acknowledged.
+//!
+//! A write the recorder starts in place (io_uring: from the latency buffer, left in flight)
+//! goes to the backend's queue as without faults, and a `Write` fault it crosses is reported
+//! when it completes, as the kernel reports an I/O error on a request already under way. Faults
+//! that act per write (`Slow`, `LateFlush`) take the synchronous path instead.
 
 use std::time::{Duration, Instant};
 
@@ -167,6 +172,8 @@ pub struct Faulty<S> {
     since: Option<Instant>,
     /// `LateFlush`: a persist was acknowledged and not yet done (it is, before the next write).
     flush_owed: bool,
+    /// A write started in place crossed a `Write` fault: its completion reports this errno.
+    failed_completion: Option<i32>,
 }
 
 /// Wraps `sink` with `faults` and latches its first failure, as `open` does for a backend.
@@ -178,10 +185,29 @@ pub fn inject<S: Sink>(sink: S, faults: Vec<FaultKind>) -> Latched<Faulty<S>> {
         persists: 0,
         since: None,
         flush_owed: false,
+        failed_completion: None,
     })
 }
 
 impl<S: Sink> Faulty<S> {
+    /// The errno of the first `Write` fault a write ending at `end` bytes crosses.
+    fn write_fault(&self, end: u64) -> Option<i32> {
+        self.faults.iter().find_map(|f| match *f {
+            FaultKind::Write { errno, after_bytes } if end > after_bytes => Some(errno),
+            _ => None,
+        })
+    }
+
+    /// Whether writes started in place go to the backend's own queue (io_uring keeps them in
+    /// flight): yes, unless a fault acts per write (pacing, a flush owed before the next
+    /// write), which `write_at` applies.
+    fn queues_in_place(&self) -> bool {
+        !self
+            .faults
+            .iter()
+            .any(|f| matches!(f, FaultKind::Slow { .. } | FaultKind::LateFlush))
+    }
+
     fn injected(&self, op: &'static str, errno: i32) -> PersistError {
         PersistError::io(
             op,
@@ -194,12 +220,8 @@ impl<S: Sink> Faulty<S> {
 impl<S: Sink> Sink for Faulty<S> {
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
         let end = self.written_bytes + data.len() as u64;
-        for f in &self.faults {
-            if let FaultKind::Write { errno, after_bytes } = *f {
-                if end > after_bytes {
-                    return Err(self.injected("write (injected fault)", errno));
-                }
-            }
+        if let Some(errno) = self.write_fault(end) {
+            return Err(self.injected("write (injected fault)", errno));
         }
         if std::mem::take(&mut self.flush_owed) {
             self.inner.persist()?;
@@ -220,7 +242,41 @@ impl<S: Sink> Sink for Faulty<S> {
         Ok(())
     }
 
+    /// Started on the backend's own queue, and a `Write` fault it crosses reported when it
+    /// completes (`wait_in_place`), as the kernel reports an I/O error: the request was in
+    /// flight, and what it left on the medium is unknown.
+    fn start_in_place(
+        &mut self,
+        offset: u64,
+        parts: &[&[u8]],
+        held: &std::sync::Arc<dyn crate::sink::HeldMemory>,
+    ) -> Result<()> {
+        if !self.queues_in_place() {
+            return self.write_in_place(offset, parts);
+        }
+        let end = self.written_bytes + parts.iter().map(|p| p.len() as u64).sum::<u64>();
+        self.inner.start_in_place(offset, parts, held)?;
+        self.written_bytes = end;
+        if let Some(errno) = self.write_fault(end) {
+            self.failed_completion.get_or_insert(errno);
+        }
+        Ok(())
+    }
+
+    fn wait_in_place(&mut self) -> Result<()> {
+        // Waited for whatever happens: the caller may reuse the memory once this returns.
+        let waited = self.inner.wait_in_place();
+        if let Some(errno) = self.failed_completion.take() {
+            return Err(self.injected("write completion (injected fault)", errno));
+        }
+        waited
+    }
+
     fn persist(&mut self) -> Result<()> {
+        // A failed write is never made durable as if it had worked.
+        if let Some(errno) = self.failed_completion.take() {
+            return Err(self.injected("write completion (injected fault)", errno));
+        }
         for f in &self.faults {
             if let FaultKind::Persist { after_persists } = *f {
                 if self.persists == after_persists {
@@ -355,6 +411,52 @@ mod tests {
             back.iter().all(|&b| b != 9),
             "the failed write left no data"
         );
+    }
+
+    /// Memory a queued write may go on reading: kept by the sink until the write is over.
+    struct Held(crate::AlignedBuf);
+
+    impl crate::sink::HeldMemory for Held {
+        fn address_range(&self) -> std::ops::Range<usize> {
+            let start = self.0.as_slice().as_ptr() as usize;
+            start..start + self.0.len()
+        }
+    }
+
+    #[test]
+    fn a_write_started_in_place_fails_when_it_completes_and_stays_failed() {
+        let methods = [Method::Uring, Method::Direct, Method::Buffered];
+        for method in methods
+            .into_iter()
+            .filter(|m| *m != Method::Uring || crate::backends::uring::available().is_ok())
+        {
+            let dir = tempfile::tempdir().unwrap();
+            let sink = open(&SinkConfig::new(method, dir.path().join("f"), 1 << 20)).unwrap();
+            let mut s = inject(
+                sink,
+                vec![FaultKind::Write {
+                    errno: libc::EIO,
+                    after_bytes: 8192,
+                }],
+            );
+            let mut buf = crate::AlignedBuf::new(16384, crate::PageSize::Small4K).unwrap();
+            buf.as_mut_slice().fill(7);
+            let held: std::sync::Arc<dyn crate::sink::HeldMemory> = std::sync::Arc::new(Held(buf));
+            let range = held.address_range();
+            // SAFETY: the range is the held buffer's, alive as long as `held`, and nothing
+            // writes it while these slices exist.
+            let bytes = unsafe { std::slice::from_raw_parts(range.start as *const u8, 16384) };
+            s.start_in_place(0, &[&bytes[..8192]], &held).unwrap();
+            s.wait_in_place().unwrap();
+            // Crossing the fault: accepted at submission, failed at completion.
+            s.start_in_place(8192, &[&bytes[8192..]], &held)
+                .unwrap_or_else(|e| panic!("{method}: refused at submission: {e}"));
+            let e = s.wait_in_place().unwrap_err();
+            assert!(e.to_string().contains("write completion"), "{method}: {e}");
+            // Never made durable, never written again as if it had worked.
+            s.persist().unwrap_err();
+            s.start_in_place(0, &[&bytes[..4096]], &held).unwrap_err();
+        }
     }
 
     /// A real sink that counts the persists reaching it.
