@@ -355,3 +355,42 @@ fn writes_and_persists_started_on_two_files_land_once_finished() {
         }
     }
 }
+
+/// A sink dropped and its file removed: the file system has the space back at once. (io_uring
+/// holds the file through its registered-file table, released by the kernel later unless the
+/// sink unregisters it: the room a burst found right after removing a preparation that did not
+/// fit came out a fraction of the disk's real room.)
+#[test]
+fn a_dropped_sinks_file_gives_its_space_back_at_once() {
+    const FILE_BYTES: u64 = 1 << 30;
+    // Other tests write beside this one; a held file would keep all of FILE_BYTES.
+    const SLACK_BYTES: u64 = 128 << 20;
+    for method in methods_here()
+        .into_iter()
+        .filter(|m| !m.capabilities().mapped)
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let free = || snbuf_persist::medium::free_bytes(dir.path()).unwrap();
+        if free() < 4 * FILE_BYTES {
+            eprintln!("skip {method}: less than 4 GiB free in the temp dir");
+            continue;
+        }
+        let before = free();
+        let path = dir.path().join("target.dat");
+        let mut sink = open(&SinkConfig::new(method, &path, FILE_BYTES)).unwrap();
+        sink.write_at(0, &pattern(3, 4096)).unwrap();
+        sink.persist().unwrap();
+        assert!(
+            free() + FILE_BYTES - SLACK_BYTES < before,
+            "{method}: the file was allocated"
+        );
+        drop(sink);
+        std::fs::remove_file(&path).unwrap();
+        let after = free();
+        assert!(
+            after + SLACK_BYTES >= before,
+            "{method}: {} MiB not given back",
+            (before - after) >> 20
+        );
+    }
+}

@@ -1,7 +1,7 @@
 //! Each link's file of a burst: how large (the window's chunks plus slack), and opened through
 //! the persistence engine with the unit's method, page size and injected faults.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use snbuf_burst::chunk::stride_for;
 use snbuf_persist::fault::{inject, FaultKind};
@@ -85,8 +85,8 @@ fn memory_room_for_each_link(config: &RecordConfig, stride: u64) -> Option<u64> 
 
 /// Bytes of file each link can have on the outputs' file systems now (a whole number of chunk
 /// strides and pages), keeping a twentieth of each one's free space for the manifest and other
-/// files: the least any output can give each of its links.
-pub(crate) fn disk_room_for_each_link(config: &RecordConfig, stride: u64) -> u64 {
+/// files: the least any output can give each of its links, and that output.
+pub(crate) fn disk_room_for_each_link(config: &RecordConfig, stride: u64) -> (u64, PathBuf) {
     let outputs = config.outputs();
     let n = outputs.len() as u64;
     let links = config.links as u64;
@@ -97,11 +97,11 @@ pub(crate) fn disk_room_for_each_link(config: &RecordConfig, stride: u64) -> u64
             // Links i with i mod n == k.
             let on_this = (links + n - 1 - k as u64) / n;
             let free = snbuf_persist::medium::free_bytes(o).unwrap_or(0);
-            free / 20 * 19 / on_this.max(1)
+            (free / 20 * 19 / on_this.max(1), o)
         })
-        .min()
-        .map(|b| whole_strides_and_pages(config, b, stride))
-        .unwrap_or(0)
+        .min_by_key(|&(room, _)| room)
+        .map(|(b, o)| (whole_strides_and_pages(config, b, stride), o.clone()))
+        .unwrap_or((0, config.output_dir.clone()))
 }
 
 fn whole_strides_and_pages(config: &RecordConfig, bytes: u64, stride: u64) -> u64 {

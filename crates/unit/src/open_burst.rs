@@ -55,7 +55,12 @@ pub(crate) fn open_burst(
     match prepared {
         Some(p) if p.region_bytes >= plan.region_bytes && p.burst.fits(&spec) => {
             if p.region_bytes < plan.wanted_bytes {
-                say_window_cut(config, p.region_bytes, plan.wanted_bytes, Limit::Memory);
+                say_window_cut(
+                    &config.output_dir,
+                    p.region_bytes,
+                    plan.wanted_bytes,
+                    Limit::Memory,
+                );
             }
             return Ok(OpenedBurst {
                 burst: p.burst.start(spec)?,
@@ -72,7 +77,12 @@ pub(crate) fn open_burst(
                 dir: config.output_dir.clone(),
             });
         }
-        say_window_cut(config, plan.region_bytes, plan.wanted_bytes, limit);
+        say_window_cut(
+            &config.output_dir,
+            plan.region_bytes,
+            plan.wanted_bytes,
+            limit,
+        );
     }
     let stride = plan.stride_bytes;
     let mut survives = true;
@@ -91,13 +101,13 @@ pub(crate) fn open_burst(
             cause: PersistError::NoSpace { .. },
             ..
         }) => {
-            let fits = disk_room_for_each_link(config, stride);
+            let (fits, tightest) = disk_room_for_each_link(config, stride);
             if fits == 0 {
                 return Err(RecordError::NoSpace {
                     dir: config.output_dir.clone(),
                 });
             }
-            say_window_cut(config, fits, plan.wanted_bytes, Limit::Disk);
+            say_window_cut(&tightest, fits, plan.wanted_bytes, Limit::Disk);
             create(fits)?
         }
         other => other?,
@@ -110,7 +120,7 @@ pub(crate) fn open_burst(
 }
 
 /// Tells the operator, once per burst, that the window does not fit and what happens instead.
-fn say_window_cut(config: &RecordConfig, fits: u64, wanted: u64, limit: Limit) {
+fn say_window_cut(dir: &std::path::Path, fits: u64, wanted: u64, limit: Limit) {
     let why = match limit {
         Limit::Memory => "is memory (tmpfs): its pages are RAM, and memory has",
         Limit::Disk => "has",
@@ -119,7 +129,7 @@ fn say_window_cut(config: &RecordConfig, fits: u64, wanted: u64, limit: Limit) {
         std::io::stderr(),
         "snbuf: {} {why} room for {} per link of the {} this window needs; each link stops \
          when its share is full and the rest of its window is counted lost",
-        config.output_dir.display(),
+        dir.display(),
         snbuf_units::Bytes(fits),
         snbuf_units::Bytes(wanted)
     );

@@ -638,6 +638,12 @@ impl Drop for UringSink {
             // Requests the kernel never reported done may still read the held memory: it is
             // never freed rather than freed under them.
             std::mem::forget(std::mem::take(&mut self.held));
+        } else if self.registered_file {
+            // The ring's reference to the file goes now, not when the kernel gets round to
+            // tearing the ring down (a workqueue, later): a file removed after this sink is
+            // dropped gives its space back at once, and the room a burst finds right after
+            // removing a preparation that did not fit is the disk's real room.
+            let _ = self.ring.submitter().unregister_files();
         }
     }
 }
