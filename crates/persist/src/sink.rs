@@ -46,6 +46,21 @@ pub struct SinkConfig {
     /// page fault. Costs time in proportion to the region: the benchmark wants it, a recorder
     /// opening a burst at trigger time may not.
     pub populate: bool,
+    /// The memory in-place writes will come from (a latency buffer's ring), where the method
+    /// can register it with the kernel ahead of the writes (io_uring fixed buffers: its pages
+    /// are pinned once, not per request). None: no such memory, or not worth registering.
+    pub source: Option<SourceMemory>,
+}
+
+/// The memory `SinkConfig::source` names, kept allocated by the sink that registered it.
+#[derive(Clone)]
+pub struct SourceMemory(pub Arc<dyn HeldMemory>);
+
+impl std::fmt::Debug for SourceMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let r = self.0.address_range();
+        write!(f, "SourceMemory({:#x}..{:#x})", r.start, r.end)
+    }
 }
 
 impl SinkConfig {
@@ -61,6 +76,7 @@ impl SinkConfig {
             sync_mode: SyncMode::Fdatasync,
             prefault: true,
             populate: true,
+            source: None,
         }
     }
 }

@@ -394,3 +394,61 @@ fn a_dropped_sinks_file_gives_its_space_back_at_once() {
         );
     }
 }
+
+/// Memory that claims addresses nothing is mapped at: the kernel refuses to register it.
+struct Unmapped;
+
+impl snbuf_persist::sink::HeldMemory for Unmapped {
+    fn address_range(&self) -> std::ops::Range<usize> {
+        // The bottom of the address space is never mapped (mmap_min_addr).
+        4096..4096 + (2 << 20)
+    }
+}
+
+/// io_uring writes a latency buffer it registered ahead (fixed buffers) and reads back what was
+/// written, wrapped parts included; a source the kernel refuses is said so in the notes and the
+/// writes still land, from where they lie.
+#[test]
+fn io_uring_writes_from_a_registered_source_or_says_why_not() {
+    use snbuf_persist::backends::uring::SOURCE_NOT_REGISTERED;
+    use snbuf_persist::sink::{HeldMemory, SourceMemory};
+    use snbuf_persist::AlignedBuf;
+    if let Err(why) = snbuf_persist::backends::uring::available() {
+        eprintln!("skip: {why}");
+        return;
+    }
+    let mut ring = AlignedBuf::new(64 << 12, PageSize::Small4K).unwrap();
+    ring.as_mut_slice().copy_from_slice(&pattern(21, 64 << 12));
+    let held: std::sync::Arc<dyn HeldMemory> = std::sync::Arc::new(Held(ring));
+    let range = held.address_range();
+    // SAFETY: the ring's memory, alive as long as `held`; nothing writes it while this exists.
+    let bytes = unsafe { std::slice::from_raw_parts(range.start as *const u8, range.len()) };
+    let parts = [&bytes[48 << 12..], &bytes[..8 << 12]];
+    let expected = [parts[0], parts[1]].concat();
+    let sources: [std::sync::Arc<dyn HeldMemory>; 2] =
+        [held.clone(), std::sync::Arc::new(Unmapped)];
+    for (registered, source) in [true, false].into_iter().zip(sources) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("target.dat");
+        let mut config = SinkConfig::new(Method::Uring, &path, 4 << 20);
+        config.source = Some(SourceMemory(source));
+        let mut sink = open(&config).unwrap();
+        let notes = sink.report().notes.join("; ");
+        assert_eq!(
+            !notes.contains(SOURCE_NOT_REGISTERED),
+            registered,
+            "{notes}"
+        );
+        sink.start_in_place(0, &parts, &held).unwrap();
+        sink.wait_in_place().unwrap();
+        sink.write_in_place(24 << 12, &[&bytes[..4 << 12]]).unwrap();
+        sink.persist().unwrap();
+        drop(sink);
+        let file = std::fs::read(&path).unwrap();
+        assert!(file[..24 << 12] == expected[..], "registered {registered}");
+        assert!(
+            file[24 << 12..28 << 12] == bytes[..4 << 12],
+            "registered {registered}"
+        );
+    }
+}

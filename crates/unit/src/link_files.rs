@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use snbuf_burst::chunk::stride_for;
 use snbuf_persist::fault::{inject, FaultKind};
+use snbuf_persist::sink::SourceMemory;
 use snbuf_persist::{open, PersistError, Sink, SinkConfig};
 
 use crate::config::RecordConfig;
@@ -109,6 +110,19 @@ fn whole_strides_and_pages(config: &RecordConfig, bytes: u64, stride: u64) -> u6
     bytes / stride * stride / page * page
 }
 
+/// Tells the operator, once per process, that a latency buffer could not be registered with
+/// io_uring and why (the writes still work; the kernel pins their pages per request instead).
+fn say_once_if_source_not_registered(report: &snbuf_persist::SinkReport) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static SAID: AtomicBool = AtomicBool::new(false);
+    let not = snbuf_persist::backends::uring::SOURCE_NOT_REGISTERED;
+    if let Some(note) = report.notes.iter().find(|n| n.starts_with(not)) {
+        if !SAID.swap(true, Ordering::Relaxed) {
+            eprintln!("snbuf: {note}");
+        }
+    }
+}
+
 /// The largest chunk payload: `chunk_frames` whole frames.
 pub(crate) fn max_payload_bytes(config: &RecordConfig) -> usize {
     config.chunk_frames as usize * config.frame_type.frame_bytes() as usize
@@ -123,13 +137,17 @@ pub(crate) fn open_link_sink(
     region_bytes: u64,
     stride: u64,
     populate: bool,
+    source: Option<SourceMemory>,
 ) -> Result<Box<dyn Sink>, PersistError> {
     let mut c = SinkConfig::new(config.method, path, region_bytes);
+    // The link's latency buffer, which its chunks are written from (io_uring registers it).
+    c.source = source;
     c.max_io_bytes = stride as usize;
     c.page_size = config.page_size;
     c.sync_mode = config.sync_mode;
     c.populate = populate;
     let sink = open(&c)?;
+    say_once_if_source_not_registered(sink.report());
     let faults: Vec<FaultKind> = config
         .faults
         .iter()

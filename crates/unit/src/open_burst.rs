@@ -6,6 +6,7 @@
 use std::io::Write as _;
 
 use snbuf_burst::{BurstError, BurstSpec, BurstWriter, FrameInfo, LinkIdentity, TriggerInfo};
+use snbuf_persist::sink::SourceMemory;
 use snbuf_persist::{PersistError, Sink};
 
 use crate::config::RecordConfig;
@@ -31,6 +32,7 @@ pub(crate) fn open_burst(
     window: &TriggerInfo,
     identities: Vec<LinkIdentity>,
     prepared: Option<Prepared>,
+    sources: &[SourceMemory],
 ) -> Result<OpenedBurst, RecordError> {
     let ft = config.frame_type;
     let tpf = ft.ticks_per_frame();
@@ -91,7 +93,8 @@ pub(crate) fn open_burst(
         BurstWriter::create_on(&config.outputs(), spec.clone(), |link, path| {
             // Reserve the space, but do not populate page tables now: that costs time in
             // proportion to the window, and the pre-trigger data is ageing.
-            let sink = open_link_sink(config, link, path, region, stride, false)?;
+            let source = sources.get(link as usize).cloned();
+            let sink = open_link_sink(config, link, path, region, stride, false, source)?;
             survives &= sink.report().durability.survives_power_loss();
             Ok(sink)
         })

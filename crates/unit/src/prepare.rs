@@ -12,6 +12,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use snbuf_burst::PreparedBurst;
+use snbuf_persist::sink::SourceMemory;
 use snbuf_persist::Sink;
 
 use crate::config::RecordConfig;
@@ -37,14 +38,21 @@ pub(crate) enum NextBurst {
 }
 
 impl NextBurst {
-    /// Starts preparing a burst for windows of `pre + post` (replacing any preparation).
-    pub fn start(&mut self, config: &RecordConfig, pre: Duration, post: Duration) {
+    /// Starts preparing a burst for windows of `pre + post` (replacing any preparation); each
+    /// link's chunks will come from its `sources` entry (its latency buffer).
+    pub fn start(
+        &mut self,
+        config: &RecordConfig,
+        pre: Duration,
+        post: Duration,
+        sources: Vec<SourceMemory>,
+    ) {
         self.take();
         let config = config.clone();
         let frames = ((pre + post).as_secs_f64() * config.frames_per_s_per_link).ceil() as u64 + 1;
         let spawned = std::thread::Builder::new()
             .name("snbuf-prepare".into())
-            .spawn(move || prepare(&config, frames));
+            .spawn(move || prepare(&config, frames, &sources));
         // Without a thread the trigger opens its own files, as when nothing was prepared.
         if let Ok(h) = spawned {
             *self = NextBurst::Preparing(h);
@@ -74,7 +82,11 @@ impl NextBurst {
     }
 }
 
-fn prepare(config: &RecordConfig, window_frames: u64) -> Result<Prepared, RecordError> {
+fn prepare(
+    config: &RecordConfig,
+    window_frames: u64,
+    sources: &[SourceMemory],
+) -> Result<Prepared, RecordError> {
     let plan = link_region(config, window_frames);
     let (region_bytes, stride) = (plan.region_bytes, plan.stride_bytes);
     if region_bytes == 0 {
@@ -91,7 +103,8 @@ fn prepare(config: &RecordConfig, window_frames: u64) -> Result<Prepared, Record
         config.frame_type.frame_bytes(),
         max_payload_bytes(config),
         |link, path| {
-            let sink = open_link_sink(config, link, path, region_bytes, stride, true)?;
+            let source = sources.get(link as usize).cloned();
+            let sink = open_link_sink(config, link, path, region_bytes, stride, true, source)?;
             survives_power_loss &= sink.report().durability.survives_power_loss();
             Ok(sink)
         },

@@ -110,7 +110,7 @@ impl Unit {
         // Prepared after the buffers hold their memory: on a memory-backed output the burst's
         // files are sized to what is left.
         let mut next = NextBurst::default();
-        next.start(config, config.pre, config.post);
+        next.start(config, config.pre, config.post, sources_of(&buffers));
         let buffer_memory_bytes: u64 = buffers.iter().map(|b| b.memory_bytes()).sum();
         let buffer_page_bytes = buffers[0]
             .pages_obtained()
@@ -148,6 +148,7 @@ impl Unit {
             &self.config,
             self.config.pre,
             self.config.post,
+            sources_of(&self.buffers),
         );
     }
 
@@ -314,7 +315,8 @@ impl Unit {
         let window = self.window(at, pre, post)?;
         let prepared = self.next.lock().expect("next burst").take();
         let identities = self.link_identities();
-        let opened = open_burst(config, burst_id, &window, identities, prepared)?;
+        let sources = sources_of(&self.buffers);
+        let opened = open_burst(config, burst_id, &window, identities, prepared, &sources)?;
         let (seal, link_writers) = opened.burst.split();
 
         let trigger_instant = Instant::now();
@@ -506,6 +508,14 @@ impl Unit {
             next.take();
         }
     }
+}
+
+/// Each link's latency buffer, as the memory its chunks are written from.
+fn sources_of(buffers: &[LatencyBuffer]) -> Vec<snbuf_persist::sink::SourceMemory> {
+    buffers
+        .iter()
+        .map(|b| snbuf_persist::sink::SourceMemory(b.held_memory()))
+        .collect()
 }
 
 impl Drop for Unit {

@@ -12,6 +12,7 @@ pub mod mapped;
 #[cfg(feature = "pmdk")]
 pub mod pmdk;
 pub mod uring;
+mod uring_buffers;
 
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;

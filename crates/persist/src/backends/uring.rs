@@ -4,16 +4,19 @@
 //! the kernel when RLIMIT_MEMLOCK allows, so the pages are not pinned per request), and the file
 //! is registered too. `start_in_place` instead submits aligned parts from the caller's memory (a
 //! latency buffer's slots: no copy by the CPU), and `wait_in_place` waits for them, so one
-//! thread can keep several links' files busy; `write_in_place` is both. Those are
-//! plain requests, whose pages the kernel pins per request: registering a latency buffer would
-//! pin all of it (gigabytes) when the burst opens, at the trigger, delaying its first write, to
-//! save a page walk of microseconds per MiB (measured on 2 MiB-page rings: the per-request
-//! pinning, `bio_iov_iter_get_pages`, was 6% of the writer's and io_uring workers' cycles,
-//! about 0.002 core-s/GiB; BENCHMARKS.md). Completions arrive in any order, so a persist point first waits for every
-//! write it covers to complete and only then submits the fdatasync: an fsync submitted beside
-//! in-flight writes is not ordered after them (`start_persist` submits it, `finish_persist` reaps
-//! it: several files' flushes in flight from one thread). Short completions are resubmitted for the rest; an
-//! error completion fails the sink (and the latch keeps it failed).
+//! thread can keep several links' files busy; `write_in_place` is both.
+//!
+//! The memory those writes come from (`SinkConfig::source`, the link's latency buffer) is
+//! registered too when given, up to the kernel's 1 GiB per buffer and as RLIMIT_MEMLOCK allows
+//! (a note says when not): its pages are pinned once, when the sink opens (ahead of a trigger,
+//! as the unit prepares its bursts), rather than per request. Measured on 2 MiB-page rings, the
+//! per-request pinning was 6% of the writer's and io_uring workers' cycles (BENCHMARKS.md).
+//!
+//! Completions arrive in any order, so a persist point first waits for every write it covers to
+//! complete and only then submits the fdatasync: an fsync submitted beside in-flight writes is
+//! not ordered after them (`start_persist` submits it, `finish_persist` reaps it: several
+//! files' flushes in flight from one thread). Short completions are resubmitted for the rest;
+//! an error completion fails the sink (and the latch keeps it failed).
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -22,6 +25,8 @@ use std::time::Instant;
 
 use io_uring::{opcode, squeue, types, IoUring};
 
+pub use crate::backends::uring_buffers::SOURCE_NOT_REGISTERED;
+use crate::backends::uring_buffers::{register_buffers, SOURCE_BUFFER_INDEX};
 use crate::backends::{align_up, check_aligned, check_range, open_target};
 use crate::error::{PersistError, Result};
 use crate::medium;
@@ -33,7 +38,6 @@ const FSYNC_TAG: u64 = u64::MAX;
 const READ_TAG: u64 = u64::MAX - 1;
 /// Bound on completion latencies kept between drains (the caller drains after every write).
 const MAX_PENDING_LATENCIES: usize = 1 << 16;
-/// The kernel caps a registered buffer at 1 GiB; stay well inside it.
 const MAX_QUEUE_DEPTH: u32 = 4096;
 
 /// io_uring cannot be used by this process.
@@ -85,6 +89,9 @@ pub struct UringSink {
     fsync_result: Option<i32>,
     /// The owners of caller memory that requests in flight read (`start_in_place`).
     held: Vec<Arc<dyn HeldMemory>>,
+    /// `SinkConfig::source` when registered as buffer `SOURCE_BUFFER_INDEX`: its addresses, and
+    /// its owner, kept until the ring (declared first, so dropped first) no longer has it.
+    source: Option<(std::ops::Range<usize>, Arc<dyn HeldMemory>)>,
     report: SinkReport,
 }
 
@@ -113,7 +120,8 @@ impl UringSink {
         let mut notes = vec![format!(
             "queue depth {qd}, O_DIRECT alignment {alignment_bytes} B"
         )];
-        let registered_buffers = register_buffers(&ring, &slots, &mut notes);
+        let (registered_buffers, source) =
+            register_buffers(&ring, &slots, config.source.as_ref(), &mut notes);
         let registered_file = match ring.submitter().register_files(&[file.as_raw_fd()]) {
             Ok(()) => true,
             Err(e) => {
@@ -150,6 +158,7 @@ impl UringSink {
             fsync_in_flight: false,
             fsync_result: None,
             held: Vec::new(),
+            source,
             report: SinkReport {
                 method: config.method,
                 path: config.path.clone(),
@@ -178,13 +187,26 @@ impl UringSink {
         let fd = self.file.as_raw_fd();
         if f.source_addr != 0 {
             let ptr = (f.source_addr as *const u8).wrapping_add(f.done);
-            let sqe = if self.registered_file {
-                opcode::Write::new(types::Fixed(0), ptr, len)
-            } else {
-                opcode::Write::new(types::Fd(fd), ptr, len)
-            }
-            .offset(offset)
-            .build();
+            let (start, end) = (ptr as usize, ptr as usize + len as usize);
+            let registered = self
+                .source
+                .as_ref()
+                .is_some_and(|(r, _)| r.start <= start && end <= r.end);
+            let i = SOURCE_BUFFER_INDEX;
+            let sqe = match (registered, self.registered_file) {
+                (true, true) => opcode::WriteFixed::new(types::Fixed(0), ptr, len, i)
+                    .offset(offset)
+                    .build(),
+                (true, false) => opcode::WriteFixed::new(types::Fd(fd), ptr, len, i)
+                    .offset(offset)
+                    .build(),
+                (false, true) => opcode::Write::new(types::Fixed(0), ptr, len)
+                    .offset(offset)
+                    .build(),
+                (false, false) => opcode::Write::new(types::Fd(fd), ptr, len)
+                    .offset(offset)
+                    .build(),
+            };
             return self.push(sqe.user_data(slot as u64));
         }
         let ptr = self.slot_ptr(slot).wrapping_add(f.done);
@@ -385,46 +407,6 @@ impl UringSink {
             pos += part.len() as u64;
         }
         submitted
-    }
-}
-
-/// Registers the slot buffer, raising RLIMIT_MEMLOCK's soft limit to its hard limit first if
-/// needed (pinned pages count against it). If that is still too small, plain writes are used and
-/// the note says why: the method stays correct, only a little slower.
-fn register_buffers(ring: &IoUring, slots: &AlignedBuf, notes: &mut Vec<String>) -> bool {
-    let need = slots.len() as u64;
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: plain syscalls on a local struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) == 0
-            && lim.rlim_cur < need
-            && lim.rlim_max > lim.rlim_cur
-        {
-            let raised = libc::rlimit {
-                rlim_cur: lim.rlim_max,
-                rlim_max: lim.rlim_max,
-            };
-            libc::setrlimit(libc::RLIMIT_MEMLOCK, &raised);
-        }
-    }
-    let iov = libc::iovec {
-        iov_base: slots.as_ptr() as *mut libc::c_void,
-        iov_len: slots.len(),
-    };
-    // SAFETY: the buffer lives as long as the sink, which unregisters it implicitly by dropping
-    // the ring first (field order) after waiting for in-flight requests.
-    match unsafe { ring.submitter().register_buffers(&[iov]) } {
-        Ok(()) => true,
-        Err(e) => {
-            notes.push(format!(
-                "registered buffers unavailable ({e}; {} B needed, RLIMIT_MEMLOCK {} B): using plain writes",
-                need, lim.rlim_cur
-            ));
-            false
-        }
     }
 }
 
