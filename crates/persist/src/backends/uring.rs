@@ -185,42 +185,30 @@ impl UringSink {
         let len = (f.len - f.done) as u32;
         let offset = f.file_offset + f.done as u64;
         let fd = self.file.as_raw_fd();
-        if f.source_addr != 0 {
+        // From the caller's memory (registered if it lies in the source), or from a slot.
+        let (ptr, buffer) = if f.source_addr != 0 {
             let ptr = (f.source_addr as *const u8).wrapping_add(f.done);
             let (start, end) = (ptr as usize, ptr as usize + len as usize);
             let registered = self
                 .source
                 .as_ref()
                 .is_some_and(|(r, _)| r.start <= start && end <= r.end);
-            let i = SOURCE_BUFFER_INDEX;
-            let sqe = match (registered, self.registered_file) {
-                (true, true) => opcode::WriteFixed::new(types::Fixed(0), ptr, len, i)
-                    .offset(offset)
-                    .build(),
-                (true, false) => opcode::WriteFixed::new(types::Fd(fd), ptr, len, i)
-                    .offset(offset)
-                    .build(),
-                (false, true) => opcode::Write::new(types::Fixed(0), ptr, len)
-                    .offset(offset)
-                    .build(),
-                (false, false) => opcode::Write::new(types::Fd(fd), ptr, len)
-                    .offset(offset)
-                    .build(),
-            };
-            return self.push(sqe.user_data(slot as u64));
-        }
-        let ptr = self.slot_ptr(slot).wrapping_add(f.done);
-        let sqe = match (self.registered_buffers, self.registered_file) {
-            (true, true) => opcode::WriteFixed::new(types::Fixed(0), ptr, len, 0)
+            (ptr, registered.then_some(SOURCE_BUFFER_INDEX))
+        } else {
+            let ptr = self.slot_ptr(slot).wrapping_add(f.done) as *const u8;
+            (ptr, self.registered_buffers.then_some(0))
+        };
+        let sqe = match (buffer, self.registered_file) {
+            (Some(i), true) => opcode::WriteFixed::new(types::Fixed(0), ptr, len, i)
                 .offset(offset)
                 .build(),
-            (true, false) => opcode::WriteFixed::new(types::Fd(fd), ptr, len, 0)
+            (Some(i), false) => opcode::WriteFixed::new(types::Fd(fd), ptr, len, i)
                 .offset(offset)
                 .build(),
-            (false, true) => opcode::Write::new(types::Fixed(0), ptr, len)
+            (None, true) => opcode::Write::new(types::Fixed(0), ptr, len)
                 .offset(offset)
                 .build(),
-            (false, false) => opcode::Write::new(types::Fd(fd), ptr, len)
+            (None, false) => opcode::Write::new(types::Fd(fd), ptr, len)
                 .offset(offset)
                 .build(),
         };
