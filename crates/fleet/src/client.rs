@@ -106,72 +106,60 @@ pub fn fleet_status(opts: &NatsOptions) -> Result<Vec<UnitView>, FleetError> {
 
 /// The longest a read of the fleet's state may take, whatever the fleet publishes meanwhile.
 pub const READ_DEADLINE: Duration = Duration::from_secs(8);
-/// How long to wait for the next message before taking what came as all there is.
-const QUIET: Duration = Duration::from_secs(2);
+/// How many last-message requests one status read keeps in flight.
+const GETS_IN_FLIGHT: usize = 32;
 
-/// The last message of every subject of `stream` that matches `filter`, as the stream stood when
-/// the call began: one per subject, read with an ordered consumer that delivers each subject's
-/// last message once, in stream order, and then whatever is published after it was made. It
-/// stops at the first subject seen twice (the start of those later messages) or when nothing
-/// is pending, never waiting for live heartbeats to pause (a reader that waited for "nothing
-/// pending" read them for 15 minutes). Stopping at the stream's last sequence read beforehand
-/// dropped units (143 of 150 under load): one that published between that read and the
-/// consumer's creation has its last message past it, and so do those delivered after it; the
-/// consumer's own pending count at creation proved no better (1 of 150 in one run).
+/// The last message of every subject of `stream` that matches `filter`: the subjects the stream
+/// held when the call began (its info, paged), then each one's last message by request, up to
+/// `GETS_IN_FLIGHT` at a time, all within `READ_DEADLINE`. A unit that publishes meanwhile is read
+/// with its newer message; a subject gone meanwhile (expired) is left out. Each subject comes
+/// once, however fast units publish. Two earlier readers dropped units under load: stopping at
+/// the stream's last sequence read beforehand (143 of 150), and an ordered consumer delivering
+/// the last message per subject (1 of 150): with one message kept per subject, a heartbeat
+/// replaced before its delivery comes again later in stream order, behind other units' newer
+/// ones, so no message tells where the stream's state at the start ends.
 async fn last_per_subject(
     js: &jetstream::Context,
     stream: &str,
     filter: &str,
 ) -> Result<Vec<bytes::Bytes>, String> {
-    let deadline = tokio::time::Instant::now() + READ_DEADLINE;
-    let s = js
-        .get_stream(stream)
-        .await
-        .map_err(|e| format!("stream {stream}: {e}"))?;
-    let consumer = s
-        .create_consumer(jetstream::consumer::pull::OrderedConfig {
-            deliver_policy: jetstream::consumer::DeliverPolicy::LastPerSubject,
-            filter_subject: filter.into(),
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| format!("read {stream}: {e}"))?;
-    let mut by_subject = std::collections::BTreeMap::new();
-    if consumer.cached_info().num_pending == 0 {
-        return Ok(Vec::new());
-    }
-    let mut msgs = consumer
-        .messages()
-        .await
-        .map_err(|e| format!("read {stream}: {e}"))?;
-    loop {
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        if left.is_zero() {
-            return Err(format!(
-                "read {stream}: not done after {} s; {} unit(s) read so far",
-                READ_DEADLINE.as_secs(),
-                by_subject.len()
-            ));
-        }
-        match tokio::time::timeout(QUIET.min(left), msgs.next()).await {
-            Ok(Some(Ok(m))) => {
-                // Each subject's last message comes once, in stream order; a subject seen again
-                // is a message published after the consumer was made: the set is complete.
-                if by_subject.contains_key(m.subject.as_str()) {
-                    break;
+    use async_nats::jetstream::stream::LastRawMessageErrorKind;
+    use futures::TryStreamExt;
+    let read = async {
+        let s = js
+            .get_stream(stream)
+            .await
+            .map_err(|e| format!("stream {stream}: {e}"))?;
+        let subjects: Vec<String> = s
+            .info_with_subjects(filter)
+            .await
+            .map_err(|e| format!("subjects of {stream}: {e}"))?
+            .map_ok(|(subject, _count)| subject)
+            .try_collect()
+            .await
+            .map_err(|e| format!("subjects of {stream}: {e}"))?;
+        let s = &s;
+        futures::stream::iter(subjects)
+            .map(|subject| async move {
+                match s.get_last_raw_message_by_subject(&subject).await {
+                    Ok(m) => Ok(Some(m.payload)),
+                    Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
+                    Err(e) => Err(format!("read {subject} from {stream}: {e}")),
                 }
-                let pending = m.info().map(|i| i.pending).unwrap_or(0);
-                by_subject.insert(m.subject.to_string(), m.payload.clone());
-                if pending == 0 {
-                    break;
-                }
-            }
-            Ok(Some(Err(e))) => return Err(format!("read {stream}: {e}")),
-            // The stream had less than its start said (messages expired): that is all.
-            Ok(None) | Err(_) => break,
-        }
-    }
-    Ok(by_subject.into_values().collect())
+            })
+            .buffer_unordered(GETS_IN_FLIGHT)
+            .try_filter_map(|m| async move { Ok(m) })
+            .try_collect()
+            .await
+    };
+    tokio::time::timeout(READ_DEADLINE, read)
+        .await
+        .map_err(|_| {
+            format!(
+                "read {stream}: not done after {} s",
+                READ_DEADLINE.as_secs()
+            )
+        })?
 }
 
 /// The events units published before the call, oldest first (at most `max`), waiting at most
