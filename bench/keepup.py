@@ -8,6 +8,11 @@ of the fio runs around it) and the summary gives the median over repeats. fio's 
 file written over and over without a flush; a second fio run writes as the recorder does (a fresh
 file per link, fdatasync every 8 MiB), to show what durability on fresh files costs the disk.
 
+`--disk` may be repeated, one directory per device (the papers' non-interleaved mode): record
+then gets one `--output` on each and spreads its links over them, and fio and `bench write` run
+on each disk alone and are summed, so the ratios compare the recorder with the sum of the
+devices' rates.
+
 CPU is reported split the way the recorder measures it (thread CPU clocks over the recording):
 the link emulation (ingest) and the writers (copy, checksum, persist; with the process's other
 threads over the window, chiefly io_uring's kernel workers, which write for them); beside it, what fio itself
@@ -41,14 +46,26 @@ def window(args, on_memory):
     return args.buffer, args.pre, args.post
 
 
-def probe(args, method, target, rate_total, n):
-    """One fixed-length recording at `rate_total` bytes/s; returns its summary (record --json)."""
-    out = tempfile.mkdtemp(prefix="keepup-", dir=target)
-    js = os.path.join(out, "summary.json")
+def targets_of(args, method):
+    """Where `method` writes: /dev/shm for memory methods, else every --disk."""
+    return [args.shm] if method in MEMORY_METHODS else args.disk
+
+
+def label(targets):
+    return " + ".join(targets)
+
+
+def probe(args, method, targets, rate_total, n):
+    """One fixed-length recording at `rate_total` bytes/s, with an output on each target;
+    returns its summary (record --json)."""
+    outs = [tempfile.mkdtemp(prefix="keepup-", dir=t) for t in targets]
+    js = os.path.join(outs[0], "summary.json")
     buffer, pre, post = window(args, method in MEMORY_METHODS)
     cmd = [args.snbuf, "record", "--links", str(args.links), "--rate-per-link", f"{rate_total / args.links:.0f}",
            "--buffer", buffer, "--pre", pre, "--post", post, "--trigger-after", "600ms",
-           "--method", method, "--output", out, "--burst-id", f"p{n}", "--json", js]
+           "--method", method, "--burst-id", f"p{n}", "--json", js]
+    for out in outs:
+        cmd += ["--output", out]
     if args.writers:
         cmd += ["--writers", str(args.writers)]
     if args.cpus:
@@ -57,9 +74,13 @@ def probe(args, method, target, rate_total, n):
     try:
         rep = json.load(open(js)) if os.path.exists(js) else None
     finally:
-        shutil.rmtree(out, ignore_errors=True)
+        for out in outs:
+            shutil.rmtree(out, ignore_errors=True)
     if rep is None:
         sys.exit(f"keepup: snbuf record failed at {rate_total / 1e6:.0f} MB/s:\n{r.stderr.strip()}")
+    # An output without room for the whole window cuts it, and counts the rest lost: that loss
+    # says how big the target is, not how fast.
+    rep["window_cut"] = "room for" in r.stderr
     return rep
 
 
@@ -82,15 +103,15 @@ def clean(rep, args):
     return rep["lost_frames"] == 0 and rep["source_max_lag_s"] <= args.max_source_lag * window_s
 
 
-def keep_up(args, method, target, start):
+def keep_up(args, method, targets, start):
     """Doubles the rate from `start` until a recording loses frames, then bisects. Returns
     (keep-up rate, summary of the fastest clean probe, whether the emulator ever fell behind,
     the writer threads record ran: --writers or its own default, as its summary says)."""
     rate, ok, bad, probes = start, None, None, []
     while rate < 64e9:
-        rep = probe(args, method, target, rate, len(probes))
+        rep = probe(args, method, targets, rate, len(probes))
         probes.append((rate, rep))
-        say(method, target, rate, rep)
+        say(method, targets, rate, rep)
         if clean(rep, args):
             ok = rate
         else:
@@ -107,9 +128,9 @@ def keep_up(args, method, target, start):
         if ok is None or bad is None:
             break
         rate = (ok + bad) / 2
-        rep = probe(args, method, target, rate, len(probes))
+        rep = probe(args, method, targets, rate, len(probes))
         probes.append((rate, rep))
-        say(method, target, rate, rep)
+        say(method, targets, rate, rep)
         if clean(rep, args):
             ok = rate
         else:
@@ -118,17 +139,36 @@ def keep_up(args, method, target, start):
     # Limited by the emulation, not the medium: a probe lost nothing but failed because the links
     # ran behind their schedule.
     source_limited = any(p[1]["lost_frames"] == 0 and not clean(p[1], args) for p in probes)
+    if any(p[1]["window_cut"] for p in probes):
+        print(f"keepup: {label(targets)} had no room for the window at some rates: make it bigger or --post shorter",
+              file=sys.stderr)
     return ok or 0.0, best[1] if best else None, source_limited, probes[0][1]["writers"]
 
 
-def say(method, target, rate, rep):
-    print(f"  {method} on {target}: {rate / 1e6:8.0f} MB/s -> lost {rep['lost_frames']}, "
+def say(method, targets, rate, rep):
+    print(f"  {method} on {label(targets)}: {rate / 1e6:8.0f} MB/s -> lost {rep['lost_frames']}, "
           f"output {rep['output_bytes_per_s'] / 1e6:.0f} MB/s, source late by up to {rep['source_max_lag_s'] * 1e3:.0f} ms"
-          f"{', skipped ' + str(rep['skipped_at_source_per_link']) if rep['skipped_at_source_per_link'] else ''}",
+          f"{', skipped ' + str(rep['skipped_at_source_per_link']) if rep['skipped_at_source_per_link'] else ''}"
+          f"{', window cut: an output had no room for it' if rep['window_cut'] else ''}",
           file=sys.stderr, flush=True)
 
 
-def bench_write(args, method, target, block, threads):
+def summed(runs):
+    """Runs on several disks, each alone, as one: (sum of their bytes/s, CPU core-s per GiB over
+    all of them). Each ran for the same time, so bytes weigh in proportion to the rates."""
+    rate = sum(r for r, _ in runs)
+    cpu = sum(r * c for r, c in runs) / rate if rate else float("nan")
+    return rate, cpu
+
+
+def bench_write(args, method, targets, block, threads):
+    """`snbuf bench write` on each target alone, the writers shared out as record shares them,
+    summed: (bytes/s, its threads' CPU core-s per GiB)."""
+    each = max(1, threads // len(targets))
+    return summed([bench_write_one(args, method, t, block, each) for t in targets])
+
+
+def bench_write_one(args, method, target, block, threads):
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         cmd = [args.snbuf, "bench", "write", "--target", target, "--method", method, "--block-size", str(block),
                "--threads", str(threads), "--duration", "2s", "--region", "1GiB", "--json", f.name]
@@ -154,7 +194,15 @@ def fio_job(directory, *options):
         return json.loads(r.stdout[r.stdout.index("{"):])["jobs"][0]
 
 
-def fio_best(directory):
+def fio_best(directories):
+    """fio's best on each disk alone, summed: (bytes/s, fio's own CPU core-seconds per GiB,
+    engines)."""
+    each = [fio_best_one(d) for d in directories]
+    rate, cpu = summed([(r, c) for r, c, _ in each])
+    return rate, cpu, "+".join(e for _, _, e in each)
+
+
+def fio_best_one(directory):
     """fio's best 1 MiB O_DIRECT sequential write (psync, libaio or io_uring at iodepth 32) on the
     disk: (bytes/s, fio's own CPU core-seconds per GiB in that run, engine)."""
     best = (0.0, float("nan"), "none")
@@ -171,14 +219,22 @@ def fio_best(directory):
     return best
 
 
-def fio_recorder_pattern(args, directory):
-    """fio doing what the recorder does to the disk: one fresh file per link, 1 MiB O_DIRECT
-    writes, fdatasync every 8 (the recorder's default persist group), 4 GiB in all; the best of
-    psync and io_uring (iodepth 8). Bytes/s over all jobs."""
+def fio_recorder_pattern(args, directories):
+    """fio doing what the recorder does to the disks: one fresh file per link (the links spread
+    over the disks as record spreads them), 1 MiB O_DIRECT writes, fdatasync every 8 (the
+    recorder's default persist group), 4 GiB in all; on each disk alone, summed. Bytes/s."""
+    n = len(directories)
+    links = [args.links // n + (i < args.links % n) for i in range(n)]
+    return sum(fio_recorder_pattern_one(args, d, k) for d, k in zip(directories, links) if k)
+
+
+def fio_recorder_pattern_one(args, directory, links):
+    """The best of psync and io_uring (iodepth 8) for `links` files on one disk: bytes/s over
+    all its jobs."""
     best = 0.0
     for engine, extra in (("psync", []), ("io_uring", ["--iodepth=8"])):
         job = fio_job(directory, f"--ioengine={engine}", f"--size={4096 // args.links}m",
-                      f"--numjobs={args.links}", "--fdatasync=8", "--end_fsync=1", *extra)
+                      f"--numjobs={links}", "--fdatasync=8", "--end_fsync=1", *extra)
         if job is not None:
             best = max(best, job["write"]["bw_bytes"])
     return best
@@ -187,14 +243,15 @@ def fio_recorder_pattern(args, directory):
 def measure(args, method, chunk):
     """One repeat for one method: a dict of everything measured."""
     on_memory = method in MEMORY_METHODS
-    target = args.shm if on_memory else args.disk
-    fio_before = None if on_memory else fio_best(target)
+    targets = targets_of(args, method)
+    fio_before = None if on_memory else fio_best(targets)
     start = args.start or (args.shm_start if on_memory else 0.5 * fio_before[0])
-    rate, best, source_limited, writers = keep_up(args, method, target, start)
-    bw, bw_cpu = bench_write(args, method, target, chunk, writers)
-    fio_after = None if on_memory else fio_best(target)
-    fio_pattern = None if on_memory else fio_recorder_pattern(args, target)
-    m = {"method": method, "writers": writers, "target": target, "keep_up_bytes_per_s": rate, "source_limited": source_limited,
+    rate, best, source_limited, writers = keep_up(args, method, targets, start)
+    bw, bw_cpu = bench_write(args, method, targets, chunk, writers)
+    fio_after = None if on_memory else fio_best(targets)
+    fio_pattern = None if on_memory else fio_recorder_pattern(args, targets)
+    m = {"method": method, "writers": writers, "target": label(targets), "targets": targets,
+         "keep_up_bytes_per_s": rate, "source_limited": source_limited,
          "bench_write_bytes_per_s": bw, "keep_up_over_bench_write": rate / bw,
          "bench_write_core_s_per_gib": bw_cpu}
     if best:
@@ -239,7 +296,9 @@ def fmt_gib(x):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--snbuf", required=True)
-    p.add_argument("--disk", default="/var/tmp")
+    p.add_argument("--disk", action="append",
+                   help="a directory on the disk (default /var/tmp); repeat it for several devices: record gets "
+                        "an --output on each, fio and bench write run on each alone and are summed")
     p.add_argument("--shm", default="/dev/shm")
     p.add_argument("--links", type=int, default=10)
     p.add_argument("--buffer", default="1s", help="latency buffer on disk (default 1s)")
@@ -260,6 +319,7 @@ def main():
     p.add_argument("--json", default="", help="write every repeat's figures here")
     p.add_argument("--quick", action="store_true", help="one repeat, 2 bisection steps, 3 s after the trigger")
     args = p.parse_args()
+    args.disk = args.disk or ["/var/tmp"]
     if args.quick:
         args.steps, args.post, args.repeat = 2, "3s", 1
     # The recorder's default chunk for 5568 B frames: 128 frames, whole 4 KiB blocks
@@ -272,6 +332,8 @@ def main():
           f"{writers_label} writer threads{', CPUs ' + args.cpus if args.cpus else ''}; "
           f"{args.steps} bisection steps; {args.repeat} repeat(s). A bare CRC-32C pass from DRAM: "
           f"{args.crc_core_s_per_gib:.3f} core-s/GiB.")
+    if len(args.disk) > 1:
+        print(f"Disks {label(args.disk)}: fio and bench write on each alone, summed.")
     print()
     print("| method | target | repeat | keep-up | bench write | ratio | fio best (before / after) | ratio "
           "| fio, recorder's pattern | ratio | CPU core-s/GiB: total (links + writers) | fio's own CPU core-s/GiB |")

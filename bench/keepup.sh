@@ -3,7 +3,7 @@
 # beside `snbuf bench write` for the same method, chunk size and writers, and beside fio's best
 # O_DIRECT write on the same disk, with CPU core-seconds per GiB recorded. See BENCHMARKS.md.
 #
-# usage: bench/keepup.sh [--disk DIR] [--shm DIR] [--links N] [--writers N] [--methods uring,direct,nt] [--quick]
+# usage: bench/keepup.sh [--disk DIR]... [--shm DIR] [--links N] [--writers N] [--methods uring,direct,nt] [--quick]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(dirname "$here")"
