@@ -80,7 +80,7 @@ def probe(args, method, targets, rate_total, n):
         sys.exit(f"keepup: snbuf record failed at {rate_total / 1e6:.0f} MB/s:\n{r.stderr.strip()}")
     # An output without room for the whole window cuts it, and counts the rest lost: that loss
     # says how big the target is, not how fast.
-    rep["window_cut"] = "room for" in r.stderr
+    rep["window_cut"] = rep.get("window_cut_to_bytes_per_link") is not None
     return rep
 
 
@@ -155,9 +155,10 @@ def say(method, targets, rate, rep):
 
 def summed(runs):
     """Runs on several disks, each alone, as one: (sum of their bytes/s, CPU core-s per GiB over
-    all of them). Each ran for the same time, so bytes weigh in proportion to the rates."""
+    all of them). Each ran for the same time, so bytes weigh in proportion to the rates; a run
+    that moved nothing (fio failed there) adds nothing, not its undefined CPU per GiB."""
     rate = sum(r for r, _ in runs)
-    cpu = sum(r * c for r, c in runs) / rate if rate else float("nan")
+    cpu = sum(r * c for r, c in runs if r) / rate if rate else float("nan")
     return rate, cpu
 
 

@@ -543,6 +543,7 @@ fn write_json(path: &PathBuf, r: &snbuf_unit::RecordReport) -> std::io::Result<(
         "durability": r.durability,
         "survives_power_loss": r.survives_power_loss,
         "prepared_ahead": r.prepared_ahead,
+        "window_cut_to_bytes_per_link": r.window_cut_to_bytes_per_link,
         "buffer_memory_bytes": r.buffer_memory_bytes,
         "buffer_page_bytes": r.buffer_page_bytes,
         "buffer_numa_nodes": r.buffer_nodes,

@@ -178,6 +178,10 @@ fn a_full_disk_stops_the_links_cleanly_and_keeps_what_fit() {
         }
     }
     assert!(v["lost_frames"].as_u64().unwrap() > 0, "{v}");
+    let cut = v["window_cut_to_bytes_per_link"]
+        .as_u64()
+        .expect("the cut in --json");
+    assert!(cut > 0 && cut < 24 << 20, "{v}");
 }
 
 #[test]
@@ -196,6 +200,10 @@ fn a_slow_medium_costs_counted_loss_and_bounded_memory() {
     assert_eq!(code, 0);
     assert!(v["lost_frames"].as_u64().unwrap() > 0, "{v}");
     assert_eq!(v["valid"], true);
+    assert!(
+        v["window_cut_to_bytes_per_link"].is_null(),
+        "the window fitted: {v}"
+    );
     let (code, rep) = verify(&out.path().join("b"));
     assert_eq!(code, 0, "{rep}");
     // Memory: the buffers are sized up front and never grow with the backlog.

@@ -302,6 +302,7 @@ impl Server {
                     "lost_frames": rep.lost_frames, "valid": rep.verify.valid,
                     "output_bytes_per_s": rep.output_bytes_per_s, "window": rep.window,
                     "prepared_ahead": rep.prepared_ahead,
+                    "window_cut_to_bytes_per_link": rep.window_cut_to_bytes_per_link,
                 }),
                 Err(e) => json!({"state": "error", "error": e.to_string()}),
             };

@@ -23,6 +23,9 @@ pub(crate) struct OpenedBurst {
     pub survives_power_loss: bool,
     /// Whether the files were prepared before the trigger.
     pub prepared_ahead: bool,
+    /// Each link's room when the output could not hold the whole window (bytes): each link
+    /// stops when that is full. None: the window fits.
+    pub cut_to_bytes_per_link: Option<u64>,
 }
 
 /// The burst `burst_id` for `window`, from `prepared` when it fits.
@@ -56,7 +59,8 @@ pub(crate) fn open_burst(
     };
     match prepared {
         Some(p) if p.region_bytes >= plan.region_bytes && p.burst.fits(&spec) => {
-            if p.region_bytes < plan.wanted_bytes {
+            let cut = p.region_bytes < plan.wanted_bytes;
+            if cut {
                 say_window_cut(
                     &config.output_dir,
                     p.region_bytes,
@@ -68,6 +72,7 @@ pub(crate) fn open_burst(
                 burst: p.burst.start(spec)?,
                 survives_power_loss: p.survives_power_loss,
                 prepared_ahead: true,
+                cut_to_bytes_per_link: cut.then_some(p.region_bytes),
             });
         }
         // Nothing prepared, or too small for this window (dropping it removes its files).
@@ -99,6 +104,7 @@ pub(crate) fn open_burst(
             Ok(sink)
         })
     };
+    let mut cut_to_bytes_per_link = plan.limited_by.map(|_| plan.region_bytes);
     let burst = match create(plan.region_bytes) {
         Err(BurstError::Open {
             cause: PersistError::NoSpace { .. },
@@ -111,6 +117,7 @@ pub(crate) fn open_burst(
                 });
             }
             say_window_cut(&tightest, fits, plan.wanted_bytes, Limit::Disk);
+            cut_to_bytes_per_link = Some(fits);
             create(fits)?
         }
         other => other?,
@@ -119,6 +126,7 @@ pub(crate) fn open_burst(
         burst,
         survives_power_loss: survives,
         prepared_ahead: false,
+        cut_to_bytes_per_link,
     })
 }
 

@@ -26,6 +26,9 @@ pub struct RecordReport {
     pub survives_power_loss: bool,
     /// Whether the burst's files were prepared before the trigger (else opened at it).
     pub prepared_ahead: bool,
+    /// Each link's room when the output could not hold the whole window (bytes; the rest of
+    /// the window is counted lost). None: the window fitted.
+    pub window_cut_to_bytes_per_link: Option<u64>,
     pub skipped_at_source: u64,
     /// The longest a frame was overdue at the link emulation from the trigger to the window's
     /// end (s): the links ran at their set rate while this stayed a few ms.

@@ -429,6 +429,7 @@ impl Unit {
             durability,
             survives_power_loss: opened.survives_power_loss,
             prepared_ahead: opened.prepared_ahead,
+            window_cut_to_bytes_per_link: opened.cut_to_bytes_per_link,
             skipped_at_source: 0,
             source_max_lag_s,
             writer_cpu_s,
