@@ -111,7 +111,7 @@ impl FrameType {
 
     /// Ticks in a duration, at this frame type's clock.
     pub fn ticks(self, d: std::time::Duration) -> u64 {
-        (d.as_secs_f64() * self.clock_hz() as f64).round() as u64
+        crate::DetectorClock::of(self).ticks(d)
     }
 
     /// DUNE's name for the fragment these frames make (daqdataformats FragmentType), as the

@@ -9,9 +9,11 @@
 #![forbid(unsafe_code)]
 
 pub mod adc;
+pub mod clock;
 pub mod frame_type;
 pub mod layout;
 
+pub use clock::DetectorClock;
 pub use frame_type::{FrameType, FrameTypeError, MIN_FRAME_BYTES};
 pub use layout::{
     FrameLayout, HeaderKind, Identity, SubframeMismatch, TimestampField, SEQUENCE_MODULUS,
