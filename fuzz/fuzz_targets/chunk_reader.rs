@@ -14,7 +14,7 @@ fuzz_target!(|bytes: &[u8]| {
         bytes,
         Expect {
             link: Some(0),
-            ticks_per_frame: Some(25),
+            frame_step_ticks: Some(25),
             frame: None,
         },
     )

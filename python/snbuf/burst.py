@@ -338,6 +338,10 @@ class Burst:
             else:
                 self.layout = layout_of(self.frame_type, frame.get("frame_bytes"), frame.get("ticks_per_frame"))
         self.ticks_per_frame = frame.get("ticks_per_frame")
+        # Ticks between a link's frames: the frame type's own, or a sub-sampled link's step.
+        self.frame_step_ticks = frame.get("frame_step_ticks") or self.ticks_per_frame
+        # A second is this many ticks of the detector's clock (62.5 MHz for DUNE's timing system).
+        self.clock_hz = frame.get("clock_hz") or (self.layout.clock_hz if self.layout else None)
         files = {}
         for l in (self.manifest or {}).get("links", []):
             files[l["link"]] = l["file"]
@@ -352,11 +356,24 @@ class Burst:
     def links(self):
         for n, name in self.files.items():
             if n not in self._links and "/" not in name:
-                self._links[n] = Link(os.path.join(self.path, name), n, self.layout, self.ticks_per_frame)
+                self._links[n] = Link(os.path.join(self.path, name), n, self.layout, self.frame_step_ticks)
         return self._links
 
     def link(self, n):
         return self.links[n]
+
+    def seconds(self, ticks):
+        """Ticks as seconds of the detector's clock (`clock_hz`)."""
+        return ticks / self.clock_hz
+
+    def window_s(self):
+        """The trigger window (start, end) in seconds relative to the trigger, on the detector's
+        clock: (-pre, +post)."""
+        t = (self.manifest or {}).get("trigger")
+        if not t or not self.clock_hz:
+            return None
+        return (self.seconds(t["window_start_timestamp"] - t["trigger_timestamp"]),
+                self.seconds(t["window_end_timestamp"] - t["trigger_timestamp"]))
 
     def verify(self):
         from .verify import verify

@@ -5,9 +5,9 @@ of valid chunks, and the window frames missing from the data are all accounted f
 
 def _coverage(m, link):
     trigger, frame = m.get("trigger"), m.get("frame")
-    if not link.chunks or not trigger or not frame or not frame.get("ticks_per_frame"):
+    tpf = (frame or {}).get("frame_step_ticks") or (frame or {}).get("ticks_per_frame")
+    if not link.chunks or not trigger or not tpf:
         return None
-    tpf = frame["ticks_per_frame"]
     first, last = link.chunks[0].first_timestamp, link.chunks[-1].last_timestamp
     ws, we = trigger["window_start_timestamp"], trigger["window_end_timestamp"]
     if first >= ws:

@@ -14,7 +14,7 @@ import snbuf
 
 BIN = os.environ.get("SNBUF_BIN") or shutil.which("snbuf")
 pytestmark = pytest.mark.skipif(not BIN, reason="set SNBUF_BIN to the snbuf binary")
-TICKS = 2048  # WIBEth
+TICKS = 2048  # WIBEth's own step; at 2 MB/s the emulator sends one frame in about 110
 
 
 def record(tmp_path, burst_id="b"):
@@ -53,6 +53,13 @@ def test_a_good_burst_reads_as_recorded(tmp_path):
     assert b.frame_type == "wibeth" and b.manifest["run_number"] == 77 and b.manifest["unit"] == "apa9"
     report = assert_agrees(path)
     assert report["valid"]
+    # Time is the detector's: a second is 62.5e6 ticks, whatever the rate; the emulator below
+    # WIBEth's own rate is a sub-sampled detector, its frames `frame_step_ticks` apart.
+    assert b.clock_hz == 62_500_000
+    step = b.frame_step_ticks
+    assert step == round(62_500_000 / (2e6 / 7200)) and step > TICKS
+    pre, post = b.window_s()
+    assert abs(pre + 0.2) <= step / b.clock_hz and abs(post - 0.5) <= step / b.clock_hz
     for n in (0, 1):
         link = b.link(n)
         rec = next(l for l in b.manifest["links"] if l["link"] == n)
@@ -60,16 +67,17 @@ def test_a_good_burst_reads_as_recorded(tmp_path):
         ts = link.timestamps()
         assert ts.dtype == np.uint64 and len(ts) == rec["frames"]
         assert int(ts[0]) == rec["first_timestamp"] and int(ts[-1]) == rec["last_timestamp"]
-        assert np.all(np.diff(ts) == TICKS), "a lossless link: every frame, in order"
+        assert np.all(np.diff(ts) == step), "a lossless link: every frame, in order"
+        assert abs(b.seconds(int(ts[-1]) + step - int(ts[0])) - 0.7) <= 2 * step / b.clock_hz
         frames = link.chunks[1].frames()
         ident = b.layout.identity(frames)
         assert np.all(ident["stream_id"] == n) and np.all(ident["det_id"] == 3)
         seq = b.layout.sequence(frames)
-        assert np.array_equal(seq, ((b.layout.timestamps(frames) // TICKS) % 4096).astype(np.uint16))
+        assert np.array_equal(seq, ((b.layout.timestamps(frames) // step) % 4096).astype(np.uint16))
         # The emulator's ADC values, recomputed from (link, frame number, sample, channel).
         adc = snbuf.unpack_wibeth_adc(frames)
         assert adc.shape == (len(frames), 64, 64)
-        idx = (b.layout.timestamps(frames) // TICKS) % 16
+        idx = (b.layout.timestamps(frames) // step) % 16
         s = np.arange(64)[:, None]
         c = np.arange(64)[None, :]
         for k in range(len(frames)):

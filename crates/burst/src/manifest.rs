@@ -47,21 +47,78 @@ pub struct LinkIdentity {
     pub source_id: u32,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FrameInfo {
     /// `protodune-wib`, `wib2`, `wibeth`, `custom`.
     pub frame_type: String,
     pub frame_bytes: u32,
     pub ticks_per_frame: u64,
+    /// The detector's clock the timestamps count (Hz): a second is this many ticks.
     pub clock_hz: u64,
+    /// Ticks between a link's frames: `ticks_per_frame` for a detector at its own rate (and in
+    /// bursts that do not say), more for a sub-sampled one (see `snbuf_frames::clock`). Gaps and
+    /// the window's frame count are reckoned in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frame_step_ticks: Option<u64>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+impl FrameInfo {
+    /// Ticks between a link's frames (see `frame_step_ticks`).
+    pub fn step_ticks(&self) -> u64 {
+        self.frame_step_ticks.unwrap_or(self.ticks_per_frame)
+    }
+}
+
+/// A trigger's window, decided once when the trigger is accepted: the same in the reply to the
+/// trigger, in the recording and in the manifest.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TriggerInfo {
     pub trigger_timestamp: u64,
     /// The window to record, [start, end) in ticks.
     pub window_start_timestamp: u64,
     pub window_end_timestamp: u64,
+    /// The clock the ticks count (Hz), and the window in its seconds: from its start to the
+    /// trigger, and from the trigger to its end (absent in bursts recorded before they were kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_hz: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pre_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub post_s: Option<f64>,
+    /// How much of the window's start the latency buffers no longer held when the trigger was
+    /// accepted (s of the detector's clock): asked for, never recordable, counted in the links'
+    /// lost frames.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_buffered_s: Option<f64>,
+}
+
+impl TriggerInfo {
+    /// The window [start, end) around `trigger`, in ticks of a `clock_hz` clock.
+    pub fn new(trigger: u64, start: u64, end: u64, clock_hz: u64) -> TriggerInfo {
+        assert!(
+            start <= trigger && trigger <= end,
+            "a window holds its trigger"
+        );
+        let s = |ticks: u64| ticks as f64 / clock_hz.max(1) as f64;
+        TriggerInfo {
+            trigger_timestamp: trigger,
+            window_start_timestamp: start,
+            window_end_timestamp: end,
+            clock_hz: Some(clock_hz),
+            pre_s: Some(s(trigger - start)),
+            post_s: Some(s(end - trigger)),
+            not_buffered_s: None,
+        }
+    }
+
+    /// The window's length in seconds of its clock (None when the burst does not say the clock).
+    pub fn length_s(&self) -> Option<f64> {
+        self.clock_hz.map(|hz| {
+            self.window_end_timestamp
+                .saturating_sub(self.window_start_timestamp) as f64
+                / hz.max(1) as f64
+        })
+    }
 }
 
 /// What a link's data file holds: its chunks, from the start of the file. The chunk writer
@@ -99,7 +156,7 @@ pub struct LinkRecord {
     pub path: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
     pub format: String,
     pub format_version: u32,

@@ -82,11 +82,16 @@ impl BurstReader {
             cause,
         };
         let file = File::open(&path).map_err(io)?;
+        let step = self
+            .manifest
+            .frame
+            .as_ref()
+            .map_or(self.layout.ticks_per_frame, |f| f.step_ticks());
         let report = scan(
             &file,
             Expect {
                 link: Some(link),
-                ticks_per_frame: Some(self.layout.ticks_per_frame),
+                frame_step_ticks: Some(step),
                 frame: Some(self.layout),
             },
         )
@@ -96,6 +101,7 @@ impl BurstReader {
             file,
             report,
             layout: self.layout,
+            frame_step_ticks: step,
         })
     }
 }
@@ -106,6 +112,8 @@ pub struct LinkReader {
     file: File,
     pub report: ScanReport,
     pub layout: FrameLayout,
+    /// Ticks between the link's frames (`FrameInfo::step_ticks`).
+    pub frame_step_ticks: u64,
 }
 
 impl LinkReader {

@@ -68,10 +68,10 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
             None
         }
     };
-    let ticks_per_frame = old
+    let frame_step_ticks = old
         .as_ref()
         .and_then(|m| m.frame.as_ref())
-        .map(|f| f.ticks_per_frame);
+        .map(|f| f.step_ticks());
     let files = link_files(dir, old.as_ref())?;
     if old.is_none() && files.is_empty() {
         return Err(RecoverError::Refused(format!(
@@ -95,7 +95,7 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
                     &f,
                     Expect {
                         link: Some(link),
-                        ticks_per_frame,
+                        frame_step_ticks,
                         frame: old.as_ref().and_then(Manifest::frame_layout),
                     },
                 )
@@ -269,10 +269,10 @@ fn missing_window_frames(m: &Manifest, report: &ScanReport) -> Option<u64> {
         return Some(c.frames_in_window.saturating_sub(c.frames_present));
     }
     let (t, f) = (m.trigger.as_ref()?, m.frame.as_ref()?);
-    (f.ticks_per_frame > 0 && report.chunks.is_empty()).then(|| {
+    (f.step_ticks() > 0 && report.chunks.is_empty()).then(|| {
         t.window_end_timestamp
             .saturating_sub(t.window_start_timestamp)
-            .div_ceil(f.ticks_per_frame)
+            .div_ceil(f.step_ticks())
     })
 }
 

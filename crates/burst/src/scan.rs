@@ -144,7 +144,7 @@ pub struct Expect {
     /// The link id every chunk must carry.
     pub link: Option<u32>,
     /// Ticks from one frame's timestamp to the next (the frame type's step), for gap detection.
-    pub ticks_per_frame: Option<u64>,
+    pub frame_step_ticks: Option<u64>,
     /// Where the frames keep their timestamps: when given, the timestamps inside every frame
     /// must agree with its chunk's header.
     pub frame: Option<FrameLayout>,
@@ -248,7 +248,7 @@ pub fn scan<R: ReadAt + ?Sized>(r: &R, expect: Expect) -> io::Result<ScanReport>
                 break;
             }
         }
-        if let Some(ticks_per_frame) = expect.ticks_per_frame.filter(|&s| s > 0) {
+        if let Some(ticks_per_frame) = expect.frame_step_ticks.filter(|&s| s > 0) {
             let span = (header.frame_count as u64 - 1).saturating_mul(ticks_per_frame);
             if header.last_timestamp - header.first_timestamp != span {
                 report.gaps.push(TimestampGap {

@@ -131,10 +131,10 @@ pub fn verify_burst(dir: &Path) -> Result<VerifyReport, BurstDirError> {
     if files.is_empty() {
         problems.push("no link data files in the burst".into());
     }
-    let ticks_per_frame = manifest
+    let frame_step_ticks = manifest
         .as_ref()
         .and_then(|m| m.frame.as_ref())
-        .map(|f| f.ticks_per_frame);
+        .map(|f| f.step_ticks());
     let mut links = Vec::new();
     for (link, name) in files {
         let record = manifest
@@ -175,7 +175,7 @@ pub fn verify_burst(dir: &Path) -> Result<VerifyReport, BurstDirError> {
             &file,
             Expect {
                 link: Some(link),
-                ticks_per_frame,
+                frame_step_ticks,
                 frame: manifest.as_ref().and_then(Manifest::frame_layout),
             },
         )
@@ -265,12 +265,13 @@ fn fill_link(
 pub(crate) fn window_coverage(m: &Manifest, report: &ScanReport) -> Option<Coverage> {
     let (first, last) = (report.first_timestamp()?, report.last_timestamp()?);
     let (trigger, frame) = (m.trigger.as_ref()?, m.frame.as_ref()?);
-    if frame.ticks_per_frame == 0 {
+    if frame.step_ticks() == 0 {
         return None;
     }
-    let ticks_per_frame = frame.ticks_per_frame;
+    // Frames lie on a grid first + k * step (the link's frame step).
+    let ticks_per_frame = frame.step_ticks();
     let (ws, we) = (trigger.window_start_timestamp, trigger.window_end_timestamp);
-    // Frames lie on a grid first + k * ticks_per_frame. The window holds the grid points in [ws, we): count
+    // The window holds the grid points in [ws, we): count
     // them from the first point at or after ws (the window need not start on a frame).
     let grid_start = if first >= ws {
         first - (first - ws) / ticks_per_frame * ticks_per_frame

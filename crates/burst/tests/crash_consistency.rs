@@ -127,7 +127,7 @@ fn check(w: &Workload) -> Result<(), TestCaseError> {
                     &image[..],
                     Expect {
                         link: Some(link as u32),
-                        ticks_per_frame: None,
+                        frame_step_ticks: None,
                         frame: None,
                     },
                 )
@@ -158,7 +158,7 @@ fn check(w: &Workload) -> Result<(), TestCaseError> {
                 &bytes[..],
                 Expect {
                     link: Some(link as u32),
-                    ticks_per_frame: Some(25),
+                    frame_step_ticks: Some(25),
                     frame: None,
                 },
             )

@@ -15,6 +15,7 @@ fn spec(id: &str) -> BurstSpec {
             frame_bytes: 464,
             ticks_per_frame: 25,
             clock_hz: 50_000_000,
+            frame_step_ticks: None,
         },
         trigger: None,
         method: "direct".into(),

@@ -17,6 +17,7 @@ fn spec(id: &str, links: Vec<u32>) -> BurstSpec {
             frame_bytes: FRAME,
             ticks_per_frame: 10,
             clock_hz: 1_000_000,
+            frame_step_ticks: None,
         },
         trigger: None,
         method: "direct".into(),

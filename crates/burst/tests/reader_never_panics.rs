@@ -17,7 +17,7 @@ proptest! {
     #[test]
     fn random_bytes(bytes in prop::collection::vec(any::<u8>(), 0..4096)) {
         let _ = ChunkHeader::decode(&bytes);
-        let r = scan(&bytes[..], Expect { link: Some(0), ticks_per_frame: Some(300), frame: None }).unwrap();
+        let r = scan(&bytes[..], Expect { link: Some(0), frame_step_ticks: Some(300), frame: None }).unwrap();
         prop_assert!(r.valid_bytes <= bytes.len() as u64);
     }
 
@@ -31,7 +31,7 @@ proptest! {
         }
         let keep = cut.index(bytes.len() + 1);
         bytes.truncate(keep);
-        let r = scan(&bytes[..], Expect { link: Some(0), ticks_per_frame: Some(300), frame: None }).unwrap();
+        let r = scan(&bytes[..], Expect { link: Some(0), frame_step_ticks: Some(300), frame: None }).unwrap();
         prop_assert!(r.valid_bytes <= bytes.len() as u64);
         // Whatever it calls valid really checks out.
         for c in &r.chunks {

@@ -46,7 +46,7 @@ fn staged_chunks_read_back(method: Method) {
         data,
         Expect {
             link: Some(0),
-            ticks_per_frame: Some(1),
+            frame_step_ticks: Some(1),
             frame: None,
         },
     )

@@ -221,6 +221,7 @@ fn a_frame_whose_timestamp_disagrees_with_its_chunk_header_is_caught() {
             frame_bytes: FRAME_BYTES,
             ticks_per_frame: TICKS_PER_FRAME,
             clock_hz: 50_000_000,
+            frame_step_ticks: None,
         },
         trigger: None,
         method: "direct".into(),

@@ -14,6 +14,7 @@ use async_nats::jetstream::{self, consumer::pull, consumer::AckPolicy, consumer:
 use futures::StreamExt;
 use serde_json::{json, Value};
 use snbuf_unit::control::Server;
+use snbuf_unit::protocol::{At, TriggerRequest};
 
 use crate::schema::*;
 use snbuf_units::now_unix_ns;
@@ -293,65 +294,57 @@ async fn handle_trigger(js: &jetstream::Context, st: &mut LinkState, payload: &[
         let _ = publish_event(js, st, "duplicate", Some(&id), Some(&id), json!({})).await;
         return;
     }
-    // Wall-clock time to this unit's detector ticks (the emulated clock counts ticks_per_s from
-    // the Unix epoch: see `Unit::start`).
-    let ticks_per_s = config.ticks_per_s();
-    let to_ticks = |ns: u64| (ns as f64 / 1e9 * ticks_per_s) as u64;
+    // "Now", or a wall-clock time, in this unit's data clock: its newest frame, moved by the
+    // wall-clock time since (a trigger issued 0.3 s ago is 0.3 s of detector time before the
+    // newest frame). Right whatever the detector's clock is offset from this machine's (a timing
+    // system not on NTP time, a replay of last year's run). A detector timestamp is taken as it is.
     let at = match (t.at_ticks, t.at_unix_ns) {
-        (Some(ticks), _) => ticks,
-        (None, Some(ns)) => to_ticks(ns),
-        (None, None) => to_ticks(t.issued_unix_ns),
+        (Some(ticks), _) => Some(ticks),
+        (None, Some(ns)) => unit.data_time_at(ns),
+        (None, None) => unit.data_time_at(t.issued_unix_ns),
     };
     let delay_s = now_unix_ns().saturating_sub(t.issued_unix_ns) as f64 / 1e9;
-    // Has the whole window already left this unit's buffer (the unit was down)?
-    let pre = t.pre_s.unwrap_or(config.pre.as_secs_f64());
-    let post = t.post_s.unwrap_or(config.post.as_secs_f64());
-    let ticks_per_frame = config.frame_type.ticks_per_frame();
-    let fill = unit
-        .totals()
-        .first()
-        .map(|l| l.buffer_fill_frames)
-        .unwrap_or(0);
-    let oldest = match unit.newest_timestamp() {
-        Some(newest) => newest.saturating_sub(fill * ticks_per_frame),
-        // Nothing buffered yet: a unit that has just started gets the triggers it missed before
-        // its first frame, and whatever ended before now is gone (taking 0 here had such a
-        // trigger go on to the recorder as if its window could still be in the buffer).
-        None => to_ticks(now_unix_ns()),
+    let Some(at) = at else {
+        // Nothing buffered yet: the unit has no data clock to place a wall-clock time on.
+        let why = "no frame has arrived yet: this unit has no data clock to place the trigger on";
+        return missed(js, st, &id, why.into(), delay_s).await;
     };
-    let window_end = at.saturating_add((post * ticks_per_s) as u64);
+    // Has the whole window already left this unit's buffer (the unit was down)?
+    let post = t.post_s.unwrap_or(config.post.as_secs_f64());
+    let clock = config.clock();
+    let oldest = unit.oldest_timestamp().unwrap_or(at);
+    let window_end = clock.offset(at, post.clamp(0.0, 86_400.0));
     if window_end < oldest {
-        st.missed.fetch_add(1, Ordering::Relaxed);
         let why = format!(
-            "delivered {delay_s:.1} s after it was issued (this unit was not running or not connected): its window ends before the oldest frame in the {:.0} s buffer",
+            "delivered {delay_s:.1} s after it was issued (this unit was not running or not connected): its window ends {:.1} s before the oldest frame in the {:.0} s buffer",
+            clock.seconds(oldest - window_end),
             config.buffer.as_secs_f64()
         );
-        report(st, format!("missed: {why}"));
-        let _ = publish_event(
-            js,
-            st,
-            "missed",
-            None,
-            Some(&id),
-            json!({"reason": why, "delay_s": delay_s}),
-        )
-        .await;
-        return;
+        return missed(js, st, &id, why, delay_s).await;
     }
-    let mut req = json!({"cmd": "trigger", "at": at, "burst_id": id, "pre_s": pre, "post_s": post});
-    if t.pre_s.is_none() {
-        req.as_object_mut().expect("object").remove("pre_s");
-    }
-    if t.post_s.is_none() {
-        req.as_object_mut().expect("object").remove("post_s");
-    }
-    let log = st.log.clone();
-    let reply = st.server.handle(&req, &mut |l| log(l));
-    if reply["ok"] == true {
-        st.accepted.insert(id.clone());
-        report(st, format!("recording window {}", reply["window"]));
-        if delay_s > 2.0 {
-            let _ = publish_event(
+    let req = TriggerRequest {
+        at: Some(At::Ticks(at)),
+        pre_s: t.pre_s,
+        post_s: t.post_s,
+        burst_id: Some(id.clone()),
+    };
+    match st.server.trigger(&req) {
+        Ok(reply) => {
+            st.accepted.insert(id.clone());
+            let w = &reply.window;
+            report(
+                st,
+                format!(
+                    "recording window [{}, {}) ticks, {:.3} s before to {:.3} s after {}",
+                    w.window_start_timestamp,
+                    w.window_end_timestamp,
+                    w.pre_s.unwrap_or(0.0),
+                    w.post_s.unwrap_or(0.0),
+                    w.trigger_timestamp
+                ),
+            );
+            if delay_s > 2.0 {
+                let _ = publish_event(
                 js,
                 st,
                 "late",
@@ -360,12 +353,21 @@ async fn handle_trigger(js: &jetstream::Context, st: &mut LinkState, payload: &[
                 json!({"reason": format!("delivered {delay_s:.1} s after it was issued (this unit was not running or not connected): recording what is left of its window"), "delay_s": delay_s}),
             )
             .await;
+            }
         }
-    } else {
-        let why = reply["error"].as_str().unwrap_or("refused").to_string();
-        report(st, format!("refused: {why}"));
-        let _ = publish_event(js, st, "refused", None, Some(&id), json!({"reason": why})).await;
+        Err(why) => {
+            report(st, format!("refused: {why}"));
+            let _ = publish_event(js, st, "refused", None, Some(&id), json!({"reason": why})).await;
+        }
     }
+}
+
+/// Trigger `id` cannot be recorded by this unit: counted, logged and published as `missed`.
+async fn missed(js: &jetstream::Context, st: &LinkState, id: &str, why: String, delay_s: f64) {
+    st.missed.fetch_add(1, Ordering::Relaxed);
+    (st.log)(&format!("NATS trigger {id}: missed: {why}"));
+    let detail = json!({"reason": why, "delay_s": delay_s});
+    let _ = publish_event(js, st, "missed", None, Some(id), detail).await;
 }
 
 async fn heartbeat(js: &jetstream::Context, st: &LinkState) -> Result<(), String> {
@@ -373,11 +375,11 @@ async fn heartbeat(js: &jetstream::Context, st: &LinkState) -> Result<(), String
     let totals = unit.totals();
     let cap = unit.buffer_capacity_frames().max(1) as f64;
     let (total, recent) = st.server.recent_bursts();
-    let last = recent.last().map(|(id, r)| BurstSummary {
-        burst_id: id.clone(),
-        state: r["state"].as_str().unwrap_or("unknown").into(),
-        frames: r["frames"].as_u64(),
-        lost_frames: r["lost_frames"].as_u64(),
+    let last = recent.last().map(|b| BurstSummary {
+        burst_id: b.burst_id.clone(),
+        state: b.state.clone(),
+        frames: b.frames,
+        lost_frames: b.lost_frames,
     });
     let status = UnitStatus {
         schema: SCHEMA,
@@ -418,9 +420,10 @@ async fn heartbeat(js: &jetstream::Context, st: &LinkState) -> Result<(), String
 async fn publish_burst_events(js: &jetstream::Context, st: &mut LinkState) -> Result<(), String> {
     let (total, recent) = st.server.recent_bursts();
     let new = (total - st.published).min(recent.len() as u64) as usize;
-    for (id, result) in &recent[recent.len() - new..] {
-        let state = result["state"].as_str().unwrap_or("unknown").to_string();
-        publish_event(js, st, &state, Some(id), Some(id), result.clone()).await?;
+    for b in &recent[recent.len() - new..] {
+        let detail = serde_json::to_value(b).expect("outcomes serialise");
+        let id = &b.burst_id;
+        publish_event(js, st, &b.state, Some(id), Some(id), detail).await?;
     }
     st.published = total;
     if let Some(e) = &st.export {

@@ -80,7 +80,7 @@ pub fn plan_fragment(
     link: u32,
     slice: &Slice,
 ) -> Result<FragmentPlan, snbuf_burst::ReadError> {
-    let step = reader.layout.ticks_per_frame;
+    let step = reader.frame_step_ticks.max(1);
     let phase = reader
         .chunks()
         .first()

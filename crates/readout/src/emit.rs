@@ -1,16 +1,18 @@
 //! `snbuf emit`: the detector as its own process. Frames in their frame type's own layout (the
 //! emulated content, or replayed recordings: one file per link), one per UDP datagram, on the
-//! absolute schedule of the emulated detector clock (`source::clock_from_epoch`), sent in
-//! batches with `sendmmsg`. A receiver at the same rate (`snbuf serve --source udp://...`)
-//! therefore agrees with it on time. What was sent is summed up per link: frames, first and last
-//! timestamp, and a CRC-32C of every byte in order.
+//! absolute schedule of the detector's clock (`source::clock_from_epoch`: the frame type's own
+//! clock, in step with the wall clock, or offset from it by `clock_offset_s` like a timing
+//! system not set to NTP time), sent in batches with `sendmmsg`. Below the frame type's own rate
+//! the link is sub-sampled (one frame every `frame_step_ticks`), never slowed: a second of what
+//! it sends spans a second of the detector's clock. What was sent is summed up per link: frames,
+//! first and last timestamp, and a CRC-32C of every byte in order.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use snbuf_frames::{FrameType, HeaderKind};
+use snbuf_frames::{DetectorClock, FrameType, HeaderKind};
 
 use crate::framegen::{FrameGen, Payload, SourceError, PAYLOAD_VARIANTS};
 use crate::source::clock_from_epoch;
@@ -29,6 +31,8 @@ pub struct EmitConfig {
     /// keeps its own).
     pub streams: Vec<u8>,
     pub frames_per_s_per_link: f64,
+    /// Seconds the sender's detector clock is ahead of the wall clock (negative: behind).
+    pub clock_offset_s: f64,
     /// How long to send (None: until `stop`).
     pub duration: Option<Duration>,
     /// Keep a CRC-32C of every byte sent per link (costs a pass over the data).
@@ -55,6 +59,9 @@ pub struct LinkDigest {
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct EmitReport {
     pub links: Vec<LinkDigest>,
+    /// Ticks between a link's frames, and the clock they count (Hz).
+    pub frame_step_ticks: u64,
+    pub clock_hz: u64,
     pub seconds: f64,
     pub bytes_per_s: f64,
     /// Datagrams the kernel refused at once (nobody listening, a full send queue).
@@ -91,9 +98,11 @@ pub fn emit(
     if !(config.frames_per_s_per_link.is_finite() && config.frames_per_s_per_link > 0.0) {
         return Err(SourceError::BadRate(config.frames_per_s_per_link).into());
     }
+    let clock = DetectorClock::of(t);
+    let step = clock.frame_step_ticks(config.frames_per_s_per_link);
     let mut gens = Vec::new();
     for (link, p) in config.payloads.iter().enumerate() {
-        let mut g = FrameGen::new(t, link as u32, p)?;
+        let mut g = FrameGen::new(t, link as u32, p)?.with_frame_step(step);
         if let (Payload::Emulated, Some(&stream), HeaderKind::DaqEth) =
             (p, config.streams.get(link), layout.header)
         {
@@ -116,9 +125,8 @@ pub fn emit(
     let socket = UdpSocket::bind(bind).map_err(socket_err)?;
     socket.connect(config.to).map_err(socket_err)?;
     let fb = layout.frame_bytes as usize;
-    let tpf = layout.ticks_per_frame;
-    let fps = config.frames_per_s_per_link;
-    let (start, first_ts) = clock_from_epoch(fps, tpf);
+    let fps = clock.frames_per_s(step);
+    let (start, first_ts) = clock_from_epoch(clock, step, config.clock_offset_s);
     let links = gens.len();
     let mut digests: Vec<LinkDigest> = (0..links)
         .map(|l| LinkDigest {
@@ -148,7 +156,7 @@ pub fn emit(
         max_lag = max_lag.max(now.saturating_duration_since(next_due));
         // Frame k of every link, then k + 1: the links interleave as a detector's do.
         while next < due && !stop.load(Ordering::Relaxed) {
-            let ts = first_ts + next * tpf;
+            let ts = first_ts + next * step;
             for (l, g) in gens.iter_mut().enumerate() {
                 let frame = g.frame_at(ts);
                 if config.digest {
@@ -188,6 +196,8 @@ pub fn emit(
     let seconds = began.elapsed().as_secs_f64();
     Ok(EmitReport {
         links: digests,
+        frame_step_ticks: step,
+        clock_hz: clock.hz(),
         seconds,
         bytes_per_s: sent as f64 * fb as f64 / seconds.max(1e-9),
         send_errors: errors,

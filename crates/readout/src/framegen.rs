@@ -9,9 +9,11 @@
 //!   `<SourceID>.bin`), in turn and looping, of which only the timestamp and sequence fields are
 //!   rewritten, at their real positions, as DUNE's own emulator does. No other byte changes.
 //!
-//! A frame is fully determined by (link, timestamp): its sequence number is its index on the
-//! detector clock (`timestamp / ticks_per_frame`) modulo 4096, so any reader can tell what the
-//! emulator sent at a given time.
+//! A frame is fully determined by (link, timestamp, frame step): its index is its timestamp over
+//! the link's frame step (`ticks_per_frame` at the frame type's own rate; more for a sub-sampled
+//! link, see `snbuf_frames::clock`), its sequence number that index modulo 4096 (one more per
+//! frame sent, as a detector counts), and its payload variant that index modulo
+//! `PAYLOAD_VARIANTS`, so any reader can tell what the emulator sent at a given time.
 
 use std::sync::Arc;
 
@@ -34,6 +36,8 @@ pub enum Payload {
 pub enum SourceError {
     #[error("rate of {0} frames/s per link: must be more than 0")]
     BadRate(f64),
+    #[error("a frame step of {0} ticks: a link's frames must be 1 tick apart or more, at a rate above 0")]
+    BadStep(u64),
     #[error("the replay file is empty")]
     EmptyReplay,
     #[error("the replay file holds {bytes} B, not whole {frame_type} frames of {frame_bytes} B: is it a recording of this frame type?")]
@@ -91,6 +95,8 @@ pub struct FrameGen {
     /// `PAYLOAD_VARIANTS - 1` calls, as emulated frames do).
     out: Vec<Vec<u8>>,
     calls: usize,
+    /// Ticks between the link's frames (the frame type's own unless sub-sampled).
+    step_ticks: u64,
 }
 
 impl FrameGen {
@@ -113,6 +119,7 @@ impl FrameGen {
                     replay: None,
                     out: Vec::new(),
                     calls: 0,
+                    step_ticks: layout.ticks_per_frame,
                 })
             }
             Payload::Replay(data) => {
@@ -132,6 +139,7 @@ impl FrameGen {
                     replay: Some((data.clone(), 0)),
                     out: vec![vec![0u8; fb]; PAYLOAD_VARIANTS as usize],
                     calls: 0,
+                    step_ticks: layout.ticks_per_frame,
                 })
             }
         }
@@ -139,6 +147,15 @@ impl FrameGen {
 
     pub fn layout(&self) -> &FrameLayout {
         &self.layout
+    }
+
+    /// Frames `step_ticks` apart (a sub-sampled link: `snbuf_frames::clock`) rather than the
+    /// frame type's own `ticks_per_frame`: indexes, sequence numbers and payload variants count
+    /// the frames the link sends.
+    pub fn with_frame_step(mut self, step_ticks: u64) -> FrameGen {
+        assert!(step_ticks > 0, "frames are at least a tick apart");
+        self.step_ticks = step_ticks;
+        self
     }
 
     /// Sends emulated frames under `stream_id` (the header field a receiver routes by); a
@@ -157,7 +174,7 @@ impl FrameGen {
     /// `PAYLOAD_VARIANTS - 1` calls at consecutive frame indexes (a sender may batch that many
     /// frames of a link without copying them).
     pub fn frame_at(&mut self, ts: u64) -> &[u8] {
-        let index = ts / self.layout.ticks_per_frame;
+        let index = ts / self.step_ticks;
         let fb = self.layout.frame_bytes as usize;
         self.calls = self.calls.wrapping_add(1);
         let frame: &mut Vec<u8> = match &mut self.replay {

@@ -1,38 +1,42 @@
-//! Emulated readout links: frames at a set rate with consecutive timestamps, into latency buffers.
+//! Emulated readout links: frames on the detector's own clock, into latency buffers.
 //!
-//! Frame i of a link is due at `start + i / rate` — an absolute schedule, so the rate has no
-//! drift however late a wake-up is: a late producer catches up with a burst (bounded by one
+//! Frame i of a link is due at `start + i x step / clock_hz` — an absolute schedule, so the rate
+//! has no drift however late a wake-up is: a late producer catches up with a burst (bounded by one
 //! second of frames, beyond which the frames are counted as never produced). One producer drives
 //! several links (2 cores must be able to emulate 10), each frame made by the link's `FrameGen` in
 //! its frame type's own layout (emulated content, or a replayed recording with its timestamps
 //! and sequence numbers rewritten) and streamed into the ring. Gaps can be injected:
 //! every `every` frames, the timestamps jump by `skip` frames, as when a link drops data.
 //!
-//! Timestamps advance by the frame type's tick step per frame. Emulating below the native rate
-//! therefore slows the detector's clock relative to wall time, never its frame spacing:
-//! `ticks_per_s()` says how fast emulated time runs.
+//! Time is the detector's: timestamps count the frame type's clock (62.5 MHz for DUNE's timing
+//! system) in step with the wall clock, whatever the rate. Below the frame type's own rate the
+//! link is a sub-sampled detector: one frame every `step` ticks (`snbuf_frames::clock`), so one
+//! second of its data still spans `clock_hz` ticks.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::framegen::{FrameGen, Payload, SourceError};
 use crate::latency_buffer::Producer;
-use snbuf_frames::FrameType;
+use snbuf_frames::{DetectorClock, FrameType};
 use snbuf_persist::instructions::StreamingCopy;
 
-/// The emulated detector clock (see `snbuf_unit::links::emulated_clock`): frame k of
-/// `frames_per_s` frames per second is due k / frames_per_s seconds after the Unix epoch and has
-/// timestamp k x `ticks_per_frame`. Returns when an emulator starts (it makes frame k when
-/// k + 1 periods have passed since) and the first frame's timestamp.
-pub fn clock_from_epoch(frames_per_s: f64, ticks_per_frame: u64) -> (Instant, u64) {
+/// The detector clock from the Unix epoch, as the emulator and `snbuf emit` keep it: frame k of a
+/// link whose frames are `step_ticks` apart has timestamp k x `step_ticks` and is due when the
+/// clock reads it, at k x step_ticks / clock_hz seconds after the epoch, plus `offset_s` (a
+/// detector whose clock is not the wall clock: negative, behind it). Returns when an emulator
+/// starts (it makes frame k when k + 1 periods have passed since) and the first frame's
+/// timestamp.
+pub fn clock_from_epoch(clock: DetectorClock, step_ticks: u64, offset_s: f64) -> (Instant, u64) {
     let (anchor_ns, anchor) = (snbuf_units::now_unix_ns(), Instant::now());
-    let frame0 = (anchor_ns as f64 / 1e9 * frames_per_s).ceil();
-    let until_frame0 =
-        Duration::from_nanos((frame0 / frames_per_s * 1e9 - anchor_ns as f64).max(0.0) as u64);
+    let frames_per_s = clock.frames_per_s(step_ticks);
+    let detector_s = (anchor_ns as f64 / 1e9 + offset_s).max(0.0);
+    let frame0 = (detector_s * frames_per_s).ceil();
+    let until_frame0 = Duration::from_secs_f64((frame0 / frames_per_s - detector_s).max(0.0));
     let start = (anchor + until_frame0)
         .checked_sub(Duration::from_secs_f64(1.0 / frames_per_s))
         .unwrap_or(anchor);
-    (start, frame0 as u64 * ticks_per_frame)
+    (start, frame0 as u64 * step_ticks)
 }
 
 /// Injected data loss at the source.
@@ -55,7 +59,8 @@ pub struct EmulatedLink {
 }
 
 pub struct Emulator {
-    frame_type: FrameType,
+    /// Ticks between a link's frames, and the frames a second that makes.
+    step_ticks: u64,
     frames_per_s: f64,
     gaps: Option<GapSpec>,
     links: Vec<EmulatedLink>,
@@ -68,18 +73,20 @@ pub struct Emulator {
 }
 
 impl Emulator {
-    /// `frames_per_s` per link; `first_timestamp` is the detector time of the first frame.
+    /// Frames `step_ticks` apart on `frame_type`'s clock; `first_timestamp` is the detector time
+    /// of the first frame.
     pub fn new(
         frame_type: FrameType,
-        frames_per_s: f64,
+        step_ticks: u64,
         payload: Payload,
         gaps: Option<GapSpec>,
         producers: Vec<(u32, Producer)>,
         first_timestamp: u64,
     ) -> Result<Self, SourceError> {
-        if !(frames_per_s.is_finite() && frames_per_s > 0.0) {
-            return Err(SourceError::BadRate(frames_per_s));
+        if step_ticks == 0 || step_ticks == u64::MAX {
+            return Err(SourceError::BadStep(step_ticks));
         }
+        let frames_per_s = DetectorClock::of(frame_type).frames_per_s(step_ticks);
         if gaps.is_some_and(|g| g.every_frames == 0) {
             return Err(SourceError::GapsEveryZero);
         }
@@ -90,12 +97,12 @@ impl Emulator {
                     link,
                     producer,
                     next_timestamp: first_timestamp,
-                    frames: FrameGen::new(frame_type, link, &payload)?,
+                    frames: FrameGen::new(frame_type, link, &payload)?.with_frame_step(step_ticks),
                 })
             })
             .collect::<Result<Vec<_>, SourceError>>()?;
         Ok(Emulator {
-            frame_type,
+            step_ticks,
             frames_per_s,
             gaps,
             links,
@@ -119,9 +126,9 @@ impl Emulator {
         self.skipped
     }
 
-    /// Emulated detector ticks per wall-clock second.
-    pub fn ticks_per_s(&self) -> f64 {
-        self.frames_per_s * self.frame_type.ticks_per_frame() as f64
+    /// Frames a second per link (the detector's clock over the frame step).
+    pub fn frames_per_s(&self) -> f64 {
+        self.frames_per_s
     }
 
     /// Frames due per link by `now` on the absolute schedule.
@@ -147,9 +154,8 @@ impl Emulator {
             let skip = behind - max_burst;
             self.skipped += skip;
             self.produced += skip;
-            let ticks_per_frame = self.frame_type.ticks_per_frame();
             for l in &mut self.links {
-                l.next_timestamp += skip * ticks_per_frame;
+                l.next_timestamp += skip * self.step_ticks;
             }
         }
         let n = due.saturating_sub(self.produced);
@@ -165,13 +171,13 @@ impl Emulator {
     }
 
     fn produce_one(&mut self) {
-        let ticks_per_frame = self.frame_type.ticks_per_frame();
+        let step = self.step_ticks;
         let gap_now = self
             .gaps
             .filter(|g| self.produced > 0 && self.produced.is_multiple_of(g.every_frames));
         for l in &mut self.links {
             if let Some(g) = gap_now {
-                l.next_timestamp += g.skip_frames * ticks_per_frame;
+                l.next_timestamp += g.skip_frames * step;
             }
             let frame = l.frames.frame_at(l.next_timestamp);
             let copy = &self.copy;
@@ -186,7 +192,7 @@ impl Emulator {
                 // every slot in before overwriting it.
                 copy.copy(slot, frame);
             });
-            l.next_timestamp += ticks_per_frame;
+            l.next_timestamp += step;
         }
         self.produced += 1;
     }
@@ -246,18 +252,21 @@ mod tests {
         u64::from_le_bytes(f[..8].try_into().unwrap())
     }
 
-    /// One link of 16-byte frames, one tick each, 1000 frames/s, into a 10 s ring.
+    /// One link of 16-byte frames, one tick each on the 50 MHz clock, sub-sampled to 1000
+    /// frames/s (50 000 ticks apart), into a 10 s ring.
     fn one_link_at_1khz() -> Emulator {
         let t = custom(16, 1);
         let (p, _b) = links(1, t, 10_000);
-        Emulator::new(t, 1000.0, Payload::Emulated, None, p, 0).unwrap()
+        Emulator::new(t, 50_000, Payload::Emulated, None, p, 0).unwrap()
     }
 
     #[test]
     fn the_schedule_is_exact_and_does_not_drift() {
         let t = FrameType::WibEth;
         let (p, bufs) = links(3, t, 20_000);
-        let mut e = Emulator::new(t, 12_345.0, Payload::Emulated, None, p, 2048 * 1_000).unwrap();
+        // 12 500 frames/s on the 62.5 MHz clock: a WIBEth link sub-sampled to one frame every
+        // 5000 ticks (its own frames are 2048 apart).
+        let mut e = Emulator::new(t, 5000, Payload::Emulated, None, p, 5000 * 1_000).unwrap();
         let start = Instant::now();
         e.start_at(start);
         // Uneven wake-ups add up to exactly the rate: no drift from rounding at each call.
@@ -265,17 +274,22 @@ mod tests {
         for ms in [1u64, 7, 13, 250, 251, 600, 999, 1000] {
             total += e.produce_due(start + Duration::from_millis(ms));
         }
-        assert_eq!(total, 12_345);
+        assert_eq!(total, 12_500);
         for b in &bufs {
-            assert_eq!(b.written(), 12_345);
+            assert_eq!(b.written(), 12_500);
         }
-        // Consecutive timestamps and sequence numbers on every link, in the frame's own header.
+        // Timestamps one step apart, a second of frames spanning a second of the detector's
+        // clock, and consecutive sequence numbers on every link, in the frame's own header.
         let l = t.layout();
         let mut f = vec![0u8; 7200 * 2];
         bufs[2].read(100, &mut f).unwrap();
-        assert_eq!(l.timestamp(&f[7200..]) - l.timestamp(&f), 2048);
+        assert_eq!(l.timestamp(&f[7200..]) - l.timestamp(&f), 5000);
         assert_eq!(l.sequence(&f[7200..]), Some(1101));
-        assert_eq!(e.ticks_per_s(), 12_345.0 * 2048.0);
+        assert_eq!(
+            bufs[2].timestamp_at(12_499).unwrap() + 5000 - bufs[2].timestamp_at(0).unwrap(),
+            62_500_000
+        );
+        assert_eq!(e.frames_per_s(), 12_500.0);
     }
 
     #[test]
@@ -287,14 +301,15 @@ mod tests {
             every_frames: 4,
             skip_frames: 2,
         });
-        let mut e = Emulator::new(t, 1000.0, Payload::Replay(replay), gaps, p, 0).unwrap();
+        let mut e = Emulator::new(t, 50_000, Payload::Replay(replay), gaps, p, 0).unwrap();
         let start = Instant::now();
         e.start_at(start);
         e.produce_due(start + Duration::from_millis(10));
         let mut f = vec![0u8; 32 * 10];
         assert_eq!(bufs[0].read(0, &mut f).unwrap(), 10);
         let ts: Vec<u64> = f.chunks(32).map(timestamp_of).collect();
-        assert_eq!(ts, vec![0, 5, 10, 15, 30, 35, 40, 45, 60, 65]);
+        let k: Vec<u64> = ts.iter().map(|t| t / 50_000).collect();
+        assert_eq!(k, vec![0, 1, 2, 3, 6, 7, 8, 9, 12, 13]);
         // Replayed frames come from the file in turn, looping; only the timestamp is new.
         assert_eq!(&f[8..32], &(8..32u8).collect::<Vec<_>>()[..]);
         assert_eq!(&f[32 + 8..64], &(40..64u8).collect::<Vec<_>>()[..]);
@@ -351,14 +366,14 @@ mod tests {
     #[test]
     fn nonsense_is_refused() {
         let t = FrameType::ProtoDuneWib;
-        assert!(Emulator::new(t, 0.0, Payload::Emulated, None, vec![], 0).is_err());
-        assert!(Emulator::new(t, f64::NAN, Payload::Emulated, None, vec![], 0).is_err());
+        assert!(Emulator::new(t, 0, Payload::Emulated, None, vec![], 0).is_err());
+        assert!(Emulator::new(t, u64::MAX, Payload::Emulated, None, vec![], 0).is_err());
         let (p, _b) = links(1, t, 10);
-        assert!(Emulator::new(t, 1.0, Payload::Replay(Arc::new(vec![])), None, p, 0).is_err());
+        assert!(Emulator::new(t, 300, Payload::Replay(Arc::new(vec![])), None, p, 0).is_err());
         let g = Some(GapSpec {
             every_frames: 0,
             skip_frames: 1,
         });
-        assert!(Emulator::new(t, 1.0, Payload::Emulated, g, vec![], 0).is_err());
+        assert!(Emulator::new(t, 300, Payload::Emulated, g, vec![], 0).is_err());
     }
 }

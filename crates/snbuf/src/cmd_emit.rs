@@ -31,9 +31,12 @@ pub fn run(args: &EmitArgs) -> anyhow::Result<()> {
         .frame
         .parse()
         .map_err(|e: snbuf_frames::FrameTypeError| usage(e.to_string()))?;
-    let rate = snbuf_units::parse_rate_bytes_per_s(&args.rate_per_link)
-        .map_err(|e| usage(format!("--rate-per-link: {e}")))?;
-    if rate == 0 {
+    let rate = match &args.rate_per_link {
+        Some(r) => snbuf_units::parse_rate_bytes_per_s(r)
+            .map_err(|e| usage(format!("--rate-per-link: {e}")))? as f64,
+        None => frame_type.native_bytes_per_s(),
+    };
+    if rate <= 0.0 {
         return Err(usage("--rate-per-link must be more than 0"));
     }
     let payloads: Vec<Payload> = if args.replay.is_empty() {
@@ -85,7 +88,8 @@ pub fn run(args: &EmitArgs) -> anyhow::Result<()> {
         frame_type,
         payloads,
         streams,
-        frames_per_s_per_link: rate as f64 / frame_type.frame_bytes() as f64,
+        frames_per_s_per_link: rate / frame_type.frame_bytes() as f64,
+        clock_offset_s: args.clock_offset,
         duration: args.duration,
         digest: args.digest,
         cpu: Some(match args.cpu {
@@ -102,13 +106,26 @@ pub fn run(args: &EmitArgs) -> anyhow::Result<()> {
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, stop.clone()).context("install a signal handler")?;
     }
+    let clock = snbuf_frames::DetectorClock::of(frame_type);
+    let step = clock.frame_step_ticks(config.frames_per_s_per_link);
+    let tpf = frame_type.ticks_per_frame();
     eprintln!(
         "snbuf emit: {links} link(s) of {frame_type} at {} each to udp://{to}{}",
-        Rate(rate as f64),
+        Rate(clock.frames_per_s(step) * frame_type.frame_bytes() as f64),
         match args.duration {
             Some(d) => format!(" for {:.1} s", d.as_secs_f64()),
             None => ", until Ctrl-C".into(),
         }
+    );
+    eprintln!(
+        "  detector clock {} MHz{}; a frame every {step} ticks ({})",
+        clock.hz() as f64 / 1e6,
+        if args.clock_offset != 0.0 {
+            format!(", {:+.3} s from the wall clock", args.clock_offset)
+        } else {
+            String::new()
+        },
+        crate::cmd_record::step_words(step, tpf)
     );
     let fb = frame_type.frame_bytes() as f64;
     let report = emit(&config, &stop, |sent, elapsed| {

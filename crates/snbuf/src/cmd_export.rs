@@ -64,10 +64,10 @@ pub fn follow_bursts(
             std::thread::sleep(std::time::Duration::from_millis(500));
             let (total, recent) = server.recent_bursts();
             let new = (total - seen).min(recent.len() as u64) as usize;
-            for (id, result) in &recent[recent.len() - new..] {
+            for b in &recent[recent.len() - new..] {
                 // A burst that could not even be created has nothing to export.
-                if result["state"] != "error" {
-                    queue.push(out.join(id));
+                if b.state != "error" {
+                    queue.push(out.join(&b.burst_id));
                 }
             }
             seen = total;

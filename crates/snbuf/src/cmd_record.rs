@@ -117,8 +117,14 @@ fn build_config(
         .parse()
         .map_err(|e: snbuf_frames::FrameTypeError| usage(e.to_string()))?;
     let fb = frame_type.frame_bytes() as f64;
-    // The paper's unit: 10 links at the detector's own rate, 10 s buffer, 100 s after the trigger.
-    let rate_bytes_per_s = match (&args.rate_per_link, dune) {
+    // The paper's unit: 10 links at the detector's own rate, 10 s buffer, 100 s after the
+    // trigger. A network or replayed stream of a DUNE frame type runs at the type's own rate, so
+    // its buffer holds `--buffer` seconds of real data; the emulator on defaults is a sub-sampled
+    // detector at 20 MB/s a link, which a laptop's disk keeps up with.
+    let real_stream =
+        args.source.as_deref().is_some_and(|s| s != "emulate") || args.replay.is_some();
+    let dune_type = frame_type.fragment_type().is_some();
+    let rate_bytes_per_s = match (&args.rate_per_link, dune || (real_stream && dune_type)) {
         (Some(r), _) => snbuf_units::parse_rate_bytes_per_s(r)
             .map_err(|e| usage(format!("--rate-per-link: {e}")))? as f64,
         (None, true) => frame_type.native_bytes_per_s(),
@@ -168,7 +174,7 @@ fn build_config(
         }
     }
     let frames_per_s = rate_bytes_per_s / fb;
-    let source = source_from_args(args, frame_type, links, buffer, frames_per_s)?;
+    let source = source_from_args(args, frame_type, links)?;
     let chunk_frames = args
         .chunk_frames
         .unwrap_or_else(|| snbuf_unit::chunking::default_chunk_frames(fb as u64));
@@ -232,8 +238,6 @@ fn source_from_args(
     args: &RecordArgs,
     frame_type: FrameType,
     links: u32,
-    buffer: Duration,
-    frames_per_s: f64,
 ) -> anyhow::Result<Source> {
     let spec = args.source.as_deref().unwrap_or("emulate");
     let udp_only = [
@@ -295,13 +299,15 @@ fn source_from_args(
                 .ok_or_else(|| usage(format!("--header-version '{v}': 0 to 63, or any")))?,
         ),
     };
-    let ticks_per_s = frames_per_s * frame_type.ticks_per_frame() as f64;
     Ok(Source::Udp(snbuf_readout::udp::UdpSource {
         bind,
         routes,
         header_version,
         rcvbuf_bytes: args.rcvbuf.unwrap_or(16 << 20) as usize,
-        max_jump_ticks: (buffer.as_secs_f64() * ticks_per_s) as u64,
+        // Set by the unit from its clock (`snbuf_unit::links`): the frame step of the
+        // configured rate, and the buffer's span in ticks.
+        max_jump_ticks: 0,
+        frame_step_ticks: frame_type.ticks_per_frame(),
     }))
 }
 
@@ -310,16 +316,17 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
     let why_writers = why.writers;
     let why = why.method;
     let fb = config.frame_type.frame_bytes() as f64;
-    let total_rate = config.frames_per_s_per_link * fb * config.links as f64;
+    let total_rate = config.link_bytes_per_s() * config.links as f64;
     eprintln!(
         "snbuf record: {} links of {} ({} each, {} in total), buffer {:.1} s ({} of DRAM)",
         config.links,
         config.frame_type,
-        Rate(config.frames_per_s_per_link * fb),
+        Rate(config.link_bytes_per_s()),
         Rate(total_rate),
         config.buffer.as_secs_f64(),
         Bytes(config.buffer_frames() * fb as u64 * config.links as u64)
     );
+    eprintln!("  {}", clock_line(&config));
     eprintln!(
         "  trigger after {:.1} s, window {:.1} s before to {:.1} s after; method {} ({why})",
         config.trigger_after.as_secs_f64(),
@@ -385,15 +392,23 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
     let m = &report.manifest;
     println!("burst {} ({:?})", report.burst_dir.display(), m.state);
     println!(
-        "  window      ticks {}..{} around trigger {} ({} frame type)",
+        "  window      {:.3} s before to {:.3} s after the trigger: ticks {}..{} around {} ({} frame type, {} MHz clock)",
+        report.window.pre_s.unwrap_or(0.0),
+        report.window.post_s.unwrap_or(0.0),
         report.window.window_start_timestamp,
         report.window.window_end_timestamp,
         report.window.trigger_timestamp,
         m.frame
             .as_ref()
             .map(|f| f.frame_type.as_str())
-            .unwrap_or("?")
+            .unwrap_or("?"),
+        config.clock().hz() as f64 / 1e6
     );
+    if let Some(s) = report.window.not_buffered_s {
+        println!(
+            "  not held    the window's first {s:.3} s had left the latency buffers: counted lost"
+        );
+    }
     println!(
         "  recorded    {} frames, {} in {} files",
         report.frames_recorded,
@@ -529,11 +544,40 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
     }
 }
 
+/// What a second is for this unit, and how its links sample the detector.
+pub fn clock_line(config: &snbuf_unit::RecordConfig) -> String {
+    format!(
+        "detector clock {} MHz (a second of every window is {} ticks); a link's frames {} ticks apart: {}",
+        config.clock().hz() as f64 / 1e6,
+        config.clock().hz(),
+        config.frame_step_ticks(),
+        step_words(config.frame_step_ticks(), config.frame_type.ticks_per_frame())
+    )
+}
+
+/// What frames `step` ticks apart are for a frame type whose own are `tpf` apart.
+pub fn step_words(step: u64, tpf: u64) -> String {
+    if step == tpf {
+        "the frame type's own rate".to_string()
+    } else if step > tpf {
+        format!(
+            "a sub-sampled detector, 1 frame in {:.1}",
+            step as f64 / tpf as f64
+        )
+    } else {
+        format!(
+            "{:.2}x the frame type's own rate (frames overlap in time: a storage test, not a detector)",
+            tpf as f64 / step as f64
+        )
+    }
+}
+
 fn write_json(path: &PathBuf, r: &snbuf_unit::RecordReport) -> std::io::Result<()> {
     let v = serde_json::json!({
         "burst_dir": r.burst_dir,
         "state": r.manifest.state,
         "trigger": r.window,
+        "frame": r.manifest.frame,
         "frame_bytes": r.frame_bytes,
         "frames_recorded": r.frames_recorded,
         "lost_frames": r.lost_frames,

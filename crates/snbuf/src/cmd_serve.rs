@@ -2,8 +2,9 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
-use snbuf_unit::control::{request, ControlError, Server};
+use serde_json::Value;
+use snbuf_unit::control::{ControlError, Server};
+use snbuf_unit::protocol::{At, Request, TriggerReply, TriggerRequest, UnitStatus};
 use snbuf_unit::Unit;
 use snbuf_units::{Bytes, Rate};
 
@@ -91,12 +92,11 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         ),
         None => None,
     };
-    let fb = config.frame_type.frame_bytes() as f64;
     tracing::info!(
         "snbuf serve: {} links of {} at {} each, buffer {:.1} s ({}), method {} ({}), {} writer thread(s) ({})",
         config.links,
         config.frame_type,
-        Rate(config.frames_per_s_per_link * fb),
+        Rate(config.link_bytes_per_s()),
         config.buffer.as_secs_f64(),
         Bytes(server.unit().buffer_memory_bytes()),
         config.method,
@@ -104,6 +104,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         config.writers,
         why.writers
     );
+    tracing::info!("{}", crate::cmd_record::clock_line(&config));
     tracing::info!(
         "control socket {} (mode 0600); bursts go to {}",
         socket.display(),
@@ -159,21 +160,16 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn ask(socket: &std::path::Path, req: &Value) -> anyhow::Result<Value> {
-    let reply = request(socket, req).map_err(|e| match e {
-        ControlError::NotRunning { .. } => anyhow::Error::new(Failure(e.to_string())),
+fn ask<T: serde::de::DeserializeOwned>(
+    socket: &std::path::Path,
+    req: &Request,
+) -> anyhow::Result<T> {
+    snbuf_unit::control::ask(socket, req).map_err(|e| match e {
+        ControlError::NotRunning { .. } | ControlError::Refused(_) => {
+            anyhow::Error::new(Failure(e.to_string()))
+        }
         other => anyhow::Error::new(other),
-    })?;
-    if reply["ok"] != true {
-        let msg = reply["error"]
-            .as_str()
-            .unwrap_or("refused without a reason")
-            .to_string();
-        return Err(anyhow::Error::new(Failure(format!(
-            "the server refused: {msg}"
-        ))));
-    }
-    Ok(reply)
+    })
 }
 
 pub fn trigger(args: &TriggerArgs) -> anyhow::Result<()> {
@@ -181,35 +177,45 @@ pub fn trigger(args: &TriggerArgs) -> anyhow::Result<()> {
         return crate::cmd_fleet::trigger(args, url);
     }
     let at = match args.at.as_str() {
-        "now" => json!("now"),
-        t => json!(t.parse::<u64>().map_err(|_| usage(format!(
-            "--at '{t}': expected `now` or a timestamp in ticks"
-        )))?),
+        "now" => At::Word("now".into()),
+        t => At::Ticks(t.parse::<u64>().map_err(|_| {
+            usage(format!(
+                "--at '{t}': expected `now` or a timestamp in ticks"
+            ))
+        })?),
     };
-    let mut req = json!({"cmd": "trigger", "at": at});
-    if let Some(p) = args.pre {
-        req["pre_s"] = json!(p.as_secs_f64());
-    }
-    if let Some(p) = args.post {
-        req["post_s"] = json!(p.as_secs_f64());
-    }
     if let Some(id) = &args.burst_id {
         snbuf_burst::check_burst_id(id).map_err(|e| usage(format!("--burst-id: {e}")))?;
-        req["burst_id"] = json!(id);
     }
-    let reply = ask(&args.socket, &req)?;
-    let id = reply["burst_id"].as_str().unwrap_or("?").to_string();
+    let req = TriggerRequest {
+        at: Some(at),
+        pre_s: args.pre.map(|p| p.as_secs_f64()),
+        post_s: args.post.map(|p| p.as_secs_f64()),
+        burst_id: args.burst_id.clone(),
+    };
+    let reply: TriggerReply = ask(&args.socket, &Request::Trigger(req))?;
+    let (id, w) = (&reply.burst_id, &reply.window);
     println!(
-        "accepted: burst {id}, window ticks {}..{}",
-        reply["window"]["window_start_timestamp"], reply["window"]["window_end_timestamp"]
+        "accepted: burst {id}, window {:.3} s before to {:.3} s after the trigger ({:.3} s of the {} MHz detector clock): ticks {}..{} around {}",
+        w.pre_s.unwrap_or(0.0),
+        w.post_s.unwrap_or(0.0),
+        reply.window_s,
+        w.clock_hz.unwrap_or(0) as f64 / 1e6,
+        w.window_start_timestamp,
+        w.window_end_timestamp,
+        w.trigger_timestamp
     );
+    if let Some(s) = w.not_buffered_s {
+        println!(
+            "  the window's first {s:.3} s had already left the latency buffers: recorded as lost"
+        );
+    }
     if !args.wait {
         return Ok(());
     }
     // Bounded: the window, the time to persist what a slow medium left behind (as long again),
     // and a minute to seal and verify.
-    let window_s = reply["window_s"].as_f64().unwrap_or(0.0).max(0.0);
-    let limit = Duration::from_secs_f64(2.0 * window_s.min(86_400.0) + 60.0);
+    let limit = Duration::from_secs_f64(2.0 * reply.window_s.clamp(0.0, 86_400.0) + 60.0);
     let started = Instant::now();
     loop {
         if started.elapsed() > limit {
@@ -220,27 +226,24 @@ pub fn trigger(args: &TriggerArgs) -> anyhow::Result<()> {
             ))));
         }
         std::thread::sleep(Duration::from_millis(200));
-        let status = ask(&args.socket, &json!({"cmd": "status"}))?;
-        if let Some(b) = status["bursts"]
-            .as_array()
-            .and_then(|v| v.iter().find(|b| b["burst_id"] == id.as_str()))
-        {
+        let status: UnitStatus = ask(&args.socket, &Request::Status)?;
+        if let Some(b) = status.bursts.iter().find(|b| &b.burst_id == id) {
             println!(
-                "burst {id}: {} in {:.1} s, {} frames, {} lost, {}",
-                b["state"].as_str().unwrap_or("?"),
+                "burst {id}: {} in {:.1} s, {} frames, {} lost{}, {}",
+                b.state,
                 started.elapsed().as_secs_f64(),
-                b["frames"],
-                b["lost_frames"],
-                if b["valid"] == true {
-                    "valid"
-                } else {
-                    "NOT VALID"
-                }
+                b.frames.unwrap_or(0),
+                b.lost_frames.unwrap_or(0),
+                match b.lost_s {
+                    Some(s) if s > 0.0 => format!(" ({s:.3} s of the detector's clock)"),
+                    _ => String::new(),
+                },
+                if b.valid { "valid" } else { "NOT VALID" }
             );
-            if b["valid"] == true {
+            if b.valid {
                 return Ok(());
             }
-            let why = b["error"].as_str().unwrap_or("the burst does not verify");
+            let why = b.error.as_deref().unwrap_or("the burst does not verify");
             return Err(anyhow::Error::new(Failure(format!("burst {id}: {why}"))));
         }
     }
@@ -250,53 +253,77 @@ pub fn status(args: &StatusArgs) -> anyhow::Result<()> {
     if args.watch && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
         return crate::live::unit_status(&args.socket);
     }
-    let s = ask(&args.socket, &json!({"cmd": "status"}))?;
+    let s: UnitStatus = ask(&args.socket, &Request::Status)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&s).expect("serialises"));
         return Ok(());
     }
     println!(
-        "up {:.0} s: {} links of {} at {} each, buffer {:.1} s, method {}",
-        s["uptime_s"].as_f64().unwrap_or(0.0),
-        s["links"],
-        s["frame_type"].as_str().unwrap_or("?"),
-        Rate(s["rate_bytes_per_s_per_link"].as_f64().unwrap_or(0.0)),
-        s["buffer_s"].as_f64().unwrap_or(0.0),
-        s["method"].as_str().unwrap_or("?")
+        "up {:.0} s: {} links of {} at {} each, buffer {:.1} s, method {}; detector clock {} MHz, frames {} ticks apart",
+        s.uptime_s,
+        s.links,
+        s.frame_type,
+        Rate(s.rate_bytes_per_s_per_link),
+        s.buffer_s,
+        s.method,
+        s.clock_hz as f64 / 1e6,
+        s.frame_step_ticks
     );
-    match s["recording"].as_array() {
+    for r in &s.link_rates {
+        let measured = match (r.bytes_per_s, r.clock_ratio) {
+            (Some(b), Some(c)) => format!(
+                "{} ({:.2}x configured), clock {:.3}x the frame type's",
+                Rate(b),
+                r.rate_ratio.unwrap_or(0.0),
+                c
+            ),
+            _ => "not measured yet".into(),
+        };
+        println!(
+            "  link {}: {measured}; buffer holds {}{}",
+            r.link,
+            r.buffer_span_s.map_or("nothing".into(), |s| format!(
+                "{s:.2} s of the detector's clock"
+            )),
+            if r.mismatch {
+                "  MISMATCH: not the stream the unit was configured for"
+            } else {
+                ""
+            }
+        );
+    }
+    match &s.recording {
         Some(links) => {
-            let out: u64 = links.iter().filter_map(|l| l["frames_out"].as_u64()).sum();
-            let lost: u64 = links.iter().filter_map(|l| l["lost_frames"].as_u64()).sum();
+            let out: u64 = links.iter().map(|l| l.frames_out).sum();
+            let lost: u64 = links.iter().map(|l| l.lost_frames).sum();
             println!("recording: {out} frames durable so far, {lost} lost");
             for l in links {
                 println!(
                     "  link {}: {} chunks durable, up to timestamp {}{}",
-                    l["link"],
-                    l["durable_chunks"],
-                    l["durable_until_timestamp"]
-                        .as_u64()
+                    l.link,
+                    l.durable_chunks,
+                    l.durable_until_timestamp
                         .map(|t| t.to_string())
                         .unwrap_or_else(|| "-".into()),
-                    if l["failed"] == true { ", FAILED" } else { "" }
+                    if l.failed { ", FAILED" } else { "" }
                 );
             }
         }
         None => println!(
             "idle: ready for a trigger (next burst's files: {})",
-            s["next_burst"].as_str().unwrap_or("?")
+            s.next_burst
         ),
     }
-    for b in s["bursts"].as_array().into_iter().flatten() {
+    for b in &s.bursts {
         println!(
             "  {}: {} frames, {} lost, {}",
-            b["burst_id"].as_str().unwrap_or("?"),
-            b["frames"],
-            b["lost_frames"],
-            if b["valid"] == true {
+            b.burst_id,
+            b.frames.unwrap_or(0),
+            b.lost_frames.unwrap_or(0),
+            if b.valid {
                 "valid".to_string()
             } else {
-                format!("NOT VALID {}", b["error"].as_str().unwrap_or(""))
+                format!("NOT VALID {}", b.error.as_deref().unwrap_or(""))
             }
         );
     }

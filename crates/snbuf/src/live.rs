@@ -15,7 +15,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders, Paragraph, Row, Table};
 use ratatui::{DefaultTerminal, Frame};
-use serde_json::Value;
+use snbuf_unit::protocol::{Request, UnitStatus};
 use snbuf_units::Rate;
 
 /// How often the views ask for fresh state.
@@ -73,14 +73,14 @@ pub fn unit_status(socket: &Path) -> anyhow::Result<()> {
     let socket = socket.to_path_buf();
     run(
         move || {
-            snbuf_unit::control::request(&socket, &serde_json::json!({"cmd": "status"}))
+            snbuf_unit::control::ask::<UnitStatus>(&socket, &Request::Status)
                 .map_err(|e| e.to_string())
         },
         draw_unit,
     )
 }
 
-fn draw_unit(f: &mut Frame, state: &Result<Value, String>, history: &mut History) {
+fn draw_unit(f: &mut Frame, state: &Result<UnitStatus, String>, history: &mut History) {
     let [head, links, burst, past, help] = Layout::vertical([
         Constraint::Length(3),
         Constraint::Min(6),
@@ -108,63 +108,73 @@ fn draw_unit(f: &mut Frame, state: &Result<Value, String>, history: &mut History
             return;
         }
     };
-    let fb = s["rate_bytes_per_s_per_link"].as_f64().unwrap_or(0.0);
-    let frame_bytes = s["buffer_memory_bytes"].as_f64().unwrap_or(0.0)
-        / (s["links"].as_f64().unwrap_or(1.0).max(1.0)
-            * s["buffer_capacity_frames"].as_f64().unwrap_or(1.0).max(1.0));
+    let frame_bytes = s.frame_bytes();
     let title = format!(
-        " snbuf unit: {} links of {} at {} each, buffer {:.1} s, method {}, up {:.0} s ",
-        s["links"],
-        s["frame_type"].as_str().unwrap_or("?"),
-        Rate(fb),
-        s["buffer_s"].as_f64().unwrap_or(0.0),
-        s["method"].as_str().unwrap_or("?"),
-        s["uptime_s"].as_f64().unwrap_or(0.0)
+        " snbuf unit: {} links of {} at {} each, buffer {:.1} s, method {}, clock {} MHz, up {:.0} s ",
+        s.links,
+        s.frame_type,
+        Rate(s.rate_bytes_per_s_per_link),
+        s.buffer_s,
+        s.method,
+        s.clock_hz as f64 / 1e6,
+        s.uptime_s
     );
-    let recording = s["recording_burst"]["burst_id"].as_str();
-    let summary = match recording {
-        Some(id) => format!("RECORDING burst {id}"),
+    let recording = s.recording_burst.as_ref();
+    let mismatched: Vec<String> = s
+        .link_rates
+        .iter()
+        .filter(|r| r.mismatch)
+        .map(|r| r.link.to_string())
+        .collect();
+    let mut summary = match recording {
+        Some(b) => format!("RECORDING burst {}", b.burst_id),
         None => format!(
             "idle: ready for a trigger (next burst's files: {})",
-            s["next_burst"].as_str().unwrap_or("?")
+            s.next_burst
         ),
     };
+    if !mismatched.is_empty() {
+        summary += &format!(
+            "   STREAM MISMATCH on link(s) {}: not the clock or rate configured",
+            mismatched.join(",")
+        );
+    }
     f.render_widget(
         Paragraph::new(summary).block(Block::default().borders(Borders::ALL).title(title)),
         head,
     );
-    let capacity = s["buffer_capacity_frames"].as_f64().unwrap_or(0.0).max(1.0);
-    let rows: Vec<Row> = s["live"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let capacity = (s.buffer_capacity_frames as f64).max(1.0);
+    let rows: Vec<Row> = s
+        .live
+        .iter()
         .map(|l| {
-            let link = l["link"].as_u64().unwrap_or(0);
-            let rate = history.rate(link, l["frames_in"].as_u64().unwrap_or(0));
-            let failed = l["failed"] == true;
-            let lost = l["lost_frames"].as_u64().unwrap_or(0);
-            let style = if failed || lost > 0 {
+            let rate = history.rate(l.link as u64, l.frames_in);
+            let measured = s.link_rates.iter().find(|r| r.link == l.link);
+            let mismatch = measured.is_some_and(|r| r.mismatch);
+            let style = if l.failed || l.lost_frames > 0 || mismatch {
                 Style::default().fg(Color::Red)
             } else {
                 Style::default()
             };
             Row::new(vec![
-                link.to_string(),
+                l.link.to_string(),
                 rate.map_or("-".into(), |r| Rate(r * frame_bytes).to_string()),
-                format!(
-                    "{:.0}%",
-                    100.0 * l["buffer_fill_frames"].as_f64().unwrap_or(0.0) / capacity
-                ),
-                format!(
-                    "{:.0}%",
-                    100.0 * l["backlog_frames"].as_f64().unwrap_or(0.0) / capacity
-                ),
-                l["durable_chunks"].to_string(),
-                l["durable_until_timestamp"]
-                    .as_u64()
+                measured
+                    .and_then(|r| r.buffer_span_s)
+                    .map_or("-".into(), |s| format!("{s:.2} s")),
+                format!("{:.0}%", 100.0 * l.buffer_fill_frames as f64 / capacity),
+                format!("{:.0}%", 100.0 * l.backlog_frames as f64 / capacity),
+                l.durable_chunks.to_string(),
+                l.durable_until_timestamp
                     .map_or("-".into(), |t| t.to_string()),
-                lost.to_string(),
-                if failed { "FAILED".into() } else { "ok".into() },
+                l.lost_frames.to_string(),
+                if l.failed {
+                    "FAILED".into()
+                } else if mismatch {
+                    "MISMATCH".into()
+                } else {
+                    "ok".into()
+                },
             ])
             .style(style)
         })
@@ -174,18 +184,20 @@ fn draw_unit(f: &mut Frame, state: &Result<Value, String>, history: &mut History
         [
             Constraint::Length(5),
             Constraint::Length(12),
+            Constraint::Length(9),
             Constraint::Length(8),
             Constraint::Length(8),
             Constraint::Length(8),
             Constraint::Length(22),
             Constraint::Length(8),
-            Constraint::Length(8),
+            Constraint::Length(9),
         ],
     )
     .header(
         Row::new([
             "link",
             "input",
+            "holds",
             "fill",
             "backlog",
             "chunks",
@@ -197,52 +209,51 @@ fn draw_unit(f: &mut Frame, state: &Result<Value, String>, history: &mut History
     )
     .block(Block::default().borders(Borders::ALL).title(" links "));
     f.render_widget(table, links);
-    let burst_text = match (recording, s["recording_burst"]["window"].as_object()) {
-        (Some(id), Some(w)) => {
-            let start = w["window_start_timestamp"].as_u64().unwrap_or(0);
-            let end = w["window_end_timestamp"].as_u64().unwrap_or(0);
-            let durable = s["live"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|l| l["durable_until_timestamp"].as_u64())
+    let burst_text = match recording {
+        Some(b) => {
+            let (start, end) = (
+                b.window.window_start_timestamp,
+                b.window.window_end_timestamp,
+            );
+            let durable = s
+                .live
+                .iter()
+                .filter_map(|l| l.durable_until_timestamp)
                 .min()
                 .unwrap_or(start);
             let done =
                 (durable.saturating_sub(start)) as f64 / (end.saturating_sub(start)).max(1) as f64;
-            let ticks_per_s = s["ticks_per_s"].as_f64().unwrap_or(1.0).max(1.0);
-            let newest = s["newest_timestamp"].as_u64().unwrap_or(start);
-            let left_s = end.saturating_sub(newest) as f64 / ticks_per_s;
+            let newest = s.newest_timestamp.unwrap_or(start);
+            let left_s = end.saturating_sub(newest) as f64 / s.clock_hz.max(1) as f64;
             format!(
-                "burst {id}: {:.0}% of the window durable; its end is {:.1} s away",
+                "burst {}: {:.0}% of the window durable; its end is {:.1} s away",
+                b.burst_id,
                 100.0 * done.clamp(0.0, 1.0),
                 left_s
             )
         }
-        _ => "no burst being recorded".into(),
+        None => "no burst being recorded".into(),
     };
     f.render_widget(
         Paragraph::new(burst_text)
             .block(Block::default().borders(Borders::ALL).title(" recording ")),
         burst,
     );
-    let past_rows: Vec<Row> = s["bursts"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let past_rows: Vec<Row> = s
+        .bursts
+        .iter()
         .rev()
         .map(|b| {
-            let exported = b["dir"]
-                .as_str()
-                .map(|d| Path::new(d).join(snbuf_export::EXPORTED).exists())
-                .unwrap_or(false);
-            let ok = b["valid"] == true;
+            let exported = b
+                .dir
+                .as_ref()
+                .is_some_and(|d| d.join(snbuf_export::EXPORTED).exists());
             Row::new(vec![
-                b["burst_id"].as_str().unwrap_or("?").to_string(),
-                b["state"].as_str().unwrap_or("?").to_string(),
-                b["frames"].to_string(),
-                b["lost_frames"].to_string(),
-                if ok {
+                b.burst_id.clone(),
+                b.state.clone(),
+                b.frames.map_or("-".into(), |f| f.to_string()),
+                b.lost_frames.map_or("-".into(), |f| f.to_string()),
+                if b.valid {
                     "valid".into()
                 } else {
                     "NOT VALID".into()
@@ -253,7 +264,7 @@ fn draw_unit(f: &mut Frame, state: &Result<Value, String>, history: &mut History
                     "-".into()
                 },
             ])
-            .style(if ok {
+            .style(if b.valid {
                 Style::default()
             } else {
                 Style::default().fg(Color::Red)
@@ -278,7 +289,7 @@ fn draw_unit(f: &mut Frame, state: &Result<Value, String>, history: &mut History
     .block(
         Block::default()
             .borders(Borders::ALL)
-            .title(format!(" past bursts ({} in all) ", s["bursts_total"])),
+            .title(format!(" past bursts ({} in all) ", s.bursts_total)),
     );
     f.render_widget(past_table, past);
 }

@@ -20,7 +20,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::trials::{check_burst, check_frames, Promises, Tally, TICKS_PER_FRAME};
+use common::trials::{check_burst, check_frames, frame_step_for, Promises, Tally, TICKS_PER_FRAME};
 use serde_json::Value;
 use snbuf_readout::{FrameGen, FrameType, Payload};
 
@@ -122,6 +122,7 @@ fn trial(method: &str, kill_after: Duration, tally: &mut Tally) {
         &|args| common::snbuf(args),
         &data.join("t"),
         &promised,
+        frame_step_for("20MB/s"),
         &format!("{method} killed after {kill_after:?}"),
         tally,
     );
@@ -164,6 +165,7 @@ fn the_frame_check_catches_a_frame_that_is_not_the_links() {
             frame_bytes: fb as u32,
             ticks_per_frame: TICKS_PER_FRAME,
             clock_hz: 50_000_000,
+            frame_step_ticks: None,
         },
         trigger: None,
         method: "buffered".into(),
@@ -185,7 +187,7 @@ fn the_frame_check_catches_a_frame_that_is_not_the_links() {
     w.write_chunk(0, 2200, 2500, &off_grid).unwrap();
     w.seal().unwrap();
     let mut tally = Tally::default();
-    check_frames(&dir.path().join("b"), &mut tally);
+    check_frames(&dir.path().join("b"), TICKS_PER_FRAME, &mut tally);
     assert_eq!(tally.frames_checked, 6);
     assert_eq!(tally.corrupt_accepted, 2);
 }

@@ -63,9 +63,9 @@ fn chunk_counts(screen: &str) -> Vec<u64> {
                 .trim_matches(|c| c == '│' || c == '|' || c == ' ')
                 .split_whitespace()
                 .collect();
-            // link, input (value unit), fill, backlog, chunks, ...
-            (cells.len() >= 7 && cells[0].parse::<u64>().is_ok() && cells[2].ends_with("/s"))
-                .then(|| cells[5].parse().ok())
+            // link, input (value unit), holds (value s), fill, backlog, chunks, ...
+            (cells.len() >= 9 && cells[0].parse::<u64>().is_ok() && cells[2].ends_with("/s"))
+                .then(|| cells[7].parse().ok())
                 .flatten()
         })
         .collect()

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use snbuf_frames::DetectorClock;
 use snbuf_persist::fault::FaultPlan;
 use snbuf_persist::memory::PageSize;
 use snbuf_persist::{Method, SyncMode};
@@ -27,6 +28,8 @@ pub enum Source {
 pub struct RecordConfig {
     pub frame_type: FrameType,
     pub links: u32,
+    /// The rate asked for; the links run at the nearest whole frame step on the detector's clock
+    /// (`link_frames_per_s`).
     pub frames_per_s_per_link: f64,
     /// How much of each link the latency buffer holds.
     pub buffer: Duration,
@@ -156,13 +159,29 @@ impl RecordConfig {
     /// Frames each link's latency buffer holds when full: `buffer` of the link, rounded up so
     /// that the ring ends on a block boundary (`chunking`).
     pub fn buffer_frames(&self) -> u64 {
-        let frames = (self.buffer.as_secs_f64() * self.frames_per_s_per_link).ceil() as u64;
+        let frames = (self.buffer.as_secs_f64() * self.link_frames_per_s()).ceil() as u64;
         crate::chunking::ring_capacity_frames(frames, self.frame_bytes())
     }
 
-    /// Detector ticks per wall-clock second: the frame type's clock scaled by the emulated rate.
-    pub fn ticks_per_s(&self) -> f64 {
-        self.frames_per_s_per_link * self.frame_type.ticks_per_frame() as f64
+    /// The detector's clock: every second of a window, a buffer or a rate is a second of it.
+    pub fn clock(&self) -> DetectorClock {
+        DetectorClock::of(self.frame_type)
+    }
+
+    /// Ticks between a link's frames: the frame type's own at its own rate, more for a
+    /// sub-sampled link (`snbuf_frames::clock`).
+    pub fn frame_step_ticks(&self) -> u64 {
+        self.clock().frame_step_ticks(self.frames_per_s_per_link)
+    }
+
+    /// Frames a second each link runs at: the rate asked for, to the nearest whole frame step.
+    pub fn link_frames_per_s(&self) -> f64 {
+        self.clock().frames_per_s(self.frame_step_ticks())
+    }
+
+    /// Bytes a second each link runs at.
+    pub fn link_bytes_per_s(&self) -> f64 {
+        self.link_frames_per_s() * self.frame_bytes() as f64
     }
 
     pub fn frame_bytes(&self) -> u64 {

@@ -2,12 +2,12 @@
 //! only its owner on this host can trigger it. One request per connection, one JSON line each
 //! way, at most 64 KiB; a malformed request gets an error reply, never a crash.
 //!
-//! Requests:
+//! Requests and replies are typed in `protocol`:
 //! - `{"cmd":"trigger","at":"now"|TICKS,"pre_s":2.0,"post_s":3.0,"burst_id":"..."}` → accepted at
-//!   once (`{"ok":true,"burst_id","window"}`), recorded in the background; refused while another
-//!   burst is being recorded (each trigger is its own burst).
-//! - `{"cmd":"status"}` → the unit, the burst being recorded (live per link, with each link's
-//!   durable watermark) and the last 100 bursts (`bursts_total` counts them all).
+//!   once with the window decided then (`TriggerReply`), recorded in the background; refused
+//!   while another burst is being recorded (each trigger is its own burst).
+//! - `{"cmd":"status"}` → the unit, its links as measured, the burst being recorded (live per
+//!   link, with each link's durable watermark) and the last 100 bursts (`UnitStatus`).
 //! - `{"cmd":"shutdown"}` → stops once the burst in progress, if any, is sealed.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -19,26 +19,20 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use snbuf_burst::TriggerInfo;
 
 use crate::error::RecordError;
-use crate::status_file::link_json;
+use crate::protocol::{
+    BurstOutcome, IngestStatus, LinkStatus, RecordingBurst, Refusal, Request, TriggerReply,
+    TriggerRequest, UnitStatus,
+};
 use crate::unit::Unit;
-use crate::window::TriggerAt;
 
 pub const MAX_REQUEST_BYTES: u64 = 64 << 10;
 /// Connections served at once.
 pub const MAX_CLIENTS: usize = 16;
 /// How long a client may take to send its request or read the reply.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
-/// The longest `pre_s` or `post_s` a trigger may ask for: a day.
-const MAX_WINDOW_S: f64 = 86_400.0;
-
-/// What happened to one trigger.
-#[derive(Clone, Debug)]
-struct BurstOutcome {
-    burst_id: String,
-    result: Value,
-}
 
 /// The bursts `status` reports: the most recent ones (bounded, since a unit runs for months)
 /// and how many there were in all.
@@ -48,6 +42,8 @@ struct BurstHistory {
     total: u64,
     /// Bursts by final state (`sealed`, `failed`, `recovered`, `error`), over the whole run.
     by_state: std::collections::BTreeMap<String, u64>,
+    /// Seconds of accepted windows the buffers no longer held (`TriggerInfo::not_buffered_s`).
+    not_buffered_s: f64,
 }
 
 /// How many past bursts `status` lists.
@@ -63,7 +59,7 @@ pub struct Server {
     /// trigger right behind it is refused; cleared when the burst is sealed.
     busy: Arc<AtomicBool>,
     /// The burst being recorded, while `busy`: with its window, for live views.
-    current: Arc<Mutex<Option<(String, Value)>>>,
+    current: Arc<Mutex<Option<RecordingBurst>>>,
     counter: Mutex<u64>,
 }
 
@@ -83,6 +79,8 @@ pub enum ControlError {
     },
     #[error("the server at {path} answered something that is not a reply: {what}")]
     BadReply { path: PathBuf, what: String },
+    #[error("the server refused: {0}")]
+    Refused(String),
 }
 
 impl Server {
@@ -138,7 +136,7 @@ impl Server {
     }
 
     /// The burst being recorded, and its window.
-    pub fn recording(&self) -> Option<(String, Value)> {
+    pub fn recording(&self) -> Option<RecordingBurst> {
         self.current.lock().expect("current").clone()
     }
 
@@ -160,7 +158,7 @@ impl Server {
                 if active.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
                     active.fetch_sub(1, Ordering::AcqRel);
                     let busy = format!("{MAX_CLIENTS} clients are being served; retry");
-                    let _ = writeln!(stream, "{}", json!({"ok": false, "error": busy}));
+                    let _ = writeln!(stream, "{}", Refusal::json(busy));
                     continue;
                 }
                 let (active, log) = (&active, &log);
@@ -169,7 +167,7 @@ impl Server {
                     .spawn_scoped(scope, move || {
                         let reply = match read_request(&mut stream) {
                             Ok(req) => self.handle(&req, &mut |l: &str| log(l)),
-                            Err(e) => json!({"ok": false, "error": e}),
+                            Err(e) => Refusal::json(e),
                         };
                         let _ = writeln!(stream, "{reply}");
                         active.fetch_sub(1, Ordering::AcqRel);
@@ -190,80 +188,73 @@ impl Server {
         let _ = std::fs::remove_file(&self.socket);
     }
 
-    /// Answers one request (as the control socket does): for other front ends of the same unit,
-    /// such as its NATS subscription.
+    /// Answers one request (as the control socket does): the socket's JSON in, JSON out.
     pub fn handle(&self, req: &Value, log: &mut dyn FnMut(&str)) -> Value {
         match req.get("cmd").and_then(Value::as_str) {
-            Some("status") => self.status(),
-            Some("shutdown") => {
+            Some("status" | "shutdown" | "trigger") => {}
+            Some(other) => {
+                return Refusal::json(format!(
+                    "unknown command '{other}' (known: trigger, status, shutdown)"
+                ))
+            }
+            None => return Refusal::json("the request has no \"cmd\""),
+        }
+        let request: Request = match serde_json::from_value(req.clone()) {
+            Ok(r) => r,
+            Err(e) => return Refusal::json(format!("a malformed request: {e}")),
+        };
+        let to_json = |v: Result<Value, serde_json::Error>| v.expect("replies serialise");
+        match request {
+            Request::Status => to_json(serde_json::to_value(self.status())),
+            Request::Shutdown => {
                 log("shutdown requested");
                 self.begin_shutdown();
                 json!({"ok": true})
             }
-            Some("trigger") => match self.trigger(req) {
-                Ok(v) => {
-                    tracing::info!(
-                        unit = self.unit.config().unit_id.as_deref().unwrap_or(""),
-                        burst = v["burst_id"].as_str().unwrap_or(""),
-                        window = %v["window"],
-                        "trigger accepted"
-                    );
-                    v
-                }
-                Err(e) => {
-                    tracing::warn!(
-                        unit = self.unit.config().unit_id.as_deref().unwrap_or(""),
-                        reason = %e,
-                        "trigger refused"
-                    );
-                    json!({"ok": false, "error": e})
-                }
+            Request::Trigger(t) => match self.trigger(&t) {
+                Ok(reply) => to_json(serde_json::to_value(reply)),
+                Err(e) => Refusal::json(e),
             },
-            Some(other) => {
-                json!({"ok": false, "error": format!("unknown command '{other}' (known: trigger, status, shutdown)")})
-            }
-            None => json!({"ok": false, "error": "the request has no \"cmd\""}),
         }
     }
 
-    fn trigger(&self, req: &Value) -> Result<Value, String> {
-        let at = match req.get("at") {
-            None => TriggerAt::Now,
-            Some(Value::String(s)) if s == "now" => TriggerAt::Now,
-            Some(v) => TriggerAt::Timestamp(
-                v.as_u64()
-                    .ok_or("\"at\" must be \"now\" or a timestamp in ticks")?,
-            ),
-        };
-        let secs = |key: &str, default: Duration| -> Result<Duration, String> {
-            match req.get(key) {
-                None => Ok(default),
-                // Bounded: a window of more than a day is a mistake, and a huge number must
-                // be refused here rather than overflow a Duration.
-                Some(v) => v
-                    .as_f64()
-                    .filter(|s| (0.0..=MAX_WINDOW_S).contains(s))
-                    .map(Duration::from_secs_f64)
-                    .ok_or_else(|| {
-                        format!("\"{key}\" must be a number of seconds from 0 to {MAX_WINDOW_S}")
-                    }),
+    /// Takes a trigger: decides its window now, from what the buffers hold, and records that
+    /// window in the background (the window replied is the one recorded and the one in the
+    /// manifest). Refused, with the reason, when it cannot be recorded.
+    pub fn trigger(&self, req: &TriggerRequest) -> Result<TriggerReply, String> {
+        let unit_id = self.unit.config().unit_id.clone().unwrap_or_default();
+        match self.accept(req) {
+            Ok(reply) => {
+                tracing::info!(
+                    unit = %unit_id,
+                    burst = %reply.burst_id,
+                    window = ?reply.window,
+                    "trigger accepted"
+                );
+                Ok(reply)
             }
-        };
+            Err(e) => {
+                tracing::warn!(unit = %unit_id, reason = %e, "trigger refused");
+                Err(e)
+            }
+        }
+    }
+
+    fn accept(&self, req: &TriggerRequest) -> Result<TriggerReply, String> {
+        let at = req.at()?;
         if self.stopping() {
             return Err("the unit is stopping: it takes no more triggers".into());
         }
         let config = self.unit.config();
-        let pre = secs("pre_s", config.pre)?;
-        let post = secs("post_s", config.post)?;
+        let pre = TriggerRequest::seconds(req.pre_s, "pre_s", config.pre)?;
+        let post = TriggerRequest::seconds(req.post_s, "post_s", config.post)?;
+        // The window, decided once, now: this is what is recorded and what the client is told.
         let window = self.unit.window(at, pre, post).map_err(|e| e.to_string())?;
         if self.busy.load(Ordering::Acquire) {
             return Err(RecordError::Busy.to_string());
         }
-        let burst_id = match req.get("burst_id") {
-            Some(v) => v
-                .as_str()
-                .ok_or("\"burst_id\" must be a string")?
-                .to_string(),
+        let burst_id = match &req.burst_id {
+            Some(id) => id.clone(),
             None => {
                 let mut n = self.counter.lock().expect("counter");
                 *n += 1;
@@ -274,13 +265,6 @@ impl Server {
         if config.output_dir.join(&burst_id).exists() {
             return Err(format!("burst {burst_id} already exists"));
         }
-        let (unit, bursts, busy, current, id) = (
-            self.unit.clone(),
-            self.bursts.clone(),
-            self.busy.clone(),
-            self.current.clone(),
-            burst_id.clone(),
-        );
         // Connections are served concurrently: the check above was a quick refusal, this is
         // the one that counts (only one trigger can take the unit).
         if self
@@ -290,68 +274,116 @@ impl Server {
         {
             return Err(RecordError::Busy.to_string());
         }
-        *self.current.lock().expect("current") = Some((burst_id.clone(), json!(window)));
+        if let Some(s) = window.not_buffered_s {
+            tracing::warn!(
+                burst = %burst_id,
+                "the window reaches {s:.3} s further back than the latency buffers hold: recording what is there, the rest counted lost"
+            );
+            self.bursts.lock().expect("bursts").not_buffered_s += s;
+        }
+        *self.current.lock().expect("current") = Some(RecordingBurst {
+            burst_id: burst_id.clone(),
+            window: window.clone(),
+        });
+        if let Err(e) = self.record_in_background(window.clone(), burst_id.clone()) {
+            *self.current.lock().expect("current") = None;
+            self.busy.store(false, Ordering::Release);
+            return Err(format!("start the recording thread: {e}"));
+        }
+        Ok(TriggerReply {
+            ok: true,
+            burst_id,
+            window_s: window.length_s().unwrap_or(0.0),
+            window,
+        })
+    }
+
+    /// Records `window` as burst `id` on a thread of its own; when it is sealed, keeps its
+    /// outcome, arms the unit for the next trigger and clears `busy`.
+    fn record_in_background(&self, window: TriggerInfo, id: String) -> std::io::Result<()> {
+        let (unit, bursts, busy, current) = (
+            self.unit.clone(),
+            self.bursts.clone(),
+            self.busy.clone(),
+            self.current.clone(),
+        );
         let recording = std::thread::Builder::new().name("snbuf-trigger".into());
-        let spawned = recording.spawn(move || {
+        recording.spawn(move || {
             let unit_id = unit.config().unit_id.clone().unwrap_or_default();
             let span = tracing::info_span!("burst", unit = %unit_id, burst = %id);
             let _in_burst = span.enter();
-            let result = match unit.trigger(at, pre, post, &id, |_| {}) {
-                Ok(rep) => json!({
-                    "state": rep.manifest.state, "dir": rep.burst_dir, "frames": rep.frames_recorded,
-                    "lost_frames": rep.lost_frames, "valid": rep.verify.valid,
-                    "output_bytes_per_s": rep.output_bytes_per_s, "window": rep.window,
-                    "prepared_ahead": rep.prepared_ahead,
-                    "window_cut_to_bytes_per_link": rep.window_cut_to_bytes_per_link,
-                }),
-                Err(e) => json!({"state": "error", "error": e.to_string()}),
+            let step_s = unit
+                .config()
+                .clock()
+                .seconds(unit.config().frame_step_ticks());
+            let outcome = match unit.trigger(&window, &id, |_| {}) {
+                Ok(rep) => BurstOutcome {
+                    burst_id: id.clone(),
+                    state: serde_json::to_value(rep.manifest.state)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_else(|| "unknown".into()),
+                    dir: Some(rep.burst_dir.clone()),
+                    frames: Some(rep.frames_recorded),
+                    lost_frames: Some(rep.lost_frames),
+                    lost_s: Some(
+                        rep.manifest
+                            .links
+                            .iter()
+                            .map(|l| l.lost_frames)
+                            .max()
+                            .unwrap_or(0) as f64
+                            * step_s,
+                    ),
+                    valid: rep.verify.valid,
+                    output_bytes_per_s: Some(rep.output_bytes_per_s),
+                    window: Some(rep.window.clone()),
+                    prepared_ahead: Some(rep.prepared_ahead),
+                    window_cut_to_bytes_per_link: rep.window_cut_to_bytes_per_link,
+                    error: None,
+                },
+                Err(e) => BurstOutcome {
+                    burst_id: id.clone(),
+                    state: "error".into(),
+                    error: Some(e.to_string()),
+                    ..BurstOutcome::default()
+                },
             };
-            if result["state"] == "sealed" && result["valid"] == true {
+            if outcome.clean() {
                 tracing::info!(
-                    frames = result["frames"].as_u64(),
-                    lost_frames = result["lost_frames"].as_u64(),
+                    frames = outcome.frames,
+                    lost_frames = outcome.lost_frames,
+                    lost_s = outcome.lost_s,
                     "burst sealed and verified"
                 );
             } else {
-                tracing::error!(outcome = %result, "burst not sealed clean");
+                tracing::error!(outcome = ?outcome, "burst not sealed clean");
             }
             let mut bursts = bursts.lock().expect("bursts");
             bursts.total += 1;
-            let state = result["state"].as_str().unwrap_or("unknown").to_string();
-            *bursts.by_state.entry(state).or_default() += 1;
+            *bursts.by_state.entry(outcome.state.clone()).or_default() += 1;
             if bursts.recent.len() == MAX_BURSTS_SHOWN {
                 bursts.recent.pop_front();
             }
-            bursts.recent.push_back(BurstOutcome {
-                burst_id: id,
-                result,
-            });
+            bursts.recent.push_back(outcome);
             drop(bursts);
             // Arm for the next trigger: its files are prepared in the background.
             unit.prepare_next();
             *current.lock().expect("current") = None;
             busy.store(false, Ordering::Release);
-        });
-        if let Err(e) = spawned {
-            *self.current.lock().expect("current") = None;
-            self.busy.store(false, Ordering::Release);
-            return Err(format!("start the recording thread: {e}"));
-        }
-        let window_s = (window.window_end_timestamp - window.window_start_timestamp) as f64
-            / config.ticks_per_s();
-        Ok(json!({"ok": true, "burst_id": burst_id, "window": window, "window_s": window_s}))
+        })?;
+        Ok(())
     }
 
-    /// How many bursts finished in all, and the most recent ones (id and outcome), oldest first.
-    pub fn recent_bursts(&self) -> (u64, Vec<(String, Value)>) {
+    /// How many bursts finished in all, and the most recent ones, oldest first.
+    pub fn recent_bursts(&self) -> (u64, Vec<BurstOutcome>) {
         let h = self.bursts.lock().expect("bursts");
-        (
-            h.total,
-            h.recent
-                .iter()
-                .map(|b| (b.burst_id.clone(), b.result.clone()))
-                .collect(),
-        )
+        (h.total, h.recent.iter().cloned().collect())
+    }
+
+    /// Seconds of accepted windows the buffers no longer held, over the whole run.
+    pub fn not_buffered_seconds_total(&self) -> f64 {
+        self.bursts.lock().expect("bursts").not_buffered_s
     }
 
     /// Bursts by final state over the whole run, and whether one is being recorded.
@@ -364,51 +396,39 @@ impl Server {
     }
 
     /// The unit's status, as `{"cmd":"status"}` answers it.
-    pub fn status(&self) -> Value {
+    pub fn status(&self) -> UnitStatus {
         let u = &self.unit;
         let c = u.config();
-        let live = self.busy.load(Ordering::Acquire).then(|| {
-            let p = u.progress("recording");
-            json!(p.links.iter().map(link_json).collect::<Vec<_>>())
-        });
+        let live = u.progress("live");
+        let links: Vec<LinkStatus> = live.links.iter().map(LinkStatus::from).collect();
         let history = self.bursts.lock().expect("bursts");
-        let bursts: Vec<Value> = history
-            .recent
-            .iter()
-            .map(|b| {
-                let mut v = b.result.clone();
-                v["burst_id"] = json!(b.burst_id);
-                v
-            })
-            .collect();
-        let ingest = u.ingest().map(|i| {
-            json!({
-                "routing": i.routing,
-                "rcvbuf_bytes": i.rcvbuf_bytes,
-                "rmem_max_bytes": i.rmem_max_bytes,
-                "links": u.progress("ingest").links.iter().map(|l| link_json(l)["ingest"].clone()).collect::<Vec<_>>(),
-            })
-        });
-        json!({
-            "ok": true,
-            "uptime_s": u.uptime().as_secs_f64(),
-            "ingest": ingest,
-            "links": c.links,
-            "frame_type": c.frame_type.name(),
-            "rate_bytes_per_s_per_link": c.frames_per_s_per_link * c.frame_type.frame_bytes() as f64,
-            "buffer_s": c.buffer.as_secs_f64(),
-            "buffer_memory_bytes": u.buffer_memory_bytes(),
-            "method": c.method.name(),
-            "newest_timestamp": u.newest_timestamp(),
-            "recording": live,
-            "live": u.progress("live").links.iter().map(link_json).collect::<Vec<_>>(),
-            "buffer_capacity_frames": u.buffer_capacity_frames(),
-            "ticks_per_s": c.ticks_per_s(),
-            "recording_burst": self.current.lock().expect("current").as_ref().map(|(id, w)| json!({"burst_id": id, "window": w})),
-            "next_burst": u.next_burst_state(),
-            "bursts_total": history.total,
-            "bursts": bursts,
-        })
+        UnitStatus {
+            ok: true,
+            uptime_s: u.uptime().as_secs_f64(),
+            ingest: u.ingest().map(|i| IngestStatus {
+                routing: i.routing.into(),
+                rcvbuf_bytes: i.rcvbuf_bytes,
+                rmem_max_bytes: i.rmem_max_bytes,
+                links: links.iter().map(|l| l.ingest).collect(),
+            }),
+            links: c.links,
+            frame_type: c.frame_type.name(),
+            clock_hz: c.clock().hz(),
+            frame_step_ticks: c.frame_step_ticks(),
+            rate_bytes_per_s_per_link: c.link_bytes_per_s(),
+            buffer_s: c.buffer.as_secs_f64(),
+            buffer_memory_bytes: u.buffer_memory_bytes(),
+            buffer_capacity_frames: u.buffer_capacity_frames(),
+            method: c.method.name().into(),
+            newest_timestamp: u.newest_timestamp(),
+            recording: self.busy.load(Ordering::Acquire).then(|| links.clone()),
+            live: links,
+            link_rates: u.link_rates(),
+            recording_burst: self.current.lock().expect("current").clone(),
+            next_burst: u.next_burst_state().into(),
+            bursts_total: history.total,
+            bursts: history.recent.iter().cloned().collect(),
+        }
     }
 }
 
@@ -422,6 +442,28 @@ fn read_request(stream: &mut UnixStream) -> Result<Value, String> {
         return Err(format!("request larger than {MAX_REQUEST_BYTES} bytes"));
     }
     serde_json::from_str(line.trim()).map_err(|e| format!("the request is not JSON: {e}"))
+}
+
+/// Sends one request to a server and returns its reply, typed: a refusal is an `Err(Refused)`.
+pub fn ask<T: serde::de::DeserializeOwned>(
+    socket: &Path,
+    req: &Request,
+) -> Result<T, ControlError> {
+    let reply = request(
+        socket,
+        &serde_json::to_value(req).expect("requests serialise"),
+    )?;
+    if reply.get("ok") != Some(&Value::Bool(true)) {
+        let why = reply
+            .get("error")
+            .and_then(Value::as_str)
+            .unwrap_or("refused without a reason");
+        return Err(ControlError::Refused(why.to_string()));
+    }
+    serde_json::from_value(reply).map_err(|e| ControlError::BadReply {
+        path: socket.to_path_buf(),
+        what: e.to_string(),
+    })
 }
 
 /// Sends one request to a server and returns its reply.

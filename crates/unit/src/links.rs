@@ -55,7 +55,7 @@ pub(crate) fn start(config: &RecordConfig, producers: Vec<Producer>) -> Result<L
             let (start, first_ts) = emulated_clock(config);
             let mut emulator = Emulator::new(
                 ft,
-                config.frames_per_s_per_link,
+                config.frame_step_ticks(),
                 payload.clone(),
                 *gaps,
                 (0..config.links).zip(producers).collect(),
@@ -98,8 +98,12 @@ pub(crate) fn start(config: &RecordConfig, producers: Vec<Producer>) -> Result<L
                     Ordering::Relaxed,
                 );
             };
+            // The unit's clock decides what a step between frames and a jump too far are.
+            let mut u = u.clone();
+            u.frame_step_ticks = config.frame_step_ticks();
+            u.max_jump_ticks = config.clock().ticks(config.buffer);
             let (info, h) = udp::start(
-                u,
+                &u,
                 config.frame_type.layout(),
                 producers,
                 on_start,
@@ -119,17 +123,14 @@ pub(crate) fn start(config: &RecordConfig, producers: Vec<Producer>) -> Result<L
     }
 }
 
-/// The emulated detector clock runs at `ticks_per_s` (the frame type's clock, scaled by the
-/// emulated rate) from the Unix epoch, with frame k due at k / rate seconds: units started at
-/// different times with the same frame type and rate agree on time, so one wall-clock trigger is
-/// the same window on all of them (the fleet relies on it), and `snbuf emit` keeps the same clock.
-/// At a link's native rate this is the detector clock itself. Returns when the emulator starts
-/// (it makes frame k when k + 1 frame periods have passed) and the first frame's timestamp.
+/// The emulated detector clock is the frame type's own (62.5 MHz for DUNE's timing system),
+/// counting from the Unix epoch in step with the wall clock, whatever the rate: frame k of a link
+/// whose frames are `step` apart has timestamp k x step and is due when the clock reads it. Units
+/// started at different times agree on time, so one trigger is the same window on all of them,
+/// and `snbuf emit` keeps the same clock. Returns when the emulator starts (it makes frame k when
+/// k + 1 frame periods have passed) and the first frame's timestamp.
 pub fn emulated_clock(config: &RecordConfig) -> (Instant, u64) {
-    snbuf_readout::source::clock_from_epoch(
-        config.frames_per_s_per_link,
-        config.frame_type.ticks_per_frame(),
-    )
+    snbuf_readout::source::clock_from_epoch(config.clock(), config.frame_step_ticks(), 0.0)
 }
 
 impl Links {

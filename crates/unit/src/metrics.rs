@@ -168,6 +168,38 @@ pub fn render(server: &Server) -> String {
                 .into_iter(),
         );
     }
+    let rates = unit.link_rates();
+    let per_rate = |f: &dyn Fn(&crate::link_rates::LinkRate) -> Option<f64>| {
+        rates
+            .iter()
+            .filter_map(|r| f(r).map(|v| (format!("{{link=\"{}\"}}", r.link), v)))
+            .collect::<Vec<_>>()
+            .into_iter()
+    };
+    family(
+        "snbuf_link_clock_ratio",
+        "gauge",
+        "The link's data clock over the frame type's: detector ticks its newest frame advanced per wall-clock second (last few seconds), over the clock's Hz. 1 for a detector on its own clock.",
+        &mut per_rate(&|r| r.clock_ratio),
+    );
+    family(
+        "snbuf_link_rate_ratio",
+        "gauge",
+        "Bytes a second the link brings (last few seconds) over the rate the unit was configured for (which sized its buffer).",
+        &mut per_rate(&|r| r.rate_ratio),
+    );
+    family(
+        "snbuf_link_buffer_span_seconds",
+        "gauge",
+        "Detector seconds from the oldest to the newest frame the link's latency buffer holds: how far back a trigger can reach.",
+        &mut per_rate(&|r| r.buffer_span_s),
+    );
+    family(
+        "snbuf_window_not_buffered_seconds_total",
+        "counter",
+        "Seconds of accepted trigger windows that the latency buffers no longer held when the trigger came (recorded as lost).",
+        &mut std::iter::once((String::new(), server.not_buffered_seconds_total())),
+    );
     let (by_state, recording) = server.burst_counts();
     family(
         "snbuf_bursts_total",

@@ -38,16 +38,17 @@ pub(crate) fn open_burst(
     sources: &[SourceMemory],
 ) -> Result<OpenedBurst, RecordError> {
     let ft = config.frame_type;
-    let tpf = ft.ticks_per_frame();
-    let window_frames = (window.window_end_timestamp - window.window_start_timestamp) / tpf + 1;
+    let step = config.frame_step_ticks();
+    let window_frames = (window.window_end_timestamp - window.window_start_timestamp) / step + 1;
     let plan = link_region(config, window_frames);
     let spec = BurstSpec {
         burst_id: burst_id.to_string(),
         frame: FrameInfo {
             frame_type: ft.name(),
             frame_bytes: ft.frame_bytes(),
-            ticks_per_frame: tpf,
+            ticks_per_frame: ft.ticks_per_frame(),
             clock_hz: ft.clock_hz(),
+            frame_step_ticks: Some(step),
         },
         trigger: Some(window.clone()),
         method: config.method.name().to_string(),

@@ -49,7 +49,7 @@ impl NextBurst {
     ) {
         self.take();
         let config = config.clone();
-        let frames = ((pre + post).as_secs_f64() * config.frames_per_s_per_link).ceil() as u64 + 1;
+        let frames = ((pre + post).as_secs_f64() * config.link_frames_per_s()).ceil() as u64 + 1;
         let spawned = std::thread::Builder::new()
             .name("snbuf-prepare".into())
             .spawn(move || prepare(&config, frames, &sources));

@@ -43,13 +43,8 @@ pub fn record(
             next_tick += Duration::from_secs(1);
         }
     }
-    let mut report = unit.trigger(
-        TriggerAt::Now,
-        config.pre,
-        config.post,
-        &config.burst_id,
-        &mut on_progress,
-    )?;
+    let window = unit.window(TriggerAt::Now, config.pre, config.post)?;
+    let mut report = unit.trigger(&window, &config.burst_id, &mut on_progress)?;
     let (_, skipped) = unit.stop();
     report.skipped_at_source = skipped;
     Ok(report)

@@ -22,36 +22,10 @@ use crate::counters::{LinkCounters, Progress};
 /// How often the status file is rewritten while a burst records.
 pub const STATUS_FILE_INTERVAL: Duration = Duration::from_millis(100);
 
-/// One link's figures as JSON: the same fields in the status file and in `snbuf status`.
+/// One link's figures as JSON: the same fields in the status file and in `snbuf status`
+/// (`protocol::LinkStatus`).
 pub fn link_json(l: &LinkCounters) -> Value {
-    json!({
-        "link": l.link,
-        "frames_in": l.frames_in,
-        "frames_out": l.durable_frames,
-        "durable_chunks": l.durable_chunks,
-        "durable_frames": l.durable_frames,
-        "durable_until_timestamp": l.durable_until_timestamp,
-        "lost_frames": l.lost_frames,
-        "buffer_fill_frames": l.buffer_fill_frames,
-        "backlog_frames": l.backlog_frames,
-        "failed": l.failed,
-        "ingest": l.ingest.map(|g| json!({
-            "frames": g.frames,
-            "bytes": g.bytes,
-            "kernel_drops": g.kernel_drops,
-            "sequence_gap_frames": g.sequence_gap_frames,
-            "timestamp_gap_frames": g.timestamp_gap_frames,
-            "rerouted": g.rerouted,
-            "dropped": {
-                "out_of_order": g.out_of_order,
-                "short": g.short,
-                "long": g.long,
-                "bad_version": g.bad_version,
-                "unknown_stream": g.unknown_stream,
-                "implausible_timestamp": g.implausible_timestamp,
-            },
-        })),
-    })
+    serde_json::to_value(crate::protocol::LinkStatus::from(l)).expect("link figures serialise")
 }
 
 pub struct StatusFile {

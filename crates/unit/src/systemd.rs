@@ -5,6 +5,7 @@
 //! stop begins. The protocol is sd_notify(3): datagrams to the socket in $NOTIFY_SOCKET. Without
 //! that variable nothing is sent.
 
+use crate::protocol::RecordingBurst;
 use std::os::unix::net::UnixDatagram;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -106,7 +107,7 @@ fn status_line(server: &Server, filled: u64, pre_frames: u64, ready: bool) -> St
     if server.stopping() {
         return "stopping: finishing the burst being recorded".into();
     }
-    if let Some((id, _)) = server.recording() {
+    if let Some(RecordingBurst { burst_id: id, .. }) = server.recording() {
         let p = unit.progress("recording");
         let durable: u64 = p.links.iter().map(|l| l.durable_frames).sum();
         let lost: u64 = p.links.iter().map(|l| l.lost_frames).sum();

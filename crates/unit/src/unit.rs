@@ -17,14 +17,20 @@ use snbuf_readout::{latency_buffer_on_node, LatencyBuffer};
 use crate::config::RecordConfig;
 use crate::counters::{LinkCounters, LiveLink, Progress};
 use crate::error::RecordError;
+use crate::link_rates::{measure_links, newest_of, oldest_of, LinkRate, RateMeter};
 use crate::links::{Links, SourceTotals};
 use crate::open_burst::open_burst;
 use crate::prepare::NextBurst;
 use crate::report::RecordReport;
 use crate::status_file::{StatusFile, STATUS_FILE_INTERVAL};
-use crate::window::{TriggerAt, WindowClock};
+use crate::window::{Held, TriggerAt, WindowClock};
 use crate::window_writer::WindowJob;
 use crate::writers::{WriterPlacement, Writers};
+
+/// How close to the wall clock a unit's newest frame must be for its data clock to be taken as
+/// the wall clock (`Unit::data_time_at`): a frame's way from the detector through the network
+/// and the receiver's batching takes milliseconds; a clock off by more is another clock.
+pub const CLOCK_AGREES_S: f64 = 0.25;
 
 pub struct Unit {
     config: RecordConfig,
@@ -42,6 +48,10 @@ pub struct Unit {
     next: Mutex<NextBurst>,
     /// Per link, what every finished burst made durable and lost (counters that only grow).
     finished: Mutex<Vec<LinkCounters>>,
+    /// Each link's data clock and rate as measured (`link_rates`), by a thread of its own.
+    rates: Arc<Mutex<RateMeter>>,
+    rates_stop: Arc<std::sync::atomic::AtomicBool>,
+    rates_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl Unit {
@@ -116,6 +126,13 @@ impl Unit {
             .pages_obtained()
             .map(|p| p.effective_page_bytes());
         let links = crate::links::start(config, producers)?;
+        let rates = Arc::new(Mutex::new(RateMeter::new(
+            config.clock().hz(),
+            config.frame_bytes(),
+            config.link_bytes_per_s(),
+        )));
+        let rates_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let rates_thread = measure_links(config, &buffers, rates.clone(), rates_stop.clone())?;
         Ok(Unit {
             config: config.clone(),
             buffers,
@@ -134,6 +151,9 @@ impl Unit {
                     .collect(),
             ),
             next: Mutex::new(next),
+            rates,
+            rates_stop,
+            rates_thread: Mutex::new(Some(rates_thread)),
         })
     }
 
@@ -178,13 +198,55 @@ impl Unit {
     /// The newest frame's timestamp over the links: the unit's "now" in the detector's own
     /// ticks (a link that has sent nothing yet does not hold it back).
     pub fn newest_timestamp(&self) -> Option<u64> {
-        self.buffers
-            .iter()
-            .filter_map(|b| {
-                let w = b.written();
-                (w > 0).then(|| b.timestamp_at(w - 1).ok()).flatten()
-            })
-            .max()
+        self.buffers.iter().filter_map(newest_of).max()
+    }
+
+    /// The oldest timestamp every link with data still holds (the latest of the links'
+    /// oldest): a window from here on is in every buffer.
+    pub fn oldest_timestamp(&self) -> Option<u64> {
+        self.buffers.iter().filter_map(oldest_of).max()
+    }
+
+    /// What the buffers hold now, for placing a window.
+    pub fn held(&self) -> Held {
+        Held {
+            newest: self.newest_timestamp(),
+            oldest: self.oldest_timestamp(),
+        }
+    }
+
+    /// The detector's time at wall-clock time `unix_ns`, by this unit's data. When the data
+    /// clock agrees with the wall clock (DUNE's timing system runs on GPS time, as the emulator
+    /// does: the newest frame is within `CLOCK_AGREES_S` of now), the clock's reading at
+    /// `unix_ns` itself, so that every unit places one trigger on the same tick. Otherwise (a
+    /// timing system not on NTP time, a replay of last year's run) the newest frame, moved by the
+    /// wall-clock time from now to `unix_ns`. None until a frame has arrived.
+    pub fn data_time_at(&self, unix_ns: u64) -> Option<u64> {
+        let newest = self.newest_timestamp()?;
+        let now_ns = snbuf_units::now_unix_ns();
+        let clock = self.config.clock();
+        let behind_s = clock.seconds_between(newest, clock.ticks_at_unix_ns(now_ns));
+        if behind_s.abs() <= CLOCK_AGREES_S {
+            return Some(clock.ticks_at_unix_ns(unix_ns));
+        }
+        let offset_s = (unix_ns as f64 - now_ns as f64) / 1e9;
+        Some(clock.offset(newest, offset_s))
+    }
+
+    /// Each link's data clock and rate as measured, with the span its buffer holds now in
+    /// detector seconds.
+    pub fn link_rates(&self) -> Vec<LinkRate> {
+        let mut rates = self.rates.lock().expect("rates").rates();
+        rates.resize_with(self.buffers.len(), LinkRate::default);
+        let clock = self.config.clock();
+        for (i, (r, b)) in rates.iter_mut().zip(&self.buffers).enumerate() {
+            r.link = i as u32;
+            r.buffer_span_s = match (oldest_of(b), newest_of(b)) {
+                (Some(o), Some(n)) => Some(clock.seconds(n.saturating_sub(o))),
+                _ => None,
+            };
+        }
+        rates
     }
 
     /// Live figures of every link (of the burst being recorded, if any).
@@ -246,32 +308,30 @@ impl Unit {
     /// The detector clock this unit's windows are cut in.
     pub fn clock(&self) -> WindowClock {
         WindowClock {
-            ticks_per_frame: self.config.frame_type.ticks_per_frame(),
-            ticks_per_s: self.config.ticks_per_s(),
+            frame_step_ticks: self.config.frame_step_ticks(),
+            clock: self.config.clock(),
             buffer: self.config.buffer,
         }
     }
 
-    /// The window a trigger at `at` records (see `WindowClock::window`).
+    /// The window a trigger at `at` records (see `WindowClock::window`), decided now from what
+    /// the buffers hold: the one to pass to `trigger`, and to tell whoever asked.
     pub fn window(
         &self,
         at: TriggerAt,
         pre: Duration,
         post: Duration,
     ) -> Result<TriggerInfo, RecordError> {
-        Ok(self
-            .clock()
-            .window(self.newest_timestamp(), at, pre, post)?)
+        Ok(self.clock().window(self.held(), at, pre, post)?)
     }
 
-    /// Records one burst, blocking until its window is durable, sealed and verified. A trigger
-    /// that arrives while another burst is being recorded is refused (not merged): each trigger
-    /// is its own burst, and the caller can retry once the current one is sealed.
+    /// Records the burst of `window` (from `window`), blocking until it is durable, sealed and
+    /// verified. A trigger that arrives while another burst is being recorded is refused (not
+    /// merged): each trigger is its own burst, and the caller can retry once the current one is
+    /// sealed.
     pub fn trigger(
         &self,
-        at: TriggerAt,
-        pre: Duration,
-        post: Duration,
+        window: &TriggerInfo,
         burst_id: &str,
         mut on_progress: impl FnMut(&Progress),
     ) -> Result<RecordReport, RecordError> {
@@ -288,7 +348,7 @@ impl Unit {
             }
             *slot = Some(live.clone());
         }
-        let result = self.record_window(at, pre, post, burst_id, &live, &mut on_progress);
+        let result = self.record_window(window, burst_id, &live, &mut on_progress);
         {
             // Into the run's totals before the live counters go, under the same lock order
             // (finished, then live) as `totals`, so no reader sees a burst counted twice or not.
@@ -303,16 +363,14 @@ impl Unit {
 
     fn record_window(
         &self,
-        at: TriggerAt,
-        pre: Duration,
-        post: Duration,
+        window: &TriggerInfo,
         burst_id: &str,
         live: &Arc<Vec<LiveLink>>,
         on_progress: &mut dyn FnMut(&Progress),
     ) -> Result<RecordReport, RecordError> {
         let config = &self.config;
         let fb = config.frame_type.frame_bytes() as usize;
-        let window = self.window(at, pre, post)?;
+        let window = window.clone();
         let prepared = self.next.lock().expect("next burst").take();
         let identities = self.link_identities();
         let sources = sources_of(&self.buffers);
@@ -337,12 +395,12 @@ impl Unit {
             live,
             &WindowJob {
                 window: window.clone(),
-                ticks_per_frame: config.frame_type.ticks_per_frame(),
+                ticks_per_frame: config.frame_step_ticks(),
                 chunk_frames: config.chunk_frames,
                 block_frames: crate::chunking::block_frames(config.frame_bytes()),
                 crcs: snbuf_burst::chunk::FrameCrcCombiner::new(config.frame_type.frame_bytes()),
                 chunks_per_persist: config.chunks_per_persist,
-                frames_per_s: config.frames_per_s_per_link,
+                frames_per_s: config.link_frames_per_s(),
                 give_up_at: self.give_up_at(&window),
                 burst_id: burst_id.to_string(),
                 unit_id: config.unit_id.clone().unwrap_or_default(),
@@ -450,8 +508,10 @@ impl Unit {
         let newest = self
             .newest_timestamp()
             .unwrap_or(window.window_start_timestamp);
-        let ahead_s =
-            window.window_end_timestamp.saturating_sub(newest) as f64 / self.config.ticks_per_s();
+        let ahead_s = self
+            .config
+            .clock()
+            .seconds(window.window_end_timestamp.saturating_sub(newest));
         Instant::now()
             + Duration::from_secs_f64(ahead_s.min(86_400.0))
             + self.config.buffer
@@ -501,6 +561,10 @@ impl Unit {
     /// what dropping it does; a server calls it when it stops, whoever else still holds the unit
     /// (a metrics endpoint, a fleet link), so that nothing of a stopped unit stays on disk.
     pub fn wind_down(&self) {
+        self.rates_stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.rates_thread.lock().ok().and_then(|mut h| h.take()) {
+            let _ = h.join();
+        }
         if let Ok(mut links) = self.links.lock() {
             links.stop();
         }

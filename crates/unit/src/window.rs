@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use snbuf_burst::TriggerInfo;
+use snbuf_frames::DetectorClock;
 
 /// When a trigger's window is centred.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,21 +40,31 @@ pub enum WindowError {
 /// The detector clock a unit's windows are cut in.
 #[derive(Clone, Copy, Debug)]
 pub struct WindowClock {
-    pub ticks_per_frame: u64,
-    /// Detector ticks per wall-clock second (below the native rate, emulated time runs slower).
-    pub ticks_per_s: f64,
+    /// Ticks between a link's frames (the frame type's own, or a sub-sampled link's step).
+    pub frame_step_ticks: u64,
+    /// The detector's clock: a second of `pre` or `post` is a second of it.
+    pub clock: DetectorClock,
     /// How much of each link the latency buffer holds.
     pub buffer: Duration,
 }
 
+/// What the latency buffers hold when a trigger arrives: the newest frame over the links, and
+/// the oldest frame every link still holds (the latest of the links' oldest).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Held {
+    pub newest: Option<u64>,
+    pub oldest: Option<u64>,
+}
+
 impl WindowClock {
-    /// The window a trigger at `at` records: whole frames from `pre` before to `post` after.
-    /// Refused when nothing is buffered yet (`newest` is None), when `pre` reaches further back
-    /// than the buffer, or when `at` lies further ahead of the newest frame than the buffer is
-    /// long (a clock mix-up, not a trigger: the burst would wait for data that is far away).
+    /// The window a trigger at `at` records: whole frames from `pre` before to `post` after,
+    /// with how much of its start the buffers no longer hold (`not_buffered_s`).
+    /// Refused when nothing is buffered yet, when `pre` reaches further back than the buffer,
+    /// or when `at` lies further ahead of the newest frame than the buffer is long (a clock
+    /// mix-up, not a trigger: the burst would wait for data that is far away).
     pub fn window(
         &self,
-        newest: Option<u64>,
+        held: Held,
         at: TriggerAt,
         pre: Duration,
         post: Duration,
@@ -64,7 +75,7 @@ impl WindowClock {
                 buffer_s: self.buffer.as_secs_f64(),
             });
         }
-        let newest = newest.ok_or(WindowError::NothingBuffered)?;
+        let newest = held.newest.ok_or(WindowError::NothingBuffered)?;
         let t = match at {
             TriggerAt::Now => newest,
             TriggerAt::Timestamp(t) => t,
@@ -74,23 +85,25 @@ impl WindowClock {
             return Err(WindowError::TooFarAhead {
                 at: t,
                 newest,
-                ahead_s: (t - newest) as f64 / self.ticks_per_s,
+                ahead_s: self.clock.seconds(t - newest),
                 buffer_s: self.buffer.as_secs_f64(),
             });
         }
-        let tpf = self.ticks_per_frame;
+        let step = self.frame_step_ticks;
         // Whole frames each side, so the window's length is a whole number of frames.
-        let pre_ticks = self.ticks(pre) / tpf * tpf;
-        let post_ticks = self.ticks(post).div_ceil(tpf) * tpf;
-        Ok(TriggerInfo {
-            trigger_timestamp: t,
-            window_start_timestamp: t.saturating_sub(pre_ticks),
-            window_end_timestamp: t.saturating_add(post_ticks),
-        })
+        let pre_ticks = self.ticks(pre) / step * step;
+        let post_ticks = self.ticks(post).div_ceil(step) * step;
+        let (start, end) = (t.saturating_sub(pre_ticks), t.saturating_add(post_ticks));
+        let mut w = TriggerInfo::new(t, start, end, self.clock.hz());
+        let oldest = held.oldest.unwrap_or(newest);
+        if oldest > start {
+            w.not_buffered_s = Some(self.clock.seconds(oldest.min(end) - start));
+        }
+        Ok(w)
     }
 
     fn ticks(&self, d: Duration) -> u64 {
-        (d.as_secs_f64() * self.ticks_per_s) as u64
+        self.clock.ticks(d)
     }
 }
 
@@ -141,11 +154,18 @@ mod tests {
     use super::*;
 
     fn clock() -> WindowClock {
-        // 300 ticks a frame, 1000 frames a second: 300 000 ticks/s, 2 s of buffer.
+        // A 300 000 Hz clock, frames 300 ticks apart (1000 a second), 2 s of buffer.
         WindowClock {
-            ticks_per_frame: 300,
-            ticks_per_s: 300_000.0,
+            frame_step_ticks: 300,
+            clock: DetectorClock::new(300_000),
             buffer: Duration::from_secs(2),
+        }
+    }
+
+    fn newest(t: u64) -> Held {
+        Held {
+            newest: Some(t),
+            oldest: Some(0),
         }
     }
 
@@ -153,7 +173,7 @@ mod tests {
     fn a_window_is_whole_frames_around_the_trigger() {
         let w = clock()
             .window(
-                Some(3_000_000),
+                newest(3_000_000),
                 TriggerAt::Now,
                 Duration::from_millis(500),
                 Duration::from_millis(1001),
@@ -165,10 +185,14 @@ mod tests {
         assert_eq!(w.window_end_timestamp, 3_000_000 + 300_300);
         let len = w.window_end_timestamp - w.window_start_timestamp;
         assert_eq!(len % 300, 0);
+        // The window in the clock's seconds too, and nothing before the buffer.
+        assert_eq!(w.clock_hz, Some(300_000));
+        assert_eq!((w.pre_s, w.post_s), (Some(0.5), Some(1.001)));
+        assert_eq!(w.not_buffered_s, None);
         // A window reaching before tick 0 starts at 0.
         let w = clock()
             .window(
-                Some(100),
+                newest(100),
                 TriggerAt::Now,
                 Duration::from_secs(1),
                 Duration::ZERO,
@@ -182,25 +206,64 @@ mod tests {
         let c = clock();
         let (pre, post) = (Duration::from_millis(100), Duration::from_millis(100));
         assert_eq!(
-            c.window(None, TriggerAt::Now, pre, post),
+            c.window(Held::default(), TriggerAt::Now, pre, post),
             Err(WindowError::NothingBuffered)
         );
         assert!(matches!(
-            c.window(Some(0), TriggerAt::Now, Duration::from_secs(3), post),
+            c.window(newest(0), TriggerAt::Now, Duration::from_secs(3), post),
             Err(WindowError::PreLongerThanBuffer { .. })
         ));
         // Up to the buffer's length ahead is accepted, more is a clock mix-up.
         assert!(c
-            .window(Some(1000), TriggerAt::Timestamp(1000 + 600_000), pre, post)
+            .window(
+                newest(1000),
+                TriggerAt::Timestamp(1000 + 600_000),
+                pre,
+                post
+            )
             .is_ok());
         assert!(matches!(
-            c.window(Some(1000), TriggerAt::Timestamp(1001 + 600_000), pre, post),
+            c.window(
+                newest(1000),
+                TriggerAt::Timestamp(1001 + 600_000),
+                pre,
+                post
+            ),
             Err(WindowError::TooFarAhead { .. })
         ));
         // Behind the buffer is a trigger: what is left is recorded, the rest counted lost.
         assert!(c
-            .window(Some(10_000_000), TriggerAt::Timestamp(5), pre, post)
+            .window(newest(10_000_000), TriggerAt::Timestamp(5), pre, post)
             .is_ok());
+    }
+
+    #[test]
+    fn a_window_reaching_before_the_buffer_says_by_how_much() {
+        // The buffers hold from 3 s on; a window from 2.5 s to 4 s lacks its first 0.5 s.
+        let held = Held {
+            newest: Some(1_500_000),
+            oldest: Some(900_000),
+        };
+        let w = clock()
+            .window(
+                held,
+                TriggerAt::Timestamp(1_200_000),
+                Duration::from_millis(1500),
+                Duration::from_millis(100),
+            )
+            .unwrap();
+        assert_eq!(w.window_start_timestamp, 750_000);
+        assert_eq!(w.not_buffered_s, Some(0.5));
+        // A window wholly before the buffer lacks all of it.
+        let w = clock()
+            .window(
+                held,
+                TriggerAt::Timestamp(300_000),
+                Duration::from_millis(500),
+                Duration::from_millis(100),
+            )
+            .unwrap();
+        assert_eq!(w.not_buffered_s, Some(0.6));
     }
 
     #[test]

@@ -60,7 +60,7 @@ fn frames_of(dir: &Path, link: u32, frame_bytes: usize) -> Vec<Vec<u8>> {
         &bytes[..],
         Expect {
             link: Some(link),
-            ticks_per_frame: None,
+            frame_step_ticks: None,
             frame: None,
         },
     )
@@ -94,7 +94,17 @@ fn a_triggered_window_is_recorded_completely_and_verifies() {
         r.window.window_start_timestamp,
         r.window.window_end_timestamp,
     );
-    let expected = (we - ws).div_ceil(25);
+    // The emulator is a sub-sampled detector: one frame every `step` ticks of the real 50 MHz
+    // clock, so the window is the 0.3 s + 0.5 s asked in the detector's seconds.
+    let step = cfg.frame_step_ticks();
+    assert_eq!(step, 2500, "50 MHz over 20 000 frames/s");
+    let window_s = cfg.clock().seconds(we - ws);
+    assert!(
+        (window_s - 0.8).abs() <= cfg.clock().seconds(step),
+        "{window_s}"
+    );
+    assert_eq!(r.window.pre_s, Some(0.3));
+    let expected = (we - ws).div_ceil(step);
     for link in 0..3 {
         let frames = frames_of(&r.burst_dir, link, 256);
         assert_eq!(
@@ -104,18 +114,20 @@ fn a_triggered_window_is_recorded_completely_and_verifies() {
         );
         let first = timestamp_of(&frames[0]);
         assert!(
-            first >= ws && first < ws + 25,
+            first >= ws && first < ws + step,
             "link {link} starts at the window"
         );
         for w in frames.windows(2) {
             assert_eq!(
                 timestamp_of(&w[1]),
-                timestamp_of(&w[0]) + 25,
+                timestamp_of(&w[0]) + step,
                 "link {link}: consecutive timestamps"
             );
         }
         // Every byte is what the link sent at that time.
-        let mut sent = FrameGen::new(FRAME, link, &Payload::Emulated).unwrap();
+        let mut sent = FrameGen::new(FRAME, link, &Payload::Emulated)
+            .unwrap()
+            .with_frame_step(step);
         for f in &frames {
             assert_eq!(sent.frame_at(timestamp_of(f)), &f[..], "link {link}");
         }
@@ -169,7 +181,9 @@ fn io_uring_writes_from_the_latency_buffer_and_every_frame_lands() {
         r.chunks_from_source
     );
     for link in 0..3 {
-        let mut sent = FrameGen::new(FRAME, link, &Payload::Emulated).unwrap();
+        let mut sent = FrameGen::new(FRAME, link, &Payload::Emulated)
+            .unwrap()
+            .with_frame_step(cfg.frame_step_ticks());
         for f in frames_of(&r.burst_dir, link, 256) {
             assert_eq!(sent.frame_at(timestamp_of(&f)), &f[..], "link {link}");
         }
@@ -212,8 +226,8 @@ fn overload_is_counted_and_the_burst_still_verifies() {
     // Exact accounting: recorded + lost is the window, on every link. Nothing is lost silently,
     // and nothing outside the window is counted. (An earlier version counted every frame a slow
     // writer skipped, past the window's end too: more "lost" frames than the window holds.)
-    let window_frames =
-        (r.window.window_end_timestamp - r.window.window_start_timestamp).div_ceil(25);
+    let window_frames = (r.window.window_end_timestamp - r.window.window_start_timestamp)
+        .div_ceil(cfg.frame_step_ticks());
     for l in &r.manifest.links {
         assert_eq!(
             l.data.frames + l.lost_frames,
@@ -270,18 +284,21 @@ fn a_trigger_older_than_the_buffer_records_what_is_left_and_counts_the_rest() {
     let unit = Unit::start(&cfg).unwrap();
     std::thread::sleep(Duration::from_millis(1300)); // more than the 1 s buffer
     let now = unit.newest_timestamp().unwrap();
-    // 20 000 frames/s x 25 ticks: 1.2 s ago is before the oldest buffered frame.
-    let at = now - 24_000 * 25;
-    let r = unit
-        .trigger(
+    // 1.2 s of the detector's clock ago is before the oldest buffered frame.
+    let at = now - cfg.clock().ticks(Duration::from_millis(1200));
+    let window = unit
+        .window(
             TriggerAt::Timestamp(at),
             Duration::from_millis(100),
             Duration::from_millis(300),
-            "old",
-            |_| {},
         )
         .unwrap();
+    let r = unit.trigger(&window, "old", |_| {}).unwrap();
     assert!(r.lost_frames > 0, "the shortfall is counted");
+    // And said in seconds: the window began 1.3 s ago, the buffer holds about 1 s.
+    let not_buffered = r.window.not_buffered_s.expect("the shortfall in seconds");
+    assert!((0.1..=0.5).contains(&not_buffered), "{not_buffered}");
+    assert_eq!(r.manifest.trigger.as_ref(), Some(&window));
     assert!(r.frames_recorded > 0, "what is still buffered is recorded");
     assert!(
         r.verify.valid,
@@ -289,15 +306,14 @@ fn a_trigger_older_than_the_buffer_records_what_is_left_and_counts_the_rest() {
         r.verify.problems, r.verify.links
     );
     // A second trigger works once the first is sealed: each trigger is its own burst.
-    let r2 = unit
-        .trigger(
+    let window = unit
+        .window(
             TriggerAt::Now,
             Duration::from_millis(100),
             Duration::from_millis(100),
-            "next",
-            |_| {},
         )
         .unwrap();
+    let r2 = unit.trigger(&window, "next", |_| {}).unwrap();
     assert!(r2.verify.valid && r2.lost_frames == 0);
     assert!(r.prepared_ahead, "a window inside the prepared one uses it");
     assert!(

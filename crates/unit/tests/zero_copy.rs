@@ -199,7 +199,7 @@ fn a_chunk_overwritten_in_the_ring_while_written_is_never_acknowledged() {
             &durable[..],
             Expect {
                 link: Some(0),
-                ticks_per_frame: Some(TICKS),
+                frame_step_ticks: Some(TICKS),
                 frame: Some(layout()),
             },
         )

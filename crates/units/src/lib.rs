@@ -83,6 +83,7 @@ pub fn parse_duration(input: &str) -> Result<Duration, UnitError> {
         "ns" => number / 1e9,
         "m" | "min" => number * 60.0,
         "h" => number * 3600.0,
+        "d" => number * 86_400.0,
         _ => {
             return Err(UnitError::UnknownUnit {
                 input: input.to_string(),

@@ -51,11 +51,13 @@ pub fn write_burst(links: u32) -> TestBurst {
             frame_bytes: FRAME_BYTES,
             ticks_per_frame: TICKS_PER_FRAME,
             clock_hz: 50_000_000,
+            frame_step_ticks: None,
         },
         trigger: Some(TriggerInfo {
             trigger_timestamp: FIRST_TS + 10 * TICKS_PER_FRAME,
             window_start_timestamp: FIRST_TS,
             window_end_timestamp: FIRST_TS + frames_total * TICKS_PER_FRAME,
+            ..TriggerInfo::default()
         }),
         method: "direct".into(),
         links: (0..links).collect(),

@@ -63,6 +63,9 @@ pub struct UdpSource {
     /// bound. A link that keeps sending from far ahead (a detector whose clock restarted) is
     /// followed after `RESYNC_AFTER` such frames in a row.
     pub max_jump_ticks: u64,
+    /// Ticks between a link's frames: the frame type's own `ticks_per_frame` for a detector, more
+    /// for a sub-sampled sender (`snbuf emit` below the type's rate). Timestamp gaps count in it.
+    pub frame_step_ticks: u64,
 }
 
 /// Frames in a row from far ahead after which a link's new clock is believed.
@@ -240,6 +243,7 @@ struct Routing {
     /// The newest timestamp kept on any link.
     newest: Option<u64>,
     max_jump_ticks: u64,
+    frame_step_ticks: u64,
     /// Per link, frames in a row that came from too far ahead.
     far_ahead: Vec<u32>,
 }
@@ -267,6 +271,7 @@ impl Receiver {
                 last: vec![None; links],
                 newest: None,
                 max_jump_ticks: source.max_jump_ticks,
+                frame_step_ticks: source.frame_step_ticks.max(1),
                 far_ahead: vec![0; links],
             },
             rerouted: vec![VecDeque::new(); links],
@@ -505,7 +510,7 @@ impl Routing {
                 c.out_of_order.fetch_add(1, Ordering::Relaxed);
                 return false;
             }
-            let missing = (ts - last_ts) / l.ticks_per_frame;
+            let missing = (ts - last_ts) / self.frame_step_ticks;
             if missing > 1 {
                 c.timestamp_gap_frames
                     .fetch_add(missing - 1, Ordering::Relaxed);
@@ -590,6 +595,7 @@ mod tests {
             header_version: None,
             rcvbuf_bytes: 1 << 20,
             max_jump_ticks: u64::MAX / 2,
+            frame_step_ticks: layout.ticks_per_frame,
         };
         let counters = Arc::new(vec![IngestCounters::default(), IngestCounters::default()]);
         let mut rx = Receiver::new(&source, layout, producers, counters.clone());

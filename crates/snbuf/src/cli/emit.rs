@@ -6,6 +6,18 @@ use std::time::Duration;
 use clap::Args;
 use snbuf_units::values::parse_duration_nonzero;
 
+/// A signed duration in seconds: `-1d`, `+90s`, `2h`.
+fn parse_signed_seconds(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (sign, rest) = match t.strip_prefix('-') {
+        Some(r) => (-1.0, r),
+        None => (1.0, t.strip_prefix('+').unwrap_or(t)),
+    };
+    snbuf_units::parse_duration(rest)
+        .map(|d| sign * d.as_secs_f64())
+        .map_err(|e| e.to_string())
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct EmitArgs {
     /// Where to send: udp://HOST:PORT (a `snbuf serve --source udp://...` or `record`).
@@ -18,9 +30,15 @@ pub struct EmitArgs {
     /// by stream_id), or any other type for a single link.
     #[arg(long, default_value = "wibeth")]
     pub frame: String,
-    /// Rate per link: 20MB/s (default), 220MB/s (a WIBEth link's own).
-    #[arg(long, value_name = "RATE", default_value = "20MB/s")]
-    pub rate_per_link: String,
+    /// Rate per link (default: the frame type's own, 219.7 MB/s for WIBEth, as a detector
+    /// sends). Below it the link is a sub-sampled detector: one frame in k, on the detector's own
+    /// clock, so a second of data is still a second; the receiver needs the same rate.
+    #[arg(long, value_name = "RATE")]
+    pub rate_per_link: Option<String>,
+    /// How far the detector's clock is from this machine's wall clock: `-1d` sends timestamps a
+    /// day behind it (a timing system not set to NTP time, a replay of last year's run).
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true, value_parser = parse_signed_seconds, default_value = "0")]
+    pub clock_offset: f64,
     /// Send this DUNE raw recording (frames back to back) on a link, looping; repeat it, one
     /// file per link. Only timestamps and sequence numbers are rewritten.
     #[arg(long, value_name = "FILE")]

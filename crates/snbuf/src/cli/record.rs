@@ -49,10 +49,15 @@ pub struct RecordArgs {
     /// Each link's DUNE SourceID, in link order (default: the link number).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub source_ids: Vec<u32>,
-    /// Input rate per link: 20MB/s (default), 930MB/s (a real WIB link), 1GiB/s.
+    /// Input rate per link; it sizes the latency buffer. Default: the frame type's own rate for a
+    /// network or replayed source (219.7MB/s for WIBEth, 928MB/s for a ProtoDUNE WIB link), and
+    /// 20MB/s for the emulator, a sub-sampled detector (one frame in k on the detector's real
+    /// clock, so a second is still 62.5e6 ticks). Times are always the detector's clock.
     #[arg(long, value_name = "RATE")]
     pub rate_per_link: Option<String>,
-    /// Seconds of each link the DRAM latency buffer holds (default 3s; dune: 10s).
+    /// Seconds of each link, of the detector's clock, the DRAM latency buffer holds (default 3s;
+    /// dune: 10s), at --rate-per-link. A stream faster than that holds fewer: `snbuf status`
+    /// shows the span each buffer really holds.
     #[arg(long, value_name = "TIME", value_parser = parse_duration_nonzero)]
     pub buffer: Option<Duration>,
     /// How far before the trigger the window starts (default 2s; dune: 10s). At most --buffer.
@@ -187,10 +192,13 @@ pub struct TriggerArgs {
     /// The server's control socket.
     #[arg(long, value_name = "PATH", default_value = "./snbuf-data/snbuf.sock")]
     pub socket: PathBuf,
-    /// Centre of the window: `now`, or a detector timestamp in ticks.
+    /// Centre of the window: `now` (the newest data the unit holds; with --nats, each unit's
+    /// data at the moment the trigger was issued, whatever its clock's offset from the wall
+    /// clock), or a detector timestamp in ticks.
     #[arg(long, default_value = "now")]
     pub at: String,
-    /// Window start before the trigger (default: the server's --pre).
+    /// Window start before the trigger, in seconds of the detector's clock (default: the
+    /// server's --pre). Beyond what the buffer holds is recorded as lost.
     #[arg(long, value_name = "TIME", value_parser = parse_duration)]
     pub pre: Option<Duration>,
     /// Window end after the trigger (default: the server's --post).

@@ -295,7 +295,7 @@ pub fn link_frames(burst: &Path, link: u32) -> Vec<u8> {
     let file = std::fs::File::open(&path).unwrap();
     let expect = snbuf_burst::Expect {
         link: Some(link),
-        ticks_per_frame: None,
+        frame_step_ticks: None,
         frame: None,
     };
     let report = snbuf_burst::scan(&file, expect).unwrap();

@@ -15,6 +15,14 @@ use snbuf_readout::{FrameGen, FrameType, Payload};
 /// ProtoDUNE WIB frames, the recorder's default: 300 ticks each.
 pub const TICKS_PER_FRAME: u64 = 300;
 
+/// Ticks between a link's frames when `snbuf record` emulates ProtoDUNE WIB links at `rate`
+/// ("20MB/s"): the emulator is a sub-sampled detector on the real 50 MHz clock.
+pub fn frame_step_for(rate: &str) -> u64 {
+    let bytes_per_s = snbuf_units::parse_rate_bytes_per_s(rate).expect("a rate") as f64;
+    snbuf_frames::DetectorClock::of(FrameType::ProtoDuneWib)
+        .frame_step_ticks(bytes_per_s / FrameType::ProtoDuneWib.frame_bytes() as f64)
+}
+
 /// What the trials found, over all of them.
 #[derive(Default, Debug)]
 pub struct Tally {
@@ -126,6 +134,7 @@ pub fn check_burst(
     snbuf: &dyn Fn(&[&str]) -> std::process::Output,
     burst: &Path,
     promised: &Promises,
+    frame_step_ticks: u64,
     label: &str,
     tally: &mut Tally,
 ) {
@@ -198,7 +207,7 @@ pub fn check_burst(
         }
     }
     let before = tally.corrupt_accepted;
-    check_frames(burst, tally);
+    check_frames(burst, frame_step_ticks, tally);
     if tally.corrupt_accepted > before {
         tally.fail(format!(
             "{label}: {} frames accepted that the link never sent",
@@ -208,8 +217,9 @@ pub fn check_burst(
 }
 
 /// Every frame in every chunk that verify accepted is the one the emulator made for that link at
-/// its timestamp, byte for byte, on the chunk's grid and after the frame before it.
-pub fn check_frames(burst: &Path, tally: &mut Tally) {
+/// its timestamp, byte for byte, on the chunk's grid (frames `step` ticks apart) and after the
+/// frame before it.
+pub fn check_frames(burst: &Path, step: u64, tally: &mut Tally) {
     for entry in std::fs::read_dir(burst).unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
@@ -221,13 +231,15 @@ pub fn check_frames(burst: &Path, tally: &mut Tally) {
             &file,
             Expect {
                 link: Some(link),
-                ticks_per_frame: Some(TICKS_PER_FRAME),
+                frame_step_ticks: Some(step),
                 frame: None,
             },
         )
         .unwrap();
         let mut last_ts: Option<u64> = None;
-        let mut sent = FrameGen::new(FrameType::ProtoDuneWib, link, &Payload::Emulated).unwrap();
+        let mut sent = FrameGen::new(FrameType::ProtoDuneWib, link, &Payload::Emulated)
+            .unwrap()
+            .with_frame_step(step);
         let layout = FrameType::ProtoDuneWib.layout();
         for c in &report.chunks {
             let mut payload = vec![0u8; c.payload_bytes as usize];
@@ -238,7 +250,7 @@ pub fn check_frames(burst: &Path, tally: &mut Tally) {
                 tally.frames_checked += 1;
                 let ts = layout.timestamp(frame);
                 let in_order = last_ts.is_none_or(|t| ts > t);
-                let on_grid = ts == c.first_timestamp + k as u64 * TICKS_PER_FRAME;
+                let on_grid = ts == c.first_timestamp + k as u64 * step;
                 if !(in_order && on_grid && sent.frame_at(ts) == frame) {
                     tally.corrupt_accepted += 1;
                 }

@@ -192,6 +192,7 @@ fn run_trial(tools: &vm::Tools, guest: &vm::Guest, t: &Trial, tally: &mut Tally)
         &|args| common::snbuf(args),
         &mounted.path().join("snbuf/t"),
         &heard.promised,
+        common::trials::frame_step_for(t.rate),
         &t.label,
         tally,
     );

@@ -1,0 +1,310 @@
+//! The control protocol of a running unit, typed: what `snbuf trigger`, `snbuf status`, the live
+//! view and the fleet's NATS link send and read, and what the server (`control`) answers. One
+//! JSON line each way; these types are the only place its fields are named.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use snbuf_burst::TriggerInfo;
+
+use crate::counters::LinkCounters;
+use crate::link_rates::LinkRate;
+use crate::window::TriggerAt;
+
+/// The longest `pre_s` or `post_s` a trigger may ask for: a day.
+pub const MAX_WINDOW_S: f64 = 86_400.0;
+
+/// A request to the unit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "snake_case")]
+pub enum Request {
+    Trigger(TriggerRequest),
+    Status,
+    Shutdown,
+}
+
+/// Where a trigger's window is centred, on the wire: `"now"` or a detector timestamp in ticks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum At {
+    Ticks(u64),
+    Word(String),
+}
+
+/// `{"cmd":"trigger", ...}`: record the window around `at` (default now) from `pre_s` before to
+/// `post_s` after it (default: the unit's own), as burst `burst_id` (default: the next of the
+/// unit's).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TriggerRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<At>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pre_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub post_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst_id: Option<String>,
+}
+
+impl TriggerRequest {
+    /// Where the window is centred.
+    pub fn at(&self) -> Result<TriggerAt, String> {
+        match &self.at {
+            None => Ok(TriggerAt::Now),
+            Some(At::Word(w)) if w == "now" => Ok(TriggerAt::Now),
+            Some(At::Ticks(t)) => Ok(TriggerAt::Timestamp(*t)),
+            Some(At::Word(_)) => Err("\"at\" must be \"now\" or a timestamp in ticks".into()),
+        }
+    }
+
+    /// `pre_s` or `post_s` checked: a number of seconds from 0 to a day (a huge number is
+    /// refused here rather than overflow a Duration), or `default` when absent.
+    pub fn seconds(
+        value: Option<f64>,
+        key: &str,
+        default: std::time::Duration,
+    ) -> Result<std::time::Duration, String> {
+        match value {
+            None => Ok(default),
+            Some(s) if (0.0..=MAX_WINDOW_S).contains(&s) => {
+                Ok(std::time::Duration::from_secs_f64(s))
+            }
+            Some(_) => Err(format!(
+                "\"{key}\" must be a number of seconds from 0 to {MAX_WINDOW_S}"
+            )),
+        }
+    }
+}
+
+/// The answer to an accepted trigger: the burst and the window it records, decided when the
+/// trigger was accepted (the same `window` goes into the burst's manifest).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TriggerReply {
+    pub ok: bool,
+    pub burst_id: String,
+    pub window: TriggerInfo,
+    /// The window's length in seconds of the detector's clock.
+    pub window_s: f64,
+}
+
+/// A refusal, of any request.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Refusal {
+    pub ok: bool,
+    pub error: String,
+}
+
+impl Refusal {
+    pub fn new(error: impl Into<String>) -> Refusal {
+        Refusal {
+            ok: false,
+            error: error.into(),
+        }
+    }
+
+    pub fn json(error: impl Into<String>) -> Value {
+        serde_json::to_value(Refusal::new(error)).expect("a refusal serialises")
+    }
+}
+
+/// What became of one trigger's burst.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BurstOutcome {
+    pub burst_id: String,
+    /// `sealed`, `failed`, `recovered`, or `error` (nothing was recorded: see `error`).
+    pub state: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir: Option<std::path::PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frames: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_frames: Option<u64>,
+    /// The lost frames in seconds of the detector's clock, per link at most (the link that
+    /// lost most).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_s: Option<f64>,
+    #[serde(default)]
+    pub valid: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_bytes_per_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<TriggerInfo>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prepared_ahead: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_cut_to_bytes_per_link: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl BurstOutcome {
+    /// Sealed and verified.
+    pub fn clean(&self) -> bool {
+        self.state == "sealed" && self.valid
+    }
+}
+
+/// Datagrams of a link the receiver dropped, by reason.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dropped {
+    pub out_of_order: u64,
+    pub short: u64,
+    pub long: u64,
+    pub bad_version: u64,
+    pub unknown_stream: u64,
+    pub implausible_timestamp: u64,
+}
+
+/// What the network receiver counted for a link.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkIngest {
+    pub frames: u64,
+    pub bytes: u64,
+    pub kernel_drops: u64,
+    pub sequence_gap_frames: u64,
+    pub timestamp_gap_frames: u64,
+    pub rerouted: u64,
+    pub dropped: Dropped,
+}
+
+/// One link's figures: the same fields in the status file and in `snbuf status`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkStatus {
+    pub link: u32,
+    pub frames_in: u64,
+    pub frames_out: u64,
+    pub durable_chunks: u64,
+    pub durable_frames: u64,
+    pub durable_until_timestamp: Option<u64>,
+    pub lost_frames: u64,
+    pub buffer_fill_frames: u64,
+    pub backlog_frames: u64,
+    pub failed: bool,
+    pub ingest: Option<LinkIngest>,
+}
+
+impl From<&LinkCounters> for LinkStatus {
+    fn from(l: &LinkCounters) -> LinkStatus {
+        LinkStatus {
+            link: l.link,
+            frames_in: l.frames_in,
+            frames_out: l.durable_frames,
+            durable_chunks: l.durable_chunks,
+            durable_frames: l.durable_frames,
+            durable_until_timestamp: l.durable_until_timestamp,
+            lost_frames: l.lost_frames,
+            buffer_fill_frames: l.buffer_fill_frames,
+            backlog_frames: l.backlog_frames,
+            failed: l.failed,
+            ingest: l.ingest.map(|g| LinkIngest {
+                frames: g.frames,
+                bytes: g.bytes,
+                kernel_drops: g.kernel_drops,
+                sequence_gap_frames: g.sequence_gap_frames,
+                timestamp_gap_frames: g.timestamp_gap_frames,
+                rerouted: g.rerouted,
+                dropped: Dropped {
+                    out_of_order: g.out_of_order,
+                    short: g.short,
+                    long: g.long,
+                    bad_version: g.bad_version,
+                    unknown_stream: g.unknown_stream,
+                    implausible_timestamp: g.implausible_timestamp,
+                },
+            }),
+        }
+    }
+}
+
+/// How the unit receives from the network.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct IngestStatus {
+    pub routing: String,
+    pub rcvbuf_bytes: usize,
+    pub rmem_max_bytes: Option<u64>,
+    pub links: Vec<Option<LinkIngest>>,
+}
+
+/// The burst being recorded.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecordingBurst {
+    pub burst_id: String,
+    pub window: TriggerInfo,
+}
+
+/// `{"cmd":"status"}`'s answer.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct UnitStatus {
+    pub ok: bool,
+    pub uptime_s: f64,
+    pub ingest: Option<IngestStatus>,
+    pub links: u32,
+    pub frame_type: String,
+    /// The detector's clock (a second of every window is this many ticks), and the ticks
+    /// between a link's frames (the frame type's own, or a sub-sampled link's step).
+    pub clock_hz: u64,
+    pub frame_step_ticks: u64,
+    /// The rate each link was configured for (bytes/s), and the seconds its buffer was sized
+    /// to hold at that rate. What each link brings and holds is in `link_rates`.
+    pub rate_bytes_per_s_per_link: f64,
+    pub buffer_s: f64,
+    pub buffer_memory_bytes: u64,
+    pub buffer_capacity_frames: u64,
+    pub method: String,
+    pub newest_timestamp: Option<u64>,
+    /// Per link, while a burst records.
+    pub recording: Option<Vec<LinkStatus>>,
+    pub live: Vec<LinkStatus>,
+    /// Per link, its data clock and rate as measured, and its buffer's span in detector seconds.
+    #[serde(default)]
+    pub link_rates: Vec<LinkRate>,
+    pub recording_burst: Option<RecordingBurst>,
+    pub next_burst: String,
+    pub bursts_total: u64,
+    pub bursts: Vec<BurstOutcome>,
+}
+
+impl UnitStatus {
+    /// The frame size, from the buffer's figures.
+    pub fn frame_bytes(&self) -> f64 {
+        self.buffer_memory_bytes as f64
+            / (self.links.max(1) as f64 * self.buffer_capacity_frames.max(1) as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_read_as_clients_write_them() {
+        let r: Request = serde_json::from_str(r#"{"cmd":"trigger","at":"now","pre_s":2}"#).unwrap();
+        let Request::Trigger(t) = r else {
+            panic!("a trigger")
+        };
+        assert_eq!(t.at(), Ok(TriggerAt::Now));
+        assert_eq!(t.pre_s, Some(2.0));
+        let r: Request = serde_json::from_str(r#"{"cmd":"trigger","at":123}"#).unwrap();
+        assert!(matches!(r, Request::Trigger(ref t) if t.at() == Ok(TriggerAt::Timestamp(123))));
+        let r: Request = serde_json::from_str(r#"{"cmd":"trigger","at":"later"}"#).unwrap();
+        assert!(matches!(r, Request::Trigger(ref t) if t.at().is_err()));
+        assert_eq!(
+            serde_json::from_str::<Request>(r#"{"cmd":"status"}"#).unwrap(),
+            Request::Status
+        );
+        assert!(serde_json::from_str::<Request>(r#"{"cmd":"trigger","pre_s":"1"}"#).is_err());
+        assert!(serde_json::from_str::<Request>(r#"{"cmd":"trigger","prе_s":1}"#).is_err());
+        // What a client sends is what the server reads.
+        let t = TriggerRequest {
+            at: Some(At::Ticks(7)),
+            post_s: Some(1.5),
+            ..TriggerRequest::default()
+        };
+        let back: Request =
+            serde_json::from_value(serde_json::to_value(Request::Trigger(t.clone())).unwrap())
+                .unwrap();
+        assert_eq!(back, Request::Trigger(t));
+        assert!(TriggerRequest::seconds(Some(-1.0), "pre_s", Default::default()).is_err());
+        assert!(TriggerRequest::seconds(Some(1e300), "pre_s", Default::default()).is_err());
+    }
+}
