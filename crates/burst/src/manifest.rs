@@ -28,6 +28,18 @@ pub enum BurstState {
     Recovered,
 }
 
+impl BurstState {
+    /// The state as the manifest writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            BurstState::Recording => "recording",
+            BurstState::Sealed => "sealed",
+            BurstState::Failed => "failed",
+            BurstState::Recovered => "recovered",
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LinkState {
@@ -300,6 +312,20 @@ impl Manifest {
 
 #[cfg(test)]
 mod tests {
+    use super::BurstState;
+
+    #[test]
+    fn a_states_name_is_what_the_manifest_writes() {
+        for st in [
+            BurstState::Recording,
+            BurstState::Sealed,
+            BurstState::Failed,
+            BurstState::Recovered,
+        ] {
+            assert_eq!(serde_json::to_value(st).unwrap(), st.name());
+        }
+    }
+
     use super::*;
 
     #[test]

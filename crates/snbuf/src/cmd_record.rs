@@ -304,10 +304,6 @@ fn source_from_args(
         routes,
         header_version,
         rcvbuf_bytes: args.rcvbuf.unwrap_or(16 << 20) as usize,
-        // Set by the unit from its clock (`snbuf_unit::links`): the frame step of the
-        // configured rate, and the buffer's span in ticks.
-        max_jump_ticks: 0,
-        frame_step_ticks: frame_type.ticks_per_frame(),
     }))
 }
 

@@ -259,14 +259,9 @@ pub fn status(args: &StatusArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "up {:.0} s: {} links of {} at {} each, buffer {:.1} s, method {}; detector clock {} MHz, frames {} ticks apart",
+        "up {:.0} s: {}, frames {} ticks apart",
         s.uptime_s,
-        s.links,
-        s.frame_type,
-        Rate(s.rate_bytes_per_s_per_link),
-        s.buffer_s,
-        s.method,
-        s.clock_hz as f64 / 1e6,
+        s.summary(),
         s.frame_step_ticks
     );
     for r in &s.link_rates {

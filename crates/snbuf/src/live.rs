@@ -109,16 +109,7 @@ fn draw_unit(f: &mut Frame, state: &Result<UnitStatus, String>, history: &mut Hi
         }
     };
     let frame_bytes = s.frame_bytes();
-    let title = format!(
-        " snbuf unit: {} links of {} at {} each, buffer {:.1} s, method {}, clock {} MHz, up {:.0} s ",
-        s.links,
-        s.frame_type,
-        Rate(s.rate_bytes_per_s_per_link),
-        s.buffer_s,
-        s.method,
-        s.clock_hz as f64 / 1e6,
-        s.uptime_s
-    );
+    let title = format!(" snbuf unit: {}, up {:.0} s ", s.summary(), s.uptime_s);
     let recording = s.recording_burst.as_ref();
     let mismatched: Vec<String> = s
         .link_rates

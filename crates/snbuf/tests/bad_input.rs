@@ -89,6 +89,8 @@ const CASES: &[(&str, &str)] = &[
     ("emit --to udp://127.0.0.1:9 --links 0", "--links"),
     ("emit --to udp://127.0.0.1:9 --frame wib9", "wib9"),
     ("emit --to udp://127.0.0.1:9 --rate-per-link 0", "--rate-per-link"),
+    ("emit --to udp://127.0.0.1:9 --clock-offset=-1fortnight", "--clock-offset"),
+    ("emit --to udp://127.0.0.1:9 --clock-offset yesterday", "--clock-offset"),
     ("emit --to udp://127.0.0.1:9 --replay /nonexistent/0.bin", "/nonexistent/0.bin"),
     ("emit --to udp://127.0.0.1:9 --frame wibeth --replay {F}/empty.bin", "empty"),
     ("emit --to udp://127.0.0.1:9 --links 2 --streams 1", "--streams"),

@@ -7,24 +7,15 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::UdpSocket;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{snbuf, stderr, wait_for_socket, KillOnDrop};
+use common::{free_udp_port, snbuf, stderr, wait_for_socket, KillOnDrop};
 use serde_json::{json, Value};
 use snbuf_burst::Manifest;
 use snbuf_readout::FrameType;
-
-fn free_udp_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// `snbuf serve` on `port` with `options`, its stderr in `root/serve.log`.
 fn serve(root: &Path, port: u16, options: &[&str]) -> (KillOnDrop, PathBuf, PathBuf) {

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{snbuf, stderr, wait_for_socket, KillOnDrop};
+use common::{free_udp_port, snbuf, stderr, wait_for_socket, KillOnDrop};
 use serde_json::Value;
 use snbuf_burst::Manifest;
 use snbuf_readout::{FrameGen, FrameType, Payload};
@@ -21,15 +21,6 @@ use snbuf_readout::{FrameGen, FrameType, Payload};
 /// type's own rate, so both sides are a sub-sampled detector on its real clock.
 fn step(t: FrameType) -> u64 {
     snbuf_frames::DetectorClock::of(t).frame_step_ticks(10e6 / t.frame_bytes() as f64)
-}
-
-/// A UDP port on 127.0.0.1 that nothing listens on now.
-fn free_udp_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 struct Served {

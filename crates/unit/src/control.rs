@@ -319,10 +319,7 @@ impl Server {
             let outcome = match unit.trigger(&window, &id, |_| {}) {
                 Ok(rep) => BurstOutcome {
                     burst_id: id.clone(),
-                    state: serde_json::to_value(rep.manifest.state)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_string))
-                        .unwrap_or_else(|| "unknown".into()),
+                    state: rep.manifest.state.name().into(),
                     dir: Some(rep.burst_dir.clone()),
                     frames: Some(rep.frames_recorded),
                     lost_frames: Some(rep.lost_frames),

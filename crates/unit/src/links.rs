@@ -99,12 +99,14 @@ pub(crate) fn start(config: &RecordConfig, producers: Vec<Producer>) -> Result<L
                 );
             };
             // The unit's clock decides what a step between frames and a jump too far are.
-            let mut u = u.clone();
-            u.frame_step_ticks = config.frame_step_ticks();
-            u.max_jump_ticks = config.clock().ticks(config.buffer);
+            let timing = udp::StreamTiming {
+                frame_step_ticks: config.frame_step_ticks(),
+                max_jump_ticks: config.clock().ticks(config.buffer),
+            };
             let (info, h) = udp::start(
-                &u,
+                u,
                 config.frame_type.layout(),
+                timing,
                 producers,
                 on_start,
                 stop.clone(),

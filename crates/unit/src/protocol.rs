@@ -265,6 +265,19 @@ pub struct UnitStatus {
 }
 
 impl UnitStatus {
+    /// The unit in a line: links, frame type, rate, buffer, method and clock.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} links of {} at {} each, buffer {:.1} s, method {}, detector clock {} MHz",
+            self.links,
+            self.frame_type,
+            snbuf_units::Rate(self.rate_bytes_per_s_per_link),
+            self.buffer_s,
+            self.method,
+            self.clock_hz as f64 / 1e6
+        )
+    }
+
     /// The frame size, from the buffer's figures.
     pub fn frame_bytes(&self) -> f64 {
         self.buffer_memory_bytes as f64

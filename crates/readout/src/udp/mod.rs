@@ -57,15 +57,21 @@ pub struct UdpSource {
     pub header_version: Option<u8>,
     /// Socket receive buffer asked for, per link.
     pub rcvbuf_bytes: usize,
+}
+
+/// What the receiver expects of a stream's timestamps, in ticks of the detector's clock: the
+/// unit that owns the clock decides (`snbuf_unit::links`).
+#[derive(Clone, Copy, Debug)]
+pub struct StreamTiming {
+    /// Ticks between a link's frames: the frame type's own `ticks_per_frame` for a detector, more
+    /// for a sub-sampled sender (`snbuf emit` below the type's rate). Timestamp gaps count in it.
+    pub frame_step_ticks: u64,
     /// The furthest a frame's timestamp may lie ahead of the link's last one (or, for a link's
     /// first frame, of the newest frame of any link): further is not the detector's clock but
     /// garbage, which would wreck the buffer's time order. The buffer's span is the natural
     /// bound. A link that keeps sending from far ahead (a detector whose clock restarted) is
     /// followed after `RESYNC_AFTER` such frames in a row.
     pub max_jump_ticks: u64,
-    /// Ticks between a link's frames: the frame type's own `ticks_per_frame` for a detector, more
-    /// for a sub-sampled sender (`snbuf emit` below the type's rate). Timestamp gaps count in it.
-    pub frame_step_ticks: u64,
 }
 
 /// Frames in a row from far ahead after which a link's new clock is believed.
@@ -129,6 +135,7 @@ struct LinkSocket {
 pub fn start(
     source: &UdpSource,
     layout: FrameLayout,
+    timing: StreamTiming,
     producers: Vec<Producer>,
     on_thread_start: impl FnOnce() + Send + 'static,
     stop: Arc<AtomicBool>,
@@ -183,7 +190,7 @@ pub fn start(
             "one socket"
         },
     };
-    let mut rx = Receiver::new(source, layout, producers, counters);
+    let mut rx = Receiver::new(source, layout, timing, producers, counters);
     let handle = std::thread::Builder::new()
         .name("snbuf-udp".into())
         .spawn(move || {
@@ -252,6 +259,7 @@ impl Receiver {
     fn new(
         source: &UdpSource,
         layout: FrameLayout,
+        timing: StreamTiming,
         producers: Vec<Producer>,
         counters: Arc<Vec<IngestCounters>>,
     ) -> Receiver {
@@ -270,8 +278,8 @@ impl Receiver {
                 counters,
                 last: vec![None; links],
                 newest: None,
-                max_jump_ticks: source.max_jump_ticks,
-                frame_step_ticks: source.frame_step_ticks.max(1),
+                max_jump_ticks: timing.max_jump_ticks,
+                frame_step_ticks: timing.frame_step_ticks.max(1),
                 far_ahead: vec![0; links],
             },
             rerouted: vec![VecDeque::new(); links],
@@ -594,11 +602,13 @@ mod tests {
             routes: UdpSource::default_routes(2),
             header_version: None,
             rcvbuf_bytes: 1 << 20,
-            max_jump_ticks: u64::MAX / 2,
+        };
+        let timing = StreamTiming {
             frame_step_ticks: layout.ticks_per_frame,
+            max_jump_ticks: u64::MAX / 2,
         };
         let counters = Arc::new(vec![IngestCounters::default(), IngestCounters::default()]);
-        let mut rx = Receiver::new(&source, layout, producers, counters.clone());
+        let mut rx = Receiver::new(&source, layout, timing, producers, counters.clone());
         let mut gen =
             crate::framegen::FrameGen::new(t, 1, &crate::framegen::Payload::Emulated).unwrap();
         gen.set_stream(1);

@@ -165,6 +165,15 @@ pub fn wait_for_socket(socket: &Path) {
     }
 }
 
+/// A UDP port on 127.0.0.1 that nothing listens on now.
+pub fn free_udp_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// A TCP port on 127.0.0.1 that nothing listens on now.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
