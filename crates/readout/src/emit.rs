@@ -2,7 +2,10 @@
 //! emulated content, or replayed recordings: one file per link), one per UDP datagram, on the
 //! absolute schedule of the detector's clock (`source::clock_from_epoch`: the frame type's own
 //! clock, in step with the wall clock, or offset from it by `clock_offset_s` like a timing
-//! system not set to NTP time), sent in batches with `sendmmsg`. Below the frame type's own rate
+//! system not set to NTP time). Each link's due frames go out as one UDP_SEGMENT (GSO) send: the
+//! kernel cuts it into one datagram per frame, or, on loopback to a receiver with UDP_GRO, hands
+//! it over whole; the links' sends go together in one `sendmmsg`. Where the kernel refuses GSO
+//! (`--gso off`, or a device without it) each frame is its own message. Below the frame type's own rate
 //! the link is sub-sampled (one frame every `frame_step_ticks`), never slowed: a second of what
 //! it sends spans a second of the detector's clock. What was sent is summed up per link: frames,
 //! first and last timestamp, and a CRC-32C of every byte in order.
@@ -17,8 +20,13 @@ use snbuf_frames::{DetectorClock, FrameType, HeaderKind};
 use crate::framegen::{FrameGen, Payload, SourceError, PAYLOAD_VARIANTS};
 use crate::source::clock_from_epoch;
 
-/// Datagrams per `sendmmsg`, at most.
+/// Messages per `sendmmsg`, at most.
 const BATCH: usize = 64;
+/// The most UDP payload one GSO send may carry: a 64 KiB IPv4 packet less its IP and UDP
+/// headers.
+const MAX_GSO_BYTES: usize = 65_507;
+/// Segments per GSO send, at most (the kernel's UDP_MAX_SEGMENTS).
+const MAX_GSO_SEGMENTS: usize = 64;
 
 /// What to send.
 #[derive(Clone)]
@@ -41,6 +49,8 @@ pub struct EmitConfig {
     /// sender that moves between CPUs can have its datagrams delivered out of order, as a NIC
     /// spreading one flow over queues would.
     pub cpu: Option<usize>,
+    /// Send each link's due frames as one UDP_SEGMENT (GSO) send where the kernel allows it.
+    pub gso: bool,
 }
 
 /// What one link sent.
@@ -68,6 +78,13 @@ pub struct EmitReport {
     pub send_errors: u64,
     /// The most the sender fell behind its schedule (s).
     pub max_lag_s: f64,
+    /// Whether frames went out in GSO sends, and why not when they were asked to and the kernel
+    /// refused.
+    pub gso: bool,
+    pub gso_refused: Option<String>,
+    /// Send calls made, and CPU seconds the sending thread spent.
+    pub send_calls: u64,
+    pub cpu_s: f64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -138,10 +155,18 @@ pub fn emit(
     let mut crcs: Vec<crc_fast::Digest> = (0..links)
         .map(|_| crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi))
         .collect();
-    // Datagrams point straight at the generators' frames: a generator keeps each frame as it is
-    // for PAYLOAD_VARIANTS calls, so a batch holds at most that many frames per link.
-    let batch_max = BATCH.min(links * PAYLOAD_VARIANTS as usize);
-    let mut batch: Vec<*const u8> = Vec::with_capacity(batch_max);
+    // Messages point straight at the generators' frames: a generator keeps each frame as it is
+    // for PAYLOAD_VARIANTS calls, so a run holds at most that many frames per link. A run is
+    // one GSO send; without GSO its frames are messages of their own, BATCH at most in all.
+    let mut sender = Sender::new(socket, fb, config.gso);
+    let run_max = if config.gso {
+        (MAX_GSO_BYTES / fb).clamp(1, MAX_GSO_SEGMENTS)
+    } else {
+        (BATCH / links).max(1)
+    }
+    .min(PAYLOAD_VARIANTS as usize);
+    let mut runs: Vec<Vec<*const u8>> = vec![Vec::with_capacity(run_max); links];
+    let cpu0 = snbuf_persist::cpu::thread_cpu_seconds();
     let (mut sent, mut next, mut errors) = (0u64, 0u64, 0u64);
     let mut max_lag = Duration::ZERO;
     let mut next_report = Instant::now() + Duration::from_secs(1);
@@ -166,19 +191,19 @@ pub fn emit(
                 d.frames += 1;
                 d.first_timestamp.get_or_insert(ts);
                 d.last_timestamp = Some(ts);
-                batch.push(frame.as_ptr());
+                runs[l].push(frame.as_ptr());
             }
             next += 1;
-            if batch.len() + links > batch_max {
-                errors += send_batch(&socket, &batch, fb).map_err(socket_err)?;
-                sent += batch.len() as u64;
-                batch.clear();
+            if runs[0].len() == run_max {
+                errors += sender.send(&runs).map_err(socket_err)?;
+                sent += (run_max * links) as u64;
+                runs.iter_mut().for_each(Vec::clear);
             }
         }
-        if !batch.is_empty() {
-            errors += send_batch(&socket, &batch, fb).map_err(socket_err)?;
-            sent += batch.len() as u64;
-            batch.clear();
+        if !runs[0].is_empty() {
+            errors += sender.send(&runs).map_err(socket_err)?;
+            sent += (runs[0].len() * links) as u64;
+            runs.iter_mut().for_each(Vec::clear);
         }
         if Instant::now() >= next_report {
             progress(sent, began.elapsed());
@@ -202,54 +227,144 @@ pub fn emit(
         bytes_per_s: sent as f64 * fb as f64 / seconds.max(1e-9),
         send_errors: errors,
         max_lag_s: max_lag.as_secs_f64(),
+        gso: sender.gso,
+        gso_refused: sender.gso_refused,
+        send_calls: sender.calls,
+        cpu_s: snbuf_persist::cpu::thread_cpu_seconds() - cpu0,
     })
 }
 
-/// Sends the frames at `frames` (each `fb` bytes, in a generator that keeps them as they are
-/// while this runs), one datagram each; returns how many the kernel refused (nobody listening
-/// on the port). Other errors end the run.
-fn send_batch(socket: &UdpSocket, frames: &[*const u8], fb: usize) -> std::io::Result<u64> {
-    let n = frames.len();
-    let mut iov: Vec<libc::iovec> = frames
-        .iter()
-        .map(|&p| libc::iovec {
-            iov_base: p as *mut libc::c_void,
-            iov_len: fb,
-        })
-        .collect();
-    // SAFETY: mmsghdr is plain data; its pointers are set below to live iovecs.
-    let mut msgs: Vec<libc::mmsghdr> = (0..n).map(|_| unsafe { std::mem::zeroed() }).collect();
-    for (m, v) in msgs.iter_mut().zip(iov.iter_mut()) {
-        m.msg_hdr.msg_iov = v;
-        m.msg_hdr.msg_iovlen = 1;
+/// The sending socket, and how it sends.
+struct Sender {
+    socket: UdpSocket,
+    frame_bytes: usize,
+    /// Whether runs go out as GSO sends (until the kernel refuses one).
+    gso: bool,
+    gso_refused: Option<String>,
+    /// `sendmmsg` calls made.
+    calls: u64,
+}
+
+/// One message: its frames, and whether they go as one GSO send.
+struct Message {
+    iov: Vec<libc::iovec>,
+    gso: bool,
+}
+
+impl Sender {
+    fn new(socket: UdpSocket, frame_bytes: usize, gso: bool) -> Sender {
+        Sender {
+            socket,
+            frame_bytes,
+            gso,
+            gso_refused: None,
+            calls: 0,
+        }
     }
-    let mut done = 0;
-    let mut refused = 0;
-    while done < n {
-        // SAFETY: the headers point at iovecs over frames of `fb` bytes that their generators
-        // leave unchanged until after this call (at most PAYLOAD_VARIANTS per link per batch).
-        let rc = unsafe {
-            libc::sendmmsg(
-                socket.as_raw_fd(),
-                msgs[done..].as_mut_ptr(),
-                (n - done) as u32,
-                0,
-            )
+
+    /// Sends each link's run of frames (each `frame_bytes`, in a generator that keeps them as
+    /// they are while this runs), in order within the link; returns how many frames the kernel
+    /// refused (nobody listening on the port, a full queue). Other errors end the run.
+    fn send(&mut self, runs: &[Vec<*const u8>]) -> std::io::Result<u64> {
+        let fb = self.frame_bytes;
+        let iov = |p: &*const u8| libc::iovec {
+            iov_base: *p as *mut libc::c_void,
+            iov_len: fb,
         };
-        if rc < 0 {
+        let mut messages = Vec::new();
+        for run in runs.iter().filter(|r| !r.is_empty()) {
+            if self.gso && run.len() > 1 {
+                messages.push(Message {
+                    iov: run.iter().map(iov).collect(),
+                    gso: true,
+                });
+            } else {
+                messages.extend(run.iter().map(|p| Message {
+                    iov: vec![iov(p)],
+                    gso: false,
+                }));
+            }
+        }
+        let mut refused = 0;
+        for chunk in messages.chunks_mut(BATCH) {
+            refused += self.send_messages(chunk)?;
+        }
+        Ok(refused)
+    }
+
+    fn send_messages(&mut self, messages: &mut [Message]) -> std::io::Result<u64> {
+        let n = messages.len();
+        // One UDP_SEGMENT control message each: the segment size, a u16.
+        let mut control = vec![[0u64; 4]; n];
+        // SAFETY: mmsghdr is plain data; its pointers are set below to live iovecs and control
+        // buffers.
+        let mut msgs: Vec<libc::mmsghdr> = (0..n).map(|_| unsafe { std::mem::zeroed() }).collect();
+        for ((m, message), c) in msgs.iter_mut().zip(messages.iter_mut()).zip(&mut control) {
+            m.msg_hdr.msg_iov = message.iov.as_mut_ptr();
+            m.msg_hdr.msg_iovlen = message.iov.len() as _;
+            if message.gso {
+                m.msg_hdr.msg_control = c.as_mut_ptr().cast();
+                // SAFETY: CMSG_SPACE is a size computation.
+                m.msg_hdr.msg_controllen = unsafe { libc::CMSG_SPACE(2) } as _;
+                // SAFETY: the control buffer (32 B) holds one cmsghdr with 2 bytes of data
+                // (CMSG_SPACE(2) = 24 B); the header points at it.
+                unsafe {
+                    let h = libc::CMSG_FIRSTHDR(&m.msg_hdr);
+                    (*h).cmsg_level = libc::SOL_UDP;
+                    (*h).cmsg_type = libc::UDP_SEGMENT;
+                    (*h).cmsg_len = libc::CMSG_LEN(2) as _;
+                    std::ptr::write_unaligned(
+                        libc::CMSG_DATA(h).cast::<u16>(),
+                        self.frame_bytes as u16,
+                    );
+                }
+            }
+        }
+        let mut done = 0;
+        let mut refused = 0;
+        while done < n {
+            self.calls += 1;
+            // SAFETY: the headers point at iovecs over frames that their generators leave
+            // unchanged until after this call, and at live control buffers.
+            let rc = unsafe {
+                libc::sendmmsg(
+                    self.socket.as_raw_fd(),
+                    msgs[done..].as_mut_ptr(),
+                    (n - done) as u32,
+                    0,
+                )
+            };
+            if rc >= 0 {
+                done += rc as usize;
+                continue;
+            }
             let e = std::io::Error::last_os_error();
             match e.raw_os_error() {
                 Some(libc::EINTR) => continue,
                 // A receiver not (yet) listening: a detector sends regardless.
                 Some(libc::ECONNREFUSED) | Some(libc::ENOBUFS) => {
-                    refused += 1;
+                    refused += messages[done].iov.len() as u64;
                     done += 1;
+                }
+                // The kernel or the route cannot segment (no GSO, no checksum offload on the
+                // device): the rest go as one datagram per message from now on.
+                Some(libc::EIO)
+                | Some(libc::EINVAL)
+                | Some(libc::EOPNOTSUPP)
+                | Some(libc::ENOPROTOOPT)
+                    if messages[done].gso =>
+                {
+                    self.gso = false;
+                    self.gso_refused = Some(format!("the kernel refused UDP_SEGMENT ({e})"));
+                    let rest: Vec<Vec<*const u8>> = messages[done..]
+                        .iter()
+                        .map(|m| m.iov.iter().map(|v| v.iov_base as *const u8).collect())
+                        .collect();
+                    return Ok(refused + self.send(&rest)?);
                 }
                 _ => return Err(e),
             }
-        } else {
-            done += rc as usize;
         }
+        Ok(refused)
     }
-    Ok(refused)
 }

@@ -101,6 +101,7 @@ pub fn run(args: &EmitArgs) -> anyhow::Result<()> {
             }
             None => *snbuf_persist::cpu::allowed_cpus().last().unwrap_or(&0),
         }),
+        gso: args.gso,
     };
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

@@ -244,6 +244,7 @@ fn source_from_args(
         ("--streams", !args.streams.is_empty()),
         ("--header-version", args.header_version.is_some()),
         ("--rcvbuf", args.rcvbuf.is_some()),
+        ("--gro", args.gro.is_some()),
     ];
     if spec == "emulate" {
         if let Some((flag, _)) = udp_only.iter().find(|(_, given)| *given) {
@@ -304,6 +305,7 @@ fn source_from_args(
         routes,
         header_version,
         rcvbuf_bytes: args.rcvbuf.unwrap_or(16 << 20) as usize,
+        gro: args.gro.unwrap_or(true),
     }))
 }
 
@@ -424,7 +426,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
         let sum =
             |f: fn(&snbuf_readout::udp::IngestSnapshot) -> u64| ingest.iter().map(f).sum::<u64>();
         println!(
-            "  ingest      {} frames received, {} dropped by the kernel, {} datagrams refused, {} frames missing by timestamp (socket buffer {})",
+            "  ingest      {} frames received, {} dropped by the kernel, {} datagrams refused, {} frames missing by timestamp (socket buffer {}; {})",
             sum(|g| g.frames),
             sum(|g| g.kernel_drops),
             sum(|g| g.dropped()),
@@ -432,7 +434,14 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
             report
                 .ingest_rcvbuf_bytes
                 .map(|b| Bytes(b as u64).to_string())
-                .unwrap_or_else(|| "?".into())
+                .unwrap_or_else(|| "?".into()),
+            match report.ingest_gro {
+                Some(true) => format!(
+                    "GRO on, {:.1} frames per receive",
+                    sum(|g| g.frames) as f64 / sum(|g| g.receives).max(1) as f64
+                ),
+                _ => "GRO off".to_string(),
+            }
         );
     }
     if report.skipped_at_source > 0 {
@@ -464,6 +473,16 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
         report.source_cpu_s,
         report.other_cpu_s()
     );
+    if let (Some(source), Some(unit)) = (
+        report.source_cpu_core_s_per_gib(),
+        report.unit_cpu_core_s_per_gib(),
+    ) {
+        println!(
+            "              {} {source:.3} core-s per GiB it took in; the whole unit {unit:.3} core-s per GiB from {} to durable",
+            if report.ingest.is_some() { "receive" } else { "emulation" },
+            if report.ingest.is_some() { "the network" } else { "the links" },
+        );
+    }
     let chunks: u64 = m.links.iter().map(|l| l.data.chunks).sum();
     println!(
         "  writers     {} thread(s) for {} link(s) ({why_writers}); {} of {} chunks written straight from the latency buffers{}",
@@ -593,18 +612,15 @@ fn write_json(path: &PathBuf, r: &snbuf_unit::RecordReport) -> std::io::Result<(
         "writers": r.writers,
         "chunks_from_source": r.chunks_from_source,
         "source_cpu_s": r.source_cpu_s,
+        "source_bytes": r.source_bytes,
+        "source_cpu_core_s_per_gib": r.source_cpu_core_s_per_gib(),
+        "unit_cpu_core_s_per_gib": r.unit_cpu_core_s_per_gib(),
         "process_cpu_s": r.process_cpu_s,
         "other_cpu_s": r.other_cpu_s(),
         "cpu_core_s_per_gib": r.cpu_core_s_per_gib(),
         "links": r.manifest.links,
-        "ingest": r.ingest.as_ref().map(|v| v.iter().map(|g| serde_json::json!({
-            "frames": g.frames, "bytes": g.bytes, "kernel_drops": g.kernel_drops,
-            "sequence_gap_frames": g.sequence_gap_frames,
-            "timestamp_gap_frames": g.timestamp_gap_frames,
-            "out_of_order": g.out_of_order, "short": g.short, "long": g.long,
-            "bad_version": g.bad_version, "unknown_stream": g.unknown_stream,
-            "implausible_timestamp": g.implausible_timestamp, "rerouted": g.rerouted,
-        })).collect::<Vec<_>>()),
+        "ingest": r.ingest,
+        "ingest_gro": r.ingest_gro,
         "ingest_rcvbuf_bytes": r.ingest_rcvbuf_bytes,
         "valid": r.verify.valid,
         "problems": r.verify.problems,

@@ -38,6 +38,7 @@ struct RecordFile {
     streams: Vec<u8>,
     header_version: Option<String>,
     rcvbuf: Option<String>,
+    gro: Option<bool>,
     run: Option<u32>,
     unit: Option<String>,
     #[serde(default)]
@@ -109,6 +110,7 @@ pub fn merge(args: &RecordArgs) -> anyhow::Result<RecordArgs> {
         ),
         (None, None) => None,
     };
+    a.gro = a.gro.or(f.gro);
     a.run = a.run.or(f.run);
     a.unit = a.unit.or(f.unit);
     if a.source_ids.is_empty() {

@@ -3,7 +3,8 @@
 //! in the burst is the frame that was sent (the emulated frames are a function of link and
 //! timestamp, so the test recomputes each). A replayed recording comes out unchanged but for
 //! its timestamps and sequence numbers. Overload and bad datagrams are counted, never silent,
-//! never recorded.
+//! never recorded. By default the sender batches each link's frames into GSO sends and the
+//! receiver takes them as coalesced buffers (UDP GRO); each is also tested switched off.
 
 mod common;
 
@@ -159,12 +160,119 @@ fn wibeth_frames_sent_over_udp_are_recorded_byte_for_byte() {
     let burst = trigger(&served, "wibeth");
     assert_byte_identical(&burst, FrameType::WibEth, 3);
     let v = status(&served);
+    assert_eq!(v["ingest"]["gro"], true, "{v}");
     for l in v["ingest"]["links"].as_array().unwrap() {
         assert!(l["frames"].as_u64().unwrap() > 0, "{l}");
         assert_eq!(l["timestamp_gap_frames"], 0, "{l}");
         assert_eq!(l["sequence_gap_frames"], 0, "{l}");
+        // The sender's GSO batches arrived as coalesced buffers, several frames a receive.
+        assert!(l["coalesced"].as_u64().unwrap() > 0, "{l}");
+        assert!(
+            l["receives"].as_u64().unwrap() < l["frames"].as_u64().unwrap(),
+            "{l}"
+        );
     }
     let _ = sender.0.wait();
+}
+
+/// The same frames, byte for byte, whichever side does without batching: a receiver without
+/// GRO on one link (the kernel cuts the sender's GSO batches into datagrams), and a sender
+/// without GSO to a receiver with GRO on three links on one port (nothing to coalesce).
+#[test]
+fn wibeth_frames_are_recorded_byte_for_byte_with_gro_or_gso_off() {
+    for (links, serve_extra, emit_extra) in [
+        (1, ["--gro", "off"], ["--gso", "on"]),
+        (3, ["--gro", "on"], ["--gso", "off"]),
+    ] {
+        let root = tempfile::tempdir().unwrap();
+        let port = free_udp_port();
+        let served = serve(root.path(), port, "wibeth", links, &serve_extra);
+        let _sender = KillOnDrop(emit(port, "wibeth", links, 6, &emit_extra));
+        std::thread::sleep(Duration::from_millis(2500));
+        let burst = trigger(&served, "plain");
+        assert_byte_identical(&burst, FrameType::WibEth, links);
+        let v = status(&served);
+        assert_eq!(v["ingest"]["gro"], serve_extra[1] == "on", "{v}");
+        for l in v["ingest"]["links"].as_array().unwrap() {
+            assert_eq!(l["coalesced"], 0, "{serve_extra:?} {emit_extra:?}: {l}");
+            assert_eq!(l["receives"], l["frames"], "one datagram a frame: {l}");
+            assert_eq!(l["sequence_gap_frames"], 0, "{l}");
+        }
+    }
+}
+
+/// `snbuf emit --digest` says what it sent, and it is exactly what arrives: every datagram, per
+/// stream, counted, its timestamps, and a CRC-32C of all its bytes in order, with GSO on (the
+/// kernel cut the batches, since this plain socket does not take coalesced buffers) and off.
+#[test]
+fn emit_sends_exactly_the_frames_its_digest_says() {
+    for gso in ["on", "off"] {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let port = rx.local_addr().unwrap().port();
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("emit.json");
+        let receiver = std::thread::spawn(move || {
+            let mut got: Vec<Vec<u8>> = vec![Vec::new(); 2];
+            let mut datagrams = [0u64; 2];
+            let mut buf = vec![0u8; 65536];
+            let until = std::time::Instant::now() + Duration::from_secs(30);
+            // Until the sender has been quiet for 500 ms (after its first datagram).
+            while std::time::Instant::now() < until {
+                match rx.recv(&mut buf) {
+                    Ok(n) => {
+                        assert_eq!(n, 7200, "one frame per datagram");
+                        let stream = FrameType::WibEth
+                            .layout()
+                            .identity(&buf[..n])
+                            .unwrap()
+                            .stream_id as usize;
+                        got[stream].extend_from_slice(&buf[..n]);
+                        datagrams[stream] += 1;
+                    }
+                    Err(_) if datagrams.iter().sum::<u64>() > 0 => break,
+                    Err(_) => {}
+                }
+            }
+            (got, datagrams)
+        });
+        let o = snbuf(&[
+            "emit",
+            "--to",
+            &format!("udp://127.0.0.1:{port}"),
+            "--links",
+            "2",
+            "--rate-per-link",
+            "5MB/s",
+            "--duration",
+            "1s",
+            "--gso",
+            gso,
+            "--digest",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let (got, datagrams) = receiver.join().unwrap();
+        let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        assert_eq!(report["gso"], gso == "on", "{report}");
+        let layout = FrameType::WibEth.layout();
+        for (l, d) in report["links"].as_array().unwrap().iter().enumerate() {
+            assert!(datagrams[l] > 100, "link {l}: {} datagrams", datagrams[l]);
+            assert_eq!(d["frames"], datagrams[l], "gso {gso}, link {l}");
+            assert_eq!(d["first_timestamp"], layout.timestamp(&got[l][..7200]));
+            assert_eq!(
+                d["last_timestamp"],
+                layout.timestamp(&got[l][got[l].len() - 7200..])
+            );
+            assert_eq!(
+                d["crc32c"],
+                snbuf_persist::crc::crc32c_in_cache(&[&got[l]]),
+                "gso {gso}, link {l}: the bytes sent"
+            );
+        }
+    }
 }
 
 #[test]
@@ -276,6 +384,8 @@ fn overload_at_ingest_is_counted_never_silent() {
     );
     let v = status(&served);
     for l in v["ingest"]["links"].as_array().unwrap() {
+        // With GRO on (the default): the overload hit coalesced buffers.
+        assert!(l["coalesced"].as_u64().unwrap() > 0, "{l}");
         assert!(l["kernel_drops"].as_u64().unwrap() > 0, "{l}");
         assert!(l["timestamp_gap_frames"].as_u64().unwrap() > 0, "{l}");
         assert!(l["sequence_gap_frames"].as_u64().unwrap() > 0, "{l}");

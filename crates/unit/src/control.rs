@@ -404,6 +404,8 @@ impl Server {
             uptime_s: u.uptime().as_secs_f64(),
             ingest: u.ingest().map(|i| IngestStatus {
                 routing: i.routing.into(),
+                gro: i.gro,
+                gro_refused: i.gro_refused.clone(),
                 rcvbuf_bytes: i.rcvbuf_bytes,
                 rmem_max_bytes: i.rmem_max_bytes,
                 links: links.iter().map(|l| l.ingest).collect(),

@@ -164,6 +164,14 @@ pub struct LinkIngest {
     pub sequence_gap_frames: u64,
     pub timestamp_gap_frames: u64,
     pub rerouted: u64,
+    /// Receive calls that returned data, those that carried a coalesced buffer (UDP GRO), and
+    /// coalesced buffers the kernel cut short.
+    #[serde(default)]
+    pub receives: u64,
+    #[serde(default)]
+    pub coalesced: u64,
+    #[serde(default)]
+    pub truncated: u64,
     pub dropped: Dropped,
 }
 
@@ -203,6 +211,9 @@ impl From<&LinkCounters> for LinkStatus {
                 sequence_gap_frames: g.sequence_gap_frames,
                 timestamp_gap_frames: g.timestamp_gap_frames,
                 rerouted: g.rerouted,
+                receives: g.receives,
+                coalesced: g.coalesced,
+                truncated: g.truncated,
                 dropped: Dropped {
                     out_of_order: g.out_of_order,
                     short: g.short,
@@ -220,6 +231,12 @@ impl From<&LinkCounters> for LinkStatus {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct IngestStatus {
     pub routing: String,
+    /// Whether the sockets receive coalesced buffers (UDP GRO), and why not where the kernel
+    /// refused it.
+    #[serde(default)]
+    pub gro: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gro_refused: Option<String>,
     pub rcvbuf_bytes: usize,
     pub rmem_max_bytes: Option<u64>,
     pub links: Vec<Option<LinkIngest>>,

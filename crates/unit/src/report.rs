@@ -39,8 +39,10 @@ pub struct RecordReport {
     /// the latency buffers (O_DIRECT from the ring's pages: no copy by the CPU).
     pub writers: usize,
     pub chunks_from_source: u64,
-    /// CPU seconds of the link emulation while the window was recorded (ingest).
+    /// CPU seconds of the links' thread (emulation, or the network receiver) while the window
+    /// was recorded, and the bytes it put into the buffers over that same interval.
     pub source_cpu_s: f64,
+    pub source_bytes: u64,
     /// CPU seconds of the whole process from the trigger until the writers were joined: the
     /// writers and links above plus every other thread, among them io_uring's kernel workers
     /// (`iou-wrk-*`: ext4 hands O_DIRECT writes into unwritten extents to them), which the
@@ -50,6 +52,8 @@ pub struct RecordReport {
     /// socket receive buffer granted.
     pub ingest: Option<Vec<snbuf_readout::udp::IngestSnapshot>>,
     pub ingest_rcvbuf_bytes: Option<usize>,
+    /// With links from the network: whether the sockets received coalesced buffers (UDP GRO).
+    pub ingest_gro: Option<bool>,
 }
 
 impl RecordReport {
@@ -64,6 +68,24 @@ impl RecordReport {
         } else {
             0.0
         }
+    }
+
+    /// Core-seconds per GiB the links' thread spent taking data in (receiving it from the
+    /// network, or emulating it): its CPU and its bytes over the same interval.
+    pub fn source_cpu_core_s_per_gib(&self) -> Option<f64> {
+        let gib = self.source_bytes as f64 / (1u64 << 30) as f64;
+        (gib > 0.0).then(|| self.source_cpu_s / gib)
+    }
+
+    /// Core-seconds per GiB of the whole unit, from the data's arrival to durable on the
+    /// medium: the links' thread per GiB it took in, plus everything else the process spent
+    /// (writers, checksums, the kernel's I/O workers, control) per GiB recorded. Each part is
+    /// over its own consistent interval; the buffering before the trigger, which persists
+    /// nothing, is not charged to the recording.
+    pub fn unit_cpu_core_s_per_gib(&self) -> Option<f64> {
+        let gib = (self.frames_recorded * self.frame_bytes as u64) as f64 / (1u64 << 30) as f64;
+        let rest = (self.process_cpu_s - self.source_cpu_s).max(self.writer_cpu_s);
+        Some(self.source_cpu_core_s_per_gib()? + rest / (gib > 0.0).then_some(gib)?)
     }
 
     /// CPU seconds of the process's other threads while the window recorded (see

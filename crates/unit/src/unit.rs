@@ -388,6 +388,8 @@ impl Unit {
         };
         max_lag_ns.store(0, Ordering::Relaxed);
         let source_cpu0 = source_clock.map(|c| c.seconds()).unwrap_or(0.0);
+        let frames_in = || self.buffers.iter().map(|b| b.written()).sum::<u64>();
+        let source_frames0 = frames_in();
         let process_cpu0 = snbuf_persist::cpu::process_cpu_seconds();
         let writers = Writers::start(
             link_writers,
@@ -443,6 +445,7 @@ impl Unit {
         let chunks_from_source = links.iter().map(|l| l.chunks_from_source()).sum();
         let writing_s = trigger_instant.elapsed().as_secs_f64();
         let source_cpu_s = source_clock.map(|c| c.seconds()).unwrap_or(0.0) - source_cpu0;
+        let source_bytes = (frames_in() - source_frames0) * fb as u64;
         let process_cpu_s = snbuf_persist::cpu::process_cpu_seconds() - process_cpu0;
         let source_max_lag_s = max_lag_ns.load(Ordering::Relaxed) as f64 * 1e-9;
         on_progress(&self.progress("sealing"));
@@ -494,11 +497,13 @@ impl Unit {
             writers: config.writers,
             chunks_from_source,
             source_cpu_s,
+            source_bytes,
             process_cpu_s,
             ingest: self
                 .ingest()
                 .map(|i| i.counters.iter().map(|c| c.snapshot()).collect()),
             ingest_rcvbuf_bytes: self.ingest().map(|i| i.rcvbuf_bytes),
+            ingest_gro: self.ingest().map(|i| i.gro),
         })
     }
 

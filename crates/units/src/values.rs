@@ -26,10 +26,21 @@ pub enum ValueError {
     TooManyThreads,
     #[error("page size must be 4KiB or 2MiB")]
     PageSize,
+    #[error("'{0}': on or off")]
+    NotOnOff(String),
 }
 
 /// The most threads a benchmark point may ask for.
 pub const MAX_THREADS: usize = 4096;
+
+/// A switch: `on` or `off` (also `true`/`false`, `yes`/`no`, `1`/`0`).
+pub fn parse_on_off(s: &str) -> Result<bool, ValueError> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "on" | "true" | "yes" | "1" => Ok(true),
+        "off" | "false" | "no" | "0" => Ok(false),
+        _ => Err(ValueError::NotOnOff(s.to_string())),
+    }
+}
 
 /// A byte size that is more than 0.
 pub fn parse_size_nonzero(s: &str) -> Result<u64, ValueError> {

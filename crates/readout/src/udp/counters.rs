@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct IngestCounters {
     pub frames: AtomicU64,
     pub bytes: AtomicU64,
-    /// Datagrams the kernel dropped on this link's socket (its receive buffer was full).
+    /// Drops the kernel counted on this link's socket (its receive buffer was full): datagrams,
+    /// or with GRO whole coalesced buffers of several frames each. The frames lost are the
+    /// timestamp gaps below.
     pub kernel_drops: AtomicU64,
     /// Frames missing by the link's sequence numbers, and by its timestamps.
     pub sequence_gap_frames: AtomicU64,
@@ -25,10 +27,17 @@ pub struct IngestCounters {
     /// back to the group's hash), moved here: kept if still in time order, else out_of_order.
     /// Not loss in itself; a steady count says the routing program is not doing its job.
     pub rerouted: AtomicU64,
+    /// Receive calls that returned data, and those of them that carried a coalesced buffer of
+    /// more than one frame (UDP GRO): frames / receives is the frames each call moved.
+    pub receives: AtomicU64,
+    pub coalesced: AtomicU64,
+    /// Coalesced buffers larger than the slots offered (the kernel cut them): the frames cut
+    /// off are missing by sequence number and timestamp, and counted there.
+    pub truncated: AtomicU64,
 }
 
-/// A link's ingest counters at one moment.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// A link's ingest counters at one moment (`record --json`'s `ingest`, field for field).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct IngestSnapshot {
     pub frames: u64,
     pub bytes: u64,
@@ -42,6 +51,9 @@ pub struct IngestSnapshot {
     pub unknown_stream: u64,
     pub implausible_timestamp: u64,
     pub rerouted: u64,
+    pub receives: u64,
+    pub coalesced: u64,
+    pub truncated: u64,
 }
 
 impl IngestCounters {
@@ -60,6 +72,9 @@ impl IngestCounters {
             unknown_stream: g(&self.unknown_stream),
             implausible_timestamp: g(&self.implausible_timestamp),
             rerouted: g(&self.rerouted),
+            receives: g(&self.receives),
+            coalesced: g(&self.coalesced),
+            truncated: g(&self.truncated),
         }
     }
 }

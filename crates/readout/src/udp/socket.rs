@@ -43,6 +43,13 @@ pub(super) fn set_int(fd: &OwnedFd, level: i32, name: i32, value: i32) -> std::i
     }
 }
 
+/// Asks the kernel to hand over runs of same-size datagrams of one flow as one coalesced buffer
+/// (UDP_GRO): its GRO on a NIC, and a sender's UDP_SEGMENT batch on loopback, arrive whole,
+/// with the segment size in a control message.
+pub(super) fn enable_gro(fd: &OwnedFd) -> std::io::Result<()> {
+    set_int(fd, libc::SOL_UDP, libc::UDP_GRO, 1)
+}
+
 /// Asks for `bytes` of receive buffer (SO_RCVBUFFORCE where allowed, past net.core.rmem_max)
 /// and returns what the kernel granted (it doubles the request for bookkeeping).
 pub(super) fn set_rcvbuf(fd: &OwnedFd, bytes: usize) -> std::io::Result<usize> {

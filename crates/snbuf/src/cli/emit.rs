@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use snbuf_units::values::parse_duration_nonzero;
+use snbuf_units::values::{parse_duration_nonzero, parse_on_off};
 
 /// A signed duration in seconds: `-1d`, `+90s`, `2h`.
 fn parse_signed_seconds(s: &str) -> Result<f64, String> {
@@ -57,6 +57,10 @@ pub struct EmitArgs {
     /// a CRC-32C of every byte (which costs a pass over the data).
     #[arg(long)]
     pub digest: bool,
+    /// Send each link's due frames as one UDP_SEGMENT (GSO) call that the kernel cuts into one
+    /// datagram per frame (default on; where the kernel refuses it, off, and said so).
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off, default_value = "on", action = clap::ArgAction::Set)]
+    pub gso: bool,
     /// Write the summary and the digests as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,

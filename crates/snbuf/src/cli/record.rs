@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use clap::Args;
 use snbuf_units::parse_duration;
-use snbuf_units::values::{parse_duration_nonzero, parse_page_size, parse_size_nonzero};
+use snbuf_units::values::{
+    parse_duration_nonzero, parse_on_off, parse_page_size, parse_size_nonzero,
+};
 
 #[derive(Args, Debug, Clone)]
 pub struct RecordArgs {
@@ -39,6 +41,12 @@ pub struct RecordArgs {
     /// net.core.rmem_max needs root, which snbuf uses when it has it).
     #[arg(long, value_name = "SIZE", value_parser = parse_size_nonzero)]
     pub rcvbuf: Option<u64>,
+    /// With --source udp: receive runs of datagrams that the kernel coalesced (UDP GRO: a NIC's
+    /// GRO, or a sender's UDP_SEGMENT batches on loopback) as one buffer straight into the
+    /// ring, instead of one datagram per slot (default on; where the kernel refuses it, off,
+    /// and said so at start).
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
+    pub gro: Option<bool>,
     /// The run number written into every burst's manifest (DUNE's offline files need it).
     #[arg(long, value_name = "N")]
     pub run: Option<u32>,
