@@ -102,6 +102,7 @@ pub(crate) fn start(config: &RecordConfig, producers: Vec<Producer>) -> Result<L
             let timing = udp::StreamTiming {
                 frame_step_ticks: config.frame_step_ticks(),
                 max_jump_ticks: config.clock().ticks(config.buffer),
+                bytes_per_s: config.link_bytes_per_s(),
             };
             let (info, h) = udp::start(
                 u,

@@ -93,6 +93,27 @@ pub struct StreamTiming {
     /// bound. A link that keeps sending from far ahead (a detector whose clock restarted) is
     /// followed after `RESYNC_AFTER` such frames in a row.
     pub max_jump_ticks: u64,
+    /// Bytes per second a link is expected to send (the unit's configured rate): bounds how
+    /// long the receiver may sleep between polls (`nap`). 0: unknown, never sleep.
+    pub bytes_per_s: f64,
+}
+
+/// The longest nap between poll rounds.
+const MAX_NAP: std::time::Duration = std::time::Duration::from_micros(500);
+
+/// How long the receiver may sleep after draining every socket: waking for each small batch
+/// costs more than receiving it (a fifth of the receive thread's time went to poll's sleeps
+/// and wakeups at 2 GB/s, measured with perf), and data that waits in the socket buffer comes
+/// out in fuller receives. At most `MAX_NAP`, and at most a sixteenth of the time the socket
+/// buffer (`rcvbuf_bytes` granted, half of it for data) takes to fill at the link's expected
+/// rate, so a stream even 16x faster than expected does not overflow it while the receiver
+/// sleeps. No nap when the rate is not known.
+fn nap(rcvbuf_bytes: usize, bytes_per_s: f64) -> std::time::Duration {
+    if !(bytes_per_s.is_finite() && bytes_per_s > 0.0) {
+        return std::time::Duration::ZERO;
+    }
+    let fill_s = rcvbuf_bytes as f64 / 2.0 / bytes_per_s;
+    std::time::Duration::from_secs_f64(fill_s / 16.0).min(MAX_NAP)
 }
 
 /// Frames in a row from far ahead after which a link's new clock is believed.
@@ -235,6 +256,7 @@ pub fn start(
     };
     let mut rx = Receiver::new(source, layout, timing, producers, counters);
     rx.gro = gro;
+    rx.nap = nap(granted, timing.bytes_per_s);
     let handle = std::thread::Builder::new()
         .name("snbuf-udp".into())
         .spawn(move || {
@@ -282,6 +304,8 @@ struct Receiver {
     round: u64,
     /// Whether the sockets hand over coalesced buffers (UDP_GRO).
     gro: bool,
+    /// How long the receiver sleeps after a round that drained every socket (`nap`).
+    nap: std::time::Duration,
 }
 
 struct Routing {
@@ -331,6 +355,7 @@ impl Receiver {
             rerouted: vec![VecDeque::new(); links],
             round: 0,
             gro: false,
+            nap: std::time::Duration::ZERO,
         }
     }
 
@@ -343,7 +368,14 @@ impl Receiver {
                 revents: 0,
             })
             .collect();
+        // Whether the last round read every socket empty.
+        let mut drained = true;
         while !stop.load(Ordering::Relaxed) {
+            // Let data gather before the next poll: fewer wakeups, fuller receives (see `nap`).
+            if drained && !self.nap.is_zero() {
+                std::thread::sleep(self.nap);
+            }
+            drained = true;
             self.round += 1;
             // SAFETY: `fds` is a valid array of pollfd of the length given.
             let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, POLL_MS) };
@@ -361,11 +393,11 @@ impl Receiver {
                 if p.revents & libc::POLLIN != 0 {
                     // Drain what is queued, a batch at a time, before polling again.
                     if self.gro {
-                        for _ in 0..BATCH {
-                            if !self.receive_coalesced(&mut sockets[i]) {
-                                break;
-                            }
+                        let mut calls = 0;
+                        while calls < BATCH && self.receive_coalesced(&mut sockets[i]) {
+                            calls += 1;
                         }
+                        drained &= calls < BATCH;
                     } else {
                         while self.receive_batch(&mut sockets[i]) == BATCH {}
                     }
@@ -724,6 +756,24 @@ mod tests {
     use snbuf_persist::memory::PageSize;
 
     #[test]
+    fn the_nap_never_lets_a_socket_buffer_fill_at_16x_the_expected_rate() {
+        let mib = 1 << 20;
+        assert_eq!(nap(32 * mib, 0.0), std::time::Duration::ZERO);
+        assert_eq!(nap(32 * mib, f64::NAN), std::time::Duration::ZERO);
+        // WIBEth's own rate, 16 MiB asked (32 granted): the cap.
+        assert_eq!(nap(32 * mib, 219.7e6), MAX_NAP);
+        // A 100 Gb/s link into a 4 MiB buffer: 2 MiB of data room fills in 168 us at 12.5 GB/s.
+        for (rcvbuf, rate) in [(4 * mib, 12.5e9), (256 * 1024, 1e9), (32 * mib, 10e9)] {
+            let n = nap(rcvbuf, rate).as_secs_f64();
+            assert!(n <= MAX_NAP.as_secs_f64());
+            assert!(
+                n * 16.0 * rate <= rcvbuf as f64 / 2.0 * 1.0001,
+                "{rcvbuf} {rate}"
+            );
+        }
+    }
+
+    #[test]
     fn routes_must_feed_every_link_once() {
         assert!(check_routes(&UdpSource::default_routes(3), 3).is_ok());
         assert!(check_routes(&[(0, 0), (1, 0)], 2).is_err());
@@ -771,6 +821,7 @@ mod tests {
         let timing = StreamTiming {
             frame_step_ticks: layout.ticks_per_frame,
             max_jump_ticks: u64::MAX / 2,
+            bytes_per_s: 0.0,
         };
         let counters = Arc::new(vec![IngestCounters::default(), IngestCounters::default()]);
         let mut rx = Receiver::new(&source, layout, timing, producers, counters.clone());
@@ -874,6 +925,7 @@ mod tests {
         let timing = StreamTiming {
             frame_step_ticks: layout.ticks_per_frame,
             max_jump_ticks: u64::MAX / 2,
+            bytes_per_s: 0.0,
         };
         let counters: Arc<Vec<IngestCounters>> =
             Arc::new((0..links).map(|_| IngestCounters::default()).collect());
