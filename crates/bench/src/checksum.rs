@@ -201,6 +201,16 @@ pub fn run(
                 0
             }),
         ),
+        // What a kernel's copy to user space does (rep movsb, regular stores that read each
+        // destination line first): the floor for network ingest's one copy into the ring.
+        (
+            "plain memcpy (regular stores, as the kernel's copy to user space)".into(),
+            0,
+            Box::new(|d, s| {
+                d.copy_from_slice(std::hint::black_box(s));
+                0
+            }),
+        ),
         (
             "streaming copy of a 1 MiB chunk, then CRC of the chunk".into(),
             chunks_want,
