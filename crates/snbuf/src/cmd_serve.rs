@@ -264,6 +264,23 @@ pub fn status(args: &StatusArgs) -> anyhow::Result<()> {
         s.summary(),
         s.frame_step_ticks
     );
+    if let Some(i) = &s.ingest {
+        let frames: u64 = i.links.iter().flatten().map(|l| l.frames).sum();
+        let receives: u64 = i.links.iter().flatten().map(|l| l.receives).sum();
+        println!(
+            "ingest: {}; socket buffer {} per link; {}",
+            i.routing,
+            Bytes(i.rcvbuf_bytes as u64),
+            match (&i.gro_refused, i.gro) {
+                (Some(why), _) => format!("GRO off: {why}"),
+                (None, true) => format!(
+                    "GRO on, {:.1} frames per receive",
+                    frames as f64 / receives.max(1) as f64
+                ),
+                (None, false) => "GRO off (--gro off)".into(),
+            }
+        );
+    }
     for r in &s.link_rates {
         let measured = match (r.bytes_per_s, r.clock_ratio) {
             (Some(b), Some(c)) => format!(

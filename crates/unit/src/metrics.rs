@@ -122,7 +122,7 @@ pub fn render(server: &Server) -> String {
         family(
             "snbuf_link_ingest_kernel_drops_total",
             "counter",
-            "Datagrams the kernel dropped on the link's socket (receive buffer full).",
+            "Drops the kernel counted on the link's socket (receive buffer full): datagrams, or with GRO whole coalesced buffers; the frames lost are snbuf_link_ingest_missing_frames_total.",
             &mut ingest(&|g| g.kernel_drops),
         );
         family(
@@ -136,6 +136,12 @@ pub fn render(server: &Server) -> String {
             "counter",
             "Frames missing from what the link sent, by its DAQEthHeader sequence numbers.",
             &mut ingest(&|g| g.sequence_gap_frames),
+        );
+        family(
+            "snbuf_link_ingest_receives_total",
+            "counter",
+            "Receive calls that brought data for the link: frames / receives is how many frames each carried (more than 1 with GRO).",
+            &mut ingest(&|g| g.receives),
         );
         family(
             "snbuf_link_ingest_rerouted_frames_total",
