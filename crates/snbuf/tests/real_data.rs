@@ -176,11 +176,13 @@ fn wibeth_frames_sent_over_udp_are_recorded_byte_for_byte() {
 }
 
 /// The same frames, byte for byte, whichever side does without batching: a receiver without
-/// GRO on one link (the kernel cuts the sender's GSO batches into datagrams), and a sender
-/// without GSO to a receiver with GRO on three links on one port (nothing to coalesce).
+/// GRO, three links on one port and one link alone (the kernel cuts the sender's GSO batches
+/// into datagrams), and a sender without GSO to a receiver with GRO (nothing to coalesce). GRO
+/// on is the default of the tests above.
 #[test]
 fn wibeth_frames_are_recorded_byte_for_byte_with_gro_or_gso_off() {
     for (links, serve_extra, emit_extra) in [
+        (3, ["--gro", "off"], ["--gso", "on"]),
         (1, ["--gro", "off"], ["--gso", "on"]),
         (3, ["--gro", "on"], ["--gso", "off"]),
     ] {
