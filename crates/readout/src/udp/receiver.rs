@@ -1,0 +1,503 @@
+//! The receiving side of network ingest: one thread polls every link's socket and reads what
+//! each holds straight into its link's ring, a coalesced buffer (UDP GRO) per `recvmsg` or a
+//! batch of datagrams per `recvmmsg`; decides each frame's link (`Routing`), merges the frames
+//! the kernel queued on another link's socket in time order, and counts each frame's continuity.
+
+use std::collections::VecDeque;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use snbuf_frames::{FrameLayout, SEQUENCE_MODULUS};
+
+use super::{IngestCounters, LinkSocket, StreamTiming, UdpSource, RESYNC_AFTER};
+use crate::latency_buffer::Producer;
+
+/// Datagrams received per system call, at most (without GRO); with GRO, coalesced buffers
+/// read from one socket before the receiver polls again.
+const BATCH: usize = 64;
+/// The largest coalesced buffer UDP GRO hands over: one IP packet's worth (64 KiB).
+const MAX_COALESCED_BYTES: usize = 1 << 16;
+/// Room for the control messages of one receive: SO_RXQ_OVFL's and UDP_GRO's (24 B each).
+const CONTROL_WORDS: usize = 8;
+/// How long the receiver waits for data before it looks at its stop flag.
+const POLL_MS: i32 = 100;
+
+/// The longest nap between poll rounds.
+const MAX_NAP: std::time::Duration = std::time::Duration::from_micros(500);
+
+/// How long the receiver may sleep after draining every socket: waking for each small batch
+/// costs more than receiving it (a fifth of the receive thread's time went to poll's sleeps
+/// and wakeups at 2 GB/s, measured with perf), and data that waits in the socket buffer comes
+/// out in fuller receives. At most `MAX_NAP`, and at most a sixteenth of the time the socket
+/// buffer (`rcvbuf_bytes` granted, half of it for data) takes to fill at the link's expected
+/// rate, so a stream even 16x faster than expected does not overflow it while the receiver
+/// sleeps. No nap when the rate is not known.
+pub(super) fn nap(rcvbuf_bytes: usize, bytes_per_s: f64) -> std::time::Duration {
+    if !(bytes_per_s.is_finite() && bytes_per_s > 0.0) {
+        return std::time::Duration::ZERO;
+    }
+    let fill_s = rcvbuf_bytes as f64 / 2.0 / bytes_per_s;
+    std::time::Duration::from_secs_f64(fill_s / 16.0).min(MAX_NAP)
+}
+
+/// The receiving side of every link: its rings, and what decides where a datagram goes.
+pub(super) struct Receiver {
+    producers: Vec<Producer>,
+    routing: Routing,
+    /// Per link, its frames that the kernel queued on another link's socket, oldest first,
+    /// each with the poll round it was found in. They wait for the link's own socket to deliver
+    /// the frames sent before them, and go into the ring in time order.
+    rerouted: Vec<VecDeque<(u64, Vec<u8>)>>,
+    /// Poll rounds so far.
+    round: u64,
+    /// Whether the sockets hand over coalesced buffers (UDP_GRO).
+    pub(super) gro: bool,
+    /// How long the receiver sleeps after a round that drained every socket (`nap`).
+    pub(super) nap: std::time::Duration,
+}
+
+struct Routing {
+    layout: FrameLayout,
+    stream_to_link: [Option<usize>; 256],
+    /// One link: every datagram is its, whatever its header says of streams.
+    single: bool,
+    header_version: Option<u8>,
+    counters: Arc<Vec<IngestCounters>>,
+    /// Per link, the timestamp and sequence number of the last frame kept.
+    last: Vec<Option<(u64, Option<u64>)>>,
+    /// The newest timestamp kept on any link.
+    newest: Option<u64>,
+    max_jump_ticks: u64,
+    frame_step_ticks: u64,
+    /// Per link, frames in a row that came from too far ahead.
+    far_ahead: Vec<u32>,
+}
+
+impl Receiver {
+    pub(super) fn new(
+        source: &UdpSource,
+        layout: FrameLayout,
+        timing: StreamTiming,
+        producers: Vec<Producer>,
+        counters: Arc<Vec<IngestCounters>>,
+    ) -> Receiver {
+        let links = producers.len();
+        let mut stream_to_link = [None; 256];
+        for &(s, l) in &source.routes {
+            stream_to_link[s as usize] = Some(l as usize);
+        }
+        Receiver {
+            producers,
+            routing: Routing {
+                layout,
+                stream_to_link,
+                single: links == 1,
+                header_version: source.header_version,
+                counters,
+                last: vec![None; links],
+                newest: None,
+                max_jump_ticks: timing.max_jump_ticks,
+                frame_step_ticks: timing.frame_step_ticks.max(1),
+                far_ahead: vec![0; links],
+            },
+            rerouted: vec![VecDeque::new(); links],
+            round: 0,
+            gro: false,
+            nap: std::time::Duration::ZERO,
+        }
+    }
+
+    pub(super) fn run(&mut self, sockets: &mut [LinkSocket], stop: &AtomicBool) {
+        let mut fds: Vec<libc::pollfd> = sockets
+            .iter()
+            .map(|s| libc::pollfd {
+                fd: s.fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // Whether the last round read every socket empty.
+        let mut drained = true;
+        while !stop.load(Ordering::Relaxed) {
+            // Let data gather before the next poll: fewer wakeups, fuller receives (see `nap`).
+            if drained && !self.nap.is_zero() {
+                std::thread::sleep(self.nap);
+            }
+            drained = true;
+            self.round += 1;
+            // SAFETY: `fds` is a valid array of pollfd of the length given.
+            let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, POLL_MS) };
+            if ready < 0 {
+                continue;
+            }
+            // A rerouted frame found before this poll, of a link whose socket has nothing now:
+            // whatever the link sent before it had been queued by then, and is read. Its turn.
+            for (s, p) in sockets.iter().zip(&fds) {
+                if p.revents & libc::POLLIN == 0 {
+                    self.flush_rerouted(s.link, self.round);
+                }
+            }
+            for (i, p) in fds.iter_mut().enumerate() {
+                if p.revents & libc::POLLIN != 0 {
+                    // Drain what is queued, a batch at a time, before polling again.
+                    if self.gro {
+                        let mut calls = 0;
+                        while calls < BATCH && self.receive_coalesced(&mut sockets[i]) {
+                            calls += 1;
+                        }
+                        drained &= calls < BATCH;
+                    } else {
+                        while self.receive_batch(&mut sockets[i]) == BATCH {}
+                    }
+                }
+                p.revents = 0;
+            }
+        }
+    }
+
+    /// The most frames the receiver may claim of a link's ring at once.
+    fn room(&self, link: usize) -> usize {
+        (self.producers[link].buffer().capacity_frames() / 2) as usize
+    }
+
+    /// Receives up to `BATCH` datagrams of one socket into its link's next slots, merged in
+    /// time order with the link's frames that came by other sockets; returns how many arrived.
+    fn receive_batch(&mut self, sock: &mut LinkSocket) -> usize {
+        let link = sock.link;
+        let fb = self.routing.layout.frame_bytes as usize;
+        if self.rerouted[link].len() >= self.room(link) {
+            // No room left to receive in (a tiny ring): the waiting frames go first.
+            self.flush_rerouted(link, u64::MAX);
+        }
+        // The first `waiting` slots are for rerouted frames that may go before the batch.
+        let waiting = self.rerouted[link].len();
+        let batch = BATCH.min(self.room(link) - waiting);
+        let slots = self.producers[link].claim(waiting + batch);
+        let mut iov: Vec<libc::iovec> = slots[waiting..]
+            .iter()
+            .map(|&p| libc::iovec {
+                iov_base: p.cast(),
+                iov_len: fb,
+            })
+            .collect();
+        // Room for one SO_RXQ_OVFL control message per datagram.
+        let mut control = vec![[0u64; 8]; batch];
+        // SAFETY: mmsghdr is plain data; every pointer set below outlives the call.
+        let mut msgs: Vec<libc::mmsghdr> =
+            (0..batch).map(|_| unsafe { std::mem::zeroed() }).collect();
+        for (i, m) in msgs.iter_mut().enumerate() {
+            m.msg_hdr.msg_iov = &mut iov[i];
+            m.msg_hdr.msg_iovlen = 1;
+            m.msg_hdr.msg_control = control[i].as_mut_ptr().cast();
+            m.msg_hdr.msg_controllen = std::mem::size_of::<[u64; 8]>() as _;
+        }
+        // SAFETY: each iovec points at a claimed, whole slot of `fb` bytes that no reader trusts
+        // until it is kept and published; the control buffers and headers live across the call.
+        let n = unsafe {
+            libc::recvmmsg(
+                sock.fd.as_raw_fd(),
+                msgs.as_mut_ptr(),
+                batch as u32,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        if n <= 0 {
+            self.producers[link].keep(0);
+            return 0;
+        }
+        let n = n as usize;
+        // Frames kept so far: slot `kept` is the next to fill. It never passes the slot being
+        // read (kept <= rerouted frames taken + batch frames kept <= waiting + i).
+        let mut kept = 0;
+        let mut drops = sock.drops_seen;
+        for (i, m) in msgs.iter().enumerate().take(n) {
+            if let Some(d) = rxq_overflow(&m.msg_hdr) {
+                drops = drops.max(d);
+            }
+            let c = &self.routing.counters[link];
+            if m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+                c.long.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            if (m.msg_len as usize) < fb {
+                c.short.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            self.take_frame(link, waiting + i, &mut kept);
+        }
+        let c = &self.routing.counters[link];
+        c.receives.fetch_add(n as u64, Ordering::Relaxed);
+        c.kernel_drops.fetch_add(
+            drops.wrapping_sub(sock.drops_seen) as u64,
+            Ordering::Relaxed,
+        );
+        sock.drops_seen = drops;
+        self.producers[link].keep(kept);
+        self.producers[link].publish();
+        n
+    }
+
+    /// Receives one datagram or coalesced buffer (UDP GRO) of one socket straight into its
+    /// link's next consecutive slots, split by its segment size, each frame merged in time
+    /// order with the link's frames that came by other sockets; returns whether anything came.
+    fn receive_coalesced(&mut self, sock: &mut LinkSocket) -> bool {
+        let link = sock.link;
+        let fb = self.routing.layout.frame_bytes as usize;
+        if self.rerouted[link].len() >= self.room(link) {
+            self.flush_rerouted(link, u64::MAX);
+        }
+        let waiting = self.rerouted[link].len();
+        let offered = MAX_COALESCED_BYTES
+            .div_ceil(fb)
+            .min(self.room(link) - waiting);
+        let slots = self.producers[link].claim(waiting + offered);
+        // The ring's slots lie back to back: one iovec, or two where the claim wraps the end.
+        let mut iov: Vec<libc::iovec> = Vec::with_capacity(2);
+        for &p in &slots[waiting..] {
+            match iov.last_mut() {
+                Some(v) if (v.iov_base as *mut u8).wrapping_add(v.iov_len) == p => v.iov_len += fb,
+                _ => iov.push(libc::iovec {
+                    iov_base: p.cast(),
+                    iov_len: fb,
+                }),
+            }
+        }
+        let mut control = [0u64; CONTROL_WORDS];
+        // SAFETY: msghdr is plain data; its pointers are set below to buffers that outlive the
+        // call.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = iov.as_mut_ptr();
+        msg.msg_iovlen = iov.len() as _;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&control) as _;
+        // SAFETY: the iovecs cover claimed, whole slots that no reader trusts until they are
+        // kept and published; the control buffer and header live across the call.
+        let n = unsafe { libc::recvmsg(sock.fd.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+        if n <= 0 {
+            self.producers[link].keep(0);
+            return false;
+        }
+        let n = n as usize;
+        let (drops, segment) = control_messages(&msg);
+        if let Some(drops) = drops {
+            self.routing.counters[link].kernel_drops.fetch_add(
+                drops.wrapping_sub(sock.drops_seen) as u64,
+                Ordering::Relaxed,
+            );
+            sock.drops_seen = drops;
+        }
+        // No UDP_GRO message: one datagram, its own length.
+        let segment = segment.map_or(n, |s| s as usize).max(1);
+        let c = &self.routing.counters[link];
+        c.receives.fetch_add(1, Ordering::Relaxed);
+        if msg.msg_flags & libc::MSG_TRUNC != 0 {
+            if segment == n {
+                // One datagram longer than every slot offered: longer than a frame.
+                c.long.fetch_add(1, Ordering::Relaxed);
+                self.producers[link].keep(0);
+                return true;
+            }
+            c.truncated.fetch_add(1, Ordering::Relaxed);
+        }
+        let mut kept = 0;
+        if segment == fb {
+            let whole = n / fb;
+            if !n.is_multiple_of(fb) {
+                // The last segment of a run may be shorter than the others: not a frame.
+                c.short.fetch_add(1, Ordering::Relaxed);
+            }
+            if whole > 1 {
+                c.coalesced.fetch_add(1, Ordering::Relaxed);
+            }
+            for i in 0..whole {
+                self.take_frame(link, waiting + i, &mut kept);
+            }
+        } else {
+            // Segments of another size than a frame's: none is a frame.
+            let segments = n.div_ceil(segment) as u64;
+            let wrong = if segment < fb { &c.short } else { &c.long };
+            wrong.fetch_add(segments, Ordering::Relaxed);
+        }
+        self.producers[link].keep(kept);
+        self.producers[link].publish();
+        true
+    }
+
+    /// Takes claimed slot `at` of `link`'s last claim, a whole frame that came on its socket:
+    /// routes it (a frame of another link is stashed for that link), puts the link's rerouted
+    /// frames that go before it first, and keeps it in slot `kept` if it is one to keep.
+    /// `kept <= at`: the first slots of the claim were left for the rerouted frames.
+    fn take_frame(&mut self, link: usize, at: usize, kept: &mut usize) {
+        let frame = self.producers[link].claimed_slot(at);
+        let Some(target) = self.routing.route(link, frame) else {
+            return;
+        };
+        if target != link {
+            let frame = frame.to_vec();
+            self.stash(target, frame);
+            return;
+        }
+        let ts = self.routing.layout.timestamp(frame);
+        while self.rerouted[link]
+            .front()
+            .is_some_and(|(_, f)| self.routing.layout.timestamp(f) < ts)
+        {
+            let (_, f) = self.rerouted[link].pop_front().expect("a frame");
+            if self.routing.admit(link, &f) {
+                self.producers[link].fill_claimed(*kept, &f);
+                *kept += 1;
+            }
+        }
+        if self
+            .routing
+            .admit(link, self.producers[link].claimed_slot(at))
+        {
+            if at != *kept {
+                self.producers[link].move_claimed(at, *kept);
+            }
+            *kept += 1;
+        }
+    }
+
+    /// Keeps a frame of `link` that came by another link's socket until its turn.
+    fn stash(&mut self, link: usize, frame: Vec<u8>) {
+        self.routing.counters[link]
+            .rerouted
+            .fetch_add(1, Ordering::Relaxed);
+        if self.rerouted[link].len() >= self.room(link) / 2 {
+            // Too many waiting: the link's socket is not delivering; waiting longer helps no one.
+            self.flush_rerouted(link, u64::MAX);
+        }
+        let ts = self.routing.layout.timestamp(&frame);
+        let q = &mut self.rerouted[link];
+        let at = q.partition_point(|(_, f)| self.routing.layout.timestamp(f) <= ts);
+        q.insert(at, (self.round, frame));
+    }
+
+    /// Puts `link`'s rerouted frames found before poll round `before` into its ring.
+    fn flush_rerouted(&mut self, link: usize, before: u64) {
+        let ready = self.rerouted[link]
+            .iter()
+            .take_while(|(r, _)| *r < before)
+            .count();
+        if ready == 0 {
+            return;
+        }
+        self.producers[link].claim(ready);
+        let mut kept = 0;
+        for (_, f) in self.rerouted[link].drain(..ready) {
+            if self.routing.admit(link, &f) {
+                self.producers[link].fill_claimed(kept, &f);
+                kept += 1;
+            }
+        }
+        self.producers[link].keep(kept);
+        self.producers[link].publish();
+    }
+}
+
+impl Routing {
+    /// The link a whole-sized datagram received on `link`'s socket belongs to, or None (counted
+    /// on `link`) when no link takes it.
+    fn route(&self, link: usize, frame: &[u8]) -> Option<usize> {
+        let l = self.layout;
+        let id = l.identity(frame);
+        if let (Some(v), Some(id)) = (self.header_version, id) {
+            if v != id.version {
+                self.counters[link]
+                    .bad_version
+                    .fetch_add(1, Ordering::Relaxed);
+                return None;
+            }
+        }
+        if self.single {
+            return Some(link);
+        }
+        let target = self.stream_to_link[id.unwrap_or_default().stream_id as usize];
+        if target.is_none() {
+            self.counters[link]
+                .unknown_stream
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        target
+    }
+
+    /// Whether `link`'s next frame, in arrival order, is one to keep; counts what it says of
+    /// the link's continuity.
+    fn admit(&mut self, link: usize, frame: &[u8]) -> bool {
+        let l = self.layout;
+        let c = &self.counters[link];
+        let ts = l.timestamp(frame);
+        let seq = l.sequence(frame);
+        let reference = self.last[link].map(|(t, _)| t).or(self.newest);
+        if reference.is_some_and(|r| ts > r.saturating_add(self.max_jump_ticks)) {
+            self.far_ahead[link] += 1;
+            if self.far_ahead[link] < RESYNC_AFTER {
+                c.implausible_timestamp.fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+            // The link's clock really moved on (a restart): follow it.
+            self.last[link] = None;
+        }
+        self.far_ahead[link] = 0;
+        if let Some((last_ts, last_seq)) = self.last[link] {
+            if ts <= last_ts {
+                // A frame older than the one before would break the buffer's time order.
+                c.out_of_order.fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+            let missing = (ts - last_ts) / self.frame_step_ticks;
+            if missing > 1 {
+                c.timestamp_gap_frames
+                    .fetch_add(missing - 1, Ordering::Relaxed);
+            }
+            if let (Some(s), Some(p)) = (seq, last_seq) {
+                let gap = (s + SEQUENCE_MODULUS - p - 1) % SEQUENCE_MODULUS;
+                c.sequence_gap_frames.fetch_add(gap, Ordering::Relaxed);
+            }
+        }
+        self.last[link] = Some((ts, seq));
+        self.newest = Some(self.newest.map_or(ts, |n| n.max(ts)));
+        c.frames.fetch_add(1, Ordering::Relaxed);
+        c.bytes.fetch_add(frame.len() as u64, Ordering::Relaxed);
+        true
+    }
+}
+
+/// The kernel's count of drops on the socket, from a received message's SO_RXQ_OVFL control
+/// message.
+fn rxq_overflow(h: &libc::msghdr) -> Option<u32> {
+    control_messages(h).0
+}
+
+/// What a received message's control messages say: the socket's drop count (SO_RXQ_OVFL) and
+/// the segment size of a coalesced buffer (UDP_GRO).
+fn control_messages(h: &libc::msghdr) -> (Option<u32>, Option<u32>) {
+    let (mut drops, mut segment) = (None, None);
+    // SAFETY: walking the control messages the kernel wrote into the buffer `h` describes,
+    // with the libc macros that bound every step by msg_controllen.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(h);
+        while !c.is_null() {
+            let data = libc::CMSG_DATA(c);
+            match ((*c).cmsg_level, (*c).cmsg_type) {
+                (libc::SOL_SOCKET, libc::SO_RXQ_OVFL) => {
+                    drops = Some(std::ptr::read_unaligned(data.cast::<u32>()))
+                }
+                // The kernel writes the segment size as an int.
+                (libc::SOL_UDP, libc::UDP_GRO) => {
+                    segment = Some(std::ptr::read_unaligned(data.cast::<i32>()).max(0) as u32)
+                }
+                _ => {}
+            }
+            c = libc::CMSG_NXTHDR(h, c);
+        }
+    }
+    (drops, segment)
+}
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;
