@@ -299,7 +299,9 @@ pub fn run(
 /// Steps `run` reports, for a progress bar.
 pub fn steps(config: &ChecksumConfig) -> u64 {
     let in_registers = snbuf_persist::nt_crc::routines_here().len();
-    (IMPLEMENTATIONS.len() + 2 + in_registers + 2 * config.fused_block_bytes.len()) as u64
+    // Each implementation; streaming copy, plain memcpy, copy then CRC; fused in registers;
+    // the fused block orders.
+    (IMPLEMENTATIONS.len() + 3 + in_registers + 2 * config.fused_block_bytes.len()) as u64
 }
 
 #[cfg(test)]
@@ -316,10 +318,10 @@ mod tests {
         let mut seen = 0;
         let results = run(&config, |_| seen += 1).unwrap();
         assert_eq!(seen, steps(&config));
-        // Each implementation in cache and from DRAM; copy alone; copy then CRC; fused in
-        // registers where the CPU can; two fused orders.
+        // Each implementation in cache and from DRAM; streaming copy alone; plain memcpy; copy
+        // then CRC; fused in registers where the CPU can; two fused orders.
         let in_registers = snbuf_persist::nt_crc::routines_here().len();
-        assert_eq!(results.len(), 2 * IMPLEMENTATIONS.len() + 4 + in_registers);
+        assert_eq!(results.len(), 2 * IMPLEMENTATIONS.len() + 5 + in_registers);
         for r in &results {
             assert!(r.bytes > 0 && r.wall_s > 0.0, "{r:?}");
             assert!(r.gb_per_s.is_finite() && r.core_s_per_gib >= 0.0, "{r:?}");
