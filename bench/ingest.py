@@ -1,23 +1,36 @@
 #!/usr/bin/env python3
-"""Network ingest's loss-free rate beside iperf3's, in the same run (see ingest.sh, BENCHMARKS.md).
+"""Network ingest's loss-free rate and CPU beside iperf3 and one bare copy, in the same run
+(see ingest.sh, BENCHMARKS.md).
 
 snbuf: `snbuf record --source udp://127.0.0.1:PORT` fed by `snbuf emit` (WIBEth frames, one per
 7200-byte datagram, several links on one port) records a window; a probe is clean when the
 burst lost no frame and the receiver counted no kernel drop, gap or refused datagram over the
-whole run, and the sender kept its schedule. iperf3: `iperf3 -u -l 7200` between two processes on
-the same loopback, clean when its receiver reports 0 datagrams lost and received at least 97.5% of
-the rate asked (a sender that cannot reach a rate loses nothing, but proves nothing either). Each is bisected to its highest clean total rate, in turns
-(iperf3, snbuf, iperf3, ...) so that both see the same machine, and the ratio is taken within
-each repeat; the summary gives the median over repeats.
+whole run, and the sender kept its schedule. Two modes: `gro` (emit batches each link's frames
+into UDP_SEGMENT sends, the receiver takes coalesced buffers with UDP_GRO: the default) and
+`plain` (`emit --gso off`, `record --gro off`: one datagram per system call's message on both
+sides, as before GRO). iperf3: `iperf3 -u -l 7200` between two processes on the same loopback,
+clean when its receiver reports 0 datagrams lost and received at least 97.5% of the rate asked
+(a sender that cannot reach a rate loses nothing, but proves nothing either). Each is bisected
+to its highest clean total rate, in turns so that all see the same machine, and ratios are
+taken within each repeat; the summary gives medians over repeats.
 
-snbuf's receiver also persists what it receives (to /dev/shm with non-temporal stores by
-default, so that storage is not the limit), and its receive thread's CPU time per GiB recorded
-is reported: the ingest's own cost.
+CPU, each over one interval: the receive thread's CPU against the bytes it received over the
+same interval (record --json's source_cpu_core_s_per_gib); the whole unit from UDP to durable
+(unit_cpu_core_s_per_gib) in a probe at a fixed rate that persists to a disk (--disk, method
+auto); the sender's thread per GiB sent; and one bare memcpy pass over DRAM (`snbuf bench
+checksum`, regular stores as the kernel's copy to user space does): the floor for ingest's one
+copy. The first probe above each loss-free rate says which side failed: the sender (behind its
+schedule) or the receiver (frames lost).
+
+The raw result goes to bench/results/ingest/<date>-<host>.json (or --json); bench/tables.py makes
+BENCHMARKS.md's table from it.
 """
 
 import argparse
+import datetime
 import json
 import os
+import platform
 import shutil
 import socket
 import statistics
@@ -67,25 +80,65 @@ def iperf3_probe(args, rate_total):
         server.wait()
 
 
-def snbuf_probe(args, rate_total, n):
-    """emit -> record --source udp at `rate_total` bytes/s; returns (clean, summary)."""
+PRE_S = 0.5
+BUFFER_S = 0.75
+#: The most of the memory available at the start that a probe's latency buffers and, on a
+#: RAM-backed output (/dev/shm), its window may take.
+MEMORY_SHARE = 0.5
+
+
+def mem_available():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return None
+
+
+def window_post_s(args, rate_total, output):
+    """How long after the trigger a probe records: --seconds less the time before the trigger,
+    shortened where the buffers and a window on RAM (tmpfs) would pass MEMORY_SHARE of the
+    memory available (at 5 GiB/s a 3 s window is 15 GiB of /dev/shm): never below 0.25 s, and a
+    probe that cannot fit even that is refused."""
+    post = max(args.seconds - 1.5, 0.5)
+    on_ram = subprocess.run(["stat", "-f", "-c", "%T", output], capture_output=True,
+                            text=True).stdout.strip() in ("tmpfs", "ramfs")
+    budget = MEMORY_SHARE * args.mem_available - rate_total * BUFFER_S
+    if on_ram:
+        post = min(post, budget / rate_total - PRE_S)
+    elif budget < 0:
+        post = -1
+    if post < 0.25:
+        sys.exit(f"ingest: a probe at {rate_total / GIB:.2f} GiB/s needs more memory than "
+                 f"{MEMORY_SHARE:.0%} of the {args.mem_available / GIB:.1f} GiB available: lower --max-rate")
+    return post
+
+
+MODES = {"gro": (["--gro", "on"], ["--gso", "on"]), "plain": (["--gro", "off"], ["--gso", "off"])}
+
+
+def snbuf_probe(args, rate_total, n, mode, output=None, method=None):
+    """emit -> record --source udp at `rate_total` bytes/s; returns (clean, summary), the summary
+    with `why` (what made the probe unclean) and the sender's CPU."""
     port = free_port(socket.SOCK_DGRAM)
-    out = tempfile.mkdtemp(prefix="ingest-", dir=args.output)
+    out = tempfile.mkdtemp(prefix="ingest-", dir=output or args.output)
     js = os.path.join(out, "summary.json")
     emit_js = os.path.join(out, "emit.json")
     per_link = f"{rate_total / args.links:.0f}"
+    post_s = window_post_s(args, rate_total, output or args.output)
     cmd = [args.snbuf, "record", "--source", f"udp://127.0.0.1:{port}", "--frame", "wibeth",
-           "--links", str(args.links), "--rate-per-link", per_link, "--buffer", "1s",
-           "--pre", "500ms", "--post", f"{max(args.seconds - 1.5, 0.5)}s",
-           "--trigger-after", "1s", "--method", args.method, "--output", out,
+           "--links", str(args.links), "--rate-per-link", per_link, "--buffer", f"{BUFFER_S}s",
+           "--pre", f"{PRE_S}s", "--post", f"{post_s:.3f}s",
+           "--trigger-after", "1s", "--method", method or args.method, "--output", out,
            "--burst-id", f"p{n}", "--json", js, "--rcvbuf", args.rcvbuf]
-    cmd += ["--cpus", args.cpus]
+    cmd += ["--cpus", args.cpus] + MODES[mode][0]
     recorder = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     time.sleep(0.3)
     # The sender runs until the recorder is done (however long its files take to prepare).
     emit = subprocess.Popen([args.snbuf, "emit", "--to", f"udp://127.0.0.1:{port}",
                              "--links", str(args.links), "--frame", "wibeth",
-                             "--rate-per-link", per_link, "--json", emit_js, "--cpu", str(args.emit_cpu)],
+                             "--rate-per-link", per_link, "--json", emit_js, "--cpu", str(args.emit_cpu)]
+                            + MODES[mode][1],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _, err = recorder.communicate(timeout=args.seconds + 120)
@@ -108,9 +161,17 @@ def snbuf_probe(args, rate_total, n):
                   + l["out_of_order"] + l["short"] + l["long"] + l["bad_version"]
                   + l["unknown_stream"] + l["implausible_timestamp"] for l in ingest)
     clean = on_schedule and rep["lost_frames"] == 0 and trouble == 0 and rep["frames_recorded"] > 0
+    # What made the probe unclean: the sender, the receiver, or both (named so that the side
+    # that limits is read from the first probe above the loss-free rate).
+    lost = rep["lost_frames"] > 0 or trouble > 0
+    rep["why"] = None if clean else " and ".join(
+        w for w, bad in (("sender behind its schedule", not on_schedule), ("receiver lost frames", lost)) if bad)
+    rep["emit_cpu_core_s_per_gib"] = (sent["cpu_s"] / (sent["bytes_per_s"] * sent["seconds"] / GIB)
+                                      if sent and sent["bytes_per_s"] > 0 else None)
+    rep["emit_gso"] = sent.get("gso") if sent else None
     if args.verbose:
         kinds = {k: sum(l[k] for l in ingest) for k in ingest[0]} if ingest else {}
-        print(f"  snbuf probe {rate_total / GIB:.2f} GiB/s: {'clean' if clean else 'NOT clean'}; "
+        print(f"  snbuf {mode} probe {rate_total / GIB:.2f} GiB/s: {'clean' if clean else 'NOT clean'}; "
               f"sender {sent['max_lag_s'] * 1e3 if sent else -1:.0f} ms behind; lost {rep['lost_frames']}; "
               f"ingest {({k: v for k, v in kinds.items() if v and k not in ('frames', 'bytes')})}",
               file=sys.stderr, flush=True)
@@ -119,24 +180,39 @@ def snbuf_probe(args, rate_total, n):
 
 def bisect(probe, lo, hi, steps):
     """The highest clean rate in [lo, hi] to within 2^-steps of hi (lo assumed clean unless it
-    is not, then halved until it is)."""
-    best = None
+    is not, then halved until it is); returns (rate, its probe's info, the info of the lowest
+    unclean probe above it)."""
+    best, above = None, None
     while lo > 1e6:
         ok, info = probe(lo)
         if ok:
             best = (lo, info)
             break
+        above = info
         lo /= 2
     if best is None:
-        return 0.0, None
+        return 0.0, None, above
     for _ in range(steps):
         mid = (lo + hi) / 2
         ok, info = probe(mid)
         if ok:
             lo, best = mid, (mid, info)
         else:
-            hi = mid
-    return best
+            hi, above = mid, info
+    return best[0], best[1], above
+
+
+def memcpy_floor(args):
+    """Core-seconds per GiB of one plain memcpy pass over DRAM (`snbuf bench checksum`)."""
+    with tempfile.TemporaryDirectory() as d:
+        js = os.path.join(d, "checksum.json")
+        subprocess.run([args.snbuf, "bench", "checksum", "--dram-size", "256MiB", "--json", js],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
+        rep = json.load(open(js))
+    for r in rep["results"]:
+        if r["variant"].startswith("plain memcpy") and r["source"] == "dram":
+            return r["core_s_per_gib"], rep["machine"]
+    sys.exit("ingest: snbuf bench checksum has no plain memcpy variant")
 
 
 def bytes_of(size):
@@ -170,19 +246,32 @@ def main():
     p.add_argument("--seconds", type=float, default=4.0, help="length of each probe")
     p.add_argument("--method", default="nt")
     p.add_argument("--output", default="/dev/shm")
+    p.add_argument("--modes", default="gro,plain", help="which of gro, plain to bisect")
+    p.add_argument("--disk", default="/var/tmp",
+                   help="where the whole-unit probe persists, with --method auto (a disk)")
+    p.add_argument("--unit-rate", type=float, default=None,
+                   help="total bytes/s of the whole-unit probe to --disk (default: 90%% of the lowest "
+                        "loss-free rate of the modes in that repeat, the same for every mode)")
     p.add_argument("--rcvbuf", default="32MiB")
     p.add_argument("--cpus", default=None,
                    help="the recorder's CPUs (default: every CPU but the sender's, which is the last)")
     p.add_argument("--max-rate", type=float, default=4e9, help="top of the bisection, bytes/s")
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--json", default=None)
+    p.add_argument("--json", default=None,
+                   help="the raw result (default: bench/results/ingest/<date>-<host>.json)")
     p.add_argument("--verbose", action="store_true", help="say why each probe was or was not clean")
     args = p.parse_args()
     allowed = sorted(os.sched_getaffinity(0))
     args.emit_cpu = allowed[-1]
     if args.cpus is None:
         args.cpus = ",".join(str(c) for c in (allowed[:-1] or allowed))
+    args.mem_available = mem_available() or 8 * GIB
+    args.modes = [m for m in args.modes.split(",") if m]
+    for m in args.modes:
+        if m not in MODES:
+            sys.exit(f"ingest: --modes {m}: one of {', '.join(MODES)}")
+    args.command = "bench/ingest.sh " + " ".join(sys.argv[1:][2:] if sys.argv[1:2] == ["--snbuf"] else sys.argv[1:])
     saved = raise_socket_limits(2 * bytes_of(args.rcvbuf))
     try:
         run_repeats(args)
@@ -193,49 +282,106 @@ def main():
 
 def run_repeats(args):
     repeats = []
+    machine = None
     for k in range(args.repeat):
-        ip_rate, ip = bisect(lambda r: iperf3_probe(args, r), args.max_rate / 4, args.max_rate, args.steps)
-        n = [0]
-
-        def sp(r):
-            n[0] += 1
-            return snbuf_probe(args, r, n[0])
-
-        sn_rate, rep = bisect(sp, args.max_rate / 8, args.max_rate, args.steps)
-        gib = (rep["frames_recorded"] * FRAME / GIB) if rep else 0
-        cpu = rep["source_cpu_s"] / gib if rep and gib > 0 else None
+        floor, machine = memcpy_floor(args)
+        ip_rate, ip, _ = bisect(lambda r: iperf3_probe(args, r), args.max_rate / 4, args.max_rate, args.steps)
         row = {
+            "memcpy_core_s_per_gib": floor,
             "iperf3_loss_free_bytes_per_s": ip_rate,
-            "snbuf_loss_free_bytes_per_s": sn_rate,
-            "ratio": sn_rate / ip_rate if ip_rate else None,
-            "ingest_cpu_core_s_per_gib": cpu,
-            "writer_cpu_core_s_per_gib": rep["writer_cpu_s"] / gib if rep and gib > 0 else None,
             "iperf3_receiver_cpu_core_s_per_gib": ip["receiver_cpu_core_s_per_gib"] if ip else None,
-            "rcvbuf_bytes": rep.get("ingest_rcvbuf_bytes") if rep else None,
         }
+        n = [0]
+        for mode in args.modes:
+            def sp(r, mode=mode):
+                n[0] += 1
+                return snbuf_probe(args, r, n[0], mode)
+
+            rate, rep, above = bisect(sp, args.max_rate / 8, args.max_rate, args.steps)
+            ingest = (rep or {}).get("ingest") or []
+            frames = sum(l["frames"] for l in ingest)
+            receives = sum(l.get("receives", 0) for l in ingest)
+            row[mode] = {
+                "loss_free_bytes_per_s": rate,
+                "ratio_to_iperf3": rate / ip_rate if ip_rate else None,
+                "receive_cpu_core_s_per_gib": rep.get("source_cpu_core_s_per_gib") if rep else None,
+                "frames_per_receive": frames / receives if receives else None,
+                "emit_cpu_core_s_per_gib": rep.get("emit_cpu_core_s_per_gib") if rep else None,
+                "limit_above": (above or {}).get("why"),
+            }
+            row[mode]["receive_cpu_over_memcpy"] = (row[mode]["receive_cpu_core_s_per_gib"] / floor
+                                                   if row[mode]["receive_cpu_core_s_per_gib"] else None)
+        # The whole unit, UDP to durable on a disk, every mode at the same rate.
+        unit_rate = args.unit_rate or 0.9 * min(row[m]["loss_free_bytes_per_s"] for m in args.modes)
+        for mode in args.modes:
+            n[0] += 1
+            _, unit = snbuf_probe(args, unit_rate, n[0], mode, output=args.disk, method="auto")
+            row[mode]["unit_to_disk"] = {
+                "bytes_per_s": unit_rate,
+                "method": unit.get("method"),
+                "clean": unit.get("why") is None,
+                "lost_frames": unit.get("lost_frames"),
+                "unit_cpu_core_s_per_gib": unit.get("unit_cpu_core_s_per_gib"),
+                "receive_cpu_core_s_per_gib": unit.get("source_cpu_core_s_per_gib"),
+            }
+        if "gro" in row and "plain" in row and row["plain"]["loss_free_bytes_per_s"]:
+            row["gro_over_plain_loss_free"] = row["gro"]["loss_free_bytes_per_s"] / row["plain"]["loss_free_bytes_per_s"]
         repeats.append(row)
-        print(f"repeat {k + 1}: iperf3 {ip_rate / GIB:.2f} GiB/s, snbuf {sn_rate / GIB:.2f} GiB/s, "
-              f"ratio {row['ratio'] or 0:.2f}, ingest CPU {cpu or 0:.3f} core-s/GiB "
-              f"(iperf3's receiver {row['iperf3_receiver_cpu_core_s_per_gib'] or 0:.3f})", flush=True)
-    med = lambda key: statistics.median([r[key] for r in repeats if r[key] is not None] or [0])
+        line = [f"repeat {k + 1}: memcpy {floor:.3f} core-s/GiB, iperf3 {ip_rate / GIB:.2f} GiB/s"]
+        for mode in args.modes:
+            m = row[mode]
+            line.append(f"{mode} {m['loss_free_bytes_per_s'] / GIB:.2f} GiB/s (above: {m['limit_above']}), "
+                        f"receive {m['receive_cpu_core_s_per_gib'] or 0:.3f}, "
+                        f"unit to disk {m['unit_to_disk']['unit_cpu_core_s_per_gib'] or 0:.3f} core-s/GiB")
+        print("; ".join(line), flush=True)
+
+    def med(*path):
+        vals = []
+        for r in repeats:
+            v = r
+            for p in path:
+                v = v.get(p) if isinstance(v, dict) else None
+            if v is not None:
+                vals.append(v)
+        return statistics.median(vals) if vals else None
+
     summary = {
+        "suite": "ingest",
+        "schema_version": 2,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+        "command": args.command,
+        "machine": {"hostname": platform.node(), "cpu_model": machine.get("cpu_model") if machine else None,
+                    "logical_cpus": os.cpu_count(), "kernel": platform.release(),
+                    "git_commit": machine.get("git_commit") if machine else None},
         "links": args.links,
         "frame_bytes": FRAME,
         "method": args.method,
+        "seconds_per_probe": args.seconds,
         "repeats": repeats,
-        "median_ratio": med("ratio"),
-        "median_iperf3_bytes_per_s": med("iperf3_loss_free_bytes_per_s"),
-        "median_snbuf_bytes_per_s": med("snbuf_loss_free_bytes_per_s"),
-        "median_ingest_cpu_core_s_per_gib": med("ingest_cpu_core_s_per_gib"),
-        "median_iperf3_receiver_cpu_core_s_per_gib": med("iperf3_receiver_cpu_core_s_per_gib"),
+        "median": {
+            "memcpy_core_s_per_gib": med("memcpy_core_s_per_gib"),
+            "iperf3_loss_free_bytes_per_s": med("iperf3_loss_free_bytes_per_s"),
+            "iperf3_receiver_cpu_core_s_per_gib": med("iperf3_receiver_cpu_core_s_per_gib"),
+            "gro_over_plain_loss_free": med("gro_over_plain_loss_free"),
+            **{mode: {key: med(mode, key) for key in (
+                "loss_free_bytes_per_s", "ratio_to_iperf3", "receive_cpu_core_s_per_gib",
+                "receive_cpu_over_memcpy", "frames_per_receive", "emit_cpu_core_s_per_gib")}
+               | {"unit_to_disk_cpu_core_s_per_gib": med(mode, "unit_to_disk", "unit_cpu_core_s_per_gib"),
+                  "unit_to_disk_bytes_per_s": med(mode, "unit_to_disk", "bytes_per_s")}
+               for mode in args.modes},
+        },
     }
-    print(f"median over {args.repeat}: snbuf/iperf3 loss-free {summary['median_ratio']:.2f} "
-          f"({summary['median_snbuf_bytes_per_s'] / GIB:.2f} vs {summary['median_iperf3_bytes_per_s'] / GIB:.2f} GiB/s), "
-          f"ingest {summary['median_ingest_cpu_core_s_per_gib']:.3f} core-s/GiB "
-          f"(iperf3's receiver {summary['median_iperf3_receiver_cpu_core_s_per_gib']:.3f})")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(summary, f, indent=2)
+    print(json.dumps(summary["median"], indent=1))
+    path = args.json
+    if path is None:
+        here = os.path.dirname(os.path.abspath(__file__))
+        d = os.path.join(here, "results", "ingest")
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, f"{summary['date']}-{platform.node()}.json")
+    with open(path, "w") as f:
+        json.dump(summary, f, indent=1)
+        f.write("\n")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,74 @@
+//! Every generated table in BENCHMARKS.md and RELIABILITY.md is what `bench/tables.py` makes from
+//! the raw results kept under bench/results/: a figure typed by hand, or a result changed without
+//! its table, fails here.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::{output_within, stderr};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `python3 bench/tables.py --check` on the tree at `root`.
+fn check(root: &Path) -> std::process::Output {
+    let mut c = Command::new("python3");
+    c.arg(root.join("bench/tables.py"))
+        .arg("--check")
+        .arg("--root")
+        .arg(root);
+    output_within(c, Duration::from_secs(60))
+}
+
+#[test]
+fn the_published_tables_are_what_the_kept_results_give() {
+    let o = check(&root());
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn a_table_changed_by_hand_is_caught() {
+    // A copy of what the check reads, with one figure of the ingest table changed.
+    let copy = tempfile::tempdir().unwrap();
+    let bench = copy.path().join("bench");
+    std::fs::create_dir_all(bench.join("results")).unwrap();
+    std::fs::copy(root().join("bench/tables.py"), bench.join("tables.py")).unwrap();
+    let results = root().join("bench/results");
+    for entry in std::fs::read_dir(&results).unwrap() {
+        let dir = entry.unwrap().path();
+        let to = bench.join("results").join(dir.file_name().unwrap());
+        std::fs::create_dir_all(&to).unwrap();
+        for f in std::fs::read_dir(&dir).unwrap() {
+            let f = f.unwrap().path();
+            std::fs::copy(&f, to.join(f.file_name().unwrap())).unwrap();
+        }
+    }
+    for doc in ["BENCHMARKS.md", "RELIABILITY.md"] {
+        std::fs::copy(root().join(doc), copy.path().join(doc)).unwrap();
+    }
+    assert!(
+        check(copy.path()).status.success(),
+        "the copy checks as the tree does"
+    );
+    let path = copy.path().join("BENCHMARKS.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let start = text
+        .find("<!-- table ingest:")
+        .expect("BENCHMARKS.md has the ingest table");
+    let row = start + text[start..].find("| snbuf, GRO").expect("its GRO row");
+    let digit = row + text[row..].find(|c: char| c.is_ascii_digit()).unwrap();
+    let mut tampered = text.clone();
+    let d = text.as_bytes()[digit];
+    tampered.replace_range(digit..digit + 1, if d == b'9' { "8" } else { "9" });
+    std::fs::write(&path, tampered).unwrap();
+    let o = check(copy.path());
+    assert!(
+        !o.status.success(),
+        "a hand-changed figure passed the check"
+    );
+    assert!(stderr(&o).contains("BENCHMARKS.md"), "{}", stderr(&o));
+}
