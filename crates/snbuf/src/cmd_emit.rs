@@ -152,6 +152,9 @@ pub fn run(args: &EmitArgs) -> anyhow::Result<()> {
             String::new()
         }
     );
+    if let Some(why) = &report.gso_refused {
+        println!("  GSO off: {why}; one datagram per message");
+    }
     if args.digest {
         for l in &report.links {
             println!(

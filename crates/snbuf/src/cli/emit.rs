@@ -58,7 +58,8 @@ pub struct EmitArgs {
     #[arg(long)]
     pub digest: bool,
     /// Send each link's due frames as one UDP_SEGMENT (GSO) call that the kernel cuts into one
-    /// datagram per frame (default on; where the kernel refuses it, off, and said so).
+    /// datagram per frame (default on; where the kernel refuses it, off, and the summary says
+    /// why).
     #[arg(long, value_name = "on|off", value_parser = parse_on_off, default_value = "on", action = clap::ArgAction::Set)]
     pub gso: bool,
     /// Write the summary and the digests as JSON.

@@ -43,8 +43,8 @@ pub struct RecordArgs {
     pub rcvbuf: Option<u64>,
     /// With --source udp: receive runs of datagrams that the kernel coalesced (UDP GRO: a NIC's
     /// GRO, or a sender's UDP_SEGMENT batches on loopback) as one buffer straight into the
-    /// ring, instead of one datagram per slot (default on; where the kernel refuses it, off,
-    /// and said so at start).
+    /// ring, instead of one datagram per slot (default on; where the kernel refuses it, off:
+    /// the summary and `snbuf status` say so).
     #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
     pub gro: Option<bool>,
     /// The run number written into every burst's manifest (DUNE's offline files need it).
