@@ -27,8 +27,8 @@ const POLL_MS: i32 = 100;
 const MAX_NAP: std::time::Duration = std::time::Duration::from_micros(500);
 
 /// How long the receiver may sleep after draining every socket: waking for each small batch
-/// costs more than receiving it (a fifth of the receive thread's time went to poll's sleeps
-/// and wakeups at 2 GB/s, measured with perf), and data that waits in the socket buffer comes
+/// can cost more than receiving it (perf showed poll's sleeps and wakeups high in the receive
+/// thread's profile at 2 GB/s), and data that waits in the socket buffer comes
 /// out in fuller receives. At most `MAX_NAP`, and at most a sixteenth of the time the socket
 /// buffer (`rcvbuf_bytes` granted, half of it for data) takes to fill at the link's expected
 /// rate, so a stream even 16x faster than expected does not overflow it while the receiver
@@ -166,14 +166,8 @@ impl Receiver {
     fn receive_batch(&mut self, sock: &mut LinkSocket) -> usize {
         let link = sock.link;
         let fb = self.routing.layout.frame_bytes as usize;
-        if self.rerouted[link].len() >= self.room(link) {
-            // No room left to receive in (a tiny ring): the waiting frames go first.
-            self.flush_rerouted(link, u64::MAX);
-        }
-        // The first `waiting` slots are for rerouted frames that may go before the batch.
-        let waiting = self.rerouted[link].len();
-        let batch = BATCH.min(self.room(link) - waiting);
-        let slots = self.producers[link].claim(waiting + batch);
+        let (waiting, slots) = self.claim_behind_rerouted(link, BATCH);
+        let batch = slots.len() - waiting;
         let mut iov: Vec<libc::iovec> = slots[waiting..]
             .iter()
             .map(|&p| libc::iovec {
@@ -227,13 +221,10 @@ impl Receiver {
             }
             self.take_frame(link, waiting + i, &mut kept);
         }
-        let c = &self.routing.counters[link];
-        c.receives.fetch_add(n as u64, Ordering::Relaxed);
-        c.kernel_drops.fetch_add(
-            drops.wrapping_sub(sock.drops_seen) as u64,
-            Ordering::Relaxed,
-        );
-        sock.drops_seen = drops;
+        self.routing.counters[link]
+            .receives
+            .fetch_add(n as u64, Ordering::Relaxed);
+        self.count_kernel_drops(sock, drops);
         self.producers[link].keep(kept);
         self.producers[link].publish();
         n
@@ -245,14 +236,7 @@ impl Receiver {
     fn receive_coalesced(&mut self, sock: &mut LinkSocket) -> bool {
         let link = sock.link;
         let fb = self.routing.layout.frame_bytes as usize;
-        if self.rerouted[link].len() >= self.room(link) {
-            self.flush_rerouted(link, u64::MAX);
-        }
-        let waiting = self.rerouted[link].len();
-        let offered = MAX_COALESCED_BYTES
-            .div_ceil(fb)
-            .min(self.room(link) - waiting);
-        let slots = self.producers[link].claim(waiting + offered);
+        let (waiting, slots) = self.claim_behind_rerouted(link, MAX_COALESCED_BYTES.div_ceil(fb));
         // The ring's slots lie back to back: one iovec, or two where the claim wraps the end.
         let mut iov: Vec<libc::iovec> = Vec::with_capacity(2);
         for &p in &slots[waiting..] {
@@ -282,11 +266,7 @@ impl Receiver {
         let n = n as usize;
         let (drops, segment) = control_messages(&msg);
         if let Some(drops) = drops {
-            self.routing.counters[link].kernel_drops.fetch_add(
-                drops.wrapping_sub(sock.drops_seen) as u64,
-                Ordering::Relaxed,
-            );
-            sock.drops_seen = drops;
+            self.count_kernel_drops(sock, drops);
         }
         // No UDP_GRO message: one datagram, its own length.
         let segment = segment.map_or(n, |s| s as usize).max(1);
@@ -323,6 +303,29 @@ impl Receiver {
         self.producers[link].keep(kept);
         self.producers[link].publish();
         true
+    }
+
+    /// Claims `link`'s next slots for a receive of up to `want` frames, behind as many as the
+    /// link's rerouted frames waiting (they may go before what arrives); returns how many
+    /// those are, and every slot claimed. A ring too small to leave room puts the waiting
+    /// frames in first.
+    fn claim_behind_rerouted(&mut self, link: usize, want: usize) -> (usize, Vec<*mut u8>) {
+        if self.rerouted[link].len() >= self.room(link) {
+            self.flush_rerouted(link, u64::MAX);
+        }
+        let waiting = self.rerouted[link].len();
+        let receive = want.min(self.room(link) - waiting);
+        (waiting, self.producers[link].claim(waiting + receive))
+    }
+
+    /// Counts what the kernel dropped on `sock` since its count was last seen (`drops`, its
+    /// SO_RXQ_OVFL reading).
+    fn count_kernel_drops(&self, sock: &mut LinkSocket, drops: u32) {
+        self.routing.counters[sock.link].kernel_drops.fetch_add(
+            drops.wrapping_sub(sock.drops_seen) as u64,
+            Ordering::Relaxed,
+        );
+        sock.drops_seen = drops;
     }
 
     /// Takes claimed slot `at` of `link`'s last claim, a whole frame that came on its socket:

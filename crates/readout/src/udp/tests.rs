@@ -54,30 +54,8 @@ fn bound() -> (LinkSocket, SocketAddr) {
 fn a_frame_queued_on_another_links_socket_joins_its_link_in_time_order() {
     let t = snbuf_frames::FrameType::WibEth;
     let layout = t.layout();
-    let (mut s0, a0) = bound();
-    let (mut s1, a1) = bound();
-    s1.link = 1;
-    let mut producers = Vec::new();
-    let mut buffers = Vec::new();
-    for _ in 0..2 {
-        let (p, b) = latency_buffer(layout, 64, PageSize::Small4K).unwrap();
-        producers.push(p);
-        buffers.push(b);
-    }
-    let source = UdpSource {
-        bind: a0,
-        routes: UdpSource::default_routes(2),
-        header_version: None,
-        rcvbuf_bytes: 1 << 20,
-        gro: false,
-    };
-    let timing = StreamTiming {
-        frame_step_ticks: layout.ticks_per_frame,
-        max_jump_ticks: u64::MAX / 2,
-        bytes_per_s: 0.0,
-    };
-    let counters = Arc::new(vec![IngestCounters::default(), IngestCounters::default()]);
-    let mut rx = Receiver::new(&source, layout, timing, producers, counters.clone());
+    let mut rig = rig(2, 64, false);
+    let (a0, a1) = (rig.addrs[0], rig.addrs[1]);
     let mut gen =
         crate::framegen::FrameGen::new(t, 1, &crate::framegen::Payload::Emulated).unwrap();
     gen.set_stream(1);
@@ -93,21 +71,21 @@ fn a_frame_queued_on_another_links_socket_joins_its_link_in_time_order() {
     tx.send_to(&frame(&mut gen, 2), a0).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(50));
     // Link 0's socket first: frame 2 waits, then link 1's socket's frames go in around it.
-    assert_eq!(rx.receive_batch(&mut s0), 1);
-    assert_eq!(rx.receive_batch(&mut s1), 4);
+    assert_eq!(rig.rx.receive_batch(&mut rig.socks[0]), 1);
+    assert_eq!(rig.rx.receive_batch(&mut rig.socks[1]), 4);
     tx.send_to(&frame(&mut gen, 5), a0).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(50));
-    assert_eq!(rx.receive_batch(&mut s0), 1);
+    assert_eq!(rig.rx.receive_batch(&mut rig.socks[0]), 1);
     // Nothing more comes on link 1's socket: at the next poll frame 5 goes in.
-    rx.round += 1;
-    rx.flush_rerouted(1, rx.round);
-    let b = &buffers[1];
+    rig.rx.round += 1;
+    rig.rx.flush_rerouted(1, rig.rx.round);
+    let b = &rig.buffers[1];
     assert_eq!(b.written(), 6, "every frame of link 1 is in its ring");
     for k in 0..6 {
         assert_eq!(b.timestamp_at(k).unwrap(), 1000 * tpf + k * tpf);
     }
-    assert_eq!(buffers[0].written(), 0);
-    let c = counters[1].snapshot();
+    assert_eq!(rig.buffers[0].written(), 0);
+    let c = rig.counters[1].snapshot();
     assert_eq!((c.frames, c.rerouted, c.out_of_order), (6, 2, 0));
     assert_eq!((c.sequence_gap_frames, c.timestamp_gap_frames), (0, 0));
 }
@@ -145,9 +123,9 @@ fn gso_send(tx: &std::net::UdpSocket, to: SocketAddr, payload: &[u8], segment: u
     );
 }
 
-/// A receiver of `links` WIBEth links with rings of `slots`, its sockets with UDP GRO on
-/// (socket i feeds link i), the rings' reading ends, and the counters.
-struct GroRig {
+/// A receiver of `links` WIBEth links with rings of `slots`, its sockets (socket i feeds link
+/// i; with UDP GRO on if `gro`), the rings' reading ends, and the counters.
+struct Rig {
     rx: Receiver,
     socks: Vec<LinkSocket>,
     addrs: Vec<SocketAddr>,
@@ -155,12 +133,14 @@ struct GroRig {
     counters: Arc<Vec<IngestCounters>>,
 }
 
-fn gro_rig(links: usize, slots: u64) -> GroRig {
+fn rig(links: usize, slots: u64, gro: bool) -> Rig {
     let layout = snbuf_frames::FrameType::WibEth.layout();
     let (mut socks, mut addrs, mut producers, mut buffers) = (vec![], vec![], vec![], vec![]);
     for l in 0..links {
         let (mut s, a) = bound();
-        enable_gro(&s.fd).unwrap();
+        if gro {
+            enable_gro(&s.fd).unwrap();
+        }
         s.link = l;
         socks.push(s);
         addrs.push(a);
@@ -173,7 +153,7 @@ fn gro_rig(links: usize, slots: u64) -> GroRig {
         routes: UdpSource::default_routes(links as u32),
         header_version: Some(crate::framegen::EMULATED_HEADER_VERSION),
         rcvbuf_bytes: 1 << 20,
-        gro: true,
+        gro,
     };
     let timing = StreamTiming {
         frame_step_ticks: layout.ticks_per_frame,
@@ -183,8 +163,8 @@ fn gro_rig(links: usize, slots: u64) -> GroRig {
     let counters: Arc<Vec<IngestCounters>> =
         Arc::new((0..links).map(|_| IngestCounters::default()).collect());
     let mut rx = Receiver::new(&source, layout, timing, producers, counters.clone());
-    rx.gro = true;
-    GroRig {
+    rx.gro = gro;
+    Rig {
         rx,
         socks,
         addrs,
@@ -204,7 +184,7 @@ fn wibeth_frame(stream: u8, k: u64) -> Vec<u8> {
 }
 
 /// Receives on `sock` until a call brings nothing, within 2 s; returns the calls that did.
-fn receive_all(rig: &mut GroRig, sock: usize) -> usize {
+fn receive_all(rig: &mut Rig, sock: usize) -> usize {
     std::thread::sleep(std::time::Duration::from_millis(30));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
     let mut calls = 0;
@@ -227,7 +207,7 @@ fn ring_frame(b: &crate::latency_buffer::LatencyBuffer, seq: u64) -> Vec<u8> {
 
 #[test]
 fn a_coalesced_buffer_lands_frame_by_frame_in_consecutive_slots() {
-    let mut rig = gro_rig(1, 64);
+    let mut rig = rig(1, 64, true);
     let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let frames: Vec<Vec<u8>> = (0..6).map(|k| wibeth_frame(0, k)).collect();
     gso_send(&tx, rig.addrs[0], &frames.concat(), 7200);
@@ -251,7 +231,7 @@ fn a_coalesced_buffer_lands_frame_by_frame_in_consecutive_slots() {
 #[test]
 fn a_coalesced_run_that_wraps_the_ring_is_read_into_both_ends() {
     // 20 slots: claims of up to 10; the fourth buffer of 5 frames crosses the ring's end.
-    let mut rig = gro_rig(1, 20);
+    let mut rig = rig(1, 20, true);
     let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let frames: Vec<Vec<u8>> = (0..27).map(|k| wibeth_frame(0, k)).collect();
     for run in frames.chunks(9) {
@@ -271,7 +251,7 @@ fn a_coalesced_run_that_wraps_the_ring_is_read_into_both_ends() {
 
 #[test]
 fn a_short_last_segment_is_counted_and_never_kept() {
-    let mut rig = gro_rig(1, 64);
+    let mut rig = rig(1, 64, true);
     let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let frames: Vec<Vec<u8>> = (0..3).map(|k| wibeth_frame(0, k)).collect();
     let tail = wibeth_frame(0, 3)[..1000].to_vec();
@@ -290,7 +270,7 @@ fn a_short_last_segment_is_counted_and_never_kept() {
 
 #[test]
 fn a_bad_segment_inside_a_coalesced_buffer_is_counted_and_the_rest_kept() {
-    let mut rig = gro_rig(1, 64);
+    let mut rig = rig(1, 64, true);
     let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let layout = snbuf_frames::FrameType::WibEth.layout();
     let mut frames: Vec<Vec<u8>> = (0..5).map(|k| wibeth_frame(0, k)).collect();
@@ -314,7 +294,7 @@ fn a_bad_segment_inside_a_coalesced_buffer_is_counted_and_the_rest_kept() {
 
 #[test]
 fn a_coalesced_buffer_mixing_streams_sends_each_frame_to_its_link() {
-    let mut rig = gro_rig(2, 64);
+    let mut rig = rig(2, 64, true);
     let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     // Stream 0 and stream 1 alternate in one buffer that arrives on link 0's socket.
     let frames: Vec<Vec<u8>> = (0..8).map(|k| wibeth_frame((k % 2) as u8, k / 2)).collect();
