@@ -26,7 +26,7 @@
 //!
 //! Loss at ingest is loss: the kernel's drops (SO_RXQ_OVFL: the kernel counts what it dropped
 //! as it queued it, a datagram or a whole coalesced buffer, so with GRO it is a count of drop
-//! events, not of frames: on Linux 6.18, 1,693 drops stood for 9,199 frames), datagrams of the wrong size or
+//! events, not of frames: one drop may stand for several frames), datagrams of the wrong size or
 //! header version, of an unknown stream, out of order, and gaps in each link's sequence numbers
 //! and timestamps are counted per link (`IngestCounters`), live. Frames missing from a link's
 //! buffer are counted lost again by the writers, by timestamp, if they fall in a window. The
