@@ -102,7 +102,7 @@ def window_post_s(args, rate_total, output):
     probe that cannot fit even that is refused."""
     post = max(args.seconds - 1.5, 0.5)
     on_ram = subprocess.run(["stat", "-f", "-c", "%T", output], capture_output=True,
-                            text=True).stdout.strip() in ("tmpfs", "ramfs")
+                            text=True, timeout=10).stdout.strip() in ("tmpfs", "ramfs")
     budget = MEMORY_SHARE * args.mem_available - rate_total * BUFFER_S
     if on_ram:
         post = min(post, budget / rate_total - PRE_S)
