@@ -6,12 +6,14 @@
 # image is loop-mounted to check it). See crates/snbuf/tests/powercut/ and RELIABILITY.md.
 #
 # usage: bench/powercut.sh [TRIALS_PER_METHOD (default 100)] [SEED (default: the time)]
-#        env FS=ext4|xfs (default ext4), METHODS=direct,uring,buffered,msync, JOBS=1|2
+#        env FS=ext4|xfs|ext4,xfs (default ext4), METHODS=direct,uring,buffered,msync, JOBS=1|2
+# The tallies are kept in bench/results/powercut/<date>-<host>.json (bench/tables.py makes
+# RELIABILITY.md's table from it).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 trials="${1:-100}"
 seed="${2:-$(date +%s)}"
-fs="${FS:-ext4}"
+filesystems="${FS:-ext4}"
 methods="${METHODS:-direct,uring,buffered,msync}"
 jobs="${JOBS:-1}"
 need=()
@@ -24,22 +26,30 @@ if [ ${#need[@]} -gt 0 ]; then
   echo "installing ${need[*]}" >&2
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >&2
 fi
-echo "power cuts: $trials per method ($methods) on $fs, seed $seed, $jobs at a time" >&2
 cd "$root"
 cargo test --release -q -p snbuf --test powercut --no-run
-# Methods split over JOBS processes: each guest is one emulated CPU.
-IFS=, read -r -a all <<<"$methods"
-pids=()
-for ((j = 0; j < jobs; j++)); do
-  mine=()
-  for ((i = j; i < ${#all[@]}; i += jobs)); do mine+=("${all[i]}"); done
-  [ ${#mine[@]} -gt 0 ] || continue
-  (IFS=,; SNBUF_REQUIRE_QEMU=1 SNBUF_POWERCUT_FS="$fs" SNBUF_POWERCUT_TRIALS="$trials" \
-    SNBUF_POWERCUT_SEED="$seed" SNBUF_POWERCUT_METHODS="${mine[*]}" \
-    cargo test --release -q -p snbuf --test powercut "power_cuts_on_$fs" -- --nocapture 2>&1 |
-    grep -oE 'power cuts \(.*|promises broken.*|panicked.*|test result.*|"[^"]*seed[^"]*"') &
-  pids+=($!)
-done
+lines="$(mktemp)"
+trap 'rm -f "$lines"' EXIT
+start=$(date +%s)
 rc=0
-for p in "${pids[@]}"; do wait "$p" || rc=1; done
+IFS=, read -r -a all <<<"$methods"
+IFS=, read -r -a fss <<<"$filesystems"
+for fs in "${fss[@]}"; do
+  echo "power cuts: $trials per method ($methods) on $fs, seed $seed, $jobs at a time" >&2
+  # Methods split over JOBS processes: each guest is one emulated CPU.
+  pids=()
+  for ((j = 0; j < jobs; j++)); do
+    mine=()
+    for ((i = j; i < ${#all[@]}; i += jobs)); do mine+=("${all[i]}"); done
+    [ ${#mine[@]} -gt 0 ] || continue
+    (IFS=,; SNBUF_REQUIRE_QEMU=1 SNBUF_POWERCUT_FS="$fs" SNBUF_POWERCUT_TRIALS="$trials" \
+      SNBUF_POWERCUT_SEED="$seed" SNBUF_POWERCUT_METHODS="${mine[*]}" SNBUF_POWERCUT_RESULT="$lines" \
+      cargo test --release -q -p snbuf --test powercut "power_cuts_on_$fs" -- --nocapture 2>&1 |
+      grep -oE 'power cuts \(.*|promises broken.*|panicked.*|test result.*|"[^"]*seed[^"]*"') &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
+done
+python3 bench/keep.py powercut "$lines" --seconds $(($(date +%s) - start)) \
+  --command "FS=$filesystems METHODS=$methods JOBS=$jobs bench/powercut.sh $trials $seed"
 exit $rc

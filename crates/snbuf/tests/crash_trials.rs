@@ -20,7 +20,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::trials::{check_burst, check_frames, frame_step_for, Promises, Tally, TICKS_PER_FRAME};
+use common::trials::{
+    check_burst, check_frames, frame_step_for, trial_seed, Promises, Tally, TICKS_PER_FRAME,
+};
 use serde_json::Value;
 use snbuf_readout::{FrameGen, FrameType, Payload};
 
@@ -33,17 +35,20 @@ fn env_u64(name: &str, default: u64) -> u64 {
 
 fn run_trials(method: &str) {
     let trials = env_u64("SNBUF_CRASH_TRIALS", 2);
-    let mut rng = snbuf_persist::rng::Rng::new(
-        env_u64("SNBUF_CRASH_SEED", 1) ^ (method.len() as u64 * 0x1000_0001),
-    );
+    let seed = env_u64("SNBUF_CRASH_SEED", 1);
     let mut tally = Tally::default();
-    for _ in 0..trials {
+    for k in 0..trials {
+        let mut rng = snbuf_persist::rng::Rng::new(trial_seed(seed, method, k));
         // From just after the start to about when a normal run ends (2.3-2.6 s here), so that
         // buffering, recording, sealing and verifying are all hit.
         let kill_after = Duration::from_millis(100 + rng.below(2400));
         trial(method, kill_after, &mut tally);
     }
     println!("{}", tally.line(&format!("crash trials ({method})")));
+    let mut line = tally.json();
+    line["method"] = method.into();
+    line["seed"] = seed.into();
+    common::keep_result_line("SNBUF_CRASH_RESULT", &line);
     assert!(tally.clean(), "promises broken: {:#?}", tally.failures);
 }
 

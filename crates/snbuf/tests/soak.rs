@@ -86,6 +86,15 @@ fn back_to_back_triggers_keep_descriptors_and_memory_flat() {
         fds,
         rss.iter().map(mib).collect::<Vec<_>>()
     );
+    common::keep_result_line(
+        "SNBUF_SOAK_RESULT",
+        &serde_json::json!({
+            "triggers": triggers,
+            "bursts_verified": triggers,
+            "open_files_after_each": fds,
+            "rss_bytes_after_each": rss,
+        }),
+    );
     assert!(
         fds.iter().all(|&n| n == fds[0]),
         "open descriptors drift: {fds:?}"

@@ -66,6 +66,22 @@ pub fn output_within(mut cmd: Command, deadline: Duration) -> Output {
     }
 }
 
+/// Appends `line` as one JSON line to the file the environment variable `var` names, if it is
+/// set: how a bench script (`bench/powercut.sh`, ...) collects a test's figures for its kept
+/// result under bench/results/.
+pub fn keep_result_line(var: &str, line: &serde_json::Value) {
+    use std::io::Write;
+    let Some(file) = std::env::var_os(var) else {
+        return;
+    };
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&file)
+        .unwrap_or_else(|e| panic!("{var}={}: {e}", Path::new(&file).display()));
+    writeln!(f, "{line}").unwrap_or_else(|e| panic!("{var}: {e}"));
+}
+
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }

@@ -23,6 +23,18 @@ pub fn frame_step_for(rate: &str) -> u64 {
         .frame_step_ticks(bytes_per_s / FrameType::ProtoDuneWib.frame_bytes() as f64)
 }
 
+/// The seed of trial `k` of the trials named `name` ("ext4/uring"): each name draws its own
+/// stream from the run's `seed` (FNV-1a of the name mixed in), so that two methods never share a
+/// schedule, and each trial has its own seed, so that a failure can be replayed alone.
+pub fn trial_seed(seed: u64, name: &str, k: u64) -> u64 {
+    let fnv = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    snbuf_persist::rng::Rng::new(seed ^ fnv)
+        .next_u64()
+        .wrapping_add(k.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+}
+
 /// What the trials found, over all of them.
 #[derive(Default, Debug)]
 pub struct Tally {
@@ -59,6 +71,21 @@ impl Tally {
             self.frames_checked,
             self.corrupt_accepted
         )
+    }
+
+    /// The tally as one JSON object, for a kept result file (bench/results/).
+    pub fn json(&self) -> Value {
+        serde_json::json!({
+            "trials": self.trials,
+            "cut_points": self.cut_points,
+            "acked_chunks_checked": self.acked_chunks_checked,
+            "acked_chunks_lost": self.acked_chunks_lost,
+            "sealed_checked": self.sealed_checked,
+            "sealed_broken": self.sealed_broken,
+            "frames_checked": self.frames_checked,
+            "corrupt_accepted": self.corrupt_accepted,
+            "failures": self.failures,
+        })
     }
 
     /// Whether every promise held.

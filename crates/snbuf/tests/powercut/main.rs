@@ -7,13 +7,18 @@
 //! checked (`common::trials`): every acknowledged chunk present, intact and in sequence; no frame
 //! accepted that the link never sent; a burst reported sealed found sealed, matching its data.
 //!
-//! Cuts fall while buffering, mid-recording, while sealing (between the last chunk and the
-//! manifest, its rename and directory fsync) and right after "sealed". The trials are shown to
+//! Most cuts fall mid-recording by construction: at a random moment after the host has seen the
+//! first chunk acknowledged, well before the window's end, so that acknowledged chunks are always
+//! checked; every such trial asserts that it was cut while recording with chunks acknowledged.
+//! The first trial of every method is one of them. The rest fall while buffering, while sealing
+//! (between the last chunk and the manifest, its rename and directory fsync) or right after
+//! "sealed". Every method and file system draws its own stream of seeds. The trials are shown to
 //! catch three broken recorders (`--inject-fault lost-flush`, `late-flush`, `lost-dir-sync`).
 //!
-//! CI runs one trial per method on ext4 (direct, uring, buffered, msync) and two on xfs;
-//! `bench/powercut.sh [N] [SEED]` runs N per method: `SNBUF_POWERCUT_TRIALS`, `_SEED`, `_FS`,
-//! `_METHODS`. Without QEMU, nbdkit, busybox-static, cpio and a kernel the tests skip, unless
+//! CI runs one trial per method on ext4 (direct, uring, buffered, msync) and on xfs (direct,
+//! msync), each cut mid-recording; `bench/powercut.sh [N] [SEED]` runs N per method:
+//! `SNBUF_POWERCUT_TRIALS`, `_SEED`, `_FS`, `_METHODS`; with `SNBUF_POWERCUT_RESULT=FILE` each
+//! method's tally is appended to FILE as one JSON line. Without QEMU, nbdkit, busybox-static, cpio and a kernel the tests skip, unless
 //! SNBUF_REQUIRE_QEMU is set (CI): then they fail. The host must be root (loop mounts).
 
 #[path = "../common/mod.rs"]
@@ -23,7 +28,7 @@ mod vm;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::trials::{check_burst, Promises, Tally};
+use common::trials::{check_burst, trial_seed, Promises, Tally};
 use serde_json::Value;
 
 /// Links, and each link's rate, in the guest: modest, for an emulated CPU.
@@ -34,22 +39,32 @@ const BOOT_DEADLINE: Duration = Duration::from_secs(120);
 const RUN_DEADLINE: Duration = Duration::from_secs(180);
 
 /// When to pull the plug.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum Cut {
+    /// `delay_ms` after the host first sees a chunk acknowledged: mid-recording, as long as
+    /// `delay_ms` is well inside the window's post-trigger part (2 s of detector time, which the
+    /// emulated links take 2 s of wall time to produce).
+    MidRecording { delay_ms: u64 },
     /// `delay_ms` after the recorder first reports `phase` (or a later one).
     InPhase { phase: &'static str, delay_ms: u64 },
     /// As soon as the host has seen `chunks` chunks acknowledged (all links together).
     OnAck { chunks: u64 },
 }
 
-/// A random cut: a phase, then a moment in it.
-fn random_cut(rng: &mut snbuf_persist::rng::Rng) -> Cut {
-    let (phase, span_ms) = [
-        ("buffering", 1000),
-        ("recording", 2500),
-        ("sealing", 100),
-        ("sealed", 500),
-    ][rng.below(4) as usize];
+/// The longest delay of a mid-recording cut after the first acknowledgement: 0.8 s short of the
+/// window's 2 s after the trigger.
+const MID_RECORDING_SPAN_MS: u64 = 1200;
+
+/// Trial `k`'s cut: the first trial, and three in four after it, mid-recording; the others while
+/// buffering, while sealing or right after "sealed".
+fn random_cut(k: u64, rng: &mut snbuf_persist::rng::Rng) -> Cut {
+    if k == 0 || rng.below(4) != 0 {
+        return Cut::MidRecording {
+            delay_ms: rng.below(MID_RECORDING_SPAN_MS),
+        };
+    }
+    let (phase, span_ms) =
+        [("buffering", 1000), ("sealing", 100), ("sealed", 500)][rng.below(3) as usize];
     Cut::InPhase {
         phase,
         delay_ms: rng.below(span_ms),
@@ -158,6 +173,10 @@ fn run_trial(tools: &vm::Tools, guest: &vm::Guest, t: &Trial, tally: &mut Tally)
         }
         if cut_at.is_none() {
             let due = match t.cut {
+                Cut::MidRecording { delay_ms } => (heard.promised.chunks() > 0
+                    || heard.exit.is_some()
+                    || phase_rank(&heard.phase) > phase_rank("recording"))
+                .then(|| now + Duration::from_millis(delay_ms)),
                 Cut::InPhase { phase, delay_ms } => (phase_rank(&heard.phase) >= phase_rank(phase)
                     || heard.exit.is_some())
                 .then(|| now + Duration::from_millis(delay_ms)),
@@ -188,6 +207,7 @@ fn run_trial(tools: &vm::Tools, guest: &vm::Guest, t: &Trial, tally: &mut Tally)
     *tally.cut_points.entry(heard.cut_point()).or_default() += 1;
     let disk = disk.expect("the trial's disk");
     let mounted = LoopMount::new(&disk.image, disk.fs);
+    let checked_before = tally.acked_chunks_checked;
     check_burst(
         &|args| common::snbuf(args),
         &mounted.path().join("snbuf/t"),
@@ -196,6 +216,19 @@ fn run_trial(tools: &vm::Tools, guest: &vm::Guest, t: &Trial, tally: &mut Tally)
         &t.label,
         tally,
     );
+    if matches!(t.cut, Cut::MidRecording { .. }) {
+        // By construction: a schedule that drifted out of the recording phase would leave the
+        // recorder's acknowledgements under a power cut unchecked.
+        assert!(
+            heard.cut_point() == "recording" && tally.acked_chunks_checked > checked_before,
+            "{}: meant to cut mid-recording with chunks acknowledged, cut {} with {} \
+             acknowledged chunks checked\n{}",
+            t.label,
+            heard.cut_point(),
+            tally.acked_chunks_checked - checked_before,
+            tail(&vm.console)
+        );
+    }
 }
 
 /// A disk image mounted on the host (its journal replayed); unmounted on drop.
@@ -274,12 +307,10 @@ fn power_cuts(fs: &'static str, default_methods: &[&'static str], default_trials
     for method in methods {
         let mut tally = Tally::default();
         for k in 0..trials {
-            // One seed per trial, so that a failure can be replayed alone.
-            let trial_seed = seed
-                .wrapping_mul(1_000_003)
-                .wrapping_add(k)
-                .wrapping_add(method.len() as u64 * 7919);
-            let cut = random_cut(&mut snbuf_persist::rng::Rng::new(trial_seed));
+            let cut = random_cut(
+                k,
+                &mut snbuf_persist::rng::Rng::new(trial_seed(seed, &format!("{fs}/{method}"), k)),
+            );
             let t = Trial {
                 fs,
                 method,
@@ -296,6 +327,12 @@ fn power_cuts(fs: &'static str, default_methods: &[&'static str], default_trials
             tally.line(&format!("power cuts ({fs}, {method})")),
             guest.accel
         );
+        let mut line = tally.json();
+        line["fs"] = fs.into();
+        line["method"] = method.into();
+        line["seed"] = seed.into();
+        line["accel"] = guest.accel.into();
+        common::keep_result_line("SNBUF_POWERCUT_RESULT", &line);
         if !tally.clean() {
             failures.push(tally.failures.clone());
         }
