@@ -37,6 +37,12 @@ pub enum PersistError {
     Misaligned { offset: u64, alignment_bytes: u64 },
     #[error("a {len} B write is larger than the {max_bytes} B the sink was opened for")]
     TooLarge { len: usize, max_bytes: usize },
+    #[error("{op} {path}: nothing completed within {waited:?}: the device stopped answering")]
+    Stalled {
+        op: &'static str,
+        path: PathBuf,
+        waited: std::time::Duration,
+    },
     #[error("{0}")]
     Config(String),
 }
@@ -61,6 +67,7 @@ impl PersistError {
             PersistError::Io { .. }
                 | PersistError::NoSpace { .. }
                 | PersistError::ShortWrite { .. }
+                | PersistError::Stalled { .. }
                 | PersistError::Latched { .. }
         )
     }

@@ -8,6 +8,7 @@
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::error::Result;
 use crate::medium::Medium;
@@ -50,7 +51,17 @@ pub struct SinkConfig {
     /// can register it with the kernel ahead of the writes (io_uring fixed buffers: its pages
     /// are pinned once, not per request). None: no such memory, or not worth registering.
     pub source: Option<SourceMemory>,
+    /// How long a wait for a write or flush the method has in flight (io_uring) may last before
+    /// the sink gives up and fails with `PersistError::Stalled`: a device that stops completing
+    /// fails its link instead of hanging the writer. Methods whose calls block in the kernel
+    /// (pwrite, fdatasync, msync) cannot be bounded this way.
+    pub completion_deadline: Duration,
 }
+
+/// The default `SinkConfig::completion_deadline`: the block layer's own default request
+/// timeout (30 s, /sys/block/*/queue/io_timeout), after which the kernel itself aborts or
+/// retries a request, with as much again for its retry.
+pub const DEFAULT_COMPLETION_DEADLINE: Duration = Duration::from_secs(60);
 
 /// The memory `SinkConfig::source` names, kept allocated by the sink that registered it.
 #[derive(Clone)]
@@ -77,6 +88,7 @@ impl SinkConfig {
             prefault: true,
             populate: true,
             source: None,
+            completion_deadline: DEFAULT_COMPLETION_DEADLINE,
         }
     }
 }

@@ -222,6 +222,9 @@ fn build_config(
             .iter()
             .map(|f| FaultPlan::parse(f).map_err(|e| usage(format!("--inject-fault: {e}"))))
             .collect::<anyhow::Result<_>>()?,
+        completion_deadline: args
+            .completion_deadline
+            .unwrap_or(snbuf_persist::sink::DEFAULT_COMPLETION_DEADLINE),
     };
     config.validate().map_err(|e| usage(e.to_string()))?;
     Ok((

@@ -45,6 +45,7 @@ struct RecordFile {
     source_ids: Vec<u32>,
     #[serde(default)]
     inject_fault: Vec<String>,
+    completion_deadline: Option<String>,
     /// The export destination's settings and credentials (`[s3]`): never printed.
     s3: Option<snbuf_export::S3Settings>,
 }
@@ -83,6 +84,9 @@ pub fn merge(args: &RecordArgs) -> anyhow::Result<RecordArgs> {
     a.writers = a.writers.or(f.writers);
     a.chunk_frames = a.chunk_frames.or(f.chunk_frames);
     a.chunks_per_persist = a.chunks_per_persist.or(f.chunks_per_persist);
+    a.completion_deadline = a
+        .completion_deadline
+        .or(dur("completion_deadline", &f.completion_deadline)?);
     a.cpus = a.cpus.or(f.cpus);
     a.page_size = a.page_size.or(page);
     a.replay = a.replay.or_else(|| f.replay.map(|p| relative_to(path, p)));

@@ -69,6 +69,9 @@ const CASES: &[(&str, &str)] = &[
     ("record --inject-fault boom", "unknown fault"),
     ("record --inject-fault slow", "rate"),
     ("record --inject-fault lost-flush:link=1", "no keys"),
+    ("record --inject-fault slow-completion", "delay=TIME"),
+    ("record --inject-fault stall:delay=1s", "slow-completion only"),
+    ("record --completion-deadline 0s", "completion-deadline"),
     ("record --bogus", "--bogus"),
     // record from the network
     ("record --source tcp://1.2.3.4:5", "udp://"),

@@ -147,7 +147,10 @@ fn an_eio_on_write_fails_its_link_only() {
 #[test]
 fn a_full_disk_stops_the_links_cleanly_and_keeps_what_fit() {
     let Some(small) = Mount::tmpfs("size=24M") else {
-        eprintln!("skip: cannot mount a small tmpfs (needs root) to fill a file system");
+        common::skip_unless_required(
+            "SNBUF_REQUIRE_ROOT",
+            "a small tmpfs to fill cannot be mounted (needs root)",
+        );
         return;
     };
     let out = small.path();
@@ -240,12 +243,18 @@ fn run_measuring_peak_rss(args: &[String]) -> (i32, u64) {
 #[test]
 fn a_memory_backed_output_larger_than_memory_cuts_the_window_instead_of_being_killed() {
     let Some(out) = Mount::tmpfs("size=2G") else {
-        eprintln!("skip: cannot mount a tmpfs (needs root)");
+        common::skip_unless_required(
+            "SNBUF_REQUIRE_ROOT",
+            "a tmpfs cannot be mounted (needs root)",
+        );
         return;
     };
     // 800 MiB for the process: 190 MiB of buffers, and a window of 2 x 350 MB that cannot fit.
     let Some(group) = common::MemoryCgroup::with_limit(800 << 20) else {
-        eprintln!("skip: cannot make a memory cgroup (needs root and a memory controller)");
+        common::skip_unless_required(
+            "SNBUF_REQUIRE_CGROUP",
+            "a memory cgroup cannot be made (needs root and a memory controller)",
+        );
         return;
     };
     let json = out.path().join("summary.json");

@@ -64,6 +64,9 @@ pub struct RecordConfig {
     pub status_file: Option<PathBuf>,
     /// Faults injected into the links' sinks, for reliability tests (`--inject-fault`).
     pub faults: Vec<FaultPlan>,
+    /// How long a writer waits for a write or flush it has in flight before it fails the link
+    /// (`SinkConfig::completion_deadline`).
+    pub completion_deadline: std::time::Duration,
 }
 
 /// A configuration that cannot run, said in the words of the command line.

@@ -146,6 +146,7 @@ pub(crate) fn open_link_sink(
     c.page_size = config.page_size;
     c.sync_mode = config.sync_mode;
     c.populate = populate;
+    c.completion_deadline = config.completion_deadline;
     let sink = open(&c)?;
     say_once_if_source_not_registered(sink.report());
     let faults: Vec<FaultKind> = config
@@ -157,6 +158,6 @@ pub(crate) fn open_link_sink(
     Ok(if faults.is_empty() {
         sink
     } else {
-        Box::new(inject(sink, faults))
+        Box::new(inject(sink, faults, config.completion_deadline))
     })
 }

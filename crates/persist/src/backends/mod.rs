@@ -13,6 +13,7 @@ pub mod mapped;
 pub mod pmdk;
 pub mod uring;
 mod uring_buffers;
+mod uring_wait;
 
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;

@@ -16,17 +16,20 @@
 //! complete and only then submits the fdatasync: an fsync submitted beside in-flight writes is
 //! not ordered after them (`start_persist` submits it, `finish_persist` reaps it: several
 //! files' flushes in flight from one thread). Short completions are resubmitted for the rest;
-//! an error completion fails the sink (and the latch keeps it failed).
+//! an error completion fails the sink (and the latch keeps it failed). Every wait for a
+//! completion has a deadline (`SinkConfig::completion_deadline`, `uring_wait`): a device that
+//! stops completing fails the sink with `PersistError::Stalled`.
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use io_uring::{opcode, squeue, types, IoUring};
 
 pub use crate::backends::uring_buffers::SOURCE_NOT_REGISTERED;
 use crate::backends::uring_buffers::{register_buffers, SOURCE_BUFFER_INDEX};
+use crate::backends::uring_wait::{can_bound_waits, submit_and_wait_until};
 use crate::backends::{align_up, check_aligned, check_range, open_target};
 use crate::error::{PersistError, Result};
 use crate::medium;
@@ -92,6 +95,8 @@ pub struct UringSink {
     /// `SinkConfig::source` when registered as buffer `SOURCE_BUFFER_INDEX`: its addresses, and
     /// its owner, kept until the ring (declared first, so dropped first) no longer has it.
     source: Option<(std::ops::Range<usize>, Arc<dyn HeldMemory>)>,
+    /// How long one wait for a completion may last; None where the kernel cannot bound it.
+    completion_deadline: Option<Duration>,
     report: SinkReport,
 }
 
@@ -131,6 +136,10 @@ impl UringSink {
                 false
             }
         };
+        let completion_deadline = can_bound_waits(&ring).then_some(config.completion_deadline);
+        if completion_deadline.is_none() {
+            notes.push("waits for completions are unbounded: this kernel has no io_uring EXT_ARG (Linux 5.11)".into());
+        }
         let durability = match (medium.volatile, config.sync_mode) {
             (true, _) => Durability::Volatile,
             (false, SyncMode::Fdatasync) => Durability::Fdatasync,
@@ -159,6 +168,7 @@ impl UringSink {
             fsync_result: None,
             held: Vec::new(),
             source,
+            completion_deadline,
             report: SinkReport {
                 method: config.method,
                 path: config.path.clone(),
@@ -239,16 +249,25 @@ impl UringSink {
         Ok(())
     }
 
+    /// Submits what is pending and waits for `want` completions, at most the completion
+    /// deadline.
     fn submit(&mut self, want: usize) -> Result<()> {
-        loop {
-            match self.ring.submit_and_wait(want) {
-                Ok(_) => {
-                    self.unsubmitted = 0;
-                    return Ok(());
+        let deadline = self.completion_deadline.map(|d| Instant::now() + d);
+        match submit_and_wait_until(&mut self.ring, want, deadline) {
+            Ok(got) => {
+                // Submitted either way (the kernel took the SQEs before it waited).
+                self.unsubmitted = 0;
+                if got {
+                    Ok(())
+                } else {
+                    Err(PersistError::Stalled {
+                        op: "io_uring wait",
+                        path: self.report.path.clone(),
+                        waited: self.completion_deadline.unwrap_or_default(),
+                    })
                 }
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                Err(e) => return Err(PersistError::io("io_uring_enter", &self.report.path, e)),
             }
+            Err(e) => Err(PersistError::io("io_uring_enter", &self.report.path, e)),
         }
     }
 
@@ -329,9 +348,10 @@ impl UringSink {
     }
 
     /// Waits for every write in flight even when some fail, so that none still reads a
-    /// caller's memory; returns the first error. Bounded: if io_uring_enter itself keeps
-    /// failing (no completion arrives), it gives up after `MAX_FAILED_WAITS` attempts with the
-    /// error (the sink is failed then anyway).
+    /// caller's memory; returns the first error. Bounded: when the device stops completing it
+    /// gives up at the first wait past its deadline, and if io_uring_enter itself keeps failing
+    /// (no completion arrives), after `MAX_FAILED_WAITS` attempts, with the error (the sink is
+    /// failed then anyway; what may still read the memory is kept, see `wait_in_place`).
     fn wait_all_writes_through_errors(&mut self) -> Result<()> {
         const MAX_FAILED_WAITS: u32 = 1000;
         let mut first_error = None;
@@ -339,7 +359,11 @@ impl UringSink {
         while self.in_flight_count > 0 && failed_waits < MAX_FAILED_WAITS {
             let before = self.in_flight_count;
             if let Err(e) = self.reap() {
+                let stalled = matches!(e, PersistError::Stalled { .. });
                 first_error.get_or_insert(e);
+                if stalled {
+                    break;
+                }
                 if self.in_flight_count == before {
                     failed_waits += 1;
                 }
@@ -590,12 +614,14 @@ impl Sink for UringSink {
 impl Drop for UringSink {
     fn drop(&mut self) {
         // The kernel may still be writing from our buffers: wait for every request before the
-        // buffers are freed, whatever their outcome (errors were already reported or latched).
+        // buffers are freed, whatever their outcome (errors were already reported or latched),
+        // up to one completion deadline: a device that stopped completing must not hang the
+        // thread that drops its sink.
+        let deadline = self.completion_deadline.map(|d| Instant::now() + d);
         while self.in_flight_count > 0 {
-            match self.ring.submit_and_wait(1) {
-                Ok(_) => {}
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                Err(_) => break,
+            match submit_and_wait_until(&mut self.ring, 1, deadline) {
+                Ok(true) => {}
+                Ok(false) | Err(_) => break,
             }
             let n = self
                 .ring

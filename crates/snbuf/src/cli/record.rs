@@ -130,11 +130,20 @@ pub struct RecordArgs {
     /// For reliability tests: inject a fault into the links' files (repeatable).
     /// write-eio:link=1,after=4MiB (a write past 4 MiB fails with EIO), write-enospc:after=8MiB,
     /// persist-eio:link=0,after=3 (the 4th fdatasync/fence fails), slow:rate=50MB/s (a throttled
-    /// medium). Without link=N, every link. Faults that only a power cut reveals, which
+    /// medium). Writes started from the latency buffer (io_uring's zero-copy path):
+    /// slow-completion:delay=500ms (each completes that late, the device reading the buffer
+    /// only then), stall:after=2MiB (past 2 MiB none completes: see --completion-deadline).
+    /// Without link=N, every link. Faults that only a power cut reveals, which
     /// bench/powercut.sh must catch: lost-flush (persists succeed and do nothing), late-flush
     /// (each persist is done only at the next), lost-dir-sync (no directory fsync).
     #[arg(long, value_name = "FAULT")]
     pub inject_fault: Vec<String>,
+    /// How long a write or flush in flight may go without completing before its link is
+    /// failed (the rest of the unit goes on): a device that stops answering must not hang a
+    /// writer. Default 60s, twice the block layer's own request timeout. Bounds io_uring's
+    /// waits; pwrite, fdatasync and msync block in the kernel, where nothing can bound them.
+    #[arg(long, value_name = "TIME", value_parser = parse_duration_nonzero)]
+    pub completion_deadline: Option<std::time::Duration>,
     /// The `[s3]` table of the config file (export settings and credentials); not an option.
     #[arg(skip)]
     pub s3: Option<snbuf_export::S3Settings>,

@@ -217,6 +217,16 @@ pub fn installed_tool(
     found
 }
 
+/// A test that cannot run here skips and says why, unless `require_env` is set, as in CI:
+/// then it fails, so that a prerequisite CI lost shows as red, not as a silent pass.
+pub fn skip_unless_required(require_env: &str, why: &str) {
+    assert!(
+        std::env::var_os(require_env).is_none(),
+        "{require_env} is set but {why}"
+    );
+    eprintln!("skip: {why}");
+}
+
 /// The options of a small recording by the real binary, about 2 s and a few MB: 2 links at
 /// 8 MB/s, a 1 s buffer, the window from 500 ms before to 1 s after a trigger 600 ms in, on
 /// `direct`. Each `(flag, value)` of `options` replaces that flag's value or adds it (`value`

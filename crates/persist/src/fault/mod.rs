@@ -13,12 +13,20 @@
 //! goes to the backend's queue as without faults, and a `Write` fault it crosses is reported
 //! when it completes, as the kernel reports an I/O error on a request already under way. Faults
 //! that act per write (`Slow`, `LateFlush`) take the synchronous path instead.
+//!
+//! Two faults act on the completion of a write started in place, as a device that reads the
+//! memory it was given by DMA when it gets round to it: `SlowCompletion` carries the write out
+//! only when its delay is over, from the memory as it is then (a latency buffer the link has
+//! overwritten meanwhile, in the zero-copy guard's test), and `Stall` never completes it, so
+//! the wait ends at the sink's completion deadline with `PersistError::Stalled`, as io_uring's
+//! does (`backends::uring_wait`).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{PersistError, Result};
 use crate::latch::Latched;
-use crate::sink::{Sink, SinkReport};
+use crate::sink::{held_in, HeldMemory, Sink, SinkReport};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FaultKind {
@@ -38,6 +46,12 @@ pub enum FaultKind {
     /// Directory fsyncs are skipped (the whole unit, not a link): a burst's creation and its
     /// sealed manifest are renames that a power cut can undo. See `crate::replace`.
     LostDirSync,
+    /// Writes started in place that take the file past `after_bytes` complete `delay` late,
+    /// and the device reads their memory only then (see the module comment).
+    SlowCompletion { delay: Duration, after_bytes: u64 },
+    /// Writes started in place that take the file past `after_bytes` never complete: a device
+    /// that stopped answering. The wait gives up at the completion deadline.
+    Stall { after_bytes: u64 },
 }
 
 /// One injected fault, and the link it applies to (all links when `None`).
@@ -57,11 +71,11 @@ pub struct BadFault {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FaultProblem {
-    #[error("unknown fault kind {0:?} (write-eio, write-enospc, persist-eio, slow, lost-flush, late-flush, lost-dir-sync)")]
+    #[error("unknown fault kind {0:?} (write-eio, write-enospc, persist-eio, slow, slow-completion, stall, lost-flush, late-flush, lost-dir-sync)")]
     UnknownKind(String),
     #[error("{0:?} is not key=value")]
     NotKeyValue(String),
-    #[error("unknown key {0:?} (link, after, rate)")]
+    #[error("unknown key {0:?} (link, after, rate, delay)")]
     UnknownKey(String),
     #[error("link {0:?} is not a link number")]
     BadLink(String),
@@ -77,6 +91,12 @@ pub enum FaultProblem {
     ZeroRate,
     #[error("rate applies to slow only")]
     RateNotSlow,
+    #[error("slow-completion needs delay=TIME")]
+    SlowCompletionWithoutDelay,
+    #[error("delay: {0}")]
+    BadDelay(snbuf_units::UnitError),
+    #[error("delay applies to slow-completion only")]
+    DelayNotSlowCompletion,
     #[error("{0} takes no keys: it applies to every link")]
     TakesNoKeys(&'static str),
 }
@@ -84,7 +104,7 @@ pub enum FaultProblem {
 impl FaultPlan {
     /// Parses `KIND[:key=value,...]`:
     /// `write-eio:link=1,after=4MiB`, `write-enospc:after=1MiB`, `persist-eio:link=0,after=3`,
-    /// `slow:rate=50MB/s`.
+    /// `slow:rate=50MB/s`, `slow-completion:delay=500ms,after=1MiB`, `stall:link=1,after=2MiB`.
     pub fn parse(s: &str) -> std::result::Result<FaultPlan, BadFault> {
         let bad = |problem: FaultProblem| BadFault {
             spec: s.to_string(),
@@ -94,6 +114,7 @@ impl FaultPlan {
         let mut link = None;
         let mut after: Option<&str> = None;
         let mut rate: Option<&str> = None;
+        let mut delay: Option<&str> = None;
         for kv in rest.split(',').filter(|kv| !kv.is_empty()) {
             let (k, v) = kv
                 .split_once('=')
@@ -107,6 +128,7 @@ impl FaultPlan {
                 }
                 "after" => after = Some(v),
                 "rate" => rate = Some(v),
+                "delay" => delay = Some(v),
                 _ => return Err(bad(FaultProblem::UnknownKey(k.to_string()))),
             }
         }
@@ -138,6 +160,17 @@ impl FaultPlan {
                 }
                 FaultKind::Slow { bytes_per_s }
             }
+            "slow-completion" => {
+                let d = delay.ok_or_else(|| bad(FaultProblem::SlowCompletionWithoutDelay))?;
+                FaultKind::SlowCompletion {
+                    delay: snbuf_units::parse_duration(d)
+                        .map_err(|e| bad(FaultProblem::BadDelay(e)))?,
+                    after_bytes: bytes(after)?,
+                }
+            }
+            "stall" => FaultKind::Stall {
+                after_bytes: bytes(after)?,
+            },
             "lost-flush" | "late-flush" | "lost-dir-sync" => {
                 let (name, k) = match kind {
                     "lost-flush" => ("lost-flush", FaultKind::LostFlush),
@@ -153,6 +186,9 @@ impl FaultPlan {
         };
         if rate.is_some() && !matches!(kind, FaultKind::Slow { .. }) {
             return Err(bad(FaultProblem::RateNotSlow));
+        }
+        if delay.is_some() && !matches!(kind, FaultKind::SlowCompletion { .. }) {
+            return Err(bad(FaultProblem::DelayNotSlowCompletion));
         }
         Ok(FaultPlan { kind, link })
     }
@@ -174,10 +210,28 @@ pub struct Faulty<S> {
     flush_owed: bool,
     /// A write started in place crossed a `Write` fault: its completion reports this errno.
     failed_completion: Option<i32>,
+    /// Writes started in place whose completion is late (`SlowCompletion`, `Stall`).
+    late: Vec<LateWrite>,
+    /// How long a wait for a completion may last (`SinkConfig::completion_deadline`).
+    completion_deadline: Duration,
 }
 
-/// Wraps `sink` with `faults` and latches its first failure, as `open` does for a backend.
-pub fn inject<S: Sink>(sink: S, faults: Vec<FaultKind>) -> Latched<Faulty<S>> {
+/// A write started in place and not yet carried out: where its parts lie, and their owner.
+struct LateWrite {
+    offset: u64,
+    parts: Vec<(usize, usize)>,
+    _held: Arc<dyn HeldMemory>,
+    /// None: never.
+    completes_after: Option<Duration>,
+}
+
+/// Wraps `sink` with `faults` and latches its first failure, as `open` does for a backend; a
+/// wait for a late completion gives up after `completion_deadline`.
+pub fn inject<S: Sink>(
+    sink: S,
+    faults: Vec<FaultKind>,
+    completion_deadline: Duration,
+) -> Latched<Faulty<S>> {
     Latched::new(Faulty {
         inner: sink,
         faults,
@@ -186,6 +240,8 @@ pub fn inject<S: Sink>(sink: S, faults: Vec<FaultKind>) -> Latched<Faulty<S>> {
         since: None,
         flush_owed: false,
         failed_completion: None,
+        late: Vec::new(),
+        completion_deadline,
     })
 }
 
@@ -196,6 +252,50 @@ impl<S: Sink> Faulty<S> {
             FaultKind::Write { errno, after_bytes } if end > after_bytes => Some(errno),
             _ => None,
         })
+    }
+
+    /// How late a write started in place and ending at `end` bytes completes (`Some(None)`:
+    /// never), if a fault makes it late.
+    fn late_completion(&self, end: u64) -> Option<Option<Duration>> {
+        self.faults.iter().find_map(|f| match *f {
+            FaultKind::SlowCompletion { delay, after_bytes } if end > after_bytes => {
+                Some(Some(delay))
+            }
+            FaultKind::Stall { after_bytes } if end > after_bytes => Some(None),
+            _ => None,
+        })
+    }
+
+    /// Carries out the late writes once they are due, or gives up at the completion deadline.
+    fn complete_late_writes(&mut self) -> Result<()> {
+        let due = self.late.iter().map(|w| w.completes_after).max().flatten();
+        let never = self.late.iter().any(|w| w.completes_after.is_none());
+        let wait = match (never, due) {
+            (false, Some(d)) if d <= self.completion_deadline => d,
+            _ => self.completion_deadline,
+        };
+        std::thread::sleep(wait);
+        if never || due.is_some_and(|d| d > self.completion_deadline) {
+            self.late.clear();
+            return Err(PersistError::Stalled {
+                op: "write completion (injected fault)",
+                path: self.inner.report().path.clone(),
+                waited: wait,
+            });
+        }
+        for w in std::mem::take(&mut self.late) {
+            // SAFETY: each part lies inside the memory `_held` keeps allocated (checked by
+            // `held_in` when the write started). The link may have overwritten it since: the
+            // device reads whatever is there now, as a DMA would; only the kernel (a block
+            // method's write) or a copy reads it, never as a typed value.
+            let parts: Vec<&[u8]> = w
+                .parts
+                .iter()
+                .map(|&(addr, len)| unsafe { std::slice::from_raw_parts(addr as *const u8, len) })
+                .collect();
+            self.inner.write_in_place(w.offset, &parts)?;
+        }
+        Ok(())
     }
 
     /// Whether writes started in place go to the backend's own queue (io_uring keeps them in
@@ -249,12 +349,27 @@ impl<S: Sink> Sink for Faulty<S> {
         &mut self,
         offset: u64,
         parts: &[&[u8]],
-        held: &std::sync::Arc<dyn crate::sink::HeldMemory>,
+        held: &Arc<dyn HeldMemory>,
     ) -> Result<()> {
+        let end = self.written_bytes + parts.iter().map(|p| p.len() as u64).sum::<u64>();
+        if let Some(completes_after) = self.late_completion(end) {
+            if held_in(held.as_ref(), parts) {
+                self.late.push(LateWrite {
+                    offset,
+                    parts: parts
+                        .iter()
+                        .map(|p| (p.as_ptr() as usize, p.len()))
+                        .collect(),
+                    _held: held.clone(),
+                    completes_after,
+                });
+                self.written_bytes = end;
+                return Ok(());
+            }
+        }
         if !self.queues_in_place() {
             return self.write_in_place(offset, parts);
         }
-        let end = self.written_bytes + parts.iter().map(|p| p.len() as u64).sum::<u64>();
         self.inner.start_in_place(offset, parts, held)?;
         self.written_bytes = end;
         if let Some(errno) = self.write_fault(end) {
@@ -265,7 +380,12 @@ impl<S: Sink> Sink for Faulty<S> {
 
     fn wait_in_place(&mut self) -> Result<()> {
         // Waited for whatever happens: the caller may reuse the memory once this returns.
-        let waited = self.inner.wait_in_place();
+        let late = if self.late.is_empty() {
+            Ok(())
+        } else {
+            self.complete_late_writes()
+        };
+        let waited = self.inner.wait_in_place().and(late);
         if let Some(errno) = self.failed_completion.take() {
             return Err(self.injected("write completion (injected fault)", errno));
         }
@@ -310,212 +430,4 @@ impl<S: Sink> Sink for Faulty<S> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{open, Method, SinkConfig};
-
-    #[test]
-    fn plans_parse_and_bad_ones_say_why() {
-        let p = FaultPlan::parse("write-eio:link=1,after=4KiB").unwrap();
-        assert_eq!(p.link, Some(1));
-        assert_eq!(
-            p.kind,
-            FaultKind::Write {
-                errno: libc::EIO,
-                after_bytes: 4096
-            }
-        );
-        assert!(p.applies_to(1) && !p.applies_to(0));
-        let p = FaultPlan::parse("persist-eio:after=3").unwrap();
-        assert_eq!(p.kind, FaultKind::Persist { after_persists: 3 });
-        assert!(p.applies_to(7));
-        assert_eq!(
-            FaultPlan::parse("lost-flush").unwrap().kind,
-            FaultKind::LostFlush
-        );
-        assert_eq!(
-            FaultPlan::parse("late-flush").unwrap().kind,
-            FaultKind::LateFlush
-        );
-        assert_eq!(
-            FaultPlan::parse("lost-dir-sync").unwrap().kind,
-            FaultKind::LostDirSync
-        );
-        let p = FaultPlan::parse("slow:rate=1MB/s").unwrap();
-        assert_eq!(
-            p.kind,
-            FaultKind::Slow {
-                bytes_per_s: 1_000_000
-            }
-        );
-        for bad in [
-            "boom",
-            "slow",
-            "slow:rate=0B/s",
-            "write-eio:link=x",
-            "write-eio:after=lots",
-            "persist-eio:after=1MiB",
-            "write-eio:when=1",
-            "write-eio:rate=1MB/s",
-            "write-eio:link",
-            "lost-flush:link=1",
-            "lost-dir-sync:after=2",
-        ] {
-            let e = FaultPlan::parse(bad).unwrap_err().to_string();
-            assert!(!e.contains('\n') && e.contains("fault"), "{bad}: {e}");
-        }
-    }
-
-    #[test]
-    fn an_injected_fsync_failure_is_latched_over_a_real_backend() {
-        let dir = tempfile::tempdir().unwrap();
-        let sink = open(&SinkConfig::new(
-            Method::Buffered,
-            dir.path().join("f"),
-            1 << 20,
-        ))
-        .unwrap();
-        let mut s = inject(sink, vec![FaultKind::Persist { after_persists: 1 }]);
-        s.write_at(0, &[1; 4096]).unwrap();
-        s.persist().unwrap();
-        s.write_at(4096, &[2; 4096]).unwrap();
-        let e = s.persist().unwrap_err();
-        assert!(e.to_string().contains("injected"), "{e}");
-        // The backend would succeed now; the latch must not let it.
-        let again = s.persist().unwrap_err();
-        assert!(matches!(again, PersistError::Latched { .. }), "{again:?}");
-        assert!(s.write_at(8192, &[3; 4096]).is_err());
-    }
-
-    #[test]
-    fn an_injected_write_failure_writes_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f");
-        let sink = open(&SinkConfig::new(Method::Buffered, &path, 1 << 20)).unwrap();
-        let mut s = inject(
-            sink,
-            vec![FaultKind::Write {
-                errno: libc::EIO,
-                after_bytes: 8192,
-            }],
-        );
-        s.write_at(0, &[1; 4096]).unwrap();
-        s.write_at(4096, &[1; 4096]).unwrap();
-        let e = s.write_at(8192, &[9; 4096]).unwrap_err();
-        assert!(matches!(e, PersistError::Io { .. }), "{e:?}");
-        s.persist().unwrap_err();
-        let mut back = vec![0u8; 4096];
-        let mut r = open(&SinkConfig::new(Method::Buffered, &path, 1 << 20)).unwrap();
-        r.read_at(8192, &mut back).unwrap();
-        assert!(
-            back.iter().all(|&b| b != 9),
-            "the failed write left no data"
-        );
-    }
-
-    /// Memory a queued write may go on reading: kept by the sink until the write is over.
-    struct Held(crate::AlignedBuf);
-
-    impl crate::sink::HeldMemory for Held {
-        fn address_range(&self) -> std::ops::Range<usize> {
-            let start = self.0.as_slice().as_ptr() as usize;
-            start..start + self.0.len()
-        }
-    }
-
-    #[test]
-    fn a_write_started_in_place_fails_when_it_completes_and_stays_failed() {
-        let methods = [Method::Uring, Method::Direct, Method::Buffered];
-        for method in methods
-            .into_iter()
-            .filter(|m| *m != Method::Uring || crate::backends::uring::available().is_ok())
-        {
-            let dir = tempfile::tempdir().unwrap();
-            let sink = open(&SinkConfig::new(method, dir.path().join("f"), 1 << 20)).unwrap();
-            let mut s = inject(
-                sink,
-                vec![FaultKind::Write {
-                    errno: libc::EIO,
-                    after_bytes: 8192,
-                }],
-            );
-            let mut buf = crate::AlignedBuf::new(16384, crate::PageSize::Small4K).unwrap();
-            buf.as_mut_slice().fill(7);
-            let held: std::sync::Arc<dyn crate::sink::HeldMemory> = std::sync::Arc::new(Held(buf));
-            let range = held.address_range();
-            // SAFETY: the range is the held buffer's, alive as long as `held`, and nothing
-            // writes it while these slices exist.
-            let bytes = unsafe { std::slice::from_raw_parts(range.start as *const u8, 16384) };
-            s.start_in_place(0, &[&bytes[..8192]], &held).unwrap();
-            s.wait_in_place().unwrap();
-            // Crossing the fault: accepted at submission, failed at completion.
-            s.start_in_place(8192, &[&bytes[8192..]], &held)
-                .unwrap_or_else(|e| panic!("{method}: refused at submission: {e}"));
-            let e = s.wait_in_place().unwrap_err();
-            assert!(e.to_string().contains("write completion"), "{method}: {e}");
-            // Never made durable, never written again as if it had worked.
-            s.persist().unwrap_err();
-            s.start_in_place(0, &[&bytes[..4096]], &held).unwrap_err();
-        }
-    }
-
-    /// A real sink that counts the persists reaching it.
-    struct Counting<S>(S, std::sync::Arc<std::sync::atomic::AtomicU32>);
-
-    impl<S: Sink> Sink for Counting<S> {
-        fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
-            self.0.write_at(offset, data)
-        }
-        fn persist(&mut self) -> Result<()> {
-            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            self.0.persist()
-        }
-        fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
-            self.0.read_at(offset, buf)
-        }
-        fn report(&self) -> &SinkReport {
-            self.0.report()
-        }
-    }
-
-    #[test]
-    fn lost_and_late_flushes_say_they_persisted_when_they_did_not() {
-        let dir = tempfile::tempdir().unwrap();
-        let counted = |kind: FaultKind, name: &str| {
-            let real = open(&SinkConfig::new(
-                Method::Buffered,
-                dir.path().join(name),
-                1 << 20,
-            ))
-            .unwrap();
-            let n = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
-            (inject(Counting(real, n.clone()), vec![kind]), n)
-        };
-        let (mut lost, n) = counted(FaultKind::LostFlush, "lost");
-        for k in 0..3 {
-            lost.write_at(k * 4096, &[1; 4096]).unwrap();
-            lost.persist().unwrap();
-        }
-        assert_eq!(
-            n.load(std::sync::atomic::Ordering::Relaxed),
-            0,
-            "a lost flush never reaches the medium"
-        );
-        let (mut late, n) = counted(FaultKind::LateFlush, "late");
-        late.write_at(0, &[1; 4096]).unwrap();
-        late.persist().unwrap();
-        assert_eq!(
-            n.load(std::sync::atomic::Ordering::Relaxed),
-            0,
-            "acknowledged, not yet persisted"
-        );
-        late.write_at(4096, &[2; 4096]).unwrap();
-        assert_eq!(
-            n.load(std::sync::atomic::Ordering::Relaxed),
-            1,
-            "persisted when the next write came"
-        );
-        late.persist().unwrap();
-        assert_eq!(n.load(std::sync::atomic::Ordering::Relaxed), 1);
-    }
-}
+mod tests;
