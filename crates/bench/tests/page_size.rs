@@ -4,7 +4,6 @@
 //! the result says 4 KiB and carries a note.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use snbuf_bench::throughput::run_point;
@@ -46,23 +45,15 @@ fn run(target: &Path) -> snbuf_bench::ThroughputResult {
 
 #[test]
 fn huge_pages_granted_are_recorded() {
-    let dir = tempfile::tempdir().unwrap();
-    let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=64M,huge=always", "tmpfs"])
-        .arg(dir.path())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !mounted {
-        assert!(
-            std::env::var_os("SNBUF_REQUIRE_ROOT").is_none(),
-            "SNBUF_REQUIRE_ROOT is set and this test cannot run here"
+    let Some(dir) = snbuf_testkit::Mount::tmpfs("size=64M,huge=always") else {
+        snbuf_testkit::skip_unless_required(
+            "SNBUF_REQUIRE_ROOT",
+            "a huge=always tmpfs cannot be mounted (needs root and shmem THP support)",
         );
-        eprintln!("skip: cannot mount a huge=always tmpfs (needs root and shmem THP support)");
         return;
-    }
+    };
     let r = run(dir.path());
-    let _ = Command::new("umount").arg(dir.path()).status();
+    drop(dir);
     assert_eq!(r.page_size_bytes, 2 << 20);
     assert_eq!(r.page_size_obtained_bytes, Some(2 << 20), "{r:?}");
     assert!(

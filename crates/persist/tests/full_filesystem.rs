@@ -2,43 +2,16 @@
 //! prefaulting, at the write otherwise), and stays failed. Needs a tiny tmpfs, which only root
 //! can mount: otherwise the test skips and says so.
 
-use std::path::Path;
-use std::process::Command;
-
 use snbuf_persist::{open, Method, PersistError, SinkConfig};
-
-struct Mount(tempfile::TempDir);
-
-impl Mount {
-    fn tmpfs(size: &str) -> Option<Mount> {
-        let dir = tempfile::tempdir().ok()?;
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        ok.then_some(Mount(dir))
-    }
-    fn path(&self) -> &Path {
-        self.0.path()
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.0.path()).status();
-    }
-}
+use snbuf_testkit::{skip_unless_required, Mount};
 
 #[test]
 fn enospc_is_reported_plainly_and_latched() {
-    let Some(mnt) = Mount::tmpfs("1M") else {
-        assert!(
-            std::env::var_os("SNBUF_REQUIRE_ROOT").is_none(),
-            "SNBUF_REQUIRE_ROOT is set and this test cannot run here"
+    let Some(mnt) = Mount::tmpfs("size=1M") else {
+        skip_unless_required(
+            "SNBUF_REQUIRE_ROOT",
+            "a small tmpfs to fill cannot be mounted (needs root)",
         );
-        eprintln!("skip: cannot mount a small tmpfs (needs root) to fill a file system");
         return;
     };
     // Prefaulting: the allocation fails up front, before any data is accepted.

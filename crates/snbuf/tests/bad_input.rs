@@ -208,11 +208,14 @@ fn every_subcommand_refuses_bad_input_with_one_line_and_exit_2_writing_nothing()
             .split_whitespace()
             .map(|a| a.replace("{F}", fixtures.dir.path().to_str().unwrap()))
             .collect();
-        let o = Command::new(env!("CARGO_BIN_EXE_snbuf"))
-            .args(&argv)
-            .current_dir(cwd.path())
-            .output()
-            .unwrap();
+        // Refused before anything starts: a case that ran instead (a server, a watch, a wait)
+        // fails here rather than hanging the suite.
+        let o = common::output_within(
+            Command::new(env!("CARGO_BIN_EXE_snbuf"))
+                .args(&argv)
+                .current_dir(cwd.path()),
+            std::time::Duration::from_secs(30),
+        );
         let err = stderr(&o);
         let error_lines: Vec<&str> = err.lines().filter(|l| l.contains("error")).collect();
         let left: Vec<_> = std::fs::read_dir(cwd.path())

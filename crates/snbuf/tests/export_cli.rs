@@ -56,7 +56,7 @@ fn interrupted(dir: &Path, to: &str, env: &[(String, String)]) {
 }
 
 fn run(c: &mut Command) -> std::process::Output {
-    c.output().unwrap()
+    common::output_within(c, common::COMMAND_DEADLINE)
 }
 
 /// The common scenario on any destination: interrupted, resumed, verified, corrupted, refused.
@@ -137,22 +137,18 @@ fn bad_destinations_are_refused_before_anything_is_sent() {
         assert_eq!(o.status.code(), Some(2), "{to}: {}", stderr(&o));
         assert!(stderr(&o).contains(needle), "{to}: {}", stderr(&o));
     }
-    let o = Command::new(env!("CARGO_BIN_EXE_snbuf"))
+    let o = run(Command::new(env!("CARGO_BIN_EXE_snbuf"))
         .args(["export", dir.to_str().unwrap(), "--to", "s3://b/p"])
         .env_remove("SNBUF_S3_ENDPOINT")
-        .env_remove("AWS_ENDPOINT_URL")
-        .output()
-        .unwrap();
+        .env_remove("AWS_ENDPOINT_URL"));
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("SNBUF_S3_ENDPOINT"));
     // An object store that is not there: one line, exit 1, nothing marked.
-    let o = Command::new(env!("CARGO_BIN_EXE_snbuf"))
+    let o = run(Command::new(env!("CARGO_BIN_EXE_snbuf"))
         .args(["export", dir.to_str().unwrap(), "--to", "s3://b/p"])
         .env("SNBUF_S3_ENDPOINT", "http://127.0.0.1:9")
         .env("AWS_ACCESS_KEY_ID", "GKnothing")
-        .env("AWS_SECRET_ACCESS_KEY", "secret-that-must-not-be-printed")
-        .output()
-        .unwrap();
+        .env("AWS_SECRET_ACCESS_KEY", "secret-that-must-not-be-printed"));
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(!stderr(&o).contains("secret-that-must-not-be-printed"));
     assert!(!dir.join("export.json").exists());
@@ -196,11 +192,9 @@ fn garage(root: &Path) -> Option<(KillOnDrop, Env)> {
         .unwrap();
     let server = KillOnDrop(child);
     let g = |args: &[&str]| -> String {
-        let o = Command::new(&bin)
+        let o = run(Command::new(&bin)
             .args(["-c", cfg.to_str().unwrap()])
-            .args(args)
-            .output()
-            .unwrap();
+            .args(args));
         String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
     };
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -302,7 +296,7 @@ fn export_to_garage_resumes_verifies_and_deletes_only_what_it_verified() {
     )
     .unwrap();
     let again = burst(&root.path().join("second"));
-    let o = Command::new(env!("CARGO_BIN_EXE_snbuf"))
+    let o = run(Command::new(env!("CARGO_BIN_EXE_snbuf"))
         .args([
             "export",
             again.to_str().unwrap(),
@@ -313,9 +307,7 @@ fn export_to_garage_resumes_verifies_and_deletes_only_what_it_verified() {
         .arg(&cfg)
         .env_remove("SNBUF_S3_ENDPOINT")
         .env_remove("AWS_ACCESS_KEY_ID")
-        .env_remove("AWS_SECRET_ACCESS_KEY")
-        .output()
-        .unwrap();
+        .env_remove("AWS_SECRET_ACCESS_KEY"));
     assert!(o.status.success(), "{}", stderr(&o));
     let all = String::from_utf8_lossy(&o.stdout).into_owned() + &stderr(&o);
     assert!(!all.contains(&get("AWS_SECRET_ACCESS_KEY")), "{all}");
@@ -386,6 +378,7 @@ fn serve_exports_each_sealed_burst() {
     }
     let _ = earlier;
     let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
     let mut m = String::new();
     s.read_to_string(&mut m).unwrap();

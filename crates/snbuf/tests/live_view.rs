@@ -7,51 +7,9 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{snbuf, wait_for_socket, KillOnDrop};
-
-/// A tmux server of our own, killed on drop.
-struct Tmux {
-    tmux: PathBuf,
-    name: String,
-}
-
-impl Tmux {
-    fn cmd(&self, args: &[&str]) -> std::process::Output {
-        let mut c = Command::new(&self.tmux);
-        c.args(["-L", &self.name, "-f", "/dev/null"]).args(args);
-        common::output_within(c, Duration::from_secs(20))
-    }
-
-    fn screen(&self) -> String {
-        String::from_utf8_lossy(&self.cmd(&["capture-pane", "-p", "-t", "view"]).stdout)
-            .into_owned()
-    }
-
-    /// Waits (at most `within`) for the screen to satisfy `ok`; returns it.
-    fn wait_for(&self, within: Duration, what: &str, ok: impl Fn(&str) -> bool) -> String {
-        let until = Instant::now() + within;
-        loop {
-            let s = self.screen();
-            if ok(&s) {
-                return s;
-            }
-            assert!(
-                Instant::now() < until,
-                "no {what} within {within:?}; the screen:\n{s}"
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.cmd(&["kill-server"]);
-    }
-}
+use common::{snbuf, wait_for_socket, KillOnDrop, Tmux};
 
 /// The durable chunk counts in the links table.
 fn chunk_counts(screen: &str) -> Vec<u64> {
@@ -102,27 +60,15 @@ fn the_live_view_shows_a_burst_recording_and_survives_its_server() {
     );
     let mut server = KillOnDrop(cmd.spawn().unwrap());
     wait_for_socket(&socket);
-    let t = Tmux {
+    let t = Tmux::start(
         tmux,
-        name: format!("snbuf-test-{}", std::process::id()),
-    };
-    let view = format!(
-        "{} status --watch --socket {}",
-        env!("CARGO_BIN_EXE_snbuf"),
-        socket.display()
+        "status",
+        &format!(
+            "{} status --watch --socket {}",
+            env!("CARGO_BIN_EXE_snbuf"),
+            socket.display()
+        ),
     );
-    let o = t.cmd(&[
-        "new-session",
-        "-d",
-        "-s",
-        "view",
-        "-x",
-        "140",
-        "-y",
-        "40",
-        &view,
-    ]);
-    assert!(o.status.success(), "{}", common::stderr(&o));
     let s = t.wait_for(Duration::from_secs(20), "the idle unit", |s| {
         s.contains("idle: ready for a trigger") && s.contains("durable until")
     });
@@ -158,12 +104,7 @@ fn the_live_view_shows_a_burst_recording_and_survives_its_server() {
     t.wait_for(Duration::from_secs(20), "the lost server", |s| {
         s.contains("SERVER UNREACHABLE")
     });
-    t.cmd(&["send-keys", "-t", "view", "q"]);
-    let until = Instant::now() + Duration::from_secs(10);
-    while t.cmd(&["has-session", "-t", "view"]).status.success() {
-        assert!(Instant::now() < until, "q did not quit:\n{}", t.screen());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    t.quit_with_q();
 }
 
 #[test]

@@ -140,8 +140,21 @@ fn completions_and_man_pages_come_from_the_command_definitions() {
     let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_snbuf"));
     c.args(["completions", "bash"])
         .stdout(std::process::Stdio::piped());
-    let mut child = c.stderr(std::process::Stdio::piped()).spawn().unwrap();
-    drop(child.stdout.take());
-    let o = child.wait_with_output().unwrap();
-    assert!(!String::from_utf8_lossy(&o.stderr).contains("panicked"));
+    let mut child = common::KillOnDrop(c.stderr(std::process::Stdio::piped()).spawn().unwrap());
+    drop(child.0.stdout.take());
+    assert!(
+        child.wait_within(common::COMMAND_DEADLINE).is_some(),
+        "completions into a closed pipe ended"
+    );
+    let mut err = String::new();
+    use std::io::Read;
+    // The process has ended: its stderr pipe is at its end.
+    child
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(!err.contains("panicked"));
 }

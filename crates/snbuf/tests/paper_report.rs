@@ -101,23 +101,22 @@ fn a_paper_run_becomes_a_report_that_renders_in_chromium() {
     let profile = tempfile::tempdir().unwrap();
     let shot = work.path().join("shot.png");
     let chrome = |extra: &[&str]| {
-        Command::new(&chromium)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--allow-file-access-from-files",
-            ])
-            .arg(format!("--user-data-dir={}", profile.path().display()))
-            .args(extra)
-            .arg(format!("file://{}", html_path.display()))
-            .output()
-            .unwrap()
+        let mut c = Command::new(&chromium);
+        c.args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--allow-file-access-from-files",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(extra)
+        .arg(format!("file://{}", html_path.display()));
+        common::output_within(c, std::time::Duration::from_secs(120))
     };
     let dom = chrome(&["--dump-dom", "--virtual-time-budget=5000"]);
     assert!(dom.status.success(), "{}", stderr(&dom));

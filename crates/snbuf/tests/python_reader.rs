@@ -18,10 +18,10 @@ fn the_python_reader_agrees_with_the_binary() {
         return;
     };
     let has = |module: &str| {
-        Command::new(&python)
-            .args(["-c", &format!("import {module}")])
-            .status()
-            .is_ok_and(|s| s.success())
+        common::succeeds_within(
+            Command::new(&python).args(["-c", &format!("import {module}")]),
+            Duration::from_secs(60),
+        )
     };
     if !(has("numpy") && has("pytest")) {
         assert!(

@@ -172,7 +172,8 @@ fn wibeth_frames_sent_over_udp_are_recorded_byte_for_byte() {
             "{l}"
         );
     }
-    let _ = sender.0.wait();
+    // The sender ends by itself after its 6 s; one that does not is killed.
+    let _ = sender.wait_within(Duration::from_secs(60));
 }
 
 /// The same frames, byte for byte, whichever side does without batching: a receiver without

@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 fn raw(socket: &Path, line: &str) -> String {
     let mut s = UnixStream::connect(socket).unwrap();
+    // The server reads a request for at most 5 s; a reply that never comes fails the test.
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     s.write_all(line.as_bytes()).unwrap();
     let mut reply = String::new();
     BufReader::new(s).read_line(&mut reply).unwrap();

@@ -134,6 +134,68 @@ fn systemd_hears_ready_status_and_watchdog_and_sigterm_drains_a_burst() {
     assert!(!out.join("late").exists());
 }
 
+/// The watchdog says "alive" only while data arrives: a unit whose links went quiet (a sender
+/// that stopped, a dead network) stops pinging, so that systemd restarts it, and pings again
+/// when the data returns.
+#[test]
+fn the_watchdog_goes_quiet_when_the_data_stops_and_wakes_when_it_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let notify = dir.path().join("notify.sock");
+    let rx = UnixDatagram::bind(&notify).unwrap();
+    let port = common::free_udp_port();
+    let source = format!("udp://127.0.0.1:{port}");
+    let (mut cmd, _out, _socket) = common::serve_command(
+        dir.path(),
+        &[
+            "--source",
+            &source,
+            "--frame",
+            "wibeth",
+            "--links",
+            "1",
+            "--rate-per-link",
+            "5MB/s",
+            "--buffer",
+            "1s",
+            "--pre",
+            "200ms",
+            "--method",
+            "direct",
+        ],
+    );
+    let child = cmd
+        .env("NOTIFY_SOCKET", &notify)
+        .env("WATCHDOG_USEC", "400000")
+        .spawn()
+        .unwrap();
+    let _server = KillOnDrop(child);
+    let emit = |seconds: &str| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_snbuf"));
+        c.args(["emit", "--to", &source, "--frame", "wibeth", "--links", "1"])
+            .args(["--rate-per-link", "5MB/s", "--duration", seconds])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        KillOnDrop(c.spawn().unwrap())
+    };
+    let sender = emit("60s");
+    let got = messages_until(&rx, "WATCHDOG=1", Duration::from_secs(30));
+    assert!(got.iter().any(|m| m == "WATCHDOG=1"), "alive: {got:?}");
+    drop(sender);
+    // Pings already on their way may still come; then none for 3 s (15 ping intervals).
+    let _ = messages_until(&rx, "never", Duration::from_secs(1));
+    let quiet = messages_until(&rx, "WATCHDOG=1", Duration::from_secs(3));
+    assert!(
+        !quiet.iter().any(|m| m == "WATCHDOG=1"),
+        "no ping while no data arrives: {quiet:?}"
+    );
+    let _sender = emit("60s");
+    let got = messages_until(&rx, "WATCHDOG=1", Duration::from_secs(30));
+    assert!(
+        got.iter().any(|m| m == "WATCHDOG=1"),
+        "alive again: {got:?}"
+    );
+}
+
 #[test]
 fn a_second_sigterm_stops_at_once_and_leaves_the_burst_recoverable() {
     let dir = tempfile::tempdir().unwrap();

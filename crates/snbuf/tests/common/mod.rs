@@ -2,10 +2,20 @@
 //! meets one (the exit code, exactly one line naming the error, no panic).
 #![allow(dead_code)]
 
+pub mod tmux;
 pub mod trials;
 
+#[allow(unused_imports)] // the tests with a live view use it
+pub use tmux::Tmux;
+
+#[allow(unused_imports)] // each test binary uses some of them
+pub use snbuf_testkit::{
+    output_within, skip_unless_required, succeeds_within, KillOnDrop, Mount,
+    SYSTEM_COMMAND_DEADLINE,
+};
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// The longest any one run of the binary may take in a test: a hang fails the test (with what
@@ -17,53 +27,6 @@ pub fn snbuf(args: &[&str]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_snbuf"));
     c.args(args);
     output_within(c, COMMAND_DEADLINE)
-}
-
-/// Runs `cmd` to its end and returns what it printed, as `Command::output` does, but kills it
-/// and fails the test if it runs longer than `deadline`.
-pub fn output_within(mut cmd: Command, deadline: Duration) -> Output {
-    use std::io::Read;
-    use std::process::Stdio;
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the command starts");
-    let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            let _ = r.read_to_end(&mut v);
-            v
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().expect("piped")));
-    let err = drain(Box::new(child.stderr.take().expect("piped")));
-    let until = Instant::now() + deadline;
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait for the command") {
-            break s;
-        }
-        if Instant::now() >= until {
-            let _ = child.kill();
-            let _ = child.wait();
-            let (o, e) = (
-                out.join().unwrap_or_default(),
-                err.join().unwrap_or_default(),
-            );
-            panic!(
-                "{cmd:?} still ran after {deadline:?}; it printed:\n{}\n{}",
-                String::from_utf8_lossy(&o),
-                String::from_utf8_lossy(&e)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Output {
-        status,
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
-    }
 }
 
 /// Appends `line` as one JSON line to the file the environment variable `var` names, if it is
@@ -94,41 +57,6 @@ pub fn assert_refused(o: &Output, code: i32, needle: &str) {
     let error_lines: Vec<&str> = err.lines().filter(|l| l.contains("error")).collect();
     assert_eq!(error_lines.len(), 1, "one error line: {err}");
     assert!(error_lines[0].contains(needle), "'{needle}' not in: {err}");
-}
-
-/// A tmpfs mounted for one test (root only); unmounted on drop.
-pub struct Mount(tempfile::TempDir);
-
-impl Mount {
-    pub fn tmpfs(options: &str) -> Option<Mount> {
-        let dir = tempfile::tempdir().ok()?;
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
-            .arg(dir.path())
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        ok.then_some(Mount(dir))
-    }
-    pub fn path(&self) -> &Path {
-        self.0.path()
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.0.path()).status();
-    }
-}
-
-/// A child process (a server) killed and reaped when the test ends, however it ends.
-pub struct KillOnDrop(pub Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// Where `snbuf serve --metrics` listens, read from its stderr (the line `metrics at
@@ -215,16 +143,6 @@ pub fn installed_tool(
         eprintln!("skip: not installed ({hint})");
     }
     found
-}
-
-/// A test that cannot run here skips and says why, unless `require_env` is set, as in CI:
-/// then it fails, so that a prerequisite CI lost shows as red, not as a silent pass.
-pub fn skip_unless_required(require_env: &str, why: &str) {
-    assert!(
-        std::env::var_os(require_env).is_none(),
-        "{require_env} is set but {why}"
-    );
-    eprintln!("skip: {why}");
 }
 
 /// The options of a small recording by the real binary, about 2 s and a few MB: 2 links at

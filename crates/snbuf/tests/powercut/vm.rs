@@ -15,6 +15,10 @@ use std::time::{Duration, Instant};
 
 use super::common;
 
+/// How long a host tool that builds the guest or its disk (objcopy, ldd, xz, cpio, mkfs) may
+/// take.
+const TOOL_DEADLINE: Duration = Duration::from_secs(120);
+
 /// Kernel modules the guest loads, dependencies first: the disk, and the file systems.
 const MODULES: &[&str] = &["virtio_pci", "virtio_blk", "crc32c_generic", "ext4", "xfs"];
 
@@ -223,18 +227,19 @@ fn build_initramfs(tools: &Tools, dir: &Path) -> (PathBuf, Vec<String>) {
     std::fs::copy(&tools.busybox, root.join("bin/busybox")).unwrap();
     let snbuf = root.join("bin/snbuf");
     // Without debug information: a smaller initramfs boots faster.
-    let stripped = Command::new("objcopy")
-        .arg("--strip-debug")
-        .arg(env!("CARGO_BIN_EXE_snbuf"))
-        .arg(&snbuf)
-        .status()
-        .is_ok_and(|s| s.success());
+    let stripped = common::succeeds_within(
+        Command::new("objcopy")
+            .arg("--strip-debug")
+            .arg(env!("CARGO_BIN_EXE_snbuf"))
+            .arg(&snbuf),
+        TOOL_DEADLINE,
+    );
     if !stripped {
         std::fs::copy(env!("CARGO_BIN_EXE_snbuf"), &snbuf).unwrap();
     }
     // The shared libraries the binaries name (none for a static busybox), at the same paths.
     for binary in [Path::new(env!("CARGO_BIN_EXE_snbuf")), &tools.busybox] {
-        let ldd = Command::new("ldd").arg(binary).output().unwrap();
+        let ldd = common::output_within(Command::new("ldd").arg(binary), TOOL_DEADLINE);
         for word in String::from_utf8_lossy(&ldd.stdout).split_whitespace() {
             if word.starts_with('/') && Path::new(word).exists() {
                 let to = root.join(word.trim_start_matches('/'));
@@ -255,7 +260,8 @@ fn build_initramfs(tools: &Tools, dir: &Path) -> (PathBuf, Vec<String>) {
         };
         match decompress {
             Some(tool) => {
-                let out = Command::new(tool).arg("-dc").arg(&path).output().unwrap();
+                let out =
+                    common::output_within(Command::new(tool).arg("-dc").arg(&path), TOOL_DEADLINE);
                 assert!(out.status.success(), "{tool} -dc {}", path.display());
                 std::fs::write(&to, out.stdout).unwrap();
             }
@@ -270,14 +276,15 @@ fn build_initramfs(tools: &Tools, dir: &Path) -> (PathBuf, Vec<String>) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(root.join("init"), std::fs::Permissions::from_mode(0o755)).unwrap();
     let image = dir.join("initramfs.cpio");
-    let cpio = Command::new("sh")
-        .arg("-c")
-        .arg("find . | cpio -o -H newc --quiet > \"$0\"")
-        .arg(&image)
-        .current_dir(&root)
-        .status()
-        .unwrap();
-    assert!(cpio.success(), "cpio");
+    let cpio = common::output_within(
+        Command::new("sh")
+            .arg("-c")
+            .arg("find . | cpio -o -H newc --quiet > \"$0\"")
+            .arg(&image)
+            .current_dir(&root),
+        TOOL_DEADLINE,
+    );
+    assert!(cpio.status.success(), "cpio: {}", common::stderr(&cpio));
     (image, names)
 }
 
@@ -298,15 +305,16 @@ impl Disk {
             .unwrap()
             .set_len(320 << 20)
             .unwrap();
-        let mkfs = Command::new(format!("mkfs.{fs}"))
-            .args(if fs == "xfs" {
-                &["-q", "-f"][..]
-            } else {
-                &["-q", "-F"][..]
-            })
-            .arg(&image)
-            .output()
-            .unwrap();
+        let mkfs = common::output_within(
+            Command::new(format!("mkfs.{fs}"))
+                .args(if fs == "xfs" {
+                    &["-q", "-f"][..]
+                } else {
+                    &["-q", "-F"][..]
+                })
+                .arg(&image),
+            TOOL_DEADLINE,
+        );
         assert!(
             mkfs.status.success(),
             "mkfs.{fs}: {}",
