@@ -2,7 +2,8 @@
 # Export throughput against a real S3 store: a fresh one-node Garage on 127.0.0.1, a ~380 MB
 # burst, then (1) unthrottled export beside a raw multipart upload of the same files with the
 # same client (target: export >= 0.9x raw), and (2) exports at a set rate (target: within 5%).
-# See BENCHMARKS.md.
+# See BENCHMARKS.md. Every export is kept in bench/results/export/<date>-<host>.json, from which
+# bench/tables.py makes BENCHMARKS.md's tables.
 #
 # usage: bench/export.sh [ROUNDS=3]
 set -euo pipefail
@@ -47,14 +48,22 @@ echo "garage $("$garage" --version 2>/dev/null | head -1) on 127.0.0.1:$s3"
 "$S" record --links 4 --rate-per-link 25MB/s --buffer 2s --pre 1s --post 3s --trigger-after 1.2s \
   --output "$work/rec" --burst-id b --method direct >/dev/null 2>&1
 echo "burst: $(du -sh "$work/rec/b" | cut -f1)"
+lines="$work/lines.jsonl"
+burst_bytes=$(du -sb "$work/rec/b" | cut -f1)
+keep_row() { # ROUND RATE_MB_S: the export's --json on stdin, one line out
+  python3 -c 'import json,sys; r=json.load(sys.stdin); r.pop("objects", None); r["round"]=int(sys.argv[1]); r["rate_mb_s"]=float(sys.argv[2]) if sys.argv[2] else None; r["burst_bytes"]=int(sys.argv[3]); r["garage"]=sys.argv[4]; print(json.dumps(r))' \
+    "$1" "$2" "$burst_bytes" "$("$garage" --version 2>/dev/null | head -1)" >>"$lines"
+}
 for r in $(seq "$rounds"); do
   rm -f "$work/rec/b/export.json" "$work/rec/b/.export-journal.json"
-  "$S" export "$work/rec/b" --to "s3://bench/unthrottled$r" --raw-compare 2>/dev/null | head -1
+  "$S" export "$work/rec/b" --to "s3://bench/unthrottled$r" --raw-compare --json 2>/dev/null | keep_row "$r" ""
+  tail -1 "$lines" | python3 -c 'import json,sys; r=json.load(sys.stdin); s=r["seconds"]-r["verify_seconds"]; print("unthrottled: %.1f MB/s, raw %.1f MB/s, ratio %.3f" % (r["bytes_sent"]/s/1e6, r["raw_upload_bytes"]/r["raw_upload_seconds"]/1e6, (r["bytes_sent"]/s)/(r["raw_upload_bytes"]/r["raw_upload_seconds"])))'
 done
 for rate in 20 50; do
   for r in $(seq "$rounds"); do
     rm -f "$work/rec/b/export.json" "$work/rec/b/.export-journal.json"
-    "$S" export "$work/rec/b" --to "s3://bench/rate$rate-$r" --rate "${rate}MB/s" --json 2>/dev/null |
-      python3 -c "import json,sys; r=json.load(sys.stdin); s=r['seconds']-r['verify_seconds']; print('export at --rate ${rate}MB/s: %.2f MB/s sending = %.3fx the set rate' % (r['bytes_sent']/s/1e6, r['bytes_sent']/s/${rate}e6))"
+    "$S" export "$work/rec/b" --to "s3://bench/rate$rate-$r" --rate "${rate}MB/s" --json 2>/dev/null | keep_row "$r" "$rate"
+    tail -1 "$lines" | python3 -c 'import json,sys; r=json.load(sys.stdin); s=r["seconds"]-r["verify_seconds"]; print("--rate %gMB/s: %.2f MB/s sending" % (r["rate_mb_s"], r["bytes_sent"]/s/1e6))'
   done
 done
+python3 "$root/bench/keep.py" export "$lines" --command "bench/export.sh $rounds"

@@ -22,8 +22,10 @@ CPU clocks): on memory (`nt`), the writers' target is at most 1.3x that.
 """
 
 import argparse
+import datetime
 import json
 import os
+import platform
 import shutil
 import statistics
 import subprocess
@@ -317,7 +319,7 @@ def main():
     p.add_argument("--cpus", default="", help="passed to record (first CPU: links, the rest: writers)")
     p.add_argument("--methods", default="direct,uring,nt")
     p.add_argument("--repeat", type=int, default=3, help="measure each method this many times")
-    p.add_argument("--json", default="", help="write every repeat's figures here")
+    p.add_argument("--json", default="", help="the raw result (default: bench/results/keepup/<date>-<host>.json)")
     p.add_argument("--quick", action="store_true", help="one repeat, 2 bisection steps, 3 s after the trigger")
     args = p.parse_args()
     args.disk = args.disk or ["/var/tmp"]
@@ -379,10 +381,18 @@ def main():
               f"{show('cpu_core_s_per_gib')} ({show('emulation_core_s_per_gib')} + {show('writers_core_s_per_gib')}) "
               f"| {show('fio_core_s_per_gib')} | {show('writers_over_fio_cpu')} | {show('writers_over_bench_write_cpu')} "
               f"| {show('writers_over_bare_crc')} |")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"config": vars(args), "results": results}, f, indent=1)
-        print(f"\nwrote {args.json}")
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import keep
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    path = args.json or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "keepup",
+                                     f"{date}-{platform.node()}.json")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump({"suite": "keepup", "date": date,
+                   "command": "bench/keepup.sh " + " ".join(sys.argv[3:]),
+                   "machine": keep.machine(), "config": vars(args), "results": results}, f, indent=1)
+        f.write("\n")
+    print(f"\nwrote {path}; python3 bench/tables.py puts it in BENCHMARKS.md")
 
 
 if __name__ == "__main__":

@@ -85,100 +85,70 @@ def main():
     p.add_argument("--region", type=int, default=1 << 30, help="bytes per thread")
     p.add_argument("--shm", default="/dev/shm")
     p.add_argument("--disk", default="/var/tmp")
-    p.add_argument("--markdown", help="also write the tables to this file")
+    p.add_argument("--json", help="the raw result (default: bench/results/peers/<date>-<host>.json)")
     args = p.parse_args()
     if args.quick:
         args.rounds, args.duration = 1, 1.0
     ncpu = os.cpu_count()
     threads = list(range(1, ncpu + 1))
     blocks = [256, 4096, 5568, 65536, 1 << 20]
-    lines = []
+    points = []
 
-    def out(s=""):
-        print(s, flush=True)
-        lines.append(s)
+    def point(section, bs, t, rs):
+        """Keeps one point: per series, every round's (GiB/s, Mops/s)."""
+        points.append({"section": section, "block_bytes": bs, "threads": t,
+                       "rounds": {k: [list(x) for x in v] for k, v in rs.items() if v}})
+        m = {k: round(median_of(v)[0], 3) for k, v in rs.items() if v}
+        print(f"{section} {human_bs(bs)} x{t}: " + ", ".join(f"{k} {v} GiB/s" for k, v in m.items()), flush=True)
 
-    out(f"## snbuf vs peers, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
-    out()
-    out(f"Command: `bench/peers.sh {' '.join(sys.argv[5:])}`".replace("  ", " "))
-    out(f"Machine: {platform.node()}, {ncpu} CPUs, {platform.release()}; "
-        f"{args.rounds} interleaved round(s) of {args.duration:g} s per point, medians; region {args.region >> 20} MiB per thread.")
-    out()
-
-    # --- the pmem stand-in -------------------------------------------------------------------
-    out(f"### Persistent-memory path on {args.shm} (tmpfs: same instructions, not durable)")
-    out()
-    out("Every write is made durable before the next (a fence per block): snbuf `nt --persist-every op`; "
-        "PMDK `pmem_memcpy_persist` (best of libpmem's default and PMEM_AVX512F=1); fio libpmem "
-        "`direct=1 sync=1` (with PMEM_IS_PMEM_FORCE=1, without which it refuses tmpfs); fio mmap `fdatasync=1` (msync per write). snbuf times every operation "
-        "(`--latency-every 1`, its default); the `untimed` column is `--latency-every 0`, as the peers "
-        "time nothing per operation.")
-    out()
-    out("| block | thr | snbuf nt | snbuf nt untimed | PMDK loop | fio libpmem | fio mmap | nt/PMDK | untimed/PMDK | nt/best fio |")
-    out("|---|---|---|---|---|---|---|---|---|---|")
+    # The pmem stand-in: every write made durable before the next (a fence per block). snbuf nt
+    # timed per operation (its default) and untimed; PMDK's loop (best of its default and
+    # AVX-512 paths); fio libpmem and fio mmap (msync per write; not below a page).
     for bs in blocks:
         for t in threads:
-            rs = {k: [] for k in ("nt", "ntu", "pmdk", "fiop", "fiom")}
+            rs = {k: [] for k in ("nt", "nt_untimed", "pmdk", "fio_libpmem", "fio_mmap")}
             for _ in range(args.rounds):
                 rs["nt"].append(snbuf(args, "nt", args.shm, bs, t))
                 rs["pmdk"].append(max(pmdk_loop(args, args.shm, bs, t, False), pmdk_loop(args, args.shm, bs, t, True)))
-                rs["ntu"].append(snbuf(args, "nt", args.shm, bs, t, ("--latency-every", "0")))
-                rs["fiop"].append(fio(args, args.shm, "libpmem", bs, t, ("--direct=1", "--sync=1")))
-                # fio's mmap engine cannot msync less than a page: no durable mmap figure below 4 KiB.
+                rs["nt_untimed"].append(snbuf(args, "nt", args.shm, bs, t, ("--latency-every", "0")))
+                rs["fio_libpmem"].append(fio(args, args.shm, "libpmem", bs, t, ("--direct=1", "--sync=1")))
                 if bs % 4096 == 0:
-                    rs["fiom"].append(fio(args, args.shm, "mmap", bs, t, ("--fdatasync=1",)))
-            m = {k: median_of(v)[0] for k, v in rs.items() if v}
-            best_fio = max(m["fiop"], m.get("fiom", 0.0))
-            fiom = f"{m['fiom']:.2f}" if "fiom" in m else "n/a"
-            out(f"| {human_bs(bs)} | {t} | {m['nt']:.2f} | {m['ntu']:.2f} | {m['pmdk']:.2f} | {m['fiop']:.2f} | {fiom} "
-                f"| {m['nt'] / m['pmdk']:.3f} | {m['ntu'] / m['pmdk']:.3f} | {m['nt'] / best_fio:.3f} |")
-    out()
-    out("Throughput in GiB/s.")
-    out()
+                    rs["fio_mmap"].append(fio(args, args.shm, "mmap", bs, t, ("--fdatasync=1",)))
+            point("pmem", bs, t, rs)
 
-    # --- the disk ----------------------------------------------------------------------------
-    out(f"### Disk ({args.disk}), O_DIRECT, one thread")
-    out()
-    out("Raw medium speed: snbuf `--persist-every end` (one fdatasync at the end, inside the timing) vs fio "
-        "`direct=1` (no fsync). fio psync is queue depth 1; libaio and io_uring iodepth=32 (io_uring with "
-        "fixedbufs and registerfiles); snbuf uring `--queue-depth 32`, snbuf direct is synchronous.")
-    out()
-    out("| block | snbuf direct | snbuf uring | fio psync | fio libaio | fio io_uring | direct/psync | uring/io_uring | direct/io_uring |")
-    out("|---|---|---|---|---|---|---|---|---|")
+    # The disk, raw speed: one fdatasync at the end (inside the timing) vs fio direct=1.
     for bs in (4096, 1 << 20):
-        rs = {k: [] for k in ("direct", "uring", "psync", "libaio", "io_uring")}
+        rs = {k: [] for k in ("direct", "uring", "fio_psync", "fio_libaio", "fio_io_uring")}
         for _ in range(args.rounds):
             rs["direct"].append(snbuf(args, "direct", args.disk, bs, 1, ("--persist-every", "end")))
-            rs["psync"].append(fio(args, args.disk, "psync", bs, 1, ("--direct=1",)))
+            rs["fio_psync"].append(fio(args, args.disk, "psync", bs, 1, ("--direct=1",)))
             rs["uring"].append(snbuf(args, "uring", args.disk, bs, 1, ("--persist-every", "end", "--queue-depth", "32")))
-            rs["io_uring"].append(fio(args, args.disk, "io_uring", bs, 1, ("--direct=1", "--iodepth=32", "--fixedbufs=1", "--registerfiles=1")))
-            rs["libaio"].append(fio(args, args.disk, "libaio", bs, 1, ("--direct=1", "--iodepth=32")))
-        g = {k: median_of(v)[0] for k, v in rs.items()}
-        r = {k: median_of(v)[1] for k, v in rs.items()}
-        if bs == 4096:
-            # At 4 KiB the figure of merit is the request rate (Mops/s).
-            out(f"| 4 KiB (Mops/s) | {r['direct']:.4f} | {r['uring']:.4f} | {r['psync']:.4f} | {r['libaio']:.4f} | {r['io_uring']:.4f} "
-                f"| {r['direct'] / r['psync']:.3f} | {r['uring'] / r['io_uring']:.3f} | {r['direct'] / r['io_uring']:.3f} |")
-        else:
-            out(f"| {human_bs(bs)} (GiB/s) | {g['direct']:.3f} | {g['uring']:.3f} | {g['psync']:.3f} | {g['libaio']:.3f} | {g['io_uring']:.3f} "
-                f"| {g['direct'] / g['psync']:.3f} | {g['uring'] / g['io_uring']:.3f} | {g['direct'] / g['io_uring']:.3f} |")
-    out()
+            rs["fio_io_uring"].append(fio(args, args.disk, "io_uring", bs, 1, ("--direct=1", "--iodepth=32", "--fixedbufs=1", "--registerfiles=1")))
+            rs["fio_libaio"].append(fio(args, args.disk, "libaio", bs, 1, ("--direct=1", "--iodepth=32")))
+        point("disk", bs, 1, rs)
 
-    out("Durable per write: snbuf `--persist-every op` (fdatasync after each block) vs fio psync `direct=1 fdatasync=1`.")
-    out()
-    out("| block | snbuf direct | fio psync fdatasync=1 | ratio |")
-    out("|---|---|---|---|")
+    # The disk, durable per write: fdatasync after each block.
     for bs in (4096, 1 << 20):
-        a, b = [], []
+        rs = {"direct": [], "fio_psync_fdatasync": []}
         for _ in range(args.rounds):
-            a.append(snbuf(args, "direct", args.disk, bs, 1))
-            b.append(fio(args, args.disk, "psync", bs, 1, ("--direct=1", "--fdatasync=1")))
-        (ga, ra), (gb, rb) = median_of(a), median_of(b)
-        out(f"| {human_bs(bs)} | {ra * 1e3:.2f} kops/s, {ga:.3f} GiB/s | {rb * 1e3:.2f} kops/s, {gb:.3f} GiB/s | {ra / rb:.3f} |")
-    out()
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write("\n".join(lines) + "\n")
+            rs["direct"].append(snbuf(args, "direct", args.disk, bs, 1))
+            rs["fio_psync_fdatasync"].append(fio(args, args.disk, "psync", bs, 1, ("--direct=1", "--fdatasync=1")))
+        point("disk_durable", bs, 1, rs)
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import keep
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    result = {"suite": "peers", "date": date,
+              "command": "bench/peers.sh " + " ".join(a for a in sys.argv[5:] if not a.startswith("--json")),
+              "machine": keep.machine(), "rounds": args.rounds, "duration_s": args.duration,
+              "region_bytes": args.region, "shm": args.shm, "disk": args.disk, "points": points}
+    path = args.json or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "peers",
+                                     f"{date}-{platform.node()}.json")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)
+        f.write("\n")
+    print(f"wrote {path}; python3 bench/tables.py puts it in BENCHMARKS.md")
 
 
 if __name__ == "__main__":

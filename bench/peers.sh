@@ -5,7 +5,9 @@
 #     (direct=1 sync=1: non-temporal copy + drain per write) and fio mmap (fdatasync=1: msync per write)
 #   disk: snbuf direct/uring vs fio psync (direct=1), libaio and io_uring (direct=1, iodepth=32)
 #
-# usage: bench/peers.sh [--quick] [--rounds N] [--duration S] [--shm DIR] [--disk DIR] [--markdown FILE]
+# usage: bench/peers.sh [--quick] [--rounds N] [--duration S] [--shm DIR] [--disk DIR] [--json FILE]
+# The raw result goes to bench/results/peers/<date>-<host>.json; bench/tables.py makes
+# BENCHMARKS.md's tables from it.
 # Rounds are interleaved (snbuf, peers, snbuf, ...) and the median of each is reported, because
 # the machines this runs on are shared and drift by several percent from one second to the next.
 set -euo pipefail

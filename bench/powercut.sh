@@ -6,7 +6,8 @@
 # image is loop-mounted to check it). See crates/snbuf/tests/powercut/ and RELIABILITY.md.
 #
 # usage: bench/powercut.sh [TRIALS_PER_METHOD (default 100)] [SEED (default: the time)]
-#        env FS=ext4|xfs|ext4,xfs (default ext4), METHODS=direct,uring,buffered,msync, JOBS=1|2
+#        env FS=ext4|xfs|ext4,xfs (default ext4), METHODS=direct,uring,buffered,msync, JOBS=1|2,
+#        APPEND=1 (add to the day's kept result instead of replacing it)
 # The tallies are kept in bench/results/powercut/<date>-<host>.json (bench/tables.py makes
 # RELIABILITY.md's table from it).
 set -euo pipefail
@@ -29,6 +30,7 @@ fi
 cd "$root"
 cargo test --release -q -p snbuf --test powercut --no-run
 lines="$(mktemp)"
+logs="$(mktemp -d /tmp/powercut-logs.XXXXXX)"
 trap 'rm -f "$lines"' EXIT
 start=$(date +%s)
 rc=0
@@ -42,14 +44,26 @@ for fs in "${fss[@]}"; do
     mine=()
     for ((i = j; i < ${#all[@]}; i += jobs)); do mine+=("${all[i]}"); done
     [ ${#mine[@]} -gt 0 ] || continue
+    # The whole output is kept (a failure's console tail is in it); the summary lines go on.
+    out="$logs/$fs-$j.log"
     (IFS=,; SNBUF_REQUIRE_QEMU=1 SNBUF_POWERCUT_FS="$fs" SNBUF_POWERCUT_TRIALS="$trials" \
       SNBUF_POWERCUT_SEED="$seed" SNBUF_POWERCUT_METHODS="${mine[*]}" SNBUF_POWERCUT_RESULT="$lines" \
-      cargo test --release -q -p snbuf --test powercut "power_cuts_on_$fs" -- --nocapture 2>&1 |
-      grep -oE 'power cuts \(.*|promises broken.*|panicked.*|test result.*|"[^"]*seed[^"]*"') &
+      status=0
+      cargo test --release -q -p snbuf --test powercut "power_cuts_on_$fs" -- --nocapture >"$out" 2>&1 ||
+        status=1
+      grep -oE 'power cuts \(.*|promises broken.*|panicked.*|test result.*|"[^"]*seed[^"]*"' "$out"
+      [ $status = 0 ] || echo "FAILED: the whole output is in $out"
+      exit $status) &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || rc=1; done
 done
-python3 bench/keep.py powercut "$lines" --seconds $(($(date +%s) - start)) \
+# The trials must catch three broken recorders (one trial each, usually): their findings are
+# kept beside the tallies.
+SNBUF_REQUIRE_QEMU=1 SNBUF_POWERCUT_RESULT="$lines" \
+  cargo test --release -q -p snbuf --test powercut the_trials_catch -- --nocapture 2>&1 |
+  grep -oE '[a-z-]+: caught in trial.*|panicked.*|test result.*' || rc=1
+# APPEND=1 adds this run's rows to the day's kept file (another method or file system).
+python3 bench/keep.py powercut "$lines" ${APPEND:+--append} --seconds $(($(date +%s) - start)) \
   --command "FS=$filesystems METHODS=$methods JOBS=$jobs bench/powercut.sh $trials $seed"
 exit $rc

@@ -106,7 +106,280 @@ def ingest():
     return "\n".join(lines)
 
 
-TABLES = {"ingest": ingest}
+def caption_kept(path, r):
+    """The caption of a table made from a bench/keep.py file."""
+    m = r["machine"]
+    took = f", {r['seconds'] / 60:.0f} min" if r.get("seconds") else ""
+    runs = {x.get("command") for x in r["rows"] if x.get("seconds") is not None}
+    if len(runs) > 1:
+        took = "".join(f"; `{c}`" for c in sorted(runs) if c != r["command"]) + took
+    return (f"From `{path}`: {r['date']}, {m.get('cpu_model') or '?'} with {m.get('logical_cpus')} CPUs, "
+            f"Linux {m.get('kernel')}, commit {m.get('git_commit')}; `{r['command']}`{took}.")
+
+
+def thousands(n):
+    return f"{n:,}"
+
+
+def bold_zero(n):
+    return f"**{n:,}**"
+
+
+def phases(cut_points, order):
+    """'a / b / c' counts of the cut points, in `order` (each a list of the names that count)."""
+    return " / ".join(str(sum(cut_points.get(k, 0) for k in keys)) for _, keys in order)
+
+
+CRASH_PHASES = [("buffering", ["starting", "buffering"]), ("recording", ["recording"]),
+                ("sealed", ["sealing", "sealed"]), ("already done", ["done (exited before the kill)"])]
+CRASH_METHODS = {"direct": "direct (O_DIRECT + fdatasync, ext4)", "uring": "uring (io_uring, ext4)",
+                 "nt": "nt (non-temporal stores, /dev/shm)"}
+
+
+def crash_trials():
+    path, r = newest_result("crash_trials")
+    rows = ["| method | trials | killed while " + " / ".join(n for n, _ in CRASH_PHASES)
+            + " | acknowledged chunks checked | lost | sealed bursts checked | broken | frames checked "
+            "| corrupt accepted |",
+            "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    for x in sorted(r["rows"], key=lambda x: list(CRASH_METHODS).index(x["method"])):
+        rows.append(f"| {CRASH_METHODS.get(x['method'], x['method'])} | {x['trials']} "
+                    f"| {phases(x['cut_points'], CRASH_PHASES)} | {thousands(x['acked_chunks_checked'])} "
+                    f"| {bold_zero(x['acked_chunks_lost'])} | {x['sealed_checked']} | {bold_zero(x['sealed_broken'])} "
+                    f"| {thousands(x['frames_checked'])} | {bold_zero(x['corrupt_accepted'])} |")
+    return "\n".join([caption_kept(path, r), "", *rows])
+
+
+CUT_PHASES = [("buffering", ["starting", "buffering"]), ("recording", ["recording"]), ("sealing", ["sealing"]),
+              ("sealed", ["sealed"]), ("after exit", ["after it exited", "after it failed (1)"])]
+CUT_METHODS = {"direct": "direct (O_DIRECT + fdatasync)", "uring": "uring (io_uring O_DIRECT + fsync)",
+               "buffered": "buffered (write + fdatasync)", "msync": "msync (mapped file, msync)"}
+
+
+def powercut():
+    path, r = newest_result("powercut")
+    rows = ["| file system | method | trials | cut while " + " / ".join(n for n, _ in CUT_PHASES)
+            + " | acknowledged chunks checked | lost | sealed bursts checked | broken | frames checked "
+            "| corrupt accepted |",
+            "|---|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    trials = [x for x in r["rows"] if "mutant" not in x]
+    for x in sorted(trials, key=lambda x: (x["fs"], list(CUT_METHODS).index(x["method"]))):
+        rows.append(f"| {x['fs']} | {CUT_METHODS.get(x['method'], x['method'])} | {x['trials']} "
+                    f"| {phases(x['cut_points'], CUT_PHASES)} | {thousands(x['acked_chunks_checked'])} "
+                    f"| {bold_zero(x['acked_chunks_lost'])} | {x['sealed_checked']} | {bold_zero(x['sealed_broken'])} "
+                    f"| {thousands(x['frames_checked'])} | {bold_zero(x['corrupt_accepted'])} |")
+    accel = sorted({x.get("accel", "?") for x in trials})
+    return "\n".join([caption_kept(path, r) + f" The guest ran under {', '.join(accel)}.", "", *rows])
+
+
+MUTANTS = {
+    "lost-flush": "every persist reports success and does nothing (a recorder that never calls fdatasync "
+                  "after its O_DIRECT writes, or a drive that drops flushes)",
+    "late-flush": "every persist reports success at once and flushes only when the next write comes "
+                  "(acknowledged before fdatasync)",
+    "lost-dir-sync": "directory fsyncs are skipped: the burst's creation and the sealed manifest are renames "
+                     "a cut can undo",
+}
+
+
+def powercut_mutants():
+    path, r = newest_result("powercut")
+    rows = ["| fault | what it does | links, rate | cut | caught in trial | what the check found |",
+            "|---|---|---|---|---:|---|"]
+    for x in sorted((x for x in r["rows"] if "mutant" in x), key=lambda x: list(MUTANTS).index(x["mutant"])):
+        found = x["failures"][0].split(": ", 1)[-1] if x["failures"] else "?"
+        rows.append(f"| `{x['mutant']}` | {MUTANTS.get(x['mutant'], '')} | {x['links']} at {x['rate']} "
+                    f"| `{x['cut']}` | {x['caught_in_trial']} | {found} |")
+    return "\n".join([caption_kept(path, r), "", *rows])
+
+
+def soak():
+    path, r = newest_result("soak")
+    mib = lambda b: f"{b / (1 << 20):.1f} MiB"
+    rows = ["| run | bursts verified | open files after each burst | resident memory after the 1st burst, "
+            "after the last, largest step between bursts |", "|---|---|---|---|"]
+    for x in r["rows"]:
+        fds, rss = x["open_files_after_each"], x["rss_bytes_after_each"]
+        fd = f"{fds[0]}, every time" if len(set(fds)) == 1 else f"{min(fds)}-{max(fds)}"
+        step = max((b - a for a, b in zip(rss, rss[1:])), default=0)
+        rows.append(f"| `{x['command']}` | {x['bursts_verified']} of {x['triggers']} | {fd} "
+                    f"| {mib(rss[0])}, {mib(rss[-1])}, {step / 1024:.0f} KiB |")
+    return "\n".join([caption_kept(path, r), "", *rows])
+
+
+def faults():
+    path, r = newest_result("faults")
+    rows = ["| fault (method) | exit | burst | per link: state, frames kept / counted lost, error | first warning "
+            "| peak RSS (latency buffers) |", "|---|---:|---|---|---|---|"]
+    for x in r["rows"]:
+        links = "<br>".join(
+            f"{l['link']}: {l['state']}, {thousands(l['frames'] or 0)} / {thousands(l['lost_frames'] or 0)}"
+            + (f", `{l['error'].split(': ', 1)[-1]}`" if l.get("error") else "") for l in x["links"])
+        rss = (f"{x['peak_rss_kib'] / 1024:.0f} MiB ({(x['buffer_memory_bytes'] or 0) / (1 << 20):.0f} MiB)"
+               if x.get("peak_rss_kib") else "–")
+        rows.append(f"| {x['scenario']} ({x['method']}) | {x['exit_code']} | {x['burst_state']} | {links} "
+                    f"| {x['first_warning'] or '–'} | {rss} |")
+    cmds = "; ".join(f"`{x['command']}`" + (f" on a tmpfs of {x['tmpfs']}" if x.get("tmpfs") else "")
+                     for x in r["rows"])
+    return "\n".join([caption_kept(path, r), "", *rows, "", f"The commands: {cmds}."])
+
+
+def fuzz():
+    path, r = newest_result("fuzz")
+    rows = ["| target | sanitizer | executions | time | crashes |", "|---|---|---:|---:|---:|"]
+    for x in r["rows"]:
+        t = x["fuzzing_seconds"] if x["fuzzing_seconds"] is not None else x["wall_seconds"]
+        rows.append(f"| {x['target']} | {x['sanitizer']} | {thousands(x['executions'] or 0)} | {t} s "
+                    f"| {bold_zero(x['crashes'])} |")
+    return "\n".join([caption_kept(path, r), "", *rows])
+
+
+def human_bs(bs):
+    for unit, n in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if bs % n == 0:
+            return f"{bs // n} {unit}"
+    return f"{bs} B"
+
+
+def peer_points(section):
+    """The newest peers result, and its points of `section` with each series' medians
+    (GiB/s, Mops/s) over the rounds."""
+    import statistics
+    path, r = newest_result("peers")
+    pts = []
+    for p in r["points"]:
+        if p["section"] == section:
+            med = {k: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v))
+                   for k, v in p["rounds"].items()}
+            pts.append((p, med))
+    cap = (caption_kept(path, r) + f" {r['rounds']} interleaved round(s) of {r['duration_s']:g} s per point, "
+           f"medians; region {r['region_bytes'] >> 20} MiB per thread.")
+    return cap, r, pts
+
+
+def peers_pmem():
+    cap, r, pts = peer_points("pmem")
+    rows = ["| block | thr | snbuf nt | snbuf nt untimed | PMDK loop | fio libpmem | fio mmap | nt/PMDK "
+            "| untimed/PMDK | nt/best fio |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for p, m in pts:
+        g = {k: v[0] for k, v in m.items()}
+        best_fio = max(g["fio_libpmem"], g.get("fio_mmap", 0.0))
+        fiom = f"{g['fio_mmap']:.2f}" if "fio_mmap" in g else "n/a"
+        rows.append(f"| {human_bs(p['block_bytes'])} | {p['threads']} | {g['nt']:.2f} | {g['nt_untimed']:.2f} "
+                    f"| {g['pmdk']:.2f} | {g['fio_libpmem']:.2f} | {fiom} | {g['nt'] / g['pmdk']:.3f} "
+                    f"| {g['nt_untimed'] / g['pmdk']:.3f} | {g['nt'] / best_fio:.3f} |")
+    return "\n".join([cap + f" Target {r['shm']}; throughput in GiB/s.", "", *rows])
+
+
+def peers_disk():
+    cap, r, pts = peer_points("disk")
+    rows = ["| block | snbuf direct | snbuf uring | fio psync | fio libaio | fio io_uring | direct/psync "
+            "| uring/io_uring | direct/io_uring |", "|---|---|---|---|---|---|---|---|---|"]
+    for p, m in pts:
+        # At 4 KiB the figure of merit is the request rate (Mops/s), above it the throughput.
+        i, unit, fmt = (1, "Mops/s", ".4f") if p["block_bytes"] == 4096 else (0, "GiB/s", ".3f")
+        v = {k: x[i] for k, x in m.items()}
+        rows.append(f"| {human_bs(p['block_bytes'])} ({unit}) | {v['direct']:{fmt}} | {v['uring']:{fmt}} "
+                    f"| {v['fio_psync']:{fmt}} | {v['fio_libaio']:{fmt}} | {v['fio_io_uring']:{fmt}} "
+                    f"| {v['direct'] / v['fio_psync']:.3f} | {v['uring'] / v['fio_io_uring']:.3f} "
+                    f"| {v['direct'] / v['fio_io_uring']:.3f} |")
+    return "\n".join([cap + f" Target {r['disk']}.", "", *rows])
+
+
+def peers_durable():
+    cap, r, pts = peer_points("disk_durable")
+    rows = ["| block | snbuf direct | fio psync fdatasync=1 | ratio |", "|---|---|---|---|"]
+    for p, m in pts:
+        (ga, ra), (gb, rb) = m["direct"], m["fio_psync_fdatasync"]
+        rows.append(f"| {human_bs(p['block_bytes'])} | {ra * 1e3:.2f} kops/s, {ga:.3f} GiB/s "
+                    f"| {rb * 1e3:.2f} kops/s, {gb:.3f} GiB/s | {ra / rb:.3f} |")
+    return "\n".join([cap + f" Target {r['disk']}.", "", *rows])
+
+
+def keepup():
+    import statistics
+    path, r = newest_result("keepup")
+    gib = lambda b: "n/a" if b is None else f"{b / GIB:.2f}"
+    c = r["config"]
+    rows = ["| method | target | repeat | keep-up | bench write | ratio | fio best (before / after) | ratio "
+            "| fio, recorder's pattern | ratio | CPU core-s/GiB: total (links + writers) | fio's own CPU core-s/GiB |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for m in r["results"]:
+        note = " (source-limited)" if m.get("source_limited") else ""
+        fio = (f"{gib(m['fio_bytes_per_s'])} ({gib(m['fio_before_bytes_per_s'])} / {gib(m['fio_after_bytes_per_s'])}) "
+               f"| {m['keep_up_over_fio']:.2f} | {gib(m['fio_recorder_pattern_bytes_per_s'])} "
+               f"| {m['keep_up_over_fio_recorder_pattern']:.2f}" if "fio_bytes_per_s" in m else "n/a | n/a | n/a | n/a")
+        cpu = (f"{m['cpu_core_s_per_gib']:.2f} ({m['emulation_core_s_per_gib']:.2f} + {m['writers_core_s_per_gib']:.2f})"
+               if "cpu_core_s_per_gib" in m else "n/a")
+        fio_cpu = f"{m['fio_core_s_per_gib']:.2f}" if "fio_core_s_per_gib" in m else "n/a"
+        rows.append(f"| {m['method']} ({m['writers']} writers) | {m['target']} | {m['repeat']} "
+                    f"| {gib(m['keep_up_bytes_per_s'])} GiB/s{note} | {gib(m['bench_write_bytes_per_s'])} GiB/s "
+                    f"| {m['keep_up_over_bench_write']:.2f} | {fio} | {cpu} | {fio_cpu} |")
+    meds = ["| method | keep-up / bench write | keep-up / fio best | keep-up / fio, recorder's pattern "
+            "| CPU core-s/GiB (links + writers) | fio's own CPU core-s/GiB | writers / fio CPU "
+            "| writers / bench write CPU | writers / bare CRC |", "|---|---|---|---|---|---|---|---|---|"]
+    for method in dict.fromkeys(m["method"] for m in r["results"]):
+        ms = [m for m in r["results"] if m["method"] == method]
+
+        def show(key):
+            xs = [m[key] for m in ms if m.get(key) is not None]
+            return f"{statistics.median(xs):.2f}" if xs else "n/a"
+        meds.append(f"| {method} | {show('keep_up_over_bench_write')} | {show('keep_up_over_fio')} "
+                    f"| {show('keep_up_over_fio_recorder_pattern')} | {show('cpu_core_s_per_gib')} "
+                    f"({show('emulation_core_s_per_gib')} + {show('writers_core_s_per_gib')}) "
+                    f"| {show('fio_core_s_per_gib')} | {show('writers_over_fio_cpu')} "
+                    f"| {show('writers_over_bench_write_cpu')} | {show('writers_over_bare_crc')} |")
+    setup = (f" Disk: buffer {c['buffer']}, window {c['pre']} before to {c['post']} after the trigger; memory: "
+             f"buffer 200ms, window 100ms before to 1100ms after; {c['links']} links of 5568 B frames; "
+             f"{c['steps']} bisection steps; a bare CRC-32C pass from DRAM costs "
+             f"{c['crc_core_s_per_gib']:.3f} core-s/GiB.")
+    return "\n".join([caption_kept(path, r) + setup, "", *rows, "", "Medians over the repeats:", "", *meds])
+
+
+def fleet():
+    path, r = newest_result("fleet")
+    rows = ["| round | deliveries | p50 | p99 | max |", "|---:|---|---:|---:|---:|"]
+    for x in r["rows"]:
+        rows.append(f"| {x['round']} | {thousands(x['delivered'])} of {thousands(x['units'] * x['triggers'])} "
+                    f"| {x['p50_ms']:.2f} ms | {x['p99_ms']:.1f} ms | {x['max_ms']:.1f} ms |")
+    server = r["rows"][0].get("nats_server") or "nats-server"
+    return "\n".join([caption_kept(path, r) + f" {server}.", "", *rows])
+
+
+def export_rows():
+    path, r = newest_result("export")
+    send = lambda x: x["bytes_sent"] / (x["seconds"] - x["verify_seconds"])
+    cap = caption_kept(path, r) + (f" {r['rows'][0].get('garage') or 'Garage'}, a burst of "
+                                  f"{r['rows'][0]['burst_bytes'] / 1e6:.0f} MB.")
+    return cap, r, send
+
+
+def export_unthrottled():
+    cap, r, send = export_rows()
+    rows = ["| round | export sending | raw upload | export / raw | reading back |", "|---:|---:|---:|---:|---:|"]
+    for x in r["rows"]:
+        if x.get("rate_mb_s") is None:
+            raw = x["raw_upload_bytes"] / x["raw_upload_seconds"]
+            rows.append(f"| {x['round']} | {send(x) / (1 << 20):.1f} MiB/s | {raw / (1 << 20):.1f} MiB/s "
+                        f"| {send(x) / raw:.2f} | {x['verify_seconds']:.1f} s |")
+    return "\n".join([cap, "", *rows])
+
+
+def export_rate():
+    cap, r, send = export_rows()
+    rows = ["| `--rate` | per round (sending) | ratio to the set rate |", "|---|---|---|"]
+    for rate in dict.fromkeys(x["rate_mb_s"] for x in r["rows"] if x.get("rate_mb_s")):
+        got = [send(x) / 1e6 for x in r["rows"] if x.get("rate_mb_s") == rate]
+        ratios = [g / rate for g in got]
+        rows.append(f"| {rate:g} MB/s | {', '.join(f'{g:.2f}' for g in got)} MB/s "
+                    f"| {min(ratios):.3f}-{max(ratios):.3f} |")
+    return "\n".join([cap, "", *rows])
+
+
+TABLES = {"ingest": ingest, "faults": faults, "fuzz": fuzz, "keepup": keepup, "fleet": fleet,
+          "export_unthrottled": export_unthrottled, "export_rate": export_rate, "peers_pmem": peers_pmem,
+          "peers_disk": peers_disk, "peers_durable": peers_durable, "crash_trials": crash_trials, "powercut": powercut,
+          "powercut_mutants": powercut_mutants, "soak": soak}
 BLOCK = re.compile(
     r"(<!-- table (?P<name>[a-z0-9_-]+): made by bench/tables.py from bench/results/[a-z0-9_-]+/, do not edit -->\n)"
     r"(?P<body>.*?)"

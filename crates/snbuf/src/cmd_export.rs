@@ -114,13 +114,15 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<()> {
     let r = export_burst(&args.burst_dir, &dest, &opts, |sent| bar.set_position(sent))
         .map_err(map_err)?;
     bar.finish_and_clear();
+    let mut raw = None;
     if args.raw_compare {
         let (bytes, secs) =
             snbuf_export::raw_upload(&args.burst_dir, &dest, args.part_size).map_err(map_err)?;
+        raw = Some((bytes, secs));
         let send_s = r.seconds - r.verify_seconds;
         let export_rate = r.bytes_sent as f64 / send_s.max(1e-9);
         let raw_rate = bytes as f64 / secs.max(1e-9);
-        println!(
+        let line = format!(
             "export sent {} at {} (plus {:.1} s reading back); raw multipart upload of the same files, same client: {}; export / raw = {:.2}",
             Bytes(r.bytes_sent),
             Rate(export_rate),
@@ -128,9 +130,20 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<()> {
             Rate(raw_rate),
             export_rate / raw_rate
         );
+        // With --json, stdout is the JSON alone; the comparison is in it too.
+        if args.json {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        let mut v = serde_json::to_value(&r)?;
+        if let Some((bytes, secs)) = raw {
+            v["raw_upload_bytes"] = bytes.into();
+            v["raw_upload_seconds"] = secs.into();
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!(
             "exported {} objects to {}: {} sent in {:.1} s ({}){}; every object read back and checked",

@@ -377,6 +377,14 @@ fn caught(
         run_trial(&tools, guest, &t, &mut tally);
         if caught(&tally) {
             println!("{fault}: caught in trial {k}: {:?}", tally.failures);
+            let mut line = tally.json();
+            line["mutant"] = fault.into();
+            line["links"] = links.into();
+            line["rate"] = rate.into();
+            line["cut"] = format!("{cut:?}").into();
+            line["caught_in_trial"] = (k + 1).into();
+            line["accel"] = guest.accel.into();
+            common::keep_result_line("SNBUF_POWERCUT_RESULT", &line);
             return;
         }
     }
