@@ -13,7 +13,7 @@ The raw result goes to bench/results/faults/<date>-<host>.json.
 import argparse
 import json
 import os
-import resource
+import threading
 import subprocess
 import sys
 import tempfile
@@ -33,6 +33,24 @@ SCENARIOS = [
 ]
 
 
+def run_measured(cmd, timeout_s):
+    """Runs `cmd` (killed past `timeout_s`); returns what it printed and its own peak resident
+    memory in KiB (wait4's rusage of that child alone)."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        child = subprocess.Popen(cmd, stdout=out, stderr=err, text=True)
+        timer = threading.Timer(timeout_s, child.kill)
+        timer.start()
+        try:
+            _, status, usage = os.wait4(child.pid, 0)
+        finally:
+            timer.cancel()
+        child.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        done = subprocess.CompletedProcess(cmd, child.returncode, out.read(), err.read())
+        return done, usage.ru_maxrss
+
+
 def run(snbuf, name, method, extra, tmpfs):
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "out")
@@ -42,9 +60,7 @@ def run(snbuf, name, method, extra, tmpfs):
         try:
             js = os.path.join(d, "summary.json")
             cmd = [snbuf, "record", *COMMON, "--method", method, "--output", out, "--json", js, *extra]
-            before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-            peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+            p, peak_kib = run_measured(cmd, timeout_s=300)
             summary = json.load(open(js)) if os.path.exists(js) else {}
         finally:
             if tmpfs:
@@ -55,8 +71,7 @@ def run(snbuf, name, method, extra, tmpfs):
         "scenario": name, "method": method, "command": "snbuf " + shown.replace(snbuf, "snbuf"),
         "tmpfs": tmpfs, "exit_code": p.returncode, "burst_state": summary.get("state"),
         "valid": summary.get("valid"), "first_warning": warnings[0] if warnings else None,
-        # ru_maxrss of all children so far: the largest one's, valid when it grew (a new peak).
-        "peak_rss_kib": peak_kib if peak_kib > before else None,
+        "peak_rss_kib": peak_kib,
         "buffer_memory_bytes": summary.get("buffer_memory_bytes"),
         "links": [{k: l.get(k) for k in ("link", "state", "chunks", "frames", "lost_frames", "error")}
                   for l in summary.get("links", [])],

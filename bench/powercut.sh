@@ -46,9 +46,9 @@ for fs in "${fss[@]}"; do
     [ ${#mine[@]} -gt 0 ] || continue
     # The whole output is kept (a failure's console tail is in it); the summary lines go on.
     out="$logs/$fs-$j.log"
-    (IFS=,; SNBUF_REQUIRE_QEMU=1 SNBUF_POWERCUT_FS="$fs" SNBUF_POWERCUT_TRIALS="$trials" \
+    (status=0
+      IFS=,; SNBUF_REQUIRE_QEMU=1 SNBUF_POWERCUT_FS="$fs" SNBUF_POWERCUT_TRIALS="$trials" \
       SNBUF_POWERCUT_SEED="$seed" SNBUF_POWERCUT_METHODS="${mine[*]}" SNBUF_POWERCUT_RESULT="$lines" \
-      status=0
       cargo test --release -q -p snbuf --test powercut "power_cuts_on_$fs" -- --nocapture >"$out" 2>&1 ||
         status=1
       grep -oE 'power cuts \(.*|promises broken.*|panicked.*|test result.*|"[^"]*seed[^"]*"' "$out"

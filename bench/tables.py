@@ -186,8 +186,11 @@ def powercut_mutants():
     path, r = newest_result("powercut")
     rows = ["| fault | what it does | links, rate | cut | caught in trial | what the check found |",
             "|---|---|---|---|---:|---|"]
-    for x in sorted((x for x in r["rows"] if "mutant" in x), key=lambda x: list(MUTANTS).index(x["mutant"])):
-        found = x["failures"][0].split(": ", 1)[-1] if x["failures"] else "?"
+    # The newest finding per fault (a file with several runs appended holds each run's).
+    newest = {x["mutant"]: x for x in r["rows"] if "mutant" in x}
+    for x in sorted(newest.values(), key=lambda x: list(MUTANTS).index(x["mutant"])):
+        found = x["failures"][0].split(": ", 1)[-1].split("\n")[0] if x["failures"] else "?"
+        found = re.sub(r" in /tmp/\S+", "", found)
         rows.append(f"| `{x['mutant']}` | {MUTANTS.get(x['mutant'], '')} | {x['links']} at {x['rate']} "
                     f"| `{x['cut']}` | {x['caught_in_trial']} | {found} |")
     return "\n".join([caption_kept(path, r), "", *rows])
@@ -214,11 +217,13 @@ def faults():
     for x in r["rows"]:
         links = "<br>".join(
             f"{l['link']}: {l['state']}, {thousands(l['frames'] or 0)} / {thousands(l['lost_frames'] or 0)}"
-            + (f", `{l['error'].split(': ', 1)[-1]}`" if l.get("error") else "") for l in x["links"])
+            + (f", `{re.sub(r'/tmp/[^ ]*/', '…/', l['error'].split(': ', 1)[-1])}`" if l.get("error") else "")
+            for l in x["links"])
         rss = (f"{x['peak_rss_kib'] / 1024:.0f} MiB ({(x['buffer_memory_bytes'] or 0) / (1 << 20):.0f} MiB)"
                if x.get("peak_rss_kib") else "–")
+        warning = re.sub(r"/tmp/[^ ]*out", "OUT", x["first_warning"] or "–")
         rows.append(f"| {x['scenario']} ({x['method']}) | {x['exit_code']} | {x['burst_state']} | {links} "
-                    f"| {x['first_warning'] or '–'} | {rss} |")
+                    f"| {warning} | {rss} |")
     cmds = "; ".join(f"`{x['command']}`" + (f" on a tmpfs of {x['tmpfs']}" if x.get("tmpfs") else "")
                      for x in r["rows"])
     return "\n".join([caption_kept(path, r), "", *rows, "", f"The commands: {cmds}."])
@@ -376,7 +381,96 @@ def export_rate():
     return "\n".join([cap, "", *rows])
 
 
+def paper_run():
+    """The newest kept `snbuf bench paper` directory: its files by suite, and a caption."""
+    dirs = sorted(d for d in glob.glob(os.path.join(HERE, "results", "paper", "*")) if os.path.isdir(d))
+    if not dirs:
+        sys.exit("tables: no result in bench/results/paper/")
+    d = dirs[-1]
+    load = lambda f: json.load(open(os.path.join(d, f)))
+    kept, paper = load("kept.json"), load("paper.json")
+    suites = {f[:-5]: load(f)["results"] for f in paper["files"]}
+    cap = (caption_kept(os.path.relpath(d, ROOT) + "/", kept | {"rows": []})
+           + f" Target {paper['target']}, second target {paper['second_target']}, scale {paper['scale']}.")
+    return cap, paper, suites
+
+
+def paper_table2():
+    cap, paper, s = paper_run()
+    best = lambda rs: max((r["gib_per_s"] for r in rs if r["pattern"] == "seq"), default=None)
+    col = lambda suite: num(best(s.get(suite, [])), ".2f") + " GiB/s"
+    rows = [f"| | {paper['target']} | {paper['second_target']} |", "|---|---|---|",
+            f"| sequential read (every block checked) | {col('read')} | {col('read-second')} |",
+            f"| sequential write (durable per block) | {col('write')} | {col('write-second')} |"]
+    return "\n".join([cap, "", *rows])
+
+
+LATENCY_OPS = ["load", "load+mfence", "store+sfence", "ntstore+sfence", "store+clflush", "store+clwb+sfence"]
+
+
+def paper_latency():
+    cap, paper, s = paper_run()
+    rows = ["| | " + " | ".join(LATENCY_OPS) + " |", "|---" * (len(LATENCY_OPS) + 1) + "|"]
+    for medium, name in (("dram", "DRAM"), ("target", f"{paper['target']} mapping")):
+        cells = []
+        for op in LATENCY_OPS:
+            r = next((r for r in s["latency"] if r["medium"] == medium and r["order"] == "rand" and r["op"] == op), None)
+            cells.append(f"{r['latency_ns']['p50']} ns" if r else "n/a")
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join([cap + " Median per 64 B access, random order, each line flushed before it is timed.",
+                      "", *rows])
+
+
+def paper_join():
+    cap, paper, s = paper_run()
+    j = s["join"]
+    threads = sorted({r["threads"] for r in j})
+    rate = lambda phase, lock, place: " / ".join(
+        num(next((r["mtuples_per_s"] for r in j if r["phase"] == phase and r["lock"] == lock
+                  and r["placement"] == place and r["threads"] == t), None), ".1f") for t in threads)
+    locks = list(dict.fromkeys(r["lock"] for r in j if r["phase"] == "build"))
+    ts = " / ".join(map(str, threads))
+    rows = [f"| phase, lock | DRAM, {ts} threads | {paper['target']}, {ts} threads |", "|---|---|---|"]
+    rows += [f"| build, {lock} | {rate('build', lock, 'dram')} | {rate('build', lock, 'target')} |" for lock in locks]
+    rows.append(f"| probe (lock-free) | {rate('probe', None, 'dram')} | {rate('probe', None, 'target')} |")
+    ok = all(r["verified"] for r in j)
+    return "\n".join([cap + f" M tuples/s; every result {'checked against the generator' if ok else 'NOT verified'}.",
+                      "", *rows])
+
+
+def paper_kernels():
+    cap, paper, s = paper_run()
+    k = s["kernels"]
+    rows = ["| kernel | n | DRAM, 4 KiB pages | DRAM, 2 MiB asked (got) | target, 4 KiB | target, 2 MiB asked (got) |",
+            "|---|---:|---:|---:|---:|---:|"]
+    for name in dict.fromkeys(r["kernel"] for r in k):
+        cells = []
+        for place in ("dram", "target"):
+            for page in (4096, 2 << 20):
+                r = next((r for r in k if r["kernel"] == name and r["placement"] == place
+                          and r["page_size_bytes"] == page), None)
+                got = "" if not r or page == 4096 else f" ({human_bs(r['page_size_obtained_bytes'])})"
+                cells.append(f"{r['gflops']:.2f}{got}" if r else "n/a")
+        n = next(r["n"] for r in k if r["kernel"] == name)
+        rows.append(f"| {name} | {n} | " + " | ".join(cells) + " |")
+    ok = all(r["verified"] for r in k)
+    return "\n".join([cap + f" GFLOP/s; every output {'matched its reference run' if ok else 'NOT verified'}.",
+                      "", *rows])
+
+
+def paper_app():
+    cap, paper, s = paper_run()
+    layout = lambda r: next((n.split(": ", 1)[1] for n in r["notes"] if n.startswith("layout: ")), "?")
+    rows = ["| layout | method | threads | GiB/s | per thread |", "|---|---|---:|---:|---|"]
+    for r in s["app"]:
+        rows.append(f"| {layout(r)} | {r['method']} | {r['threads']} | {r['gib_per_s']:.2f} "
+                    f"| {', '.join(f'{x:.2f}' for x in r['per_thread_gib_per_s'])} |")
+    return "\n".join([cap + f" {s['app'][0]['block_size_bytes']} B frames, each persisted.", "", *rows])
+
+
 TABLES = {"ingest": ingest, "faults": faults, "fuzz": fuzz, "keepup": keepup, "fleet": fleet,
+          "paper_table2": paper_table2, "paper_latency": paper_latency, "paper_join": paper_join,
+          "paper_kernels": paper_kernels, "paper_app": paper_app,
           "export_unthrottled": export_unthrottled, "export_rate": export_rate, "peers_pmem": peers_pmem,
           "peers_disk": peers_disk, "peers_durable": peers_durable, "crash_trials": crash_trials, "powercut": powercut,
           "powercut_mutants": powercut_mutants, "soak": soak}

@@ -7,10 +7,8 @@
 //! thread can keep several links' files busy; `write_in_place` is both.
 //!
 //! The memory those writes come from (`SinkConfig::source`, the link's latency buffer) is
-//! registered too when given, up to the kernel's 1 GiB per buffer and as RLIMIT_MEMLOCK allows
-//! (a note says when not): its pages are pinned once, when the sink opens (ahead of a trigger,
-//! as the unit prepares its bursts), rather than per request. Measured on 2 MiB-page rings, the
-//! per-request pinning was 6% of the writer's and io_uring workers' cycles (BENCHMARKS.md).
+//! registered too, up to 1 GiB and as RLIMIT_MEMLOCK allows (a note says when not): its pages
+//! are pinned once, when the sink opens ahead of a trigger, rather than per request.
 //!
 //! Completions arrive in any order, so a persist point first waits for every write it covers to
 //! complete and only then submits the fdatasync: an fsync submitted beside in-flight writes is
@@ -95,8 +93,10 @@ pub struct UringSink {
     /// `SinkConfig::source` when registered as buffer `SOURCE_BUFFER_INDEX`: its addresses, and
     /// its owner, kept until the ring (declared first, so dropped first) no longer has it.
     source: Option<(std::ops::Range<usize>, Arc<dyn HeldMemory>)>,
-    /// How long one wait for a completion may last; None where the kernel cannot bound it.
+    /// How long one wait for a completion may last (None where the kernel cannot bound it),
+    /// and whether one already ran out: then dropping the sink does not wait a second time.
     completion_deadline: Option<Duration>,
+    stalled: bool,
     report: SinkReport,
 }
 
@@ -169,6 +169,7 @@ impl UringSink {
             held: Vec::new(),
             source,
             completion_deadline,
+            stalled: false,
             report: SinkReport {
                 method: config.method,
                 path: config.path.clone(),
@@ -257,6 +258,7 @@ impl UringSink {
             Ok(got) => {
                 // Submitted either way (the kernel took the SQEs before it waited).
                 self.unsubmitted = 0;
+                self.stalled |= !got;
                 if got {
                     Ok(())
                 } else {
@@ -617,7 +619,12 @@ impl Drop for UringSink {
         // buffers are freed, whatever their outcome (errors were already reported or latched),
         // up to one completion deadline: a device that stopped completing must not hang the
         // thread that drops its sink.
-        let deadline = self.completion_deadline.map(|d| Instant::now() + d);
+        let wait = if self.stalled {
+            Some(Duration::ZERO)
+        } else {
+            self.completion_deadline
+        };
+        let deadline = wait.map(|d| Instant::now() + d);
         while self.in_flight_count > 0 {
             match submit_and_wait_until(&mut self.ring, 1, deadline) {
                 Ok(true) => {}
