@@ -617,14 +617,9 @@ impl Drop for UringSink {
     fn drop(&mut self) {
         // The kernel may still be writing from our buffers: wait for every request before the
         // buffers are freed, whatever their outcome (errors were already reported or latched),
-        // up to one completion deadline: a device that stopped completing must not hang the
-        // thread that drops its sink.
-        let wait = if self.stalled {
-            Some(Duration::ZERO)
-        } else {
-            self.completion_deadline
-        };
-        let deadline = wait.map(|d| Instant::now() + d);
+        // up to one completion deadline (none after a stall): a dead device hangs no thread.
+        let wait = (!self.stalled).then_some(self.completion_deadline);
+        let deadline = wait.map_or(Some(Instant::now()), |d| d.map(|d| Instant::now() + d));
         while self.in_flight_count > 0 {
             match submit_and_wait_until(&mut self.ring, 1, deadline) {
                 Ok(true) => {}
