@@ -5,7 +5,7 @@ that made them. bench/tables.py renders the published tables from these files.
 
     python3 bench/keep.py SUITE LINES_FILE --command "bench/powercut.sh 25 7" [--seconds S]
 
-Every row also records the command and run time that made it; with --append the rows go after
+Every row also records the command, commit and run time that made it; with --append the rows go after
 those already in the day's file (several runs of one script, as the soak's table shows).
 """
 
@@ -67,9 +67,11 @@ def main():
                     sys.exit(f"keep: {args.lines} line {n}: {e}")
     if not rows:
         sys.exit(f"keep: {args.lines} has no result: nothing kept")
+    commit = git_commit()
     for row in rows:
         row.setdefault("command", args.command)
         row.setdefault("seconds", args.seconds)
+        row.setdefault("git_commit", commit)
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
     path = args.out
     if path is None:
