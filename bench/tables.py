@@ -110,7 +110,7 @@ def caption_kept(path, r):
     """The caption of a table made from a bench/keep.py file."""
     m = r["machine"]
     took = f", {r['seconds'] / 60:.0f} min" if r.get("seconds") else ""
-    runs = {x.get("command") for x in r["rows"] if x.get("seconds") is not None}
+    runs = {x.get("command") for x in r.get("rows", []) if x.get("seconds") is not None}
     if len(runs) > 1:
         took = "".join(f"; `{c}`" for c in sorted(runs) if c != r["command"]) + took
     return (f"From `{path}`: {r['date']}, {m.get('cpu_model') or '?'} with {m.get('logical_cpus')} CPUs, "
