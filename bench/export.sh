@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Export throughput against a real S3 store: a fresh one-node Garage on 127.0.0.1, a ~380 MB
+# Export throughput against a real S3 store: a fresh one-node Garage on 127.0.0.1, a ~400 MB
 # burst, then (1) unthrottled export beside a raw multipart upload of the same files with the
 # same client (target: export >= 0.9x raw), and (2) exports at a set rate (target: within 5%).
 # See BENCHMARKS.md. Every export is kept in bench/results/export/<date>-<host>.json, from which
@@ -34,7 +34,7 @@ TOML
 g() { "$garage" -c "$work/garage.toml" "$@"; }
 g server >/dev/null 2>&1 &
 server=$!
-trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true; rm -rf "$work"' EXIT
 for _ in $(seq 50); do node=$(g status 2>/dev/null | awk '/NO ROLE/ {print $1}' || true); [ -n "$node" ] && break; sleep 0.2; done
 g layout assign -z dc1 -c 10G "$node" >/dev/null
 g layout apply --version 1 >/dev/null

@@ -17,7 +17,7 @@ store="$(mktemp -d)"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 PATH="$PATH:/usr/sbin" nats-server -js -a 127.0.0.1 -p "$port" -sd "$store" >/dev/null 2>&1 &
 server=$!
-trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$store"' EXIT
+trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true; rm -rf "$store"' EXIT
 sleep 0.5
 lines="$(mktemp)"
 version="$(PATH="$PATH:/usr/sbin" nats-server --version 2>/dev/null | head -1)"

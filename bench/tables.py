@@ -317,7 +317,8 @@ def keepup():
         cpu = (f"{m['cpu_core_s_per_gib']:.2f} ({m['emulation_core_s_per_gib']:.2f} + {m['writers_core_s_per_gib']:.2f})"
                if "cpu_core_s_per_gib" in m else "n/a")
         fio_cpu = f"{m['fio_core_s_per_gib']:.2f}" if "fio_core_s_per_gib" in m else "n/a"
-        rows.append(f"| {m['method']} ({m['writers']} writers) | {m['target']} | {m['repeat']} "
+        writers = f"{m['writers']} writer{'s' if m['writers'] != 1 else ''}"
+        rows.append(f"| {m['method']} ({writers}) | {m['target']} | {m['repeat']} "
                     f"| {gib(m['keep_up_bytes_per_s'])} GiB/s{note} | {gib(m['bench_write_bytes_per_s'])} GiB/s "
                     f"| {m['keep_up_over_bench_write']:.2f} | {fio} | {cpu} | {fio_cpu} |")
     meds = ["| method | keep-up / bench write | keep-up / fio best | keep-up / fio, recorder's pattern "
@@ -354,7 +355,7 @@ def fleet():
 def export_rows():
     path, r = newest_result("export")
     send = lambda x: x["bytes_sent"] / (x["seconds"] - x["verify_seconds"])
-    cap = caption_kept(path, r) + (f" {r['rows'][0].get('garage') or 'Garage'}, a burst of "
+    cap = caption_kept(path, r) + (f" {(r['rows'][0].get('garage') or 'Garage').split(' [')[0]}, a burst of "
                                   f"{r['rows'][0]['burst_bytes'] / 1e6:.0f} MB.")
     return cap, r, send
 

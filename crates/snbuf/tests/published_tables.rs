@@ -30,6 +30,20 @@ fn the_published_tables_are_what_the_kept_results_give() {
     assert!(o.status.success(), "{}", stderr(&o));
 }
 
+/// `from` copied to `to`, folders and all (a kept `snbuf bench paper` run is a folder).
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let dest = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            copy_tree(&path, &dest);
+        } else {
+            std::fs::copy(&path, &dest).unwrap();
+        }
+    }
+}
+
 #[test]
 fn a_table_changed_by_hand_is_caught() {
     // A copy of what the check reads, with one figure of the ingest table changed.
@@ -37,16 +51,7 @@ fn a_table_changed_by_hand_is_caught() {
     let bench = copy.path().join("bench");
     std::fs::create_dir_all(bench.join("results")).unwrap();
     std::fs::copy(root().join("bench/tables.py"), bench.join("tables.py")).unwrap();
-    let results = root().join("bench/results");
-    for entry in std::fs::read_dir(&results).unwrap() {
-        let dir = entry.unwrap().path();
-        let to = bench.join("results").join(dir.file_name().unwrap());
-        std::fs::create_dir_all(&to).unwrap();
-        for f in std::fs::read_dir(&dir).unwrap() {
-            let f = f.unwrap().path();
-            std::fs::copy(&f, to.join(f.file_name().unwrap())).unwrap();
-        }
-    }
+    copy_tree(&root().join("bench/results"), &bench.join("results"));
     for doc in ["BENCHMARKS.md", "RELIABILITY.md"] {
         std::fs::copy(root().join(doc), copy.path().join(doc)).unwrap();
     }
