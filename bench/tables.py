@@ -136,17 +136,24 @@ CRASH_METHODS = {"direct": "direct (O_DIRECT + fdatasync, ext4)", "uring": "urin
                  "nt": "nt (non-temporal stores, /dev/shm)"}
 
 
+TALLY_HEADER = ("acknowledged chunks checked | lost | sealed bursts checked | broken | frames checked "
+                "| corrupt accepted |")
+
+
+def tally_cells(x, order):
+    """A crash or power-cut tally (common/trials.rs `Tally::json`): where the cuts fell, in `order`,
+    then what was checked and what broke."""
+    return (f"{x['trials']} | {phases(x['cut_points'], order)} | {thousands(x['acked_chunks_checked'])} "
+            f"| {bold_zero(x['acked_chunks_lost'])} | {x['sealed_checked']} | {bold_zero(x['sealed_broken'])} "
+            f"| {thousands(x['frames_checked'])} | {bold_zero(x['corrupt_accepted'])} |")
+
+
 def crash_trials():
     path, r = newest_result("crash_trials")
-    rows = ["| method | trials | killed while " + " / ".join(n for n, _ in CRASH_PHASES)
-            + " | acknowledged chunks checked | lost | sealed bursts checked | broken | frames checked "
-            "| corrupt accepted |",
+    rows = ["| method | trials | killed while " + " / ".join(n for n, _ in CRASH_PHASES) + " | " + TALLY_HEADER,
             "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
     for x in sorted(r["rows"], key=lambda x: list(CRASH_METHODS).index(x["method"])):
-        rows.append(f"| {CRASH_METHODS.get(x['method'], x['method'])} | {x['trials']} "
-                    f"| {phases(x['cut_points'], CRASH_PHASES)} | {thousands(x['acked_chunks_checked'])} "
-                    f"| {bold_zero(x['acked_chunks_lost'])} | {x['sealed_checked']} | {bold_zero(x['sealed_broken'])} "
-                    f"| {thousands(x['frames_checked'])} | {bold_zero(x['corrupt_accepted'])} |")
+        rows.append(f"| {CRASH_METHODS.get(x['method'], x['method'])} | {tally_cells(x, CRASH_PHASES)}")
     return "\n".join([caption_kept(path, r), "", *rows])
 
 
@@ -158,16 +165,12 @@ CUT_METHODS = {"direct": "direct (O_DIRECT + fdatasync)", "uring": "uring (io_ur
 
 def powercut():
     path, r = newest_result("powercut")
-    rows = ["| file system | method | trials | cut while " + " / ".join(n for n, _ in CUT_PHASES)
-            + " | acknowledged chunks checked | lost | sealed bursts checked | broken | frames checked "
-            "| corrupt accepted |",
+    rows = ["| file system | method | trials | cut while " + " / ".join(n for n, _ in CUT_PHASES) + " | "
+            + TALLY_HEADER,
             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|"]
     trials = [x for x in r["rows"] if "mutant" not in x]
     for x in sorted(trials, key=lambda x: (x["fs"], list(CUT_METHODS).index(x["method"]))):
-        rows.append(f"| {x['fs']} | {CUT_METHODS.get(x['method'], x['method'])} | {x['trials']} "
-                    f"| {phases(x['cut_points'], CUT_PHASES)} | {thousands(x['acked_chunks_checked'])} "
-                    f"| {bold_zero(x['acked_chunks_lost'])} | {x['sealed_checked']} | {bold_zero(x['sealed_broken'])} "
-                    f"| {thousands(x['frames_checked'])} | {bold_zero(x['corrupt_accepted'])} |")
+        rows.append(f"| {x['fs']} | {CUT_METHODS.get(x['method'], x['method'])} | {tally_cells(x, CUT_PHASES)}")
     accel = sorted({x.get("accel", "?") for x in trials})
     return "\n".join([caption_kept(path, r) + f" The guest ran under {', '.join(accel)}.", "", *rows])
 

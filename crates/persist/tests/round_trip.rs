@@ -74,27 +74,21 @@ fn round_trip(method: Method, block: usize, random_order: bool, sync_mode: SyncM
     }
 }
 
-/// io_uring is missing here: the test skips it and says why, unless SNBUF_REQUIRE_URING is set
-/// (CI), where it fails.
-fn uring_missing(why: &dyn std::fmt::Display) {
-    assert!(
-        std::env::var_os("SNBUF_REQUIRE_URING").is_none(),
-        "SNBUF_REQUIRE_URING is set: {why}"
-    );
-    eprintln!("skip uring: {why}");
+/// Whether io_uring can be used here: without it a test skips it, saying why, unless
+/// SNBUF_REQUIRE_URING is set (CI), where it fails.
+fn uring_here() -> bool {
+    snbuf_testkit::available_or_skip(
+        "SNBUF_REQUIRE_URING",
+        "io_uring",
+        snbuf_persist::backends::uring::available(),
+    )
 }
 
 /// The methods this build and kernel can run; a missing one is named, not silently passed over.
 fn methods_here() -> Vec<Method> {
     Method::all()
         .filter(|m| m.compiled_in())
-        .filter(|m| match (m, snbuf_persist::backends::uring::available()) {
-            (Method::Uring, Err(why)) => {
-                uring_missing(&why);
-                false
-            }
-            _ => true,
-        })
+        .filter(|m| *m != Method::Uring || uring_here())
         .collect()
 }
 
@@ -423,8 +417,7 @@ fn io_uring_writes_from_a_registered_source_or_says_why_not() {
     use snbuf_persist::backends::uring::SOURCE_NOT_REGISTERED;
     use snbuf_persist::sink::{HeldMemory, SourceMemory};
     use snbuf_persist::AlignedBuf;
-    if let Err(why) = snbuf_persist::backends::uring::available() {
-        uring_missing(&why);
+    if !uring_here() {
         return;
     }
     let mut ring = AlignedBuf::new(64 << 12, PageSize::Small4K).unwrap();

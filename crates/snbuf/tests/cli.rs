@@ -97,12 +97,8 @@ fn a_short_write_sweep_exports_the_documented_schema() {
 
 #[test]
 fn a_short_read_sweep_runs() {
-    if let Err(why) = snbuf_persist::backends::uring::available() {
-        assert!(
-            std::env::var_os("SNBUF_REQUIRE_URING").is_none(),
-            "SNBUF_REQUIRE_URING is set and this test cannot run here"
-        );
-        eprintln!("skip: {why}");
+    let uring = snbuf_persist::backends::uring::available();
+    if !common::available_or_skip("SNBUF_REQUIRE_URING", "io_uring", uring) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -167,11 +163,10 @@ fn bad_input_gets_one_clear_line_and_exit_2() {
 #[test]
 fn a_read_only_target_is_refused() {
     let Some(ro) = Mount::tmpfs("ro,size=16M") else {
-        assert!(
-            std::env::var_os("SNBUF_REQUIRE_ROOT").is_none(),
-            "SNBUF_REQUIRE_ROOT is set and this test cannot run here"
+        common::skip_unless_required(
+            "SNBUF_REQUIRE_ROOT",
+            "a read-only tmpfs cannot be mounted (needs root)",
         );
-        eprintln!("skip: cannot mount a read-only tmpfs (needs root)");
         return;
     };
     let mut a = vec!["bench", "write", "--target", ro.path().to_str().unwrap()];
@@ -182,11 +177,10 @@ fn a_read_only_target_is_refused() {
 #[test]
 fn a_file_system_too_small_for_the_sweep_is_refused_up_front() {
     let Some(small) = Mount::tmpfs("size=1M") else {
-        assert!(
-            std::env::var_os("SNBUF_REQUIRE_ROOT").is_none(),
-            "SNBUF_REQUIRE_ROOT is set and this test cannot run here"
+        common::skip_unless_required(
+            "SNBUF_REQUIRE_ROOT",
+            "a small tmpfs cannot be mounted (needs root)",
         );
-        eprintln!("skip: cannot mount a small tmpfs (needs root)");
         return;
     };
     let mut a = vec![
@@ -209,11 +203,10 @@ fn a_file_system_too_small_for_the_sweep_is_refused_up_front() {
 #[test]
 fn a_full_file_system_met_during_the_run_fails_cleanly() {
     let Some(small) = Mount::tmpfs("size=8M") else {
-        assert!(
-            std::env::var_os("SNBUF_REQUIRE_ROOT").is_none(),
-            "SNBUF_REQUIRE_ROOT is set and this test cannot run here"
+        common::skip_unless_required(
+            "SNBUF_REQUIRE_ROOT",
+            "a small tmpfs cannot be mounted (needs root)",
         );
-        eprintln!("skip: cannot mount a small tmpfs (needs root)");
         return;
     };
     // Fill most of it behind snbuf's back, after its free-space check would have passed.

@@ -246,11 +246,7 @@ fn a_killed_unit_shows_as_missing_and_says_what_it_missed_when_it_returns() {
 /// shows, a unit that dies is shown missing within seconds, `q` quits.
 #[test]
 fn the_fleet_view_shows_every_unit_and_one_that_dies() {
-    let Some(tmux) = common::installed_tool(
-        [PathBuf::from("/usr/bin/tmux")],
-        "SNBUF_REQUIRE_TMUX",
-        "apt-get install tmux",
-    ) else {
+    let Some(tmux) = common::tmux::installed() else {
         return;
     };
     let root = tempfile::tempdir().unwrap();

@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use common::{snbuf, wait_for_socket, KillOnDrop, Tmux};
@@ -31,11 +30,7 @@ fn chunk_counts(screen: &str) -> Vec<u64> {
 
 #[test]
 fn the_live_view_shows_a_burst_recording_and_survives_its_server() {
-    let Some(tmux) = common::installed_tool(
-        [PathBuf::from("/usr/bin/tmux")],
-        "SNBUF_REQUIRE_TMUX",
-        "apt-get install tmux",
-    ) else {
+    let Some(tmux) = common::tmux::installed() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

@@ -143,6 +143,23 @@ pub fn skip_unless_required(require_env: &str, why: &str) {
     eprintln!("skip: {why}");
 }
 
+/// Whether a prerequisite `probe` found is there (`Ok`); when it is not, the test skips it,
+/// saying why, or fails under `require_env` (`skip_unless_required`). For `what` is missing:
+/// "io_uring", with `snbuf_persist::backends::uring::available()` as the probe.
+pub fn available_or_skip<E: std::fmt::Display>(
+    require_env: &str,
+    what: &str,
+    probe: Result<(), E>,
+) -> bool {
+    match probe {
+        Ok(()) => true,
+        Err(why) => {
+            skip_unless_required(require_env, &format!("{what} is not available here: {why}"));
+            false
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

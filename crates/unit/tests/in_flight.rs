@@ -36,17 +36,11 @@ const FRAME: FrameType = FrameType::Custom {
 /// Whether io_uring can be used here; a test without it skips, or fails under
 /// SNBUF_REQUIRE_URING.
 fn uring_here() -> bool {
-    match snbuf_persist::backends::uring::available() {
-        Ok(()) => true,
-        Err(why) => {
-            assert!(
-                std::env::var_os("SNBUF_REQUIRE_URING").is_none(),
-                "SNBUF_REQUIRE_URING is set: {why}"
-            );
-            eprintln!("skip: {why}");
-            false
-        }
-    }
+    snbuf_testkit::available_or_skip(
+        "SNBUF_REQUIRE_URING",
+        "io_uring",
+        snbuf_persist::backends::uring::available(),
+    )
 }
 
 /// Two links at 20,000 frames/s (5 MB/s) on io_uring, one writer each, with `fault` on link 0.

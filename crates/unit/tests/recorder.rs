@@ -159,12 +159,8 @@ fn a_triggered_window_is_recorded_completely_and_verifies() {
 /// frame lands unchanged, and the summary counts the chunks that went without a copy.
 #[test]
 fn io_uring_writes_from_the_latency_buffer_and_every_frame_lands() {
-    if let Err(why) = snbuf_persist::backends::uring::available() {
-        assert!(
-            std::env::var_os("SNBUF_REQUIRE_URING").is_none(),
-            "SNBUF_REQUIRE_URING is set: {why}"
-        );
-        eprintln!("skip: {why}");
+    let uring = snbuf_persist::backends::uring::available();
+    if !snbuf_testkit::available_or_skip("SNBUF_REQUIRE_URING", "io_uring", uring) {
         return;
     }
     let out = tempfile::tempdir().unwrap();

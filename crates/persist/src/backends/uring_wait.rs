@@ -86,14 +86,12 @@ mod tests {
     #[test]
     fn a_request_that_never_completes_ends_the_wait_at_its_deadline() {
         let mut buf = [0u8; 8];
-        let Ok(mut ring) = IoUring::new(4) else {
-            assert!(
-                std::env::var_os("SNBUF_REQUIRE_URING").is_none(),
-                "io_uring is not available here"
-            );
-            eprintln!("skip: io_uring is not available here");
+        let made = IoUring::new(4);
+        let probe = made.as_ref().map(drop).map_err(|e| e.to_string());
+        if !snbuf_testkit::available_or_skip("SNBUF_REQUIRE_URING", "io_uring", probe) {
             return;
-        };
+        }
+        let mut ring = made.expect("made above");
         assert!(
             can_bound_waits(&ring),
             "this kernel has IORING_FEAT_EXT_ARG"

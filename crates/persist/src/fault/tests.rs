@@ -112,17 +112,11 @@ fn an_injected_write_failure_writes_nothing() {
 /// Whether io_uring can be used here; without it the uring case skips, or fails under
 /// SNBUF_REQUIRE_URING (CI).
 fn uring_here() -> bool {
-    match crate::backends::uring::available() {
-        Ok(()) => true,
-        Err(why) => {
-            assert!(
-                std::env::var_os("SNBUF_REQUIRE_URING").is_none(),
-                "SNBUF_REQUIRE_URING is set: {why}"
-            );
-            eprintln!("skip uring: {why}");
-            false
-        }
-    }
+    snbuf_testkit::available_or_skip(
+        "SNBUF_REQUIRE_URING",
+        "io_uring",
+        crate::backends::uring::available(),
+    )
 }
 
 /// Memory a queued write may go on reading: kept by the sink until the write is over.

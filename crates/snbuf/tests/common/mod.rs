@@ -10,7 +10,7 @@ pub use tmux::Tmux;
 
 #[allow(unused_imports)] // each test binary uses some of them
 pub use snbuf_testkit::{
-    output_within, skip_unless_required, succeeds_within, KillOnDrop, Mount,
+    available_or_skip, output_within, skip_unless_required, succeeds_within, KillOnDrop, Mount,
     SYSTEM_COMMAND_DEADLINE,
 };
 

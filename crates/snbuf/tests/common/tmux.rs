@@ -6,6 +6,15 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+/// Where tmux is; None (the test skips) when it is not installed, unless SNBUF_REQUIRE_TMUX is set.
+pub fn installed() -> Option<PathBuf> {
+    super::installed_tool(
+        [PathBuf::from("/usr/bin/tmux")],
+        "SNBUF_REQUIRE_TMUX",
+        "apt-get install tmux",
+    )
+}
+
 /// A tmux server of our own running one session, "view"; killed on drop.
 pub struct Tmux {
     tmux: PathBuf,
