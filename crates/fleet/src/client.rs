@@ -1,18 +1,19 @@
 //! The operator's side of the control plane: `snbuf trigger --nats` and `snbuf fleet status`.
 
+use std::future::Future;
 use std::time::Duration;
 
-use async_nats::jetstream;
+use async_nats::jetstream::{self, context::Publish, context::PublishErrorKind};
 use futures::StreamExt;
 
+use crate::connect::NatsOptions;
 use crate::schema::*;
-use crate::unit_link::{ensure_layout, NatsOptions};
 use snbuf_units::now_unix_ns;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FleetError {
-    #[error("NATS at {url}: {why}")]
-    Nats { url: String, why: String },
+    #[error("NATS at {servers}: {why}")]
+    Nats { servers: String, why: String },
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -23,48 +24,136 @@ pub(crate) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
-/// An error of the NATS server at `opts.url`, saying `why`.
+/// An error of the NATS servers of `opts`, saying `why`.
 pub(crate) fn nats_error(opts: &NatsOptions) -> impl Fn(String) -> FleetError + '_ {
     |why| FleetError::Nats {
-        url: opts.url.clone(),
+        servers: opts.describe(),
         why,
     }
 }
 
+/// The longest an operator's command (`trigger --nats`, `fleet status`, `fleet events`) takes,
+/// whatever the cluster does: it answers, or fails saying why, within this.
+pub const COMMAND_DEADLINE: Duration = Duration::from_secs(8);
+/// How long one JetStream request of an operator's command may take before it is tried again
+/// (on a new connection, so possibly another server).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+
 pub(crate) async fn connect(opts: &NatsOptions) -> Result<jetstream::Context, FleetError> {
-    let o = opts.connect_options().await?;
-    let client = async_nats::connect_with_options(&opts.url, o)
-        .await
-        .map_err(|e| {
-            nats_error(opts)(format!(
-                "cannot connect ({e}); is nats-server running with -js?"
-            ))
-        })?;
+    let client = opts.connect().await.map_err(nats_error(opts))?;
     Ok(jetstream::new(client))
 }
 
-/// Connected, with the fleet's streams in place (created if this is the first to connect).
-async fn open(opts: &NatsOptions) -> Result<jetstream::Context, FleetError> {
-    let js = connect(opts).await?;
-    ensure_layout(&js).await.map_err(nats_error(opts))?;
-    Ok(js)
+/// Connected to any server of the cluster: the connection and the name of the server reached.
+/// Streams are not touched: reading and publishing need only each stream's leader, never the
+/// cluster's metadata leader, so they work while that one is being re-elected.
+async fn open(
+    opts: &NatsOptions,
+) -> Result<(jetstream::Context, async_nats::Client, String), String> {
+    let client = opts.connect().await?;
+    let server = client.server_info().server_name;
+    let mut js = jetstream::new(client.clone());
+    js.set_timeout(REQUEST_TIMEOUT);
+    Ok((js, client, server))
 }
 
-/// Broadcasts `t` to every unit; returns once JetStream has stored it.
-pub fn broadcast_trigger(opts: &NatsOptions, t: &TriggerMessage) -> Result<(), FleetError> {
-    runtime()?.block_on(async {
-        let js = open(opts).await?;
-        let nats = nats_error(opts);
-        js.publish(
-            TRIGGER_SUBJECT,
-            serde_json::to_vec(t).expect("serialises").into(),
-        )
-        .await
-        .map_err(|e| nats(format!("publish trigger: {e}")))?
-        .await
-        .map_err(|e| nats(format!("trigger not stored: {e}")))?;
-        Ok(())
-    })
+/// Runs `attempt` on a fresh connection until it succeeds or `COMMAND_DEADLINE` has passed; each
+/// attempt is cut off at the deadline. A server that is down, paused or without a JetStream
+/// leader costs one attempt; the next connects anew and may reach another server.
+async fn within_deadline<T, F, Fut>(opts: &NatsOptions, mut attempt: F) -> Result<T, FleetError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+{
+    let deadline = tokio::time::Instant::now() + COMMAND_DEADLINE;
+    let mut last = String::from("no attempt finished");
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        match tokio::time::timeout_at(deadline, attempt()).await {
+            Ok(Ok(v)) => return Ok(v),
+            Ok(Err(e)) => last = e,
+            Err(_) => {}
+        }
+        if tokio::time::Instant::now() + Duration::from_millis(200) >= deadline {
+            return Err(nats_error(opts)(format!(
+                "no answer within {} s ({attempts} attempt(s)); last: {last}",
+                COMMAND_DEADLINE.as_secs()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// What the cluster said to a trigger.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct TriggerAccepted {
+    pub trigger_id: String,
+    /// Its sequence number in the trigger stream.
+    pub stream_sequence: u64,
+    /// The server the accepted attempt went through.
+    pub server: String,
+    /// How many attempts it took (a server down or without a leader costs one).
+    pub attempts: u32,
+    /// The stream already held this trigger id (an earlier attempt was stored, its answer lost):
+    /// stored once all the same.
+    pub duplicate: bool,
+}
+
+/// Broadcasts `t` to every unit: returns once the cluster has stored it (replicated as its
+/// stream is), trying again on a new connection until `COMMAND_DEADLINE`. The trigger id is the
+/// message id, so however many attempts reach the stream it is stored once.
+pub fn broadcast_trigger(
+    opts: &NatsOptions,
+    t: &TriggerMessage,
+) -> Result<TriggerAccepted, FleetError> {
+    let body = bytes::Bytes::from(serde_json::to_vec(t).expect("serialises"));
+    let mut attempts = 0u32;
+    runtime()?.block_on(within_deadline(opts, || {
+        attempts += 1;
+        let (body, attempts) = (body.clone(), attempts);
+        async move {
+            let (js, client, server) = open(opts).await?;
+            // The fast path first (no acknowledgement, at most once per connected unit), then
+            // the copy the cluster stores.
+            client
+                .publish(TRIGGER_FAST_SUBJECT, body.clone())
+                .await
+                .map_err(|e| format!("publish trigger via {server}: {e}"))?;
+            let publish = Publish::build().payload(body).message_id(&t.trigger_id);
+            let sent = js
+                .send_publish(TRIGGER_SUBJECT, publish)
+                .await
+                .map_err(|e| format!("publish trigger via {server}: {e}"))?;
+            let ack = match sent.await {
+                Ok(ack) => ack,
+                Err(e) if e.kind() == PublishErrorKind::StreamNotFound => {
+                    // No stream answered: it does not exist yet (created now, and the next
+                    // attempt publishes again), or its leader is being elected.
+                    crate::layout::ensure(&js, opts.replicas_for(&client)).await?;
+                    return Err(format!("no trigger stream answered via {server}"));
+                }
+                Err(e) => return Err(format!("trigger not stored via {server}: {e}")),
+            };
+            Ok(TriggerAccepted {
+                trigger_id: t.trigger_id.clone(),
+                stream_sequence: ack.sequence,
+                server,
+                attempts,
+                duplicate: ack.duplicate,
+            })
+        }
+    }))
+}
+
+/// `snbuf fleet setup`: every fleet stream created, or changed to the fleet's settings with
+/// `opts.replicas` copies (default as for creation). One line per stream saying what was done.
+pub fn setup_streams(opts: &NatsOptions) -> Result<Vec<String>, FleetError> {
+    runtime()?.block_on(within_deadline(opts, || async {
+        let client = opts.connect().await?;
+        let js = jetstream::new(client.clone());
+        crate::layout::setup(&js, opts.replicas_for(&client)).await
+    }))
 }
 
 /// A unit as `fleet status` shows it.
@@ -79,15 +168,16 @@ pub struct UnitView {
 
 /// Every unit that ever reported, with its latest status, sorted by id.
 pub fn fleet_status(opts: &NatsOptions) -> Result<Vec<UnitView>, FleetError> {
-    runtime()?.block_on(async {
-        let js = open(opts).await?;
-        let nats = nats_error(opts);
+    runtime()?.block_on(within_deadline(opts, || async {
+        let (js, client, _) = open(opts).await?;
         let mut out = Vec::new();
         let now = now_unix_ns();
-        for msg in last_per_subject(&js, STATUS_STREAM, STATUS_SUBJECTS)
-            .await
-            .map_err(nats)?
-        {
+        let Some(latest) = last_per_subject(&js, STATUS_STREAM, STATUS_SUBJECTS).await? else {
+            // No fleet here yet: its streams made, as the first unit would, and nobody to show.
+            crate::layout::ensure(&js, opts.replicas_for(&client)).await?;
+            return Ok(out);
+        };
+        for msg in latest {
             // A status another version wrote, or garbage: skipped.
             let Ok(status) = serde_json::from_slice::<UnitStatus>(&msg) else {
                 continue;
@@ -101,7 +191,7 @@ pub fn fleet_status(opts: &NatsOptions) -> Result<Vec<UnitView>, FleetError> {
         }
         out.sort_by(|a, b| a.status.unit.cmp(&b.status.unit));
         Ok(out)
-    })
+    }))
 }
 
 /// The longest a read of the fleet's state may take, whatever the fleet publishes meanwhile.
@@ -122,14 +212,15 @@ async fn last_per_subject(
     js: &jetstream::Context,
     stream: &str,
     filter: &str,
-) -> Result<Vec<bytes::Bytes>, String> {
+) -> Result<Option<Vec<bytes::Bytes>>, String> {
     use async_nats::jetstream::stream::LastRawMessageErrorKind;
     use futures::TryStreamExt;
     let read = async {
-        let s = js
-            .get_stream(stream)
-            .await
-            .map_err(|e| format!("stream {stream}: {e}"))?;
+        let s = match js.get_stream(stream).await {
+            Ok(s) => s,
+            Err(e) if crate::layout::is_not_found(&e) => return Ok(None),
+            Err(e) => return Err(format!("stream {stream}: {e}")),
+        };
         let subjects: Vec<String> = s
             .info_with_subjects(filter)
             .await
@@ -151,6 +242,7 @@ async fn last_per_subject(
             .try_filter_map(|m| async move { Ok(m) })
             .try_collect()
             .await
+            .map(Some)
     };
     tokio::time::timeout(READ_DEADLINE, read)
         .await
@@ -164,24 +256,24 @@ async fn last_per_subject(
 
 /// The events units published before the call, oldest first (at most `max`), waiting at most
 /// `wait` for each next one. However fast units publish meanwhile, it stops at the stream's last
-/// message when the call began, and within `READ_DEADLINE`.
+/// message when the call began, within `COMMAND_DEADLINE`; a read that could not get that far
+/// is an error, never a shorter list.
 pub fn recent_events(
     opts: &NatsOptions,
     max: usize,
     wait: Duration,
 ) -> Result<Vec<UnitEvent>, FleetError> {
-    runtime()?.block_on(async {
-        let js = open(opts).await?;
-        let nats = nats_error(opts);
-        let deadline = tokio::time::Instant::now() + READ_DEADLINE;
-        let mut stream = js
-            .get_stream(EVENT_STREAM)
-            .await
-            .map_err(|e| nats(format!("stream {EVENT_STREAM}: {e}")))?;
+    runtime()?.block_on(within_deadline(opts, || async {
+        let (js, _, server) = open(opts).await?;
+        let mut stream = match js.get_stream(EVENT_STREAM).await {
+            Ok(s) => s,
+            Err(e) if crate::layout::is_not_found(&e) => return Ok(Vec::new()),
+            Err(e) => return Err(format!("stream {EVENT_STREAM} via {server}: {e}")),
+        };
         let state = stream
             .info()
             .await
-            .map_err(|e| nats(format!("stream {EVENT_STREAM}: {e}")))?
+            .map_err(|e| format!("stream {EVENT_STREAM}: {e}"))?
             .state
             .clone();
         if state.messages == 0 {
@@ -190,18 +282,14 @@ pub fn recent_events(
         let consumer = stream
             .create_consumer(jetstream::consumer::pull::OrderedConfig::default())
             .await
-            .map_err(|e| nats(format!("read events: {e}")))?;
+            .map_err(|e| format!("read events: {e}"))?;
         let mut msgs = consumer
             .messages()
             .await
-            .map_err(|e| nats(format!("read events: {e}")))?;
+            .map_err(|e| format!("read events: {e}"))?;
         let mut out = Vec::new();
         while out.len() < max {
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            match tokio::time::timeout(wait.min(left), msgs.next()).await {
+            match tokio::time::timeout(wait, msgs.next()).await {
                 Ok(Some(Ok(m))) => {
                     if let Ok(e) = serde_json::from_slice::<UnitEvent>(&m.payload) {
                         out.push(e);
@@ -209,12 +297,20 @@ pub fn recent_events(
                     if m.info()
                         .map_or(true, |i| i.stream_sequence >= state.last_sequence)
                     {
-                        break;
+                        return Ok(out);
                     }
                 }
-                _ => break,
+                Ok(Some(Err(e))) => return Err(format!("read events via {server}: {e}")),
+                Ok(None) | Err(_) => {
+                    return Err(format!(
+                        "read events via {server}: {} read, then none for {} ms (the stream holds up to sequence {})",
+                        out.len(),
+                        wait.as_millis(),
+                        state.last_sequence
+                    ))
+                }
             }
         }
         Ok(out)
-    })
+    }))
 }

@@ -15,8 +15,8 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::client::FleetError;
+use crate::connect::NatsOptions;
 use crate::schema::{TriggerMessage, SCHEMA};
-use crate::unit_link::NatsOptions;
 use snbuf_units::now_unix_ns;
 
 const SUBJECT: &str = "snbuf.bench.trigger";
@@ -67,8 +67,7 @@ pub fn run(
             let hist = hist.clone();
             let ready = ready_tx.clone();
             tasks.push(tokio::spawn(async move {
-                let o = opts.connect_options().await.ok()?;
-                let c = async_nats::connect_with_options(&opts.url, o).await.ok()?;
+                let c = opts.connect().await.ok()?;
                 let js = jetstream::new(c);
                 let stream = js.get_stream(STREAM).await.ok()?;
                 let consumer = stream

@@ -7,10 +7,14 @@
 #![forbid(unsafe_code)]
 
 pub mod client;
+pub mod connect;
 pub mod delivery_bench;
+pub mod journal;
+pub mod layout;
 pub mod schema;
 pub mod unit_link;
 
 pub use client::{broadcast_trigger, fleet_status, recent_events, FleetError, UnitView};
+pub use connect::NatsOptions;
 pub use schema::{TriggerMessage, UnitEvent, UnitStatus};
-pub use unit_link::{NatsOptions, UnitLink};
+pub use unit_link::UnitLink;

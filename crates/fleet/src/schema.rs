@@ -10,10 +10,17 @@ pub const SCHEMA: u32 = 1;
 /// was down or disconnected receives what it missed when it returns, and says so.
 pub const TRIGGER_SUBJECT: &str = "snbuf.trigger";
 pub const TRIGGER_STREAM: &str = "SNBUF_TRIGGERS";
+/// The same trigger, also published on plain NATS: it reaches every connected unit at once,
+/// through whichever servers are up, while JetStream may be electing a leader for the trigger
+/// stream or a unit's consumer (seconds to tens of seconds when a server is paused). JetStream's
+/// copy stays the one that counts: it reaches units that were away. A unit handles whichever
+/// copy comes first and finds the other in its journal.
+pub const TRIGGER_FAST_SUBJECT: &str = "snbuf.trigger.now";
 
 /// Burst events of unit ID: `snbuf.unit.ID.event`. Kept in JetStream (stream `SNBUF_EVENTS`):
 /// the record of what each unit sealed, failed or missed must not be lost.
 pub const EVENT_STREAM: &str = "SNBUF_EVENTS";
+pub const EVENT_SUBJECTS: &str = "snbuf.unit.*.event";
 pub fn event_subject(unit: &str) -> String {
     format!("snbuf.unit.{unit}.event")
 }

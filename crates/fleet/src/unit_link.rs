@@ -4,43 +4,21 @@
 //! same requests as the control socket, and when NATS is unreachable the unit records locally
 //! while the client library reconnects in the background.
 
-use std::collections::HashSet;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, consumer::pull, consumer::AckPolicy, consumer::DeliverPolicy};
+use async_nats::jetstream::{context::Publish, AckKind};
 use futures::StreamExt;
 use serde_json::{json, Value};
 use snbuf_unit::control::Server;
 use snbuf_unit::protocol::{At, TriggerRequest};
 
+use crate::connect::NatsOptions;
+use crate::journal::{Outcome, TriggerJournal};
 use crate::schema::*;
 use snbuf_units::now_unix_ns;
-
-/// How to reach NATS.
-#[derive(Clone, Debug)]
-pub struct NatsOptions {
-    pub url: String,
-    /// A `.creds` file (JWT and NKey), for servers with decentralised auth.
-    pub creds: Option<PathBuf>,
-    /// A CA certificate to trust for TLS (`tls://` URLs, or servers that require TLS).
-    pub ca: Option<PathBuf>,
-}
-
-impl NatsOptions {
-    pub(crate) async fn connect_options(&self) -> std::io::Result<async_nats::ConnectOptions> {
-        let mut o = match &self.creds {
-            Some(c) => async_nats::ConnectOptions::with_credentials_file(c).await?,
-            None => async_nats::ConnectOptions::new(),
-        };
-        if let Some(ca) = &self.ca {
-            o = o.add_root_certificates(ca.clone()).require_tls(true);
-        }
-        Ok(o.connection_timeout(Duration::from_secs(3)))
-    }
-}
 
 /// Log lines go to the caller (serve prints them).
 pub type Log = Arc<dyn Fn(&str) + Send + Sync>;
@@ -59,7 +37,8 @@ pub struct UnitLink {
 
 impl UnitLink {
     /// Starts the link on its own thread. Returns it, and an error line if NATS could not be
-    /// reached at once (the link keeps trying; the unit records locally meanwhile).
+    /// reached at once (the link keeps trying; the unit records locally meanwhile). Fails only
+    /// when the unit's trigger journal cannot be read or created.
     pub fn start(
         opts: NatsOptions,
         unit_id: String,
@@ -67,21 +46,17 @@ impl UnitLink {
         export: Option<Arc<dyn ExportReporter>>,
         log: Log,
     ) -> std::io::Result<(UnitLink, Option<String>)> {
+        let journal = TriggerJournal::open(&server.unit().config().output_dir)
+            .map_err(std::io::Error::other)?;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
         // One quick attempt, for a clear message at start.
-        let first = rt.block_on(async {
-            let o = opts.connect_options().await.map_err(|e| e.to_string())?;
-            async_nats::connect_with_options(&opts.url, o)
-                .await
-                .map(|_| ())
-                .map_err(|e| e.to_string())
-        });
+        let first = rt.block_on(opts.connect());
         let unreachable = first.err().map(|e| {
             format!(
                 "NATS at {} is unreachable ({e}); recording locally, retrying in the background",
-                opts.url
+                opts.describe()
             )
         });
         let stop = Arc::new(AtomicBool::new(false));
@@ -89,7 +64,7 @@ impl UnitLink {
         let thread = std::thread::Builder::new()
             .name("snbuf-nats".into())
             .spawn(move || {
-                rt.block_on(run(opts, unit_id, server, export, log, stop2));
+                rt.block_on(run(opts, unit_id, server, export, journal, log, stop2));
             })?;
         Ok((
             UnitLink {
@@ -115,14 +90,20 @@ struct LinkState {
     unit: String,
     server: Arc<Server>,
     log: Log,
-    /// Triggers this unit accepted (a second delivery is a duplicate).
-    accepted: HashSet<String>,
-    missed: AtomicU64,
+    /// What this unit did with each trigger, on its disk: the duplicate check and the outbox of
+    /// `missed` reports.
+    journal: TriggerJournal,
     /// Bursts already published as events.
     published: u64,
     export: Option<Arc<dyn ExportReporter>>,
     /// Exported bursts collected but not yet published (kept across a lost connection).
     exported_unpublished: Vec<String>,
+    /// The trigger consumer this run bound to, once it has.
+    consumer: Option<jetstream::consumer::Info>,
+    /// The last error of a beat, said once until it changes.
+    last_error: Option<String>,
+    /// Triggers handled from the fast path whose JetStream copy has not come yet.
+    fast_handled: std::collections::HashSet<String>,
 }
 
 async fn run(
@@ -130,6 +111,7 @@ async fn run(
     unit: String,
     server: Arc<Server>,
     export: Option<Arc<dyn ExportReporter>>,
+    journal: TriggerJournal,
     log: Log,
     stop: Arc<AtomicBool>,
 ) {
@@ -140,8 +122,10 @@ async fn run(
         published: server.recent_bursts().0,
         server,
         log,
-        accepted: HashSet::new(),
-        missed: AtomicU64::new(0),
+        journal,
+        consumer: None,
+        last_error: None,
+        fast_handled: Default::default(),
     };
     let mut connected_once = false;
     while !stop.load(Ordering::Relaxed) {
@@ -152,42 +136,46 @@ async fn run(
                     (st.log)(&format!("NATS: {e}; retrying"));
                 }
                 connected_once = true;
-                tokio::time::sleep(Duration::from_secs(2)).await;
+                tokio::time::sleep(Duration::from_secs(1)).await;
             }
         }
     }
 }
 
-/// One connected session: set up streams, bucket and consumer, then serve until an error.
+/// One connected session: streams (checked once per run) and consumer, then serve until the
+/// trigger subscription fails. Only the trigger path ends a session: a heartbeat, event or report
+/// that cannot be stored (a stream's leader being elected) is tried again at the next beat.
 async fn session(opts: &NatsOptions, st: &mut LinkState, stop: &AtomicBool) -> Result<(), String> {
-    let o = opts.connect_options().await.map_err(|e| e.to_string())?;
-    let client = async_nats::connect_with_options(&opts.url, o)
+    let client = opts
+        .connect()
         .await
-        .map_err(|e| format!("connect {}: {e}", opts.url))?;
-    let js = jetstream::new(client);
-    let triggers = ensure_layout(&js).await?;
-    let consumer: jetstream::consumer::Consumer<pull::Config> = triggers
-        .get_or_create_consumer(
-            &format!("unit-{}", st.unit),
-            pull::Config {
-                durable_name: Some(format!("unit-{}", st.unit)),
-                filter_subject: TRIGGER_SUBJECT.into(),
-                // A new unit starts with the next trigger; an existing one resumes where it was.
-                deliver_policy: DeliverPolicy::New,
-                ack_policy: AckPolicy::Explicit,
-                ack_wait: Duration::from_secs(30),
-                ..Default::default()
-            },
-        )
+        .map_err(|e| format!("connect {}: {e}", opts.describe()))?;
+    let server_name = client.server_info().server_name;
+    let mut js = jetstream::new(client.clone());
+    js.set_timeout(REQUEST_TIMEOUT);
+    if st.consumer.is_none() {
+        let (_, warnings) = crate::layout::ensure(&js, opts.replicas_for(&client)).await?;
+        for w in warnings {
+            (st.log)(&format!("NATS: {w}"));
+        }
+    }
+    let mut fast = client
+        .subscribe(TRIGGER_FAST_SUBJECT)
         .await
-        .map_err(|e| format!("trigger consumer: {e}"))?;
+        .map_err(|e| format!("subscribe {TRIGGER_FAST_SUBJECT}: {e}"))?;
+    let consumer = trigger_consumer(&js, st).await?;
     let mut messages = consumer
+        .stream()
+        .max_messages_per_batch(8)
+        .heartbeat(PULL_HEARTBEAT)
+        .expires(PULL_EXPIRES)
         .messages()
         .await
         .map_err(|e| format!("trigger subscription: {e}"))?;
     (st.log)(&format!(
-        "NATS: connected to {} as unit {}",
-        opts.url, st.unit
+        "NATS: connected to {server_name} ({}) as unit {}",
+        opts.describe(),
+        st.unit
     ));
     let mut beat = tokio::time::interval(Duration::from_millis(HEARTBEAT_MS));
     loop {
@@ -197,56 +185,106 @@ async fn session(opts: &NatsOptions, st: &mut LinkState, stop: &AtomicBool) -> R
         tokio::select! {
             m = messages.next() => match m {
                 Some(Ok(msg)) => {
-                    handle_trigger(&js, st, &msg.payload).await;
-                    // Handled (recorded, refused, or ignored as malformed): never redelivered.
-                    if let Err(e) = msg.ack().await {
-                        (st.log)(&format!("NATS: ack: {e}"));
+                    // Acknowledged only once its outcome is in the journal: a trigger whose
+                    // outcome could not be kept is delivered again.
+                    match handle_trigger(&js, st, &msg.payload, Some(&msg)).await {
+                        Ok(()) => {
+                            if let Err(e) = msg.ack().await {
+                                (st.log)(&format!("NATS: ack: {e} (a redelivery is found in the journal)"));
+                            }
+                        }
+                        Err(e) => (st.log)(&format!("NATS: trigger not acknowledged: {e}")),
                     }
                 }
                 Some(Err(e)) => return Err(format!("trigger stream: {e}")),
                 None => return Err("trigger stream ended".into()),
             },
+            m = fast.next() => match m {
+                // The fast path's copy: whichever copy comes first is handled, the other is a
+                // duplicate. Nothing to acknowledge; a copy that could not be kept comes again
+                // through JetStream.
+                Some(m) => {
+                    if let Err(e) = handle_trigger(&js, st, &m.payload, None).await {
+                        (st.log)(&format!("NATS: trigger (fast path): {e}"));
+                    }
+                }
+                None => return Err("fast trigger subscription ended".into()),
+            },
             _ = beat.tick() => {
-                heartbeat(&js, st).await?;
-                publish_burst_events(&js, st).await?;
+                let sent = async {
+                    heartbeat(&js, st).await?;
+                    publish_burst_events(&js, st).await?;
+                    publish_owed(&js, st).await
+                };
+                match sent.await {
+                    Ok(()) => st.last_error = None,
+                    Err(e) => {
+                        if st.last_error.as_ref() != Some(&e) {
+                            (st.log)(&format!("NATS: {e}; tried again every second"));
+                            st.last_error = Some(e);
+                        }
+                    }
+                }
             }
         }
     }
 }
 
-/// The trigger, event and status streams, created if missing. Returns the trigger stream.
-pub(crate) async fn ensure_layout(
+/// The unit's durable trigger consumer: looked up or created; when the cluster cannot answer
+/// that (no metadata leader during an election), the one this run already bound to, whose pulls
+/// only its own leader serves.
+async fn trigger_consumer(
     js: &jetstream::Context,
-) -> Result<jetstream::stream::Stream, String> {
-    let triggers = js
-        .get_or_create_stream(jetstream::stream::Config {
-            name: TRIGGER_STREAM.into(),
-            subjects: vec![TRIGGER_SUBJECT.into()],
-            // A trigger older than a day cannot reach any buffer.
-            max_age: Duration::from_secs(24 * 3600),
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| format!("stream {TRIGGER_STREAM}: {e}"))?;
-    js.get_or_create_stream(jetstream::stream::Config {
-        name: EVENT_STREAM.into(),
-        subjects: vec!["snbuf.unit.*.event".into()],
-        max_age: Duration::from_secs(30 * 24 * 3600),
+    st: &mut LinkState,
+) -> Result<jetstream::consumer::Consumer<pull::Config>, String> {
+    let name = format!("unit-{}", st.unit);
+    let config = pull::Config {
+        durable_name: Some(name.clone()),
+        filter_subject: TRIGGER_SUBJECT.into(),
+        // A new unit starts with the next trigger; an existing one resumes where it was.
+        deliver_policy: DeliverPolicy::New,
+        ack_policy: AckPolicy::Explicit,
+        ack_wait: ACK_WAIT,
         ..Default::default()
-    })
-    .await
-    .map_err(|e| format!("stream {EVENT_STREAM}: {e}"))?;
-    js.get_or_create_stream(jetstream::stream::Config {
-        name: STATUS_STREAM.into(),
-        subjects: vec![STATUS_SUBJECTS.into()],
-        // Only each unit's latest heartbeat matters.
-        max_messages_per_subject: 1,
-        ..Default::default()
-    })
-    .await
-    .map_err(|e| format!("stream {STATUS_STREAM}: {e}"))?;
-    Ok(triggers)
+    };
+    let looked_up = async {
+        let stream = js
+            .get_stream_no_info(TRIGGER_STREAM)
+            .await
+            .map_err(|e| format!("stream {TRIGGER_STREAM}: {e}"))?;
+        stream
+            .get_or_create_consumer(&name, config.clone())
+            .await
+            .map_err(|e| format!("trigger consumer: {e}"))
+    };
+    match looked_up.await {
+        Ok(c) => {
+            st.consumer = Some(c.cached_info().clone());
+            Ok(c)
+        }
+        Err(e) => match &st.consumer {
+            Some(info) => Ok(jetstream::consumer::Consumer::new(
+                config,
+                info.clone(),
+                js.clone(),
+            )),
+            None => Err(e),
+        },
+    }
 }
+
+/// The longest one publish of a unit waits for JetStream's answer.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+/// The trigger subscription's idle heartbeat: two missed (its consumer's leader gone, the
+/// connection dead) end the session, which reconnects.
+const PULL_HEARTBEAT: Duration = Duration::from_secs(1);
+const PULL_EXPIRES: Duration = Duration::from_secs(5);
+
+/// How long JetStream waits for a unit's acknowledgement before it delivers a trigger again. A
+/// trigger delivered on a connection that died before the unit saw it comes again after this,
+/// so it is short next to a latency buffer; handling one takes milliseconds, and a trigger that
+/// waits for a burst in progress says so with progress acknowledgements.
+const ACK_WAIT: Duration = Duration::from_secs(5);
 
 async fn publish_event(
     js: &jetstream::Context,
@@ -266,7 +304,15 @@ async fn publish_event(
         detail,
     };
     let body = serde_json::to_vec(&e).expect("events serialise");
-    js.publish(event_subject(&st.unit), body.into())
+    let mut publish = Publish::build().payload(body.into());
+    // One event of a kind per trigger or burst: a publish retried after a lost acknowledgement
+    // is stored once. (A `duplicate` may happen again, and is said again.)
+    if event != "duplicate" {
+        if let Some(key) = trigger.or(burst) {
+            publish = publish.message_id(format!("{}.{event}.{key}", st.unit));
+        }
+    }
+    js.send_publish(event_subject(&st.unit), publish)
         .await
         .map_err(|e| format!("publish event: {e}"))?
         .await
@@ -274,7 +320,16 @@ async fn publish_event(
     Ok(())
 }
 
-async fn handle_trigger(js: &jetstream::Context, st: &mut LinkState, payload: &[u8]) {
+/// Handles one delivered trigger. Ok: its outcome is kept (recorded, missed, a duplicate, or
+/// malformed and ignored) and it may be acknowledged; Err: it could not be kept, and must not be.
+///
+/// `msg` is the JetStream delivery, or None for the fast path's copy.
+async fn handle_trigger(
+    js: &jetstream::Context,
+    st: &mut LinkState,
+    payload: &[u8],
+    msg: Option<&jetstream::Message>,
+) -> Result<(), String> {
     let t: TriggerMessage = match serde_json::from_slice(payload) {
         Ok(t) => t,
         Err(e) => {
@@ -282,17 +337,24 @@ async fn handle_trigger(js: &jetstream::Context, st: &mut LinkState, payload: &[
                 "NATS: malformed trigger ignored ({e}): {}",
                 String::from_utf8_lossy(&payload[..payload.len().min(200)])
             ));
-            return;
+            return Ok(());
         }
     };
     let id = t.trigger_id.clone();
     let report = |st: &LinkState, line: String| (st.log)(&format!("NATS trigger {id}: {line}"));
     let unit = st.server.unit();
     let config = unit.config();
-    if st.accepted.contains(&id) || config.output_dir.join(&id).exists() {
+    if st.journal.get(&id).is_some() || config.output_dir.join(&id).exists() {
+        // One copy on each path is the design, not a duplicate: nothing to say.
+        if msg.is_none() || st.fast_handled.remove(&id) {
+            return Ok(());
+        }
         report(st, "already handled: duplicate ignored".into());
         let _ = publish_event(js, st, "duplicate", Some(&id), Some(&id), json!({})).await;
-        return;
+        return Ok(());
+    }
+    if msg.is_none() {
+        st.fast_handled.insert(id.clone());
     }
     // "Now", or a wall-clock time, in this unit's data clock: its newest frame, moved by the
     // wall-clock time since (a trigger issued 0.3 s ago is 0.3 s of detector time before the
@@ -328,46 +390,78 @@ async fn handle_trigger(js: &jetstream::Context, st: &mut LinkState, payload: &[
         post_s: t.post_s,
         burst_id: Some(id.clone()),
     };
-    match st.server.trigger(&req) {
-        Ok(reply) => {
-            st.accepted.insert(id.clone());
-            let w = &reply.window;
-            report(
-                st,
-                format!(
-                    "recording window [{}, {}) ticks, {:.3} s before to {:.3} s after {}",
-                    w.window_start_timestamp,
-                    w.window_end_timestamp,
-                    w.pre_s.unwrap_or(0.0),
-                    w.post_s.unwrap_or(0.0),
-                    w.trigger_timestamp
-                ),
-            );
-            if delay_s > 2.0 {
-                let _ = publish_event(
-                js,
-                st,
-                "late",
-                Some(&id),
-                Some(&id),
-                json!({"reason": format!("delivered {delay_s:.1} s after it was issued (this unit was not running or not connected): recording what is left of its window"), "delay_s": delay_s}),
-            )
-            .await;
+    // A burst in progress holds the unit: the trigger waits for it (its window stays in the
+    // buffer for about the buffer's length), heartbeats going on, rather than being refused.
+    let wait_until = Instant::now() + config.buffer;
+    let mut progress_sent = Instant::now();
+    let reply = loop {
+        match st.server.trigger(&req) {
+            Ok(reply) => break reply,
+            Err(_) if st.server.burst_counts().1 && Instant::now() < wait_until => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                if progress_sent.elapsed() > Duration::from_secs(1) {
+                    progress_sent = Instant::now();
+                    // Still being handled: JetStream must not deliver it again meanwhile.
+                    if let Some(msg) = msg {
+                        let _ = msg.ack_with(AckKind::Progress).await;
+                    }
+                    let _ = heartbeat(js, st).await;
+                }
+            }
+            Err(why) => {
+                report(st, format!("refused: {why}"));
+                return missed(js, st, &id, format!("refused: {why}"), delay_s).await;
             }
         }
-        Err(why) => {
-            report(st, format!("refused: {why}"));
-            let _ = publish_event(js, st, "refused", None, Some(&id), json!({"reason": why})).await;
-        }
+    };
+    st.journal
+        .record(&id, Outcome::Recording, None, delay_s)
+        .map_err(|e| format!("trigger {id} is recording, but its journal failed: {e}"))?;
+    let w = &reply.window;
+    report(
+        st,
+        format!(
+            "recording window [{}, {}) ticks, {:.3} s before to {:.3} s after {}",
+            w.window_start_timestamp,
+            w.window_end_timestamp,
+            w.pre_s.unwrap_or(0.0),
+            w.post_s.unwrap_or(0.0),
+            w.trigger_timestamp
+        ),
+    );
+    if delay_s > 2.0 {
+        let why = format!("delivered {delay_s:.1} s after it was issued (this unit was not running or not connected): recording what is left of its window");
+        let detail = json!({"reason": why, "delay_s": delay_s});
+        let _ = publish_event(js, st, "late", Some(&id), Some(&id), detail).await;
     }
+    Ok(())
 }
 
-/// Trigger `id` cannot be recorded by this unit: counted, logged and published as `missed`.
-async fn missed(js: &jetstream::Context, st: &LinkState, id: &str, why: String, delay_s: f64) {
-    st.missed.fetch_add(1, Ordering::Relaxed);
+/// Trigger `id` cannot be recorded by this unit: kept in the journal (Err if it cannot be),
+/// logged, and published as `missed` now or, if NATS fails meanwhile, at the next beat.
+async fn missed(
+    js: &jetstream::Context,
+    st: &mut LinkState,
+    id: &str,
+    why: String,
+    delay_s: f64,
+) -> Result<(), String> {
     (st.log)(&format!("NATS trigger {id}: missed: {why}"));
-    let detail = json!({"reason": why, "delay_s": delay_s});
-    let _ = publish_event(js, st, "missed", None, Some(id), detail).await;
+    st.journal
+        .record(id, Outcome::Missed, Some(why), delay_s)
+        .map_err(|e| format!("trigger {id} was missed, and its journal failed: {e}"))?;
+    let _ = publish_owed(js, st).await;
+    Ok(())
+}
+
+/// Publishes every `missed` report the journal still owes the fleet, marking each once stored.
+async fn publish_owed(js: &jetstream::Context, st: &mut LinkState) -> Result<(), String> {
+    for (id, h) in st.journal.owed() {
+        let detail = json!({"reason": h.reason, "delay_s": h.delay_s});
+        publish_event(js, st, "missed", None, Some(&id), detail).await?;
+        st.journal.mark_published(&id)?;
+    }
+    Ok(())
 }
 
 async fn heartbeat(js: &jetstream::Context, st: &LinkState) -> Result<(), String> {
@@ -400,7 +494,7 @@ async fn heartbeat(js: &jetstream::Context, st: &LinkState) -> Result<(), String
         durable_watermark: totals.iter().map(|l| l.durable_until_timestamp).collect(),
         bursts_total: total,
         last_burst: last,
-        missed_triggers: st.missed.load(Ordering::Relaxed),
+        missed_triggers: st.journal.missed(),
         export: st.export.as_ref().map(|e| e.progress()),
     };
     js.publish(

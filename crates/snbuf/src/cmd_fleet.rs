@@ -6,14 +6,16 @@ use std::time::Duration;
 use snbuf_fleet::schema::{check_unit_id, SCHEMA};
 use snbuf_fleet::{NatsOptions, TriggerMessage};
 use snbuf_units::now_unix_ns;
-use snbuf_units::Bytes;
 
-use crate::cli::{FleetBenchArgs, FleetCommand, FleetStatusArgs, NatsAuthArgs, TriggerArgs};
+use crate::cli::{
+    FleetBenchArgs, FleetCommand, FleetSetupArgs, FleetStatusArgs, NatsArgs, TriggerArgs,
+};
 use crate::exit::{usage, Failure};
 use crate::fleet_rows;
 use crate::table::Table;
 
-pub fn nats_options(url: &str, auth: &NatsAuthArgs) -> anyhow::Result<NatsOptions> {
+/// The fleet's NATS options: `servers` is one URL or several, comma separated.
+pub fn nats_options(servers: &str, auth: &NatsArgs) -> anyhow::Result<NatsOptions> {
     for (flag, f) in [
         ("--nats-creds", &auth.nats_creds),
         ("--nats-ca", &auth.nats_ca),
@@ -24,20 +26,11 @@ pub fn nats_options(url: &str, auth: &NatsAuthArgs) -> anyhow::Result<NatsOption
             }
         }
     }
-    if !(url.starts_with("nats://")
-        || url.starts_with("tls://")
-        || url.starts_with("ws://")
-        || url.starts_with("wss://"))
-    {
-        return Err(usage(format!(
-            "--nats {url}: expected a URL such as nats://127.0.0.1:4222"
-        )));
-    }
-    Ok(NatsOptions {
-        url: url.to_string(),
-        creds: auth.nats_creds.clone(),
-        ca: auth.nats_ca.clone(),
-    })
+    let mut opts = NatsOptions::parse(servers).map_err(|e| usage(format!("--nats {e}")))?;
+    opts.creds = auth.nats_creds.clone();
+    opts.ca = auth.nats_ca.clone();
+    opts.replicas = auth.nats_replicas.map(|r| r as usize);
+    Ok(opts)
 }
 
 /// The unit id: as given, or made from the host name (whatever it is: a machine without one,
@@ -58,6 +51,7 @@ pub fn run(cmd: FleetCommand) -> anyhow::Result<()> {
         FleetCommand::Status(args) => status(&args),
         FleetCommand::Events(args) => events(&args),
         FleetCommand::Bench(args) => bench(&args),
+        FleetCommand::Setup(args) => setup(&args),
     }
 }
 
@@ -195,10 +189,27 @@ pub fn trigger(args: &TriggerArgs, url: &str) -> anyhow::Result<()> {
         post_s: args.post.map(|d| d.as_secs_f64()),
         issued_unix_ns: now,
     };
-    snbuf_fleet::broadcast_trigger(&opts, &t).map_err(fleet_error)?;
+    let accepted = snbuf_fleet::broadcast_trigger(&opts, &t).map_err(fleet_error)?;
     println!(
-        "broadcast trigger {trigger_id} to the fleet at {url} ({} message stored in JetStream)",
-        Bytes(serde_json::to_vec(&t)?.len() as u64)
+        "accepted: trigger {} stored by the fleet's NATS via server {} (stream sequence {}, {} attempt(s){}); every unit records it once or reports it missed",
+        accepted.trigger_id,
+        accepted.server,
+        accepted.stream_sequence,
+        accepted.attempts,
+        if accepted.duplicate {
+            "; an earlier attempt had stored it: kept once"
+        } else {
+            ""
+        }
     );
+    Ok(())
+}
+
+/// `snbuf fleet setup`: the fleet's streams created, or changed to the settings given.
+fn setup(args: &FleetSetupArgs) -> anyhow::Result<()> {
+    let opts = nats_options(&args.nats, &args.nats_auth)?;
+    for line in snbuf_fleet::client::setup_streams(&opts).map_err(fleet_error)? {
+        println!("{line}");
+    }
     Ok(())
 }

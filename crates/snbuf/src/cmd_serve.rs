@@ -15,9 +15,14 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     crate::logging::init(args.log_format);
     snbuf_persist::memory::keep_large_allocations_off_the_heap();
     // Checked before anything starts: a bad fleet option must not leave a half-started unit.
-    let fleet = match &args.nats {
-        Some(url) => Some((
-            crate::cmd_fleet::nats_options(url, &args.nats_auth)?,
+    let from_file = crate::config_file::merge(&args.record)?;
+    let mut nats_args = args.nats_auth.clone();
+    nats_args.nats_replicas = nats_args
+        .nats_replicas
+        .or(from_file.nats_replicas_from_config);
+    let fleet = match args.nats.as_ref().or(from_file.nats_from_config.as_ref()) {
+        Some(servers) => Some((
+            crate::cmd_fleet::nats_options(servers, &nats_args)?,
             crate::cmd_fleet::unit_id(args.record.unit.as_deref())?,
         )),
         None => None,
@@ -28,9 +33,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let export = match &args.export_to {
         Some(url) => Some(crate::cmd_export::options(
             url,
-            &crate::config_file::merge(&args.record)?
-                .s3
-                .unwrap_or_default(),
+            &from_file.s3.clone().unwrap_or_default(),
             args.export_rate.as_deref(),
             16 << 20,
             args.delete_after_verify,
@@ -120,7 +123,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // Held for the life of the server: dropping it stops the fleet link.
     let _fleet_link = match fleet {
         Some((opts, id)) => {
-            let url = opts.url.clone();
+            let url = opts.describe();
             let (link, unreachable) = snbuf_fleet::UnitLink::start(
                 opts,
                 id.clone(),

@@ -46,6 +46,9 @@ struct RecordFile {
     #[serde(default)]
     inject_fault: Vec<String>,
     completion_deadline: Option<String>,
+    /// `serve`'s fleet: the NATS servers, comma separated, and the streams' replicas.
+    nats: Option<String>,
+    nats_replicas: Option<u32>,
     /// The export destination's settings and credentials (`[s3]`): never printed.
     s3: Option<snbuf_export::S3Settings>,
 }
@@ -121,6 +124,8 @@ pub fn merge(args: &RecordArgs) -> anyhow::Result<RecordArgs> {
         a.source_ids = f.source_ids;
     }
     a.s3 = f.s3;
+    a.nats_from_config = f.nats;
+    a.nats_replicas_from_config = f.nats_replicas;
     Ok(a)
 }
 

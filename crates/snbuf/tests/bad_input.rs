@@ -175,6 +175,9 @@ const CASES: &[(&str, &str)] = &[
     ("serve --metrics localhost", "--metrics"),
     ("trigger --nats nats://127.0.0.1:1 --wait", "--wait"),
     ("fleet status --nats http://x", "--nats"),
+    ("fleet status --nats nats://127.0.0.1:1,http://x", "http://x"),
+    ("trigger --nats nats://127.0.0.1:1,", "empty server"),
+    ("fleet setup --nats nats://127.0.0.1:1 --nats-replicas 9", "--nats-replicas"),
     ("fleet bench --units 0", "--units"),
     // ls, manuals, live views, logs, drains
     ("ls /nonexistent/snbuf-data", "not a directory"),

@@ -240,6 +240,25 @@ fn a_killed_unit_shows_as_missing_and_says_what_it_missed_when_it_returns() {
         .unwrap_or_else(|| panic!("{ev:?}"));
     assert_eq!(missed["trigger_id"], "while-down");
     assert!(std::fs::read_to_string(&b.log).unwrap().contains("missed"));
+
+    // Killed again, and the same trigger delivered again (a second sender, a redelivery): the
+    // unit's journal, not its memory, says it was handled, so it is not reported a second time.
+    drop(b);
+    let again = serde_json::json!({"schema": 1, "trigger_id": "while-down", "at_unix_ns": null,
+        "at_ticks": 1, "pre_s": null, "post_s": null, "issued_unix_ns": 1});
+    publish_raw(&url, "snbuf.trigger", again.to_string().as_bytes());
+    let b = start_unit(root.path(), "b", &url);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let log = loop {
+        let log = std::fs::read_to_string(&b.log).unwrap();
+        if log.contains("while-down: already handled") {
+            break log;
+        }
+        assert!(Instant::now() < deadline, "never redelivered: {log}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(log.matches("while-down: missed").count(), 0, "{log}");
+    wait_fleet(&url, &["b"], |u| u["status"]["missed_triggers"] == 1);
 }
 
 /// `fleet status --watch` as the shift crew sees it, in a real terminal (tmux): every unit

@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use snbuf_units::values::parse_duration_nonzero;
 
-use super::record::{NatsAuthArgs, DEFAULT_NATS};
+use super::record::{NatsArgs, DEFAULT_NATS};
 
 #[derive(Subcommand, Debug)]
 pub enum FleetCommand {
@@ -23,6 +23,22 @@ pub enum FleetCommand {
     ///
     ///   snbuf fleet bench --nats nats://127.0.0.1:4222 --units 150 --triggers 100
     Bench(FleetBenchArgs),
+    /// Creates the fleet's streams (triggers, events, status), or changes existing ones to the
+    /// fleet's settings and --nats-replicas copies (default 3 on a cluster of 3 or more
+    /// servers). Units and commands create missing streams themselves; this is for changing
+    /// them, e.g. after a single server grew into a cluster.
+    ///
+    ///   snbuf fleet setup --nats nats://h1:4222,nats://h2:4222,nats://h3:4222 --nats-replicas 3
+    Setup(FleetSetupArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct FleetSetupArgs {
+    /// The cluster's servers, comma separated.
+    #[arg(long, value_name = "URLS", default_value = DEFAULT_NATS)]
+    pub nats: String,
+    #[command(flatten)]
+    pub nats_auth: NatsArgs,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -30,7 +46,7 @@ pub struct FleetBenchArgs {
     #[arg(long, value_name = "URL", default_value = DEFAULT_NATS)]
     pub nats: String,
     #[command(flatten)]
-    pub nats_auth: NatsAuthArgs,
+    pub nats_auth: NatsArgs,
     /// Units to emulate.
     #[arg(long, default_value_t = 150, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub units: u32,
@@ -46,10 +62,11 @@ pub struct FleetBenchArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct FleetStatusArgs {
-    #[arg(long, value_name = "URL", default_value = DEFAULT_NATS)]
+    /// The fleet's NATS servers, comma separated (any one answering is enough).
+    #[arg(long, value_name = "URLS", default_value = DEFAULT_NATS)]
     pub nats: String,
     #[command(flatten)]
-    pub nats_auth: NatsAuthArgs,
+    pub nats_auth: NatsArgs,
     #[arg(long)]
     pub json: bool,
     /// A full-screen view, refreshed every second (q quits), missing units highlighted; on a

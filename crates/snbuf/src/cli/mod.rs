@@ -20,9 +20,9 @@ pub use bench::{
 };
 pub use emit::EmitArgs;
 pub use export::ExportArgs;
-pub use fleet::{FleetBenchArgs, FleetCommand, FleetStatusArgs};
+pub use fleet::{FleetBenchArgs, FleetCommand, FleetSetupArgs, FleetStatusArgs};
 pub use offline::{ConvertArgs, ExtractArgs, InspectArgs};
-pub use record::{NatsAuthArgs, RecordArgs, ServeArgs, StatusArgs, TriggerArgs};
+pub use record::{NatsArgs, RecordArgs, ServeArgs, StatusArgs, TriggerArgs};
 
 #[derive(Parser, Debug)]
 #[command(

@@ -147,6 +147,12 @@ pub struct RecordArgs {
     /// The `[s3]` table of the config file (export settings and credentials); not an option.
     #[arg(skip)]
     pub s3: Option<snbuf_export::S3Settings>,
+    /// The config file's `nats` (the fleet's servers, comma separated) and `nats_replicas`, for
+    /// `serve`; not options.
+    #[arg(skip)]
+    pub nats_from_config: Option<String>,
+    #[arg(skip)]
+    pub nats_replicas_from_config: Option<u32>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -163,11 +169,13 @@ pub struct ServeArgs {
     pub metrics: Option<std::net::SocketAddr>,
     /// Join a fleet over NATS (JetStream): take triggers broadcast with `snbuf trigger --nats`,
     /// report a heartbeat to `snbuf fleet status`, publish burst events. Without a URL:
-    /// nats://127.0.0.1:4222. If NATS is unreachable the unit records locally and keeps trying.
+    /// nats://127.0.0.1:4222; a cluster as several, comma separated
+    /// (nats://h1:4222,nats://h2:4222,nats://h3:4222), or `nats` in the config file. If NATS is
+    /// unreachable the unit records locally and keeps trying every server.
     #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = DEFAULT_NATS)]
     pub nats: Option<String>,
     #[command(flatten)]
-    pub nats_auth: NatsAuthArgs,
+    pub nats_auth: NatsArgs,
     /// Export every sealed burst to this destination (s3://BUCKET/PREFIX or file:///DIR, as
     /// `snbuf export`), one at a time in the background; bursts left unexported by an earlier
     /// run are exported too.
@@ -193,9 +201,14 @@ pub struct ServeArgs {
 
 pub const DEFAULT_NATS: &str = "nats://127.0.0.1:4222";
 
-/// Credentials and TLS for NATS, handled by the client library.
+/// Credentials, TLS and stream replication for NATS (the client library handles the first two).
 #[derive(Args, Debug, Clone, Default)]
-pub struct NatsAuthArgs {
+pub struct NatsArgs {
+    /// Copies of each fleet stream (triggers, events, status) when this command creates them;
+    /// default 3 when the cluster has at least 3 servers, else 1. A stream that exists is used
+    /// as it is, with a warning if it differs (`snbuf fleet setup` changes it).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=5))]
+    pub nats_replicas: Option<u32>,
     /// A NATS credentials file (.creds: JWT and NKey seed). Never printed.
     #[arg(long, value_name = "FILE")]
     pub nats_creds: Option<PathBuf>,
@@ -229,11 +242,13 @@ pub struct TriggerArgs {
     pub wait: bool,
     /// Broadcast to every unit of a fleet over NATS instead of one server's socket. `now` is
     /// sent as wall-clock time, which each unit turns into its own ticks: all record the same
-    /// window. --burst-id becomes the trigger id (a second delivery records nothing more).
+    /// window. --burst-id becomes the trigger id (a second delivery records nothing more). A
+    /// cluster as several URLs, comma separated: the trigger is retried across them for up to
+    /// 9 s, and the id the cluster stored is printed.
     #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = DEFAULT_NATS)]
     pub nats: Option<String>,
     #[command(flatten)]
-    pub nats_auth: NatsAuthArgs,
+    pub nats_auth: NatsArgs,
 }
 
 #[derive(Args, Debug, Clone)]

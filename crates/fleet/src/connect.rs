@@ -1,0 +1,193 @@
+//! How to reach the fleet's NATS cluster: its servers (one URL or several, comma separated, as
+//! NATS clients take them), credentials and TLS, the replica count its streams should have, and
+//! one connection with the timeouts every caller needs (a dead or paused server is left within
+//! seconds for another, never waited on).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use async_nats::ServerAddr;
+
+/// How long one server may take to accept a connection before the next is tried.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often a connected client pings its server. Two unanswered pings end the connection: a
+/// paused (SIGSTOP) or cut-off server is left for another within ~3 pings, where the client
+/// library's default of 60 s would hold triggers for minutes.
+pub const PING_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How to reach NATS.
+#[derive(Clone, Debug)]
+pub struct NatsOptions {
+    /// The cluster's servers as given (`nats://h1:4222,nats://h2:4222`): a client connects to one
+    /// of them and moves to another when it fails. At least one.
+    pub servers: Vec<String>,
+    /// A `.creds` file (JWT and NKey), for servers with decentralised auth.
+    pub creds: Option<PathBuf>,
+    /// A CA certificate to trust for TLS (`tls://` URLs, or servers that require TLS).
+    pub ca: Option<PathBuf>,
+    /// Replicas of the fleet's streams when this client creates them; None: 3 when the cluster
+    /// has at least 3 servers, else 1 (`replicas_for`).
+    pub replicas: Option<usize>,
+}
+
+impl NatsOptions {
+    /// Options for the servers in `list` (comma separated), each a nats://, tls://, ws:// or
+    /// wss:// URL; an error names the entry that is not one.
+    pub fn parse(list: &str) -> Result<NatsOptions, String> {
+        let mut servers = Vec::new();
+        for url in list.split(',').map(str::trim) {
+            if url.is_empty() {
+                return Err(format!("'{list}': an empty server in the list"));
+            }
+            if !["nats://", "tls://", "ws://", "wss://"]
+                .iter()
+                .any(|s| url.starts_with(s))
+            {
+                return Err(format!(
+                    "{url}: expected a URL such as nats://127.0.0.1:4222"
+                ));
+            }
+            url.parse::<ServerAddr>()
+                .map_err(|e| format!("{url}: not a server address ({e})"))?;
+            if !servers.iter().any(|s| s == url) {
+                servers.push(url.to_string());
+            }
+        }
+        Ok(NatsOptions {
+            servers,
+            creds: None,
+            ca: None,
+            replicas: None,
+        })
+    }
+
+    /// The servers as the user gave them, for messages.
+    pub fn describe(&self) -> String {
+        self.servers.join(",")
+    }
+
+    pub(crate) fn addrs(&self) -> Vec<ServerAddr> {
+        self.servers
+            .iter()
+            .map(|s| s.parse().expect("checked by NatsOptions::parse"))
+            .collect()
+    }
+
+    pub(crate) async fn connect_options(&self) -> std::io::Result<async_nats::ConnectOptions> {
+        let mut o = match &self.creds {
+            Some(c) => async_nats::ConnectOptions::with_credentials_file(c).await?,
+            None => async_nats::ConnectOptions::new(),
+        };
+        if let Some(ca) = &self.ca {
+            o = o.add_root_certificates(ca.clone()).require_tls(true);
+        }
+        Ok(o.connection_timeout(CONNECT_TIMEOUT)
+            .ping_interval(PING_INTERVAL))
+    }
+
+    /// One connection to one of the servers, tried one after another from a different first
+    /// server each call, each for at most `CONNECT_TIMEOUT`; the client library moves the
+    /// connection to another server when that one fails. (The library bounds only the TCP
+    /// connect: a server that accepts but never answers, paused or overloaded, would hold the
+    /// handshake forever, so the whole handshake is bounded here.)
+    pub(crate) async fn connect(&self) -> Result<async_nats::Client, String> {
+        let addrs = self.addrs();
+        let first = (snbuf_units::now_unix_ns() / 1000) as usize % addrs.len();
+        let mut failures = Vec::new();
+        for i in 0..addrs.len() {
+            let mut order = addrs.clone();
+            order.rotate_left((first + i) % addrs.len());
+            let server = order[0].clone();
+            let o = self
+                .connect_options()
+                .await
+                .map_err(|e| e.to_string())?
+                .retain_servers_order();
+            let one = tokio::time::timeout(
+                CONNECT_TIMEOUT,
+                async_nats::connect_with_options(vec![server.clone()], o),
+            );
+            match one.await {
+                Ok(Ok(client)) => return Ok(client),
+                Ok(Err(e)) => failures.push(format!("{}: {e}", server_name(&server))),
+                Err(_) => failures.push(format!(
+                    "{}: no answer within {} s",
+                    server_name(&server),
+                    CONNECT_TIMEOUT.as_secs()
+                )),
+            }
+        }
+        Err(format!(
+            "cannot connect ({}); is nats-server running with -js?",
+            failures.join("; ")
+        ))
+    }
+
+    /// The replica count for the fleet's streams: as asked, else 3 when the cluster has at least
+    /// 3 servers (those given, and those the connected server advertises), else 1.
+    pub fn replicas_for(&self, client: &async_nats::Client) -> usize {
+        if let Some(r) = self.replicas {
+            return r;
+        }
+        if cluster_size(&self.servers, &client.server_info().connect_urls) >= 3 {
+            3
+        } else {
+            1
+        }
+    }
+}
+
+fn server_name(a: &ServerAddr) -> String {
+    format!("{}:{}", a.host(), a.port())
+}
+
+/// The servers of a cluster as far as a client can tell: the URLs it was given and the client
+/// URLs its server advertises (`connect_urls`, which lists every server of a cluster, itself
+/// included, that is up), counted once each by host and port.
+pub fn cluster_size(given: &[String], advertised: &[String]) -> usize {
+    let host_port = |u: &str| {
+        u.rsplit("://")
+            .next()
+            .unwrap_or(u)
+            .trim_end_matches('/')
+            .to_string()
+    };
+    let mut all: Vec<String> = given.iter().map(|u| host_port(u)).collect();
+    all.extend(advertised.iter().map(|u| host_port(u)));
+    all.sort();
+    all.dedup();
+    all.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_of_servers_parses_and_a_bad_entry_is_named() {
+        let o = NatsOptions::parse("nats://a:4222, nats://b:4223,nats://a:4222").unwrap();
+        assert_eq!(o.servers, ["nats://a:4222", "nats://b:4223"]);
+        assert_eq!(o.describe(), "nats://a:4222,nats://b:4223");
+        assert_eq!(o.addrs().len(), 2);
+        let e = NatsOptions::parse("nats://a:4222,http://b").unwrap_err();
+        assert!(e.starts_with("http://b:"), "{e}");
+        assert!(NatsOptions::parse("nats://a:4222,").is_err());
+        assert!(NatsOptions::parse("").is_err());
+    }
+
+    #[test]
+    fn the_cluster_counts_given_and_advertised_servers_once() {
+        let given = ["nats://127.0.0.1:4222".to_string()];
+        let advertised = ["127.0.0.1:4222", "127.0.0.1:4223", "127.0.0.1:4224"].map(String::from);
+        assert_eq!(cluster_size(&given, &advertised), 3);
+        assert_eq!(cluster_size(&given, &[]), 1);
+        // One server of three down: the three URLs given still say it is a cluster of three.
+        let given3 = [
+            "nats://127.0.0.1:4222",
+            "nats://127.0.0.1:4223",
+            "nats://127.0.0.1:4224",
+        ]
+        .map(String::from);
+        assert_eq!(cluster_size(&given3, &advertised[..2]), 3);
+    }
+}

@@ -1,0 +1,271 @@
+//! A unit's own record of the fleet triggers it handled (`OUTPUT/fleet-triggers.jsonl`), on its
+//! disk, synced before the trigger is acknowledged to JetStream. It makes "exactly once, or said"
+//! hold across crashes, reconnects and redeliveries:
+//! - a trigger delivered again (an acknowledgement lost with a server, a unit restarted) is found
+//!   here and recorded nothing more;
+//! - a trigger taken but whose burst never began (the unit died first) is turned into a `missed`
+//!   one at the next start, so no trigger is silently neither recorded nor missed;
+//! - a `missed` report stays owed until the event stream has stored it (an outbox), so a report
+//!   lost with a connection is sent again, and JetStream's message id keeps it single.
+//!
+//! One JSON object per line, appended: `{"trigger_id", "outcome": "recording"|"missed",
+//! "reason", "delay_s"}` when handled, `{"trigger_id", "published": true}` once its report is
+//! stored. A torn last line (a crash mid-append) is cut off; any other bad line is an error.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub const FILE_NAME: &str = "fleet-triggers.jsonl";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// The unit took it: its burst (named after the trigger) was started.
+    Recording,
+    /// The unit could not record it, for `reason`.
+    Missed,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Handled {
+    pub outcome: Outcome,
+    pub reason: Option<String>,
+    pub delay_s: f64,
+    /// Its `missed` event is stored in JetStream (always true for `recording`: a burst reports
+    /// itself when it ends).
+    pub published: bool,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Line {
+    trigger_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    outcome: Option<Outcome>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    #[serde(default)]
+    delay_s: f64,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    published: bool,
+}
+
+pub struct TriggerJournal {
+    path: PathBuf,
+    file: File,
+    handled: BTreeMap<String, Handled>,
+}
+
+impl TriggerJournal {
+    /// The journal in `output_dir`, read (or created). A trigger it says was `recording` but whose
+    /// burst directory does not exist is turned into a `missed` one, owed to the fleet.
+    pub fn open(output_dir: &Path) -> Result<TriggerJournal, String> {
+        let path = output_dir.join(FILE_NAME);
+        let say = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(say(&e)),
+        };
+        let mut handled = BTreeMap::new();
+        let lines: Vec<&str> = text.lines().collect();
+        for (n, line) in lines.iter().enumerate() {
+            let l: Line = match serde_json::from_str(line) {
+                Ok(l) => l,
+                // The last line torn by a crash mid-append: that trigger was never acknowledged.
+                Err(_) if n + 1 == lines.len() && !text.ends_with('\n') => break,
+                Err(e) => return Err(say(&format!("line {}: {e}", n + 1))),
+            };
+            match l.outcome {
+                Some(outcome) => {
+                    handled.insert(
+                        l.trigger_id,
+                        Handled {
+                            outcome,
+                            reason: l.reason,
+                            delay_s: l.delay_s,
+                            published: outcome == Outcome::Recording,
+                        },
+                    );
+                }
+                None if l.published => {
+                    if let Some(h) = handled.get_mut(&l.trigger_id) {
+                        h.published = true;
+                    }
+                }
+                None => {
+                    return Err(say(&format!(
+                        "line {}: neither outcome nor published",
+                        n + 1
+                    )))
+                }
+            }
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| say(&e))?;
+        if !text.is_empty() && !text.ends_with('\n') {
+            // The torn line is cut off (it was never acknowledged), so the next record starts
+            // on a line of its own and the file reads back whole.
+            let whole = text.rfind('\n').map_or(0, |i| i + 1);
+            file.set_len(whole as u64)
+                .and_then(|()| file.sync_data())
+                .map_err(|e| say(&e))?;
+        }
+        let mut j = TriggerJournal {
+            path,
+            file,
+            handled,
+        };
+        let orphans: Vec<String> = j
+            .handled
+            .iter()
+            .filter(|(id, h)| h.outcome == Outcome::Recording && !output_dir.join(id).exists())
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in orphans {
+            let why = "the unit stopped after taking the trigger, before its burst began";
+            j.record(&id, Outcome::Missed, Some(why.into()), 0.0)?;
+        }
+        Ok(j)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// What this unit did with trigger `id`, if it handled it.
+    pub fn get(&self, id: &str) -> Option<&Handled> {
+        self.handled.get(id)
+    }
+
+    /// Records the outcome of trigger `id`, durably: returns only once it is on the disk.
+    pub fn record(
+        &mut self,
+        id: &str,
+        outcome: Outcome,
+        reason: Option<String>,
+        delay_s: f64,
+    ) -> Result<(), String> {
+        self.append(&Line {
+            trigger_id: id.into(),
+            outcome: Some(outcome),
+            reason: reason.clone(),
+            delay_s,
+            published: false,
+        })?;
+        self.handled.insert(
+            id.into(),
+            Handled {
+                outcome,
+                reason,
+                delay_s,
+                published: outcome == Outcome::Recording,
+            },
+        );
+        Ok(())
+    }
+
+    /// Trigger `id`'s `missed` event is stored in JetStream.
+    pub fn mark_published(&mut self, id: &str) -> Result<(), String> {
+        self.append(&Line {
+            trigger_id: id.into(),
+            outcome: None,
+            reason: None,
+            delay_s: 0.0,
+            published: true,
+        })?;
+        if let Some(h) = self.handled.get_mut(id) {
+            h.published = true;
+        }
+        Ok(())
+    }
+
+    /// How many triggers this unit missed, over its whole life.
+    pub fn missed(&self) -> u64 {
+        self.handled
+            .values()
+            .filter(|h| h.outcome == Outcome::Missed)
+            .count() as u64
+    }
+
+    /// The missed triggers whose event is not yet stored, oldest id first.
+    pub fn owed(&self) -> Vec<(String, Handled)> {
+        self.handled
+            .iter()
+            .filter(|(_, h)| !h.published)
+            .map(|(id, h)| (id.clone(), h.clone()))
+            .collect()
+    }
+
+    fn append(&mut self, line: &Line) -> Result<(), String> {
+        let mut bytes = serde_json::to_vec(line).expect("journal lines serialise");
+        bytes.push(b'\n');
+        // One write of the whole line, then a sync: an error of either (EIO, ENOSPC) is returned
+        // and the trigger is not acknowledged, so JetStream delivers it again.
+        self.file
+            .write_all(&bytes)
+            .and_then(|()| self.file.sync_data())
+            .map_err(|e| format!("{}: {e}", self.path.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_survive_a_reopen_and_an_orphan_becomes_missed() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("t-rec")).unwrap();
+        {
+            let mut j = TriggerJournal::open(dir.path()).unwrap();
+            j.record("t-rec", Outcome::Recording, None, 0.1).unwrap();
+            j.record("t-gone", Outcome::Recording, None, 0.0).unwrap();
+            j.record("t-miss", Outcome::Missed, Some("late".into()), 30.0)
+                .unwrap();
+            j.record("t-told", Outcome::Missed, Some("late".into()), 9.0)
+                .unwrap();
+            j.mark_published("t-told").unwrap();
+        }
+        let j = TriggerJournal::open(dir.path()).unwrap();
+        assert_eq!(j.get("t-rec").unwrap().outcome, Outcome::Recording);
+        assert!(j.get("t-told").unwrap().published);
+        let gone = j.get("t-gone").unwrap();
+        assert_eq!(gone.outcome, Outcome::Missed, "no burst directory: missed");
+        assert!(gone
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("before its burst began"));
+        let owed: Vec<String> = j.owed().into_iter().map(|(id, _)| id).collect();
+        assert_eq!(owed, ["t-gone", "t-miss"]);
+        assert!(j.get("t-never").is_none());
+    }
+
+    #[test]
+    fn a_torn_last_line_is_ignored_and_a_bad_one_elsewhere_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        let good = r#"{"trigger_id":"a","outcome":"missed","reason":"x","delay_s":1.0}"#;
+        std::fs::write(&path, format!("{good}\n{{\"trigger_id\":\"b\",\"out")).unwrap();
+        let mut j = TriggerJournal::open(dir.path()).unwrap();
+        assert!(j.get("a").is_some() && j.get("b").is_none());
+        j.mark_published("a").unwrap();
+        drop(j);
+        let j = TriggerJournal::open(dir.path()).unwrap();
+        assert!(
+            j.get("a").unwrap().published,
+            "appended after the torn line"
+        );
+
+        std::fs::write(&path, format!("garbage\n{good}\n")).unwrap();
+        let e = TriggerJournal::open(dir.path()).err().unwrap();
+        assert!(e.contains("line 1"), "{e}");
+    }
+}
