@@ -355,6 +355,26 @@ def fleet():
     return "\n".join([caption_kept(path, r) + f" {server}.", "", *rows])
 
 
+FAULT_NAMES = {"KillServer": "server killed", "PauseServer": "server paused", "KillUnit": "unit killed",
+               "RestartCluster": "cluster restarted"}
+
+
+def fleet_faults():
+    path, r = newest_result("fleet_faults")
+    rows = ["| trial | units | storm | faults | triggers sent / accepted | recorded by every unit "
+            "| unit outcomes: recorded / missed | missed, why | duplicates | lost "
+            "| longest `fleet status` / `trigger` |",
+            "|---:|---:|---:|---|---|---:|---|---|---:|---:|---|"]
+    for x in r["rows"]:
+        faults = ", ".join(f"{n} {FAULT_NAMES.get(k, k)}" for k, n in sorted(x["faults"].items()))
+        why = "; ".join(f"{n} {k}" for k, n in sorted(x["missed_by_reason"].items())) or "-"
+        rows.append(f"| {x['trial']} | {x['units']} | {x['storm_s']:.0f} s | {faults} "
+                    f"| {x['triggers_sent']} / {x['triggers_accepted']} | {x['recorded_by_every_unit']} "
+                    f"| {x['unit_recorded']} / {x['unit_missed']} | {why} | {bold_zero(x['duplicates'])} "
+                    f"| {bold_zero(x['lost'])} | {x['longest_status_s']:.1f} s / {x['longest_trigger_s']:.1f} s |")
+    return "\n".join([caption_kept(path, r) + " nats-server 2.9.10, 3 servers.", "", *rows])
+
+
 def export_rows():
     path, r = newest_result("export")
     send = lambda x: x["bytes_sent"] / (x["seconds"] - x["verify_seconds"])
@@ -473,6 +493,7 @@ def paper_app():
 
 
 TABLES = {"ingest": ingest, "faults": faults, "fuzz": fuzz, "keepup": keepup, "fleet": fleet,
+          "fleet_faults": fleet_faults,
           "paper_table2": paper_table2, "paper_latency": paper_latency, "paper_join": paper_join,
           "paper_kernels": paper_kernels, "paper_app": paper_app,
           "export_unthrottled": export_unthrottled, "export_rate": export_rate, "peers_pmem": peers_pmem,

@@ -51,12 +51,17 @@ struct Line {
     delay_s: f64,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     published: bool,
+    /// Its sequence in the trigger stream, when JetStream delivered it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    stream_seq: Option<u64>,
 }
 
 pub struct TriggerJournal {
     path: PathBuf,
     file: File,
     handled: BTreeMap<String, Handled>,
+    /// The highest trigger-stream sequence handled: a consumer made anew starts after it.
+    last_stream_seq: Option<u64>,
 }
 
 impl TriggerJournal {
@@ -71,6 +76,7 @@ impl TriggerJournal {
             Err(e) => return Err(say(&e)),
         };
         let mut handled = BTreeMap::new();
+        let mut last_stream_seq: Option<u64> = None;
         let lines: Vec<&str> = text.lines().collect();
         for (n, line) in lines.iter().enumerate() {
             let l: Line = match serde_json::from_str(line) {
@@ -79,6 +85,7 @@ impl TriggerJournal {
                 Err(_) if n + 1 == lines.len() && !text.ends_with('\n') => break,
                 Err(e) => return Err(say(&format!("line {}: {e}", n + 1))),
             };
+            last_stream_seq = last_stream_seq.max(l.stream_seq);
             match l.outcome {
                 Some(outcome) => {
                     handled.insert(
@@ -121,6 +128,7 @@ impl TriggerJournal {
             path,
             file,
             handled,
+            last_stream_seq,
         };
         let orphans: Vec<String> = j
             .handled
@@ -130,7 +138,7 @@ impl TriggerJournal {
             .collect();
         for id in orphans {
             let why = "the unit stopped after taking the trigger, before its burst began";
-            j.record(&id, Outcome::Missed, Some(why.into()), 0.0)?;
+            j.record(&id, Outcome::Missed, Some(why.into()), 0.0, None)?;
         }
         Ok(j)
     }
@@ -144,13 +152,20 @@ impl TriggerJournal {
         self.handled.get(id)
     }
 
-    /// Records the outcome of trigger `id`, durably: returns only once it is on the disk.
+    /// The highest trigger-stream sequence this unit handled, if JetStream delivered any.
+    pub fn last_stream_seq(&self) -> Option<u64> {
+        self.last_stream_seq
+    }
+
+    /// Records the outcome of trigger `id` (delivered as `stream_seq` of the trigger stream, or by
+    /// the fast path), durably: returns only once it is on the disk.
     pub fn record(
         &mut self,
         id: &str,
         outcome: Outcome,
         reason: Option<String>,
         delay_s: f64,
+        stream_seq: Option<u64>,
     ) -> Result<(), String> {
         self.append(&Line {
             trigger_id: id.into(),
@@ -158,7 +173,9 @@ impl TriggerJournal {
             reason: reason.clone(),
             delay_s,
             published: false,
+            stream_seq,
         })?;
+        self.last_stream_seq = self.last_stream_seq.max(stream_seq);
         self.handled.insert(
             id.into(),
             Handled {
@@ -179,6 +196,7 @@ impl TriggerJournal {
             reason: None,
             delay_s: 0.0,
             published: true,
+            stream_seq: None,
         })?;
         if let Some(h) = self.handled.get_mut(id) {
             h.published = true;
@@ -225,15 +243,24 @@ mod tests {
         std::fs::create_dir(dir.path().join("t-rec")).unwrap();
         {
             let mut j = TriggerJournal::open(dir.path()).unwrap();
-            j.record("t-rec", Outcome::Recording, None, 0.1).unwrap();
-            j.record("t-gone", Outcome::Recording, None, 0.0).unwrap();
-            j.record("t-miss", Outcome::Missed, Some("late".into()), 30.0)
+            j.record("t-rec", Outcome::Recording, None, 0.1, Some(7))
                 .unwrap();
-            j.record("t-told", Outcome::Missed, Some("late".into()), 9.0)
+            j.record("t-gone", Outcome::Recording, None, 0.0, None)
+                .unwrap();
+            j.record(
+                "t-miss",
+                Outcome::Missed,
+                Some("late".into()),
+                30.0,
+                Some(9),
+            )
+            .unwrap();
+            j.record("t-told", Outcome::Missed, Some("late".into()), 9.0, Some(8))
                 .unwrap();
             j.mark_published("t-told").unwrap();
         }
         let j = TriggerJournal::open(dir.path()).unwrap();
+        assert_eq!(j.last_stream_seq(), Some(9));
         assert_eq!(j.get("t-rec").unwrap().outcome, Outcome::Recording);
         assert!(j.get("t-told").unwrap().published);
         let gone = j.get("t-gone").unwrap();

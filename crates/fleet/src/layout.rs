@@ -135,14 +135,28 @@ pub async fn setup(js: &jetstream::Context, replicas: usize) -> Result<Vec<Strin
         let name = want.name.clone();
         match js.get_stream(&name).await {
             Ok(s) => {
-                let d = differences(&s.cached_info().config, &want);
+                let mut d = differences(&s.cached_info().config, &want);
+                let have = copies(s.cached_info());
+                if d.is_empty() && have != replicas {
+                    // Asked for before, never made (see below).
+                    d.push(format!("{have} copy(ies), not {replicas}"));
+                }
                 if d.is_empty() {
                     done.push(format!("{name}: as wanted ({replicas} replica(s))"));
                     continue;
                 }
-                js.update_stream(want.clone())
+                let now = js
+                    .update_stream(want.clone())
                     .await
                     .map_err(|e| format!("update stream {name}: {e}"))?;
+                // A server may accept a change it cannot honour (a single server takes 3
+                // replicas into the config and keeps one copy): the copies that exist count.
+                let copies = copies(&now);
+                if copies != replicas {
+                    return Err(format!(
+                        "stream {name}: {copies} copy(ies) exist after asking for {replicas} (has the cluster {replicas} servers?)"
+                    ));
+                }
                 done.push(format!("{name}: changed (it had {})", d.join(", ")));
             }
             Err(e) if is_not_found(&e) => {
@@ -155,6 +169,11 @@ pub async fn setup(js: &jetstream::Context, replicas: usize) -> Result<Vec<Strin
         }
     }
     Ok(done)
+}
+
+/// The copies of a stream that exist: its leader and the other peers of its group.
+fn copies(info: &jetstream::stream::Info) -> usize {
+    info.cluster.as_ref().map_or(1, |c| 1 + c.replicas.len())
 }
 
 #[cfg(test)]

@@ -252,8 +252,33 @@ async fn trigger_consumer(
             .get_stream_no_info(TRIGGER_STREAM)
             .await
             .map_err(|e| format!("stream {TRIGGER_STREAM}: {e}"))?;
+        if let Ok(c) = stream.get_consumer(&name).await {
+            return Ok(c);
+        }
+        // Made anew (a new unit, or a consumer the cluster lost): a unit that handled triggers
+        // before starts right after the last one its journal holds, so none sent meanwhile is
+        // skipped (the few handled by the fast path since come again, as duplicates). Unless
+        // the stream is not that old (deleted and made again): then from the next trigger.
+        let mut config = config.clone();
+        if let Some(last) = st.journal.last_stream_seq() {
+            let mut info = js
+                .get_stream(TRIGGER_STREAM)
+                .await
+                .map_err(|e| format!("stream {TRIGGER_STREAM}: {e}"))?;
+            let stored = info
+                .info()
+                .await
+                .map_err(|e| format!("stream {TRIGGER_STREAM}: {e}"))?
+                .state
+                .last_sequence;
+            if last < stored {
+                config.deliver_policy = DeliverPolicy::ByStartSequence {
+                    start_sequence: last + 1,
+                };
+            }
+        }
         stream
-            .get_or_create_consumer(&name, config.clone())
+            .create_consumer(config)
             .await
             .map_err(|e| format!("trigger consumer: {e}"))
     };
@@ -369,7 +394,7 @@ async fn handle_trigger(
     let Some(at) = at else {
         // Nothing buffered yet: the unit has no data clock to place a wall-clock time on.
         let why = "no frame has arrived yet: this unit has no data clock to place the trigger on";
-        return missed(js, st, &id, why.into(), delay_s).await;
+        return missed(js, st, (&id, stream_seq(msg)), why.into(), delay_s).await;
     };
     // Has the whole window already left this unit's buffer (the unit was down)?
     let post = t.post_s.unwrap_or(config.post.as_secs_f64());
@@ -382,7 +407,7 @@ async fn handle_trigger(
             clock.seconds(oldest - window_end),
             config.buffer.as_secs_f64()
         );
-        return missed(js, st, &id, why, delay_s).await;
+        return missed(js, st, (&id, stream_seq(msg)), why, delay_s).await;
     }
     let req = TriggerRequest {
         at: Some(At::Ticks(at)),
@@ -410,23 +435,31 @@ async fn handle_trigger(
             }
             Err(why) => {
                 report(st, format!("refused: {why}"));
-                return missed(js, st, &id, format!("refused: {why}"), delay_s).await;
+                return missed(
+                    js,
+                    st,
+                    (&id, stream_seq(msg)),
+                    format!("refused: {why}"),
+                    delay_s,
+                )
+                .await;
             }
         }
     };
     st.journal
-        .record(&id, Outcome::Recording, None, delay_s)
+        .record(&id, Outcome::Recording, None, delay_s, stream_seq(msg))
         .map_err(|e| format!("trigger {id} is recording, but its journal failed: {e}"))?;
     let w = &reply.window;
     report(
         st,
         format!(
-            "recording window [{}, {}) ticks, {:.3} s before to {:.3} s after {}",
+            "recording window [{}, {}) ticks, {:.3} s before to {:.3} s after {} (came {}, {delay_s:.3} s after it was sent)",
             w.window_start_timestamp,
             w.window_end_timestamp,
             w.pre_s.unwrap_or(0.0),
             w.post_s.unwrap_or(0.0),
-            w.trigger_timestamp
+            w.trigger_timestamp,
+            if msg.is_some() { "through JetStream" } else { "by the fast path" }
         ),
     );
     if delay_s > 2.0 {
@@ -442,16 +475,21 @@ async fn handle_trigger(
 async fn missed(
     js: &jetstream::Context,
     st: &mut LinkState,
-    id: &str,
+    (id, seq): (&str, Option<u64>),
     why: String,
     delay_s: f64,
 ) -> Result<(), String> {
     (st.log)(&format!("NATS trigger {id}: missed: {why}"));
     st.journal
-        .record(id, Outcome::Missed, Some(why), delay_s)
+        .record(id, Outcome::Missed, Some(why), delay_s, seq)
         .map_err(|e| format!("trigger {id} was missed, and its journal failed: {e}"))?;
     let _ = publish_owed(js, st).await;
     Ok(())
+}
+
+/// The trigger stream's sequence of a JetStream delivery.
+fn stream_seq(msg: Option<&jetstream::Message>) -> Option<u64> {
+    msg.and_then(|m| m.info().ok()).map(|i| i.stream_sequence)
 }
 
 /// Publishes every `missed` report the journal still owes the fleet, marking each once stored.

@@ -559,3 +559,70 @@ fn fleet_commands_return_in_bounded_time_with_150_units_heartbeating() {
     stop.store(true, Ordering::Relaxed);
     publisher.join().unwrap();
 }
+
+/// A stream an operator made with other settings is used as it is, and said so; `fleet setup`
+/// changes it to the fleet's, and asks for no more replicas than the servers can hold.
+#[test]
+fn a_stream_with_other_settings_is_used_said_and_changed_by_setup() {
+    let root = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let Some(_nats) = nats_server(port, &root.path().join("js")) else {
+        return;
+    };
+    let url = format!("nats://127.0.0.1:{port}");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let js = async_nats::jetstream::new(async_nats::connect(&url).await.unwrap());
+        js.create_stream(async_nats::jetstream::stream::Config {
+            name: "SNBUF_TRIGGERS".into(),
+            subjects: vec!["snbuf.trigger".into()],
+            max_age: Duration::from_secs(3600),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    });
+    let u = start_unit(root.path(), "odd", &url);
+    wait_fleet(&url, &["odd"], |u| u["missing"] == false);
+    let log = std::fs::read_to_string(&u.log).unwrap();
+    assert!(
+        log.contains("stream SNBUF_TRIGGERS has max age 3600 s, not 86400 s")
+            && log.contains("used as it is"),
+        "{log}"
+    );
+    std::thread::sleep(Duration::from_millis(800));
+    let o = snbuf(&["trigger", "--nats", &url, "--burst-id", "odd-1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    wait_sealed(&u.out.join("odd-1"));
+
+    let o = snbuf(&["fleet", "setup", "--nats", &url]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let said = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        said.contains("SNBUF_TRIGGERS: changed (it had max age 3600 s"),
+        "{said}"
+    );
+    assert!(
+        said.contains("SNBUF_UNITS: as wanted (1 replica(s))"),
+        "{said}"
+    );
+    let again = snbuf(&["fleet", "setup", "--nats", &url]);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("SNBUF_TRIGGERS: as wanted"));
+    // One server cannot hold three copies: a clear error within the deadline, nothing changed.
+    let three = snbuf(&["fleet", "setup", "--nats", &url, "--nats-replicas", "3"]);
+    assert_eq!(
+        three.status.code(),
+        Some(1),
+        "{}{}",
+        stderr(&three),
+        String::from_utf8_lossy(&three.stdout)
+    );
+    assert!(
+        stderr(&three).contains("SNBUF_TRIGGERS"),
+        "{}",
+        stderr(&three)
+    );
+}

@@ -15,7 +15,8 @@ pub enum FleetCommand {
     ///
     ///   snbuf fleet status --nats nats://127.0.0.1:4222
     Status(FleetStatusArgs),
-    /// The burst events the units published (sealed, failed, missed, refused, ...), oldest first.
+    /// The burst events the units published (sealed, failed, missed with the reason,
+    /// duplicate, ...), oldest first.
     Events(FleetStatusArgs),
     /// Trigger delivery latency to many lightweight units (each its own connection and durable
     /// consumer, no data): p50, p99 and max from sending to receipt. Uses its own subject, so

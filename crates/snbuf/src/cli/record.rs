@@ -244,7 +244,7 @@ pub struct TriggerArgs {
     /// sent as wall-clock time, which each unit turns into its own ticks: all record the same
     /// window. --burst-id becomes the trigger id (a second delivery records nothing more). A
     /// cluster as several URLs, comma separated: the trigger is retried across them for up to
-    /// 9 s, and the id the cluster stored is printed.
+    /// 8 s, and the id the cluster stored is printed.
     #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = DEFAULT_NATS)]
     pub nats: Option<String>,
     #[command(flatten)]
