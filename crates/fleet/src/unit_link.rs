@@ -177,6 +177,7 @@ async fn session(opts: &NatsOptions, st: &mut LinkState, stop: &AtomicBool) -> R
         opts.describe(),
         st.unit
     ));
+    catch_up(&js, st).await;
     let mut beat = tokio::time::interval(Duration::from_millis(HEARTBEAT_MS));
     loop {
         if stop.load(Ordering::Relaxed) {
@@ -485,6 +486,50 @@ async fn missed(
         .map_err(|e| format!("trigger {id} was missed, and its journal failed: {e}"))?;
     let _ = publish_owed(js, st).await;
     Ok(())
+}
+
+/// How many of the newest triggers a reconnecting unit reads straight from the stream.
+const CATCH_UP_TRIGGERS: u64 = 16;
+
+/// Triggers this unit may have missed while cut off, read straight from the trigger stream (its
+/// leader answers; the unit's consumer may still be waiting for its own leader, which after a
+/// pause can take longer than the buffer holds the window). Only those issued since this unit
+/// started and within its buffer's length: the ones it can still record; older ones come through
+/// its consumer as before. Handled like the fast path's copies; best effort, within 3 s.
+async fn catch_up(js: &jetstream::Context, st: &mut LinkState) {
+    let read = async {
+        let mut stream = js.get_stream(TRIGGER_STREAM).await.ok()?;
+        let last = stream.info().await.ok()?.state.last_sequence;
+        let mut due = Vec::new();
+        for seq in last.saturating_sub(CATCH_UP_TRIGGERS - 1).max(1)..=last {
+            if let Ok(m) = stream.get_raw_message(seq).await {
+                due.push(m.payload);
+            }
+        }
+        Some(due)
+    };
+    let Ok(Some(due)) = tokio::time::timeout(Duration::from_secs(3), read).await else {
+        return;
+    };
+    let unit = st.server.unit();
+    let now = now_unix_ns();
+    let started = now.saturating_sub(unit.uptime().as_nanos() as u64);
+    let oldest = now.saturating_sub(unit.config().buffer.as_nanos() as u64);
+    for payload in due {
+        let Ok(t) = serde_json::from_slice::<TriggerMessage>(&payload) else {
+            continue;
+        };
+        if t.issued_unix_ns < started.max(oldest) || st.journal.get(&t.trigger_id).is_some() {
+            continue;
+        }
+        (st.log)(&format!(
+            "NATS trigger {}: read from the stream on reconnecting",
+            t.trigger_id
+        ));
+        if let Err(e) = handle_trigger(js, st, &payload, None).await {
+            (st.log)(&format!("NATS: trigger (catch-up): {e}"));
+        }
+    }
 }
 
 /// The trigger stream's sequence of a JetStream delivery.
