@@ -25,7 +25,7 @@ rc=0
 SNBUF_REQUIRE_NATS=1 SNBUF_FLEET_TRIALS="$trials" SNBUF_FLEET_SEED="$seed" \
   SNBUF_FLEET_UNITS="$units" SNBUF_FLEET_SECONDS="$seconds" SNBUF_FLEET_RESULT="$lines" \
   cargo test --release -q -p snbuf --test fleet_faults -- --nocapture --test-threads 1 2>&1 |
-  grep -oE 'fleet faults: .{0,400}|panicked.*|FAILED.*|test result.*' || rc=1
+  grep -A2 -E 'fleet faults: kept|panicked|test result' | cut -c1-600 || rc=1
 python3 bench/keep.py fleet_faults "$lines" --seconds $(($(date +%s) - start)) \
   --command "UNITS=$units SECONDS_PER_TRIAL=$seconds bench/fleet_faults.sh $trials $seed"
 exit $rc

@@ -626,3 +626,53 @@ fn a_stream_with_other_settings_is_used_said_and_changed_by_setup() {
         stderr(&three)
     );
 }
+
+/// The fleet's servers from the config file, a dead one among them: the unit joins through the
+/// live one, and `trigger --nats` with the same list is stored and names the trigger.
+#[test]
+fn servers_from_the_config_file_with_one_dead_still_make_a_fleet() {
+    let root = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let Some(_nats) = nats_server(port, &root.path().join("js")) else {
+        return;
+    };
+    let dead = free_port();
+    let servers = format!("nats://127.0.0.1:{dead},nats://127.0.0.1:{port}");
+    let config = root.path().join("unit.toml");
+    std::fs::write(
+        &config,
+        format!("nats = \"{servers}\"\nnats_replicas = 1\nlinks = 1\n"),
+    )
+    .unwrap();
+    let out = root.path().join("cfg");
+    let socket = root.path().join("cfg.sock");
+    let child = Command::new(env!("CARGO_BIN_EXE_snbuf"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .arg("--output")
+        .arg(&out)
+        .arg("--socket")
+        .arg(&socket)
+        .args([
+            "--rate-per-link",
+            "5MB/s",
+            "--buffer",
+            "2s",
+            "--unit",
+            "cfg",
+        ])
+        .args(["--pre", "300ms", "--post", "300ms", "--method", "direct"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _unit = KillOnDrop(child);
+    wait_for_socket(&socket);
+    wait_fleet(&servers, &["cfg"], |u| u["missing"] == false);
+    std::thread::sleep(Duration::from_millis(800));
+    let o = snbuf(&["trigger", "--nats", &servers, "--burst-id", "cfg-1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(said.starts_with("accepted: trigger cfg-1 stored"), "{said}");
+    wait_sealed(&out.join("cfg-1"));
+}
