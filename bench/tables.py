@@ -362,19 +362,23 @@ FAULT_NAMES = {"KillServer": "server killed", "PauseServer": "server paused", "K
 def fleet_faults():
     path, r = newest_result("fleet_faults")
     rows = ["| trial | units | storm | faults | triggers sent / accepted | recorded by every unit "
-            "| unit outcomes: recorded / missed | missed, why | duplicates | lost, one server down at a time "
+            "| unit outcomes: recorded / missed | missed, why | recorded though not accepted "
+            "| left unsealed (unit killed) | duplicates | lost, one server down at a time "
             "| lost, whole cluster killed | longest `fleet status` / `trigger` |",
-            "|---:|---:|---:|---|---|---:|---|---|---:|---:|---:|---|"]
+            "|---:|---:|---:|---|---|---:|---|---|---:|---:|---:|---:|---:|---|"]
     for x in r["rows"]:
         faults = ", ".join(f"{n} {FAULT_NAMES.get(k, k)}" for k, n in sorted(x["faults"].items()))
         why = "; ".join(f"{n} {k}" for k, n in sorted(x["missed_by_reason"].items())) or "-"
         rows.append(f"| {x['trial']} | {x['units']} | {x['storm_s']:.0f} s | {faults} "
                     f"| {x['triggers_sent']} / {x['triggers_accepted']} | {x['recorded_by_every_unit']} "
-                    f"| {x['unit_recorded']} / {x['unit_missed']} | {why} | {bold_zero(x['duplicates'])} "
+                    f"| {x['unit_recorded']} / {x['unit_missed']} | {why} | {x['unit_recorded_not_accepted']} "
+                    f"| {x['unsealed_bursts']} | {bold_zero(x['duplicates'])} "
                     f"| {bold_zero(x['lost_one_server_down_at_a_time'])} "
                     f"| {x.get('lost_during', {}).get('RestartCluster', 0)} "
                     f"| {x['longest_status_s']:.1f} s / {x['longest_trigger_s']:.1f} s |")
-    return "\n".join([caption_kept(path, r) + " nats-server 2.9.10, 3 servers.", "", *rows])
+    servers = {x.get("nats_server") for x in r["rows"]} - {None}
+    server = f" {', '.join(sorted(servers))}." if servers else ""
+    return "\n".join([caption_kept(path, r) + server, "", *rows])
 
 
 def export_rows():

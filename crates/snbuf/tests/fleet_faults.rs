@@ -307,6 +307,7 @@ fn trial(k: u64, seed: u64, units: usize, seconds: u64, dir: &Path) -> Option<Va
     o.insert("trial".into(), json!(k));
     o.insert("seed".into(), json!(seed));
     o.insert("servers".into(), json!(3));
+    o.insert("nats_server".into(), json!(cluster.version()));
     o.insert("units".into(), json!(units));
     o.insert("storm_s".into(), json!(storm_s));
     o.insert("faults".into(), json!(by_kind));

@@ -58,6 +58,14 @@ impl Cluster {
         Some(c)
     }
 
+    /// What `nats-server --version` says ("nats-server: v2.9.10").
+    pub fn version(&self) -> String {
+        let mut cmd = Command::new(&self.bin);
+        cmd.arg("--version");
+        let o = super::output_within(cmd, Duration::from_secs(10));
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    }
+
     /// Every server's client URL, comma separated, as `--nats` takes them.
     pub fn urls(&self) -> String {
         self.servers
