@@ -148,7 +148,7 @@ mod tests {
             duration: Duration::from_millis(30),
             warmup: Duration::ZERO,
             region_bytes_per_thread: 4 << 20,
-            cpus: snbuf_persist::cpu::allowed_cpus(),
+            cpus: snbuf_platform::cpu::allowed_cpus(),
             page_size: PageSize::Small4K,
         };
         assert_eq!(config.throughput_config(Layout::PerThread).targets.len(), 2);

@@ -11,9 +11,9 @@
 use std::time::Instant;
 
 use serde::Serialize;
-use snbuf_persist::cpu::thread_cpu_seconds;
-use snbuf_persist::instructions::{sfence, StreamingCopy};
-use snbuf_persist::memory::{AlignedBuf, PageSize};
+use snbuf_platform::cpu::thread_cpu_seconds;
+use snbuf_platform::instructions::{sfence, StreamingCopy};
+use snbuf_platform::memory::{AlignedBuf, PageSize};
 
 use crate::error::BenchError;
 
@@ -223,7 +223,7 @@ pub fn run(
     // Fused in registers, where the CPU has it (the recorder's nt path): each 64-byte load is
     // streamed out and folded into the CRC by carry-less multiplication, the source prefetched
     // ahead; every byte is read from memory once.
-    let edge = snbuf_persist::cpu::CpuFeatures::detect().best_flush();
+    let edge = snbuf_platform::cpu::CpuFeatures::detect().best_flush();
     for (routine, copy_crc) in snbuf_persist::nt_crc::routines_here() {
         let edge = edge.expect("x86-64 has CLFLUSH");
         variants.push((

@@ -4,7 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use snbuf_persist::{cpu, Method};
+use snbuf_persist::Method;
+use snbuf_platform::cpu;
 
 use crate::machine::last_level_cache_bytes;
 

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Instant;
 
 use serde::Serialize;
-use snbuf_persist::memory::{AlignedBuf, FileMapping, PageSize};
+use snbuf_platform::memory::{AlignedBuf, FileMapping, PageSize};
 
 use crate::latency::{map_target, RemoveOnDrop};
 

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use serde::Serialize;
-use snbuf_persist::memory::{AlignedBuf, FileMapping, PageSize, PagesObtained};
+use snbuf_platform::memory::{AlignedBuf, FileMapping, PageSize, PagesObtained};
 
 use crate::latency::{map_target, RemoveOnDrop};
 

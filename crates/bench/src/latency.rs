@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
-use snbuf_persist::memory::{AlignedBuf, FileMapping, PageSize};
+use snbuf_platform::memory::{AlignedBuf, FileMapping, PageSize};
 
 use crate::clock::OpClock;
 use crate::results::LatencyNs;
@@ -66,7 +66,7 @@ impl Op {
 
     /// Whether this CPU can run it.
     fn supported(self) -> bool {
-        let f = snbuf_persist::cpu::CpuFeatures::detect();
+        let f = snbuf_platform::cpu::CpuFeatures::detect();
         match self {
             Op::StoreClflushoptSfence => f.clflushopt,
             Op::StoreClwbSfence => f.clwb,
@@ -406,6 +406,9 @@ unsafe fn evict(p: *mut u8, len: usize) {
     }
 }
 
+/// # Safety
+/// None needed here: off x86-64 there is nothing to evict, and this touches no memory. It is
+/// `unsafe` to match the x86-64 version (`p` valid for `len` bytes).
 #[cfg(not(target_arch = "x86_64"))]
 unsafe fn evict(_: *mut u8, _: usize) {}
 
@@ -468,6 +471,9 @@ unsafe fn access_once(p: *mut u8, op: Op, len: usize, stamp: u64) {
     }
 }
 
+/// # Safety
+/// None needed here: off x86-64 this touches no memory. It is `unsafe` to match the x86-64
+/// version (`p` valid for `len` bytes of `op`).
 #[cfg(not(target_arch = "x86_64"))]
 unsafe fn access_once(_: *mut u8, _: Op, _: usize, _: u64) {}
 

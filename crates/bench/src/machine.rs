@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use serde::Serialize;
-use snbuf_persist::cpu::CpuFeatures;
 use snbuf_persist::medium;
+use snbuf_platform::cpu::CpuFeatures;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Machine {

@@ -7,7 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use snbuf_persist::{cpu, medium, Method, PageSize, SyncMode};
+use snbuf_persist::{medium, Method, PageSize, SyncMode};
+use snbuf_platform::cpu;
 
 use crate::app::{AppConfig, Layout};
 use crate::defaults::default_region_bytes;

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use snbuf_bench::throughput::run_point;
 use snbuf_bench::{Direction, OpClock, Pattern, PersistEvery, TargetFiles, ThroughputConfig};
-use snbuf_persist::{cpu, Method, PageSize, SyncMode};
+use snbuf_persist::{Method, PageSize, SyncMode};
+use snbuf_platform::cpu;
 
 fn config(target: &Path) -> ThroughputConfig {
     ThroughputConfig {

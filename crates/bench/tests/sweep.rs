@@ -10,7 +10,8 @@ use snbuf_bench::{
     BenchError, Direction, OpClock, Pattern, PersistEvery, Point, TargetFiles, ThroughputConfig,
     ThroughputResult,
 };
-use snbuf_persist::{cpu, Method, PageSize, SyncMode};
+use snbuf_persist::{Method, PageSize, SyncMode};
+use snbuf_platform::cpu;
 
 fn dir_for(method: Method) -> PathBuf {
     let shm = Path::new("/dev/shm");

@@ -201,7 +201,7 @@ impl<S: Sink> LinkWriter<S> {
         &mut self,
         parts: &[&[u8]],
         crc32c: Option<u32>,
-        held: &std::sync::Arc<dyn snbuf_persist::sink::HeldMemory>,
+        held: &std::sync::Arc<dyn snbuf_platform::HeldMemory>,
     ) -> Result<(), WriteError> {
         self.with_writer(|w| w.start_stage(parts, crc32c, held))
     }

@@ -236,9 +236,9 @@ pub fn stride_for(header_bytes: usize, payload_bytes: usize, align_bytes: u64) -
 }
 
 /// CRC-32C (Castagnoli, the iSCSI polynomial) of `data`: the checksum of headers and payloads,
-/// by the implementation fastest on this CPU (`snbuf_persist::crc`).
+/// by the implementation fastest on this CPU (`snbuf_platform::crc`).
 pub fn crc32c(data: &[u8]) -> u32 {
-    snbuf_persist::crc::crc32c_in_cache(&[data])
+    snbuf_platform::crc::crc32c_in_cache(&[data])
 }
 
 /// CRC-32C of the concatenation of `parts`, which are not in the CPU's caches (memory a device
@@ -333,7 +333,7 @@ impl FrameCrcCombiner {
 
 /// CRC-32C of the concatenation of `parts`.
 pub fn crc32c_of_parts(parts: &[&[u8]]) -> u32 {
-    snbuf_persist::crc::crc32c_in_cache(parts)
+    snbuf_platform::crc::crc32c_in_cache(parts)
 }
 
 #[cfg(test)]

@@ -65,6 +65,34 @@ pub struct VerifyReport {
     pub valid: bool,
 }
 
+impl VerifyReport {
+    /// Every problem found, of the burst and of its links.
+    pub fn problem_count(&self) -> u64 {
+        self.problems.len() as u64
+            + self
+                .links
+                .iter()
+                .map(|l| l.problems.len() as u64)
+                .sum::<u64>()
+    }
+}
+
+/// The manifest's second write: `report`'s verdict noted in the sealed burst at `dir` (what
+/// `snbuf ls` shows), atomically. The data it checked is sealed and durable whether or not this
+/// note reaches the medium, so a failure here is the caller's to say, not a failed burst.
+pub fn note_verified(
+    dir: &Path,
+    manifest: &mut Manifest,
+    report: &VerifyReport,
+) -> Result<(), ManifestError> {
+    manifest.verified = Some(crate::manifest::Verified {
+        valid: report.valid,
+        problems: report.problem_count(),
+        at_unix_ns: snbuf_units::now_unix_ns(),
+    });
+    manifest.write_atomic(dir)
+}
+
 /// The link files of a burst: those the manifest lists and any `link-NNNN.dat` present.
 pub(crate) fn link_files(
     dir: &Path,

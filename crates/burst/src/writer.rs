@@ -7,9 +7,9 @@
 
 use std::path::PathBuf;
 
-use snbuf_persist::memory::{AlignedBuf, PageSize};
-use snbuf_persist::sink::HeldMemory;
 use snbuf_persist::{PersistError, Sink};
+use snbuf_platform::memory::{AlignedBuf, PageSize};
+use snbuf_platform::HeldMemory;
 use std::sync::Arc;
 
 use crate::chunk::{

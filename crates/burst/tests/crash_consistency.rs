@@ -59,7 +59,7 @@ fn workload() -> impl Strategy<Value = Workload> {
 }
 
 fn payload(link: u32, seq: u64, bytes: usize) -> Vec<u8> {
-    snbuf_persist::rng::Rng::new((link as u64) << 32 | seq).bytes(bytes)
+    snbuf_platform::rng::Rng::new((link as u64) << 32 | seq).bytes(bytes)
 }
 
 struct LinkRun {

@@ -75,7 +75,7 @@ fn staged_chunks_read_back_on_direct() {
 fn staged_chunks_read_back_on_a_mapping() {
     // Mapped methods need only a file (msync runs anywhere; nt where the CPU can).
     staged_chunks_read_back(Method::Msync);
-    let cpu = snbuf_persist::cpu::CpuFeatures::detect();
+    let cpu = snbuf_platform::cpu::CpuFeatures::detect();
     if cpu.simd_path().is_some() && cpu.best_flush().is_some() {
         staged_chunks_read_back(Method::Nt);
     } else {

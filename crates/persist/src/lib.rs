@@ -10,30 +10,23 @@
 //! error a sink is latched failed and never reports success again.
 
 pub mod backends;
-pub mod cpu;
-pub mod crc;
 pub mod error;
 pub mod fault;
-#[cfg(target_arch = "x86_64")]
-pub mod instructions;
 pub mod latch;
 pub mod medium;
-pub mod memory;
 pub mod method;
 pub mod nt_crc;
-pub mod numa;
-pub mod process;
 pub mod replace;
-pub mod rng;
 pub mod sim;
 pub mod sink;
 
 pub use error::{PersistError, Result};
 pub use latch::Latched;
 pub use medium::Medium;
-pub use memory::{AlignedBuf, PageSize, PagesObtained};
+// The machine's own pieces live in snbuf-platform; these are part of a sink's configuration.
 pub use method::{Capabilities, Method, METHODS};
 pub use sink::{Durability, Sink, SinkConfig, SinkReport, SyncMode};
+pub use snbuf_platform::{AlignedBuf, PageSize, PagesObtained};
 
 /// Something to run with a sink of its concrete type.
 ///

@@ -20,7 +20,7 @@
 //! coefficient of x^(127-i), and a carry-less product of two such 64-bit halves comes out one
 //! degree short: the constants are x^(n-1) mod P rather than x^n mod P.
 
-use crate::cpu::FlushInstr;
+use snbuf_platform::cpu::FlushInstr;
 
 /// The CRC-32C polynomial without its x^32 term (Castagnoli; not reflected).
 const POLY: u64 = 0x1_1EDC_6F41;
@@ -106,9 +106,9 @@ unsafe fn copy_nt_crc_with(
     edge: FlushInstr,
     crc: u32,
     fold_stream: impl Fn(*mut u8, *const u8, usize, u32) -> u32,
-    copy_rest: crate::instructions::CopyNtFn,
+    copy_rest: snbuf_platform::instructions::CopyNtFn,
 ) -> u32 {
-    use crate::instructions::{copy_flushed, CACHE_LINE_BYTES};
+    use snbuf_platform::instructions::{copy_flushed, CACHE_LINE_BYTES};
     // SAFETY: the caller's ranges (valid, disjoint) and CPU; every pointer below stays inside
     // them, and each routine called is given a sub-range.
     unsafe {
@@ -127,6 +127,9 @@ unsafe fn copy_nt_crc_with(
     }
 }
 
+/// # Safety
+/// `src` is valid for reads and `dst` for writes of `len` bytes, the two do not overlap, and the
+/// CPU has the instructions this routine is compiled for (AVX-512 or AVX2, VPCLMULQDQ, SSE4.2) and `edge`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,vpclmulqdq,sse4.2")]
 unsafe fn copy_nt_crc_avx512(
@@ -136,7 +139,7 @@ unsafe fn copy_nt_crc_avx512(
     edge: FlushInstr,
     crc: u32,
 ) -> u32 {
-    use crate::{cpu::SimdPath, instructions::copy_nt_fn};
+    use snbuf_platform::{cpu::SimdPath, instructions::copy_nt_fn};
     // SAFETY: the caller's contract is the routine's; the closure gets sub-ranges of it.
     unsafe {
         copy_nt_crc_with(
@@ -151,6 +154,9 @@ unsafe fn copy_nt_crc_avx512(
     }
 }
 
+/// # Safety
+/// `src` is valid for reads and `dst` for writes of `len` bytes, the two do not overlap, and the
+/// CPU has the instructions this routine is compiled for (AVX-512 or AVX2, VPCLMULQDQ, SSE4.2) and `edge`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,vpclmulqdq,sse4.2")]
 unsafe fn copy_nt_crc_avx2(
@@ -160,7 +166,7 @@ unsafe fn copy_nt_crc_avx2(
     edge: FlushInstr,
     crc: u32,
 ) -> u32 {
-    use crate::{cpu::SimdPath, instructions::copy_nt_fn};
+    use snbuf_platform::{cpu::SimdPath, instructions::copy_nt_fn};
     // SAFETY: the caller's contract is the routine's; the closure gets sub-ranges of it.
     unsafe {
         copy_nt_crc_with(
@@ -337,7 +343,7 @@ mod tests {
         if routines.is_empty() {
             eprintln!("this CPU lacks VPCLMULQDQ: the fused copy is not used here");
         }
-        let edge = crate::cpu::CpuFeatures::detect()
+        let edge = snbuf_platform::cpu::CpuFeatures::detect()
             .best_flush()
             .expect("x86-64 has CLFLUSH");
         let src: Vec<u8> = (0..70_000u32)
@@ -360,7 +366,7 @@ mod tests {
                             let got = unsafe {
                                 copy_crc(dst.as_mut_ptr().add(dst_at), s.as_ptr(), len, edge, start)
                             };
-                            crate::instructions::sfence();
+                            snbuf_platform::instructions::sfence();
                             let want = crc32c::crc32c_append(start, s);
                             let at = format!(
                                 "{name}: len {len}, src +{src_at}, dst +{dst_at}, from {start:#x}"

@@ -72,7 +72,7 @@ impl SimMedium {
 
     /// The durable image after a crash now: each pending write dropped, kept or torn.
     pub fn crash(&self, seed: u64) -> Vec<u8> {
-        let mut rng = crate::rng::Rng::new(seed);
+        let mut rng = snbuf_platform::rng::Rng::new(seed);
         let mut next = || rng.next_u64();
         let unit = match self.kind {
             SimKind::Block { sector_bytes } => sector_bytes as usize,

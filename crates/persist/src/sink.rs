@@ -5,15 +5,14 @@
 //! runs (SFENCE, CLFLUSH, msync, fdatasync, an ordered io_uring fsync). Callers acknowledge data
 //! only after `persist`. After an I/O error the sink is latched failed (see `latch`).
 
-use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::Result;
 use crate::medium::Medium;
-use crate::memory::{PageSize, PagesObtained};
 use crate::Method;
+use snbuf_platform::memory::{PageSize, PagesObtained};
 
 /// How a block-device method makes completed writes durable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -202,7 +201,7 @@ pub trait Sink: Send {
     /// others write, then checksum `parts` as the CPU just left them in its cache.
     fn write_in_place_checksummed(&mut self, offset: u64, parts: &[&[u8]]) -> Result<u32> {
         self.write_in_place(offset, parts)?;
-        Ok(crate::crc::crc32c_in_cache(parts))
+        Ok(snbuf_platform::crc::crc32c_in_cache(parts))
     }
 
     /// `write_in_place` without its wait: a method with a queue (io_uring) returns once the
@@ -254,12 +253,7 @@ pub trait Sink: Send {
     }
 }
 
-/// Memory that stays allocated for as long as this owner of it lives (a latency buffer's ring):
-/// what a sink holds to write from it after the borrow the caller lent ended.
-pub trait HeldMemory: Send + Sync {
-    /// The addresses of the memory held.
-    fn address_range(&self) -> Range<usize>;
-}
+pub use snbuf_platform::HeldMemory;
 
 /// Whether every one of `parts` lies inside `held`'s memory.
 pub fn held_in(held: &dyn HeldMemory, parts: &[&[u8]]) -> bool {

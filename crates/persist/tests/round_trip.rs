@@ -17,7 +17,7 @@ fn dir_for(method: Method) -> PathBuf {
 }
 
 fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    snbuf_persist::rng::Rng::new(seed).bytes(len)
+    snbuf_platform::rng::Rng::new(seed).bytes(len)
 }
 
 fn round_trip(method: Method, block: usize, random_order: bool, sync_mode: SyncMode) {
@@ -299,7 +299,7 @@ fn a_checksummed_write_returns_the_crc_of_what_landed() {
 /// A buffer the sinks may go on reading after `start_in_place` returned: they hold it.
 struct Held(snbuf_persist::AlignedBuf);
 
-impl snbuf_persist::sink::HeldMemory for Held {
+impl snbuf_platform::HeldMemory for Held {
     fn address_range(&self) -> std::ops::Range<usize> {
         let start = self.0.as_slice().as_ptr() as usize;
         start..start + self.0.len()
@@ -312,7 +312,7 @@ impl snbuf_persist::sink::HeldMemory for Held {
 /// memory may be reused at once.
 #[test]
 fn writes_and_persists_started_on_two_files_land_once_finished() {
-    use snbuf_persist::sink::HeldMemory;
+    use snbuf_platform::HeldMemory;
     use std::sync::Arc;
     for method in methods_here() {
         let dir = tempfile::tempdir_in(dir_for(method)).unwrap();
@@ -402,7 +402,7 @@ fn a_dropped_sinks_file_gives_its_space_back_at_once() {
 /// Memory that claims addresses nothing is mapped at: the kernel refuses to register it.
 struct Unmapped;
 
-impl snbuf_persist::sink::HeldMemory for Unmapped {
+impl snbuf_platform::HeldMemory for Unmapped {
     fn address_range(&self) -> std::ops::Range<usize> {
         // The bottom of the address space is never mapped (mmap_min_addr).
         4096..4096 + (2 << 20)

@@ -137,7 +137,7 @@ pub fn emit(
         "[::]:0".parse().expect("an address")
     };
     if let Some(cpu) = config.cpu {
-        snbuf_persist::cpu::pin_current_thread(cpu).map_err(socket_err)?;
+        snbuf_platform::cpu::pin_current_thread(cpu).map_err(socket_err)?;
     }
     let socket = UdpSocket::bind(bind).map_err(socket_err)?;
     socket.connect(config.to).map_err(socket_err)?;
@@ -166,7 +166,7 @@ pub fn emit(
     }
     .min(PAYLOAD_VARIANTS as usize);
     let mut runs: Vec<Vec<*const u8>> = vec![Vec::with_capacity(run_max); links];
-    let cpu0 = snbuf_persist::cpu::thread_cpu_seconds();
+    let cpu0 = snbuf_platform::cpu::thread_cpu_seconds();
     let (mut sent, mut next, mut errors) = (0u64, 0u64, 0u64);
     let mut max_lag = Duration::ZERO;
     let mut next_report = Instant::now() + Duration::from_secs(1);
@@ -230,7 +230,7 @@ pub fn emit(
         gso: sender.gso,
         gso_refused: sender.gso_refused,
         send_calls: sender.calls,
-        cpu_s: snbuf_persist::cpu::thread_cpu_seconds() - cpu0,
+        cpu_s: snbuf_platform::cpu::thread_cpu_seconds() - cpu0,
     })
 }
 

@@ -20,7 +20,7 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use snbuf_persist::memory::{AlignedBuf, PageSize, PagesObtained};
+use snbuf_platform::memory::{AlignedBuf, PageSize, PagesObtained};
 
 use snbuf_frames::FrameLayout;
 
@@ -51,7 +51,7 @@ unsafe impl Send for Ring {}
 
 /// A sink writing from the ring's slots after a read returned holds the ring, so its memory
 /// stays allocated until the device is done with it.
-impl snbuf_persist::sink::HeldMemory for Ring {
+impl snbuf_platform::HeldMemory for Ring {
     fn address_range(&self) -> std::ops::Range<usize> {
         // SAFETY: reading the allocation's address and length only.
         let slots = unsafe { &*self.slots.get() };
@@ -149,7 +149,7 @@ pub fn latency_buffer_on_node(
 
 /// The CRC-32C (Castagnoli) of one frame, as the ring keeps it beside the slot.
 pub fn frame_crc32c(frame: &[u8]) -> u32 {
-    snbuf_persist::crc::crc32c_in_cache(&[frame])
+    snbuf_platform::crc::crc32c_in_cache(&[frame])
 }
 
 impl Ring {
@@ -313,7 +313,7 @@ impl Producer {
     pub fn publish(&mut self) {
         // Non-temporal stores are not ordered by a release store: drain them first.
         #[cfg(target_arch = "x86_64")]
-        snbuf_persist::instructions::sfence();
+        snbuf_platform::instructions::sfence();
         self.ring.written.store(self.staged, Ordering::Release);
     }
 
@@ -461,7 +461,7 @@ impl LatencyBuffer {
 
     /// The ring's memory, held: a sink may go on reading frames lent by `read_with` from it
     /// (`Sink::start_in_place`) until its write is over.
-    pub fn held_memory(&self) -> Arc<dyn snbuf_persist::sink::HeldMemory> {
+    pub fn held_memory(&self) -> Arc<dyn snbuf_platform::HeldMemory> {
         self.ring.clone()
     }
 

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use crate::framegen::{FrameGen, Payload, SourceError};
 use crate::latency_buffer::Producer;
 use snbuf_frames::{DetectorClock, FrameType};
-use snbuf_persist::instructions::StreamingCopy;
+use snbuf_platform::instructions::StreamingCopy;
 
 /// The detector clock from the Unix epoch, as the emulator and `snbuf emit` keep it: frame k of a
 /// link whose frames are `step_ticks` apart has timestamp k x `step_ticks` and is due when the
@@ -226,7 +226,7 @@ impl Emulator {
 mod tests {
     use super::*;
     use crate::latency_buffer::latency_buffer;
-    use snbuf_persist::PageSize;
+    use snbuf_platform::PageSize;
     use std::sync::Arc;
 
     fn links(n: u32, t: FrameType, cap: u64) -> (Vec<(u32, Producer)>, Vec<crate::LatencyBuffer>) {

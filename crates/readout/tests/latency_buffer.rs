@@ -4,7 +4,7 @@
 mod common;
 
 use common::{layout, sequence_of, stamp, timestamp_of};
-use snbuf_persist::PageSize;
+use snbuf_platform::PageSize;
 use snbuf_readout::{latency_buffer, Lookup, Producer, ReadError};
 fn push_n(p: &mut Producer, n: u64, ticks_per_frame: u64, skip_every: u64) {
     let mut ts = 1000 + p.buffer().written() * ticks_per_frame;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 mod common;
 
 use common::{sequence_of, stamp};
-use snbuf_persist::PageSize;
+use snbuf_platform::PageSize;
 use snbuf_readout::latency_buffer::frame_crc32c;
 use snbuf_readout::{latency_buffer, FrameLayout, ReadError};
 
@@ -80,7 +80,7 @@ fn a_racing_reader_never_accepts_a_torn_frame() {
 
 #[test]
 fn streamed_frames_published_in_batches_are_never_read_torn_nor_with_a_wrong_checksum() {
-    use snbuf_persist::instructions::StreamingCopy;
+    use snbuf_platform::instructions::StreamingCopy;
     let (mut producer, buffer) = latency_buffer(layout(), 16, PageSize::Small4K).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();

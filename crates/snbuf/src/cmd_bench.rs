@@ -11,7 +11,8 @@ use snbuf_bench::{
     BenchError, Direction, Machine, OpClock, Pattern, PersistEvery, Results, TargetFiles,
     ThroughputConfig, ThroughputResult,
 };
-use snbuf_persist::{cpu, Method, PageSize, SyncMode};
+use snbuf_persist::{Method, PageSize, SyncMode};
+use snbuf_platform::cpu;
 use snbuf_units::{Bytes, Count, Nanos, Rate};
 
 use crate::cli::{PatternArg, SyncArg, ThroughputArgs};

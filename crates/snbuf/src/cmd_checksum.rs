@@ -37,8 +37,8 @@ pub fn run(args: ChecksumArgs) -> anyhow::Result<()> {
     b.finish_and_clear();
     print!("{}", render(&results));
     println!(
-        "the recorder checksums data in cache with: {} (measured at its start, snbuf_persist::crc)",
-        snbuf_persist::crc::in_cache().name()
+        "the recorder checksums data in cache with: {} (measured at its start, snbuf_platform::crc)",
+        snbuf_platform::crc::in_cache().name()
     );
     if let Some(path) = &args.json {
         let clock = OpClock::calibrate(std::time::Duration::from_millis(20));

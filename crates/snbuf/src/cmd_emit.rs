@@ -81,7 +81,7 @@ pub fn run(args: &EmitArgs) -> anyhow::Result<()> {
         )));
     };
     if let Some(path) = &args.json {
-        crate::cmd_record::check_parent_dir("--json", path)?;
+        crate::args::check_parent_dir("--json", path)?;
     }
     let config = EmitConfig {
         to,
@@ -94,12 +94,12 @@ pub fn run(args: &EmitArgs) -> anyhow::Result<()> {
         digest: args.digest,
         cpu: Some(match args.cpu {
             Some(c) => {
-                if !snbuf_persist::cpu::allowed_cpus().contains(&c) {
+                if !snbuf_platform::cpu::allowed_cpus().contains(&c) {
                     return Err(usage(format!("--cpu {c}: not a CPU this process may use")));
                 }
                 c
             }
-            None => *snbuf_persist::cpu::allowed_cpus().last().unwrap_or(&0),
+            None => *snbuf_platform::cpu::allowed_cpus().last().unwrap_or(&0),
         }),
         gso: args.gso,
     };
@@ -126,7 +126,7 @@ pub fn run(args: &EmitArgs) -> anyhow::Result<()> {
         } else {
             String::new()
         },
-        crate::cmd_record::step_words(step, tpf)
+        crate::unit_config::step_words(step, tpf)
     );
     let fb = frame_type.frame_bytes() as f64;
     let report = emit(&config, &stop, |sent, elapsed| {

@@ -3,8 +3,8 @@
 use std::path::Path;
 
 use anyhow::Context;
-use snbuf_persist::cpu::CpuFeatures;
 use snbuf_persist::{medium, METHODS};
+use snbuf_platform::cpu::CpuFeatures;
 
 use crate::table::Table;
 

@@ -256,7 +256,7 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
     use snbuf_offline::hdf5::{convert, ConvertError, ConvertOptions};
     let burst = open(&args.burst_dir)?;
     if let Some(p) = &args.json {
-        crate::cmd_record::check_parent_dir("--json", p)?;
+        crate::args::check_parent_dir("--json", p)?;
     }
     if args.out_dir.exists() && !args.out_dir.is_dir() {
         return Err(usage(format!(

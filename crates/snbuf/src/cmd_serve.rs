@@ -13,7 +13,7 @@ use crate::exit::{usage, Failure};
 
 pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     crate::logging::init(args.log_format);
-    snbuf_persist::memory::keep_large_allocations_off_the_heap();
+    snbuf_platform::memory::keep_large_allocations_off_the_heap();
     // Checked before anything starts: a bad fleet option must not leave a half-started unit.
     let from_file = crate::config_file::merge(&args.record)?;
     let mut nats_args = args.nats_auth.clone();
@@ -22,16 +22,16 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .or(from_file.nats_replicas_from_config);
     let fleet = match args.nats.as_ref().or(from_file.nats_from_config.as_ref()) {
         Some(servers) => Some((
-            crate::cmd_fleet::nats_options(servers, &nats_args)?,
-            crate::cmd_fleet::unit_id(args.record.unit.as_deref())?,
+            crate::fleet_args::nats_options(servers, &nats_args)?,
+            crate::fleet_args::unit_id(args.record.unit.as_deref())?,
         )),
         None => None,
     };
     if let Some(socket) = &args.socket {
-        crate::cmd_record::check_parent_dir("--socket", socket)?;
+        crate::args::check_parent_dir("--socket", socket)?;
     }
     let export = match &args.export_to {
-        Some(url) => Some(crate::cmd_export::options(
+        Some(url) => Some(crate::export_setup::options(
             url,
             &from_file.s3.clone().unwrap_or_default(),
             args.export_rate.as_deref(),
@@ -47,7 +47,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
             None
         }
     };
-    let (mut config, why) = crate::cmd_record::config_from_args(&args.record)?;
+    let (mut config, why) = crate::unit_config::config_from_args(&args.record)?;
     if args.record.burst_id.is_none() {
         config.burst_id = format!("burst-{}", config.burst_id);
     }
@@ -55,7 +55,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .socket
         .clone()
         .unwrap_or_else(|| config.output_dir.join("snbuf.sock"));
-    let unit = Unit::start(&config).map_err(crate::cmd_record::record_error)?;
+    let unit = Unit::start(&config).map_err(crate::unit_config::record_error)?;
     let server = std::sync::Arc::new(Server::bind(unit, &socket)?);
     let log: std::sync::Arc<dyn Fn(&str) + Send + Sync> =
         std::sync::Arc::new(|line: &str| tracing::info!("{line}"));
@@ -73,7 +73,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 opts,
                 log.clone(),
             )?);
-            crate::cmd_export::follow_bursts(&server, q.clone())?;
+            crate::export_setup::follow_bursts(&server, q.clone())?;
             Some(q)
         }
         None => None,
@@ -107,7 +107,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         config.writers,
         why.writers
     );
-    tracing::info!("{}", crate::cmd_record::clock_line(&config));
+    tracing::info!("{}", crate::unit_config::clock_line(&config));
     tracing::info!(
         "control socket {} (mode 0600); bursts go to {}",
         socket.display(),
@@ -175,10 +175,8 @@ fn ask<T: serde::de::DeserializeOwned>(
     })
 }
 
+/// `snbuf trigger` to one server's socket (with --nats, `cmd_fleet::trigger` instead).
 pub fn trigger(args: &TriggerArgs) -> anyhow::Result<()> {
-    if let Some(url) = &args.nats {
-        return crate::cmd_fleet::trigger(args, url);
-    }
     let at = match args.at.as_str() {
         "now" => At::Word("now".into()),
         t => At::Ticks(t.parse::<u64>().map_err(|_| {

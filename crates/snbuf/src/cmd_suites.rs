@@ -15,7 +15,8 @@ use snbuf_bench::kernels::{self, Kernel, KernelResult, KernelsConfig, ALL_KERNEL
 use snbuf_bench::latency::{self, LatencyConfig, LatencyResult, Order, ALL_OPS};
 use snbuf_bench::results::save;
 use snbuf_bench::{Machine, OpClock, ThroughputResult};
-use snbuf_persist::{cpu, Method, PageSize};
+use snbuf_persist::{Method, PageSize};
+use snbuf_platform::cpu;
 use snbuf_units::{Bytes, Nanos, Rate};
 
 use crate::cli::{AppArgs, JoinArgs, KernelsArgs, LatencyArgs};

@@ -3,6 +3,7 @@
 
 #![forbid(unsafe_code)]
 
+mod args;
 mod cli;
 mod cmd_bench;
 mod cmd_burst;
@@ -21,11 +22,14 @@ mod cmd_serve;
 mod cmd_suites;
 mod config_file;
 mod exit;
+mod export_setup;
+mod fleet_args;
 mod fleet_rows;
 mod live;
 mod logging;
 mod progress;
 mod table;
+mod unit_config;
 mod write_plan;
 
 use std::process::ExitCode;
@@ -35,7 +39,7 @@ use clap::Parser;
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     if cli.command.writes_only_to_the_terminal() {
-        snbuf_persist::process::exit_quietly_on_broken_pipe();
+        snbuf_platform::process::exit_quietly_on_broken_pipe();
     }
     let result = match cli.command {
         cli::Command::Bench(cmd) => match cmd {
@@ -52,7 +56,10 @@ fn main() -> ExitCode {
         cli::Command::Plan(args) => cmd_plan::run(&args),
         cli::Command::Serve(args) => cmd_serve::serve(*args),
         cli::Command::Emit(args) => cmd_emit::run(&args),
-        cli::Command::Trigger(args) => cmd_serve::trigger(&args),
+        cli::Command::Trigger(args) => match &args.nats {
+            Some(servers) => cmd_fleet::trigger(&args, servers),
+            None => cmd_serve::trigger(&args),
+        },
         cli::Command::Status(args) => cmd_serve::status(&args),
         cli::Command::Report(args) => cmd_paper::report(&args),
         cli::Command::Fleet(cmd) => cmd_fleet::run(cmd),

@@ -346,3 +346,120 @@ fn no_source_file_is_too_long_and_each_says_what_it_is_for() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// Each crate's snbuf dependencies, from its Cargo.toml (`[dependencies]` only).
+fn cargo_graph() -> BTreeMap<String, BTreeSet<String>> {
+    let mut graph = BTreeMap::new();
+    for dir in crates() {
+        let text = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+        let toml: toml::Table = text.parse().unwrap();
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let deps = toml
+            .get("dependencies")
+            .and_then(|d| d.as_table())
+            .map(|d| {
+                d.keys()
+                    .filter_map(|k| k.strip_prefix("snbuf-"))
+                    .map(String::from)
+                    .collect()
+            })
+            .unwrap_or_default();
+        graph.insert(name, deps);
+    }
+    graph
+}
+
+/// The crate graph docs/DESIGN.md draws, from its checked block.
+fn design_graph() -> BTreeMap<String, BTreeSet<String>> {
+    let text = std::fs::read_to_string(workspace().join("docs/DESIGN.md")).unwrap();
+    let start = text
+        .find("<!-- crate graph")
+        .expect("DESIGN.md has its crate graph block");
+    let end = text[start..].find("<!-- end crate graph -->").unwrap() + start;
+    text[start..end]
+        .lines()
+        .filter_map(|l| l.split_once(" -> "))
+        .map(|(name, deps)| {
+            let deps = deps
+                .split(',')
+                .map(str::trim)
+                .filter(|d| *d != "-" && !d.is_empty())
+                .map(String::from)
+                .collect();
+            (name.trim().to_string(), deps)
+        })
+        .collect()
+}
+
+#[test]
+fn the_crate_graph_in_design_md_is_the_one_cargo_builds() {
+    let (cargo, design) = (cargo_graph(), design_graph());
+    assert!(cargo.len() > 10, "{cargo:?}");
+    for (name, deps) in &cargo {
+        assert_eq!(
+            design.get(name),
+            Some(deps),
+            "docs/DESIGN.md's crate graph says {name} -> {:?}; its Cargo.toml says {deps:?}",
+            design.get(name)
+        );
+    }
+    assert_eq!(
+        design.len(),
+        cargo.len(),
+        "DESIGN.md names crates Cargo does not build"
+    );
+}
+
+/// The readout is where data enters; it knows nothing of storage (the platform crate gives it
+/// memory, CRC and fences).
+#[test]
+fn readout_does_not_depend_on_persist() {
+    let graph = cargo_graph();
+    assert!(
+        !graph["readout"].contains("persist"),
+        "{:?}",
+        graph["readout"]
+    );
+    let mut files = Vec::new();
+    rust_files(&workspace().join("crates/readout"), &mut files);
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        assert!(
+            !text.contains("snbuf_persist"),
+            "{} uses snbuf_persist",
+            f.display()
+        );
+    }
+}
+
+/// The binary's commands parse and call; what two of them share lives in a library or a
+/// module of its own, never in another command.
+#[test]
+fn no_command_imports_another() {
+    let src = workspace().join("crates/snbuf/src");
+    let mut bad = Vec::new();
+    for e in std::fs::read_dir(&src).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("cmd_") {
+            continue;
+        }
+        let code = code_of(&std::fs::read_to_string(e.path()).unwrap());
+        for (_, tree) in use_statements(&code) {
+            let mut paths = Vec::new();
+            expand_use("", &tree, &mut paths);
+            for path in paths.iter().filter(|p| p.starts_with("crate::cmd_")) {
+                bad.push(format!("{name} uses {path}"));
+            }
+        }
+        for (i, _) in code.match_indices("crate::cmd_") {
+            let used: String = code[i..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                .collect();
+            bad.push(format!("{name} calls {used}"));
+        }
+    }
+    bad.sort();
+    bad.dedup();
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}

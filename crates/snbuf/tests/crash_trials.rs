@@ -38,7 +38,7 @@ fn run_trials(method: &str) {
     let seed = env_u64("SNBUF_CRASH_SEED", 1);
     let mut tally = Tally::default();
     for k in 0..trials {
-        let mut rng = snbuf_persist::rng::Rng::new(trial_seed(seed, method, k));
+        let mut rng = snbuf_platform::rng::Rng::new(trial_seed(seed, method, k));
         // From just after the start to about when a normal run ends (2.3-2.6 s here), so that
         // buffering, recording, sealing and verifying are all hit.
         let kill_after = Duration::from_millis(100 + rng.below(2400));

@@ -28,7 +28,7 @@ use common::nats_cluster::Cluster;
 use common::trials::trial_seed;
 use common::{keep_result_line, output_within, wait_for_socket, KillOnDrop};
 use serde_json::{json, Value};
-use snbuf_persist::rng::Rng;
+use snbuf_platform::rng::Rng;
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)

@@ -271,7 +271,7 @@ fn emit_sends_exactly_the_frames_its_digest_says() {
             );
             assert_eq!(
                 d["crc32c"],
-                snbuf_persist::crc::crc32c_in_cache(&[&got[l]]),
+                snbuf_platform::crc::crc32c_in_cache(&[&got[l]]),
                 "gso {gso}, link {l}: the bytes sent"
             );
         }
@@ -300,7 +300,7 @@ fn a_replayed_recording_is_recorded_unchanged_but_for_its_timestamps() {
     let word0: u64 = 1 | (3 << 6) | (4 << 12) | (1 << 22) | (2 << 26);
     let mut rec = Vec::new();
     for k in 0..3u64 {
-        let mut f = snbuf_persist::rng::Rng::new(k).bytes(7200);
+        let mut f = snbuf_platform::rng::Rng::new(k).bytes(7200);
         f[0..8].copy_from_slice(&word0.to_le_bytes());
         f[8..16].copy_from_slice(&(1_000_000 + k * 2048).to_le_bytes());
         rec.push(f);
@@ -423,7 +423,7 @@ fn bad_datagrams_are_counted_and_never_recorded() {
     id.stream_id = 9;
     layout.write_identity(&mut v, &id);
     bad.push(v); // a stream no link takes
-    let mut garbage = snbuf_persist::rng::Rng::new(7).bytes(7200);
+    let mut garbage = snbuf_platform::rng::Rng::new(7).bytes(7200);
     garbage[0] = 0x3F; // version 63
     bad.push(garbage);
     for _ in 0..20 {

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use snbuf_frames::DetectorClock;
 use snbuf_persist::fault::FaultPlan;
-use snbuf_persist::memory::PageSize;
 use snbuf_persist::{Method, SyncMode};
+use snbuf_platform::memory::PageSize;
 use snbuf_readout::udp::UdpSource;
 use snbuf_readout::{FrameType, GapSpec, Payload};
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use snbuf_persist::cpu::{self, ThreadCpuClock};
+use snbuf_platform::cpu::{self, ThreadCpuClock};
 use snbuf_readout::udp::{self, IngestInfo};
 use snbuf_readout::{Emulator, Producer};
 

@@ -93,11 +93,13 @@ impl Unit {
         // On a machine with several NUMA nodes each link's buffer lives on the node of the
         // device it is written to (link l goes to output l mod N): the device's DMA and the
         // writer pinned near it (`writers::near_cpus`) then read it without crossing sockets.
-        let nodes = snbuf_persist::numa::nodes();
+        let nodes = snbuf_platform::numa::nodes();
         let outputs = config.outputs();
         let output_nodes: Vec<Option<u32>> = outputs
             .iter()
-            .map(|o| snbuf_persist::numa::memory_node(snbuf_persist::numa::node_of_path(o), &nodes))
+            .map(|o| {
+                snbuf_platform::numa::memory_node(snbuf_platform::numa::node_of_path(o), &nodes)
+            })
             .collect();
         let buffer_nodes: Vec<Option<u32>> = (0..config.links as usize)
             .map(|l| output_nodes[l % output_nodes.len()])
@@ -390,7 +392,7 @@ impl Unit {
         let source_cpu0 = source_clock.map(|c| c.seconds()).unwrap_or(0.0);
         let frames_in = || self.buffers.iter().map(|b| b.written()).sum::<u64>();
         let source_frames0 = frames_in();
-        let process_cpu0 = snbuf_persist::cpu::process_cpu_seconds();
+        let process_cpu0 = snbuf_platform::cpu::process_cpu_seconds();
         let writers = Writers::start(
             link_writers,
             &self.buffers,
@@ -446,7 +448,7 @@ impl Unit {
         let writing_s = trigger_instant.elapsed().as_secs_f64();
         let source_cpu_s = source_clock.map(|c| c.seconds()).unwrap_or(0.0) - source_cpu0;
         let source_bytes = (frames_in() - source_frames0) * fb as u64;
-        let process_cpu_s = snbuf_persist::cpu::process_cpu_seconds() - process_cpu0;
+        let process_cpu_s = snbuf_platform::cpu::process_cpu_seconds() - process_cpu0;
         let source_max_lag_s = max_lag_ns.load(Ordering::Relaxed) as f64 * 1e-9;
         on_progress(&self.progress("sealing"));
         report_status("sealing", true);
@@ -455,19 +457,7 @@ impl Unit {
         report_status("sealed", true);
         let durability = manifest.durability.clone();
         let verify = verify_burst(&dir)?;
-        // The check is kept with the burst (`snbuf ls` shows it); the data it checked is sealed
-        // and durable whether or not this note makes it to the medium.
-        manifest.verified = Some(snbuf_burst::Verified {
-            valid: verify.valid,
-            problems: verify.problems.len() as u64
-                + verify
-                    .links
-                    .iter()
-                    .map(|l| l.problems.len() as u64)
-                    .sum::<u64>(),
-            at_unix_ns: snbuf_units::now_unix_ns(),
-        });
-        if let Err(e) = manifest.write_atomic(&dir) {
+        if let Err(e) = snbuf_burst::verify::note_verified(&dir, &mut manifest, &verify) {
             let _ = writeln!(std::io::stderr(), "snbuf: noting the verification: {e}");
         }
         let frames_recorded: u64 = manifest.links.iter().map(|l| l.data.frames).sum();

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use snbuf_burst::{LinkWriter, TriggerInfo, WriteError};
-use snbuf_persist::sink::HeldMemory;
 use snbuf_persist::Sink;
+use snbuf_platform::HeldMemory;
 use snbuf_readout::{LatencyBuffer, Lookup, ReadError};
 
 use crate::chunking::frames_for_next_chunk;

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use snbuf_persist::cpu;
+use snbuf_platform::cpu;
 use snbuf_readout::LatencyBuffer;
 
 use crate::counters::LiveLink;
@@ -45,10 +45,10 @@ pub(crate) fn near_cpus(
     if link_nodes.iter().all(Option::is_none) {
         return vec![Vec::new(); writers];
     }
-    let nodes = snbuf_persist::numa::nodes();
+    let nodes = snbuf_platform::numa::nodes();
     (0..writers)
         .map(|w| {
-            snbuf_persist::numa::cpus_near(writer_node(w, writers, link_nodes), &nodes, allowed)
+            snbuf_platform::numa::cpus_near(writer_node(w, writers, link_nodes), &nodes, allowed)
         })
         .collect()
 }

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use snbuf_burst::manifest::link_file_name;
 use snbuf_burst::{scan, Expect};
-use snbuf_persist::{cpu, Method, PageSize, SyncMode};
+use snbuf_persist::{Method, PageSize, SyncMode};
+use snbuf_platform::cpu;
 use snbuf_readout::{FrameGen, FrameType, Payload};
 use snbuf_unit::{record, RecordConfig, Source};
 

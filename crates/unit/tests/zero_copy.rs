@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 
 use snbuf_burst::{scan, ChunkWriter, End, Expect, WriteError};
 use snbuf_persist::sim::{SimKind, SimMedium, SimSink};
-use snbuf_persist::sink::HeldMemory;
 use snbuf_persist::{PageSize, Sink, SinkReport};
+use snbuf_platform::HeldMemory;
 use snbuf_readout::{latency_buffer, FrameLayout, FrameType, LatencyBuffer, Producer, ReadError};
 
 /// Frames of 1 KiB (whole 512 B sectors, so every chunk is written from the ring), timestamp at

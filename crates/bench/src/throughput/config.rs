@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use snbuf_persist::memory::PageSize;
 use snbuf_persist::{Method, SyncMode};
+use snbuf_platform::memory::PageSize;
 
 use crate::error::BenchError;
 

@@ -10,10 +10,10 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use snbuf_persist::cpu::thread_cpu_seconds;
-use snbuf_persist::memory::{AlignedBuf, PageSize};
-use snbuf_persist::rng::Rng;
 use snbuf_persist::{PersistError, Sink, SinkReport, WithSink};
+use snbuf_platform::cpu::thread_cpu_seconds;
+use snbuf_platform::memory::{AlignedBuf, PageSize};
+use snbuf_platform::rng::Rng;
 
 use crate::clock::OpClock;
 use crate::throughput::config::REGION_ALIGN_BYTES;
@@ -397,7 +397,7 @@ fn check_fill(buf: &[u8], offset: u64) -> bool {
 }
 
 fn fill_random(buf: &mut [u8], seed: u64) {
-    snbuf_persist::rng::Rng::new(seed).fill(buf);
+    snbuf_platform::rng::Rng::new(seed).fill(buf);
 }
 
 /// Up to an hour in TSC ticks or ns at 3 significant digits; longer values saturate (and an op

@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use snbuf_persist::{cpu, open_with, SinkConfig};
+use snbuf_persist::{open_with, SinkConfig};
+use snbuf_platform::cpu;
 
 use crate::clock::OpClock;
 use crate::error::BenchError;

@@ -12,8 +12,8 @@ use std::os::unix::fs::FileExt;
 use crate::backends::{align_up, check_aligned, check_range, open_target, write_error};
 use crate::error::{PersistError, Result};
 use crate::medium;
-use crate::memory::AlignedBuf;
 use crate::sink::{Durability, Sink, SinkConfig, SinkReport, SyncMode};
+use snbuf_platform::memory::AlignedBuf;
 
 pub struct DirectSink {
     file: File,

@@ -17,12 +17,12 @@
 use std::fs::File;
 
 use crate::backends::{check_range, open_target};
-use crate::cpu::{CpuFeatures, FlushInstr, SimdPath};
 use crate::error::{PersistError, Result};
 use crate::medium;
-use crate::memory::{FileMapping, MapKind};
 use crate::sink::{Durability, Sink, SinkConfig, SinkReport};
 use crate::Method;
+use snbuf_platform::cpu::{CpuFeatures, FlushInstr, SimdPath};
+use snbuf_platform::memory::{FileMapping, MapKind};
 
 #[derive(Clone, Copy, Debug)]
 enum Store {
@@ -30,7 +30,7 @@ enum Store {
         path: SimdPath,
         edge: FlushInstr,
         #[cfg(target_arch = "x86_64")]
-        copy: crate::instructions::CopyNtFn,
+        copy: snbuf_platform::instructions::CopyNtFn,
         /// The copy that also checksums, where the CPU has it (`write_in_place_checksummed`).
         copy_crc: Option<crate::nt_crc::CopyNtCrcFn>,
     },
@@ -77,7 +77,7 @@ impl MappedSink {
                         .best_flush()
                         .ok_or_else(|| unsupported("no cache-line flush instruction"))?,
                     #[cfg(target_arch = "x86_64")]
-                    copy: crate::instructions::copy_nt_fn(path),
+                    copy: snbuf_platform::instructions::copy_nt_fn(path),
                     copy_crc: crate::nt_crc::copy_nt_crc_fn(),
                 }
             }
@@ -198,7 +198,7 @@ impl Sink for MappedSink {
                 Store::Nt { copy, edge, .. } => copy(dst, data.as_ptr(), data.len(), edge),
                 #[cfg(target_arch = "x86_64")]
                 Store::Flush(f) => {
-                    crate::instructions::copy_flushed(f, dst, data.as_ptr(), data.len())
+                    snbuf_platform::instructions::copy_flushed(f, dst, data.as_ptr(), data.len())
                 }
                 #[cfg(not(target_arch = "x86_64"))]
                 Store::Nt { .. } | Store::Flush(_) => unreachable!("refused at open off x86-64"),
@@ -244,14 +244,14 @@ impl Sink for MappedSink {
             return Ok(crc);
         }
         self.write_in_place(offset, parts)?;
-        Ok(crate::crc::crc32c_in_cache(parts))
+        Ok(snbuf_platform::crc::crc32c_in_cache(parts))
     }
 
     fn persist(&mut self) -> Result<()> {
         match self.store {
             #[cfg(target_arch = "x86_64")]
             Store::Nt { .. } | Store::Flush(FlushInstr::Clwb | FlushInstr::Clflushopt) => {
-                crate::instructions::sfence()
+                snbuf_platform::instructions::sfence()
             }
             // CLFLUSH is strongly ordered: its write-backs are complete in program order.
             Store::Flush(FlushInstr::Clflush) | Store::Plain => {}

@@ -31,8 +31,8 @@ use crate::backends::uring_wait::{can_bound_waits, submit_and_wait_until};
 use crate::backends::{align_up, check_aligned, check_range, open_target};
 use crate::error::{PersistError, Result};
 use crate::medium;
-use crate::memory::AlignedBuf;
 use crate::sink::{held_in, Durability, HeldMemory, Sink, SinkConfig, SinkReport, SyncMode};
+use snbuf_platform::memory::AlignedBuf;
 
 /// user_data of the fsync SQE and of a read's; writes use their slot's index.
 const FSYNC_TAG: u64 = u64::MAX;

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use io_uring::IoUring;
 
-use crate::memory::AlignedBuf;
 use crate::sink::{HeldMemory, SourceMemory};
+use snbuf_platform::memory::AlignedBuf;
 
 /// The kernel caps one registered buffer at 1 GiB.
 const MAX_REGISTERED_BYTES: usize = 1 << 30;

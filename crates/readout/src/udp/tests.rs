@@ -5,7 +5,7 @@ use super::*;
 use crate::latency_buffer::latency_buffer;
 use crate::udp::socket::{bind_to, enable_gro, udp_socket};
 use crate::udp::{check_routes, LinkSocket, StreamTiming, UdpSource};
-use snbuf_persist::memory::PageSize;
+use snbuf_platform::memory::PageSize;
 use std::net::SocketAddr;
 
 #[test]

@@ -30,7 +30,7 @@ pub fn trial_seed(seed: u64, name: &str, k: u64) -> u64 {
     let fnv = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
         (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
     });
-    snbuf_persist::rng::Rng::new(seed ^ fnv)
+    snbuf_platform::rng::Rng::new(seed ^ fnv)
         .next_u64()
         .wrapping_add(k.wrapping_mul(0x9E37_79B9_7F4A_7C15))
 }

@@ -57,7 +57,7 @@ const MID_RECORDING_SPAN_MS: u64 = 1200;
 
 /// Trial `k`'s cut: the first trial, and three in four after it, mid-recording; the others while
 /// buffering, while sealing or right after "sealed".
-fn random_cut(k: u64, rng: &mut snbuf_persist::rng::Rng) -> Cut {
+fn random_cut(k: u64, rng: &mut snbuf_platform::rng::Rng) -> Cut {
     if k == 0 || rng.below(4) != 0 {
         return Cut::MidRecording {
             delay_ms: rng.below(MID_RECORDING_SPAN_MS),
@@ -309,7 +309,7 @@ fn power_cuts(fs: &'static str, default_methods: &[&'static str], default_trials
         for k in 0..trials {
             let cut = random_cut(
                 k,
-                &mut snbuf_persist::rng::Rng::new(trial_seed(seed, &format!("{fs}/{method}"), k)),
+                &mut snbuf_platform::rng::Rng::new(trial_seed(seed, &format!("{fs}/{method}"), k)),
             );
             let t = Trial {
                 fs,

@@ -54,6 +54,10 @@ pub unsafe fn copy_nt(
 
 /// Head (to a cache-line boundary) and tail (after the last whole line) with regular stores and
 /// flushes, whole lines in between with `stream`.
+///
+/// # Safety
+/// `src` is valid for reads and `dst` for writes of `len` bytes, the two do not overlap, and the
+/// CPU has the instructions this routine is compiled for and `edge` flushes.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn copy_nt_with(
@@ -68,6 +72,11 @@ unsafe fn copy_nt_with(
 }
 
 /// Whole lines in the middle with `stream`, the partial lines at the ends with `edges`.
+///
+/// # Safety
+/// `src` is valid for reads and `dst` for writes of `len` bytes, the two do not overlap, and the
+/// CPU has the instructions this routine is compiled for that `stream` and `edges` use; both may be given
+/// any sub-range of the two.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn copy_streamed_with(
@@ -140,6 +149,9 @@ impl StreamingCopy {
     }
 }
 
+/// # Safety
+/// `src` is valid for reads and `dst` for writes of `len` bytes, the two do not overlap, and the
+/// CPU has the instructions this routine is compiled for (`CpuFeatures::simd_path`).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn stream_copy_avx512(dst: *mut u8, src: *const u8, len: usize) {
@@ -156,6 +168,9 @@ unsafe fn stream_copy_avx512(dst: *mut u8, src: *const u8, len: usize) {
     }
 }
 
+/// # Safety
+/// `src` is valid for reads and `dst` for writes of `len` bytes, the two do not overlap, and the
+/// CPU has the instructions this routine is compiled for (`CpuFeatures::simd_path`).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn stream_copy_avx2(dst: *mut u8, src: *const u8, len: usize) {
@@ -172,6 +187,9 @@ unsafe fn stream_copy_avx2(dst: *mut u8, src: *const u8, len: usize) {
     }
 }
 
+/// # Safety
+/// `src` is valid for reads and `dst` for writes of `len` bytes, the two do not overlap, and the
+/// CPU has the instructions this routine is compiled for and `edge` (the `CopyNtFn` contract).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn copy_nt_avx512(dst: *mut u8, src: *const u8, len: usize, edge: FlushInstr) {
@@ -179,6 +197,9 @@ unsafe fn copy_nt_avx512(dst: *mut u8, src: *const u8, len: usize, edge: FlushIn
     unsafe { copy_nt_with(dst, src, len, edge, |d, s, n| stream_avx512(d, s, n)) }
 }
 
+/// # Safety
+/// `src` is valid for reads and `dst` for writes of `len` bytes, the two do not overlap, and the
+/// CPU has the instructions this routine is compiled for and `edge` (the `CopyNtFn` contract).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn copy_nt_avx2(dst: *mut u8, src: *const u8, len: usize, edge: FlushInstr) {
@@ -186,6 +207,9 @@ unsafe fn copy_nt_avx2(dst: *mut u8, src: *const u8, len: usize, edge: FlushInst
     unsafe { copy_nt_with(dst, src, len, edge, |d, s, n| stream_avx2(d, s, n)) }
 }
 
+/// # Safety
+/// `src` is valid for reads and `dst` for writes of `len` bytes, the two do not overlap, and the
+/// CPU has the instructions this routine is compiled for and `edge` (the `CopyNtFn` contract).
 #[cfg(target_arch = "x86_64")]
 unsafe fn copy_nt_sse2(dst: *mut u8, src: *const u8, len: usize, edge: FlushInstr) {
     // SAFETY: the caller's ranges and CPU (`CopyNtFn`); the closure gets sub-ranges only.
