@@ -2,7 +2,7 @@
 //! by each implementation at hand, in cache and from DRAM; and the two ways a writer can
 //! checksum a chunk it streams to mapped memory: copy then checksum the source again, or
 //! checksum each small block while it is in L1 and then stream it out (fused, as Abseil's
-//! `crc_memcpy` does). The recorder's choices (crates/burst/src/chunk.rs, writer.rs) follow
+//! `crc_memcpy` does). The recorder's choices (crates/burst/src/chunk.rs, chunk_writer.rs) follow
 //! these figures, which BENCHMARKS.md records.
 //!
 //! Every variant's result is checked against the crc32c crate's over the same bytes, and every

@@ -1,13 +1,15 @@
 //! snbuf-burst: the on-disk burst format and its reader.
 //!
 //! A burst is a directory: one data file per link (`link-0003.dat`), a sequence of checksummed
-//! chunks (docs/FORMAT.md), and `manifest.json`. `writer` makes chunks durable through any
+//! chunks (docs/FORMAT.md), and `manifest.json`. `chunk_writer` makes chunks durable through any
 //! `snbuf_persist::Sink`; `scan` reads them back; `verify` checks a burst without changing it;
 //! `recover` cuts a crashed burst back to what is provably intact. `prepared` readies a burst's
-//! files before its trigger; `outputs` spreads its links over several devices.
+//! files before its trigger; `link_writer` writes a burst of links and seals it; `outputs` spreads
+//! its links over several devices.
 
-pub mod burst_writer;
 pub mod chunk;
+pub mod chunk_writer;
+pub mod link_writer;
 pub mod manifest;
 pub mod outputs;
 pub mod prepared;
@@ -16,10 +18,10 @@ pub mod recover;
 pub mod scan;
 pub mod spec;
 pub mod verify;
-pub mod writer;
 
-pub use burst_writer::{BurstSeal, BurstWriter, LinkWriter};
 pub use chunk::{ChunkHeader, FORMAT_VERSION, HEADER_BYTES};
+pub use chunk_writer::{ChunkAck, ChunkWriter, WriteError};
+pub use link_writer::{BurstSeal, BurstWriter, LinkWriter};
 pub use manifest::{
     BurstState, FrameInfo, LinkData, LinkIdentity, LinkRecord, LinkState, Manifest, TriggerInfo,
     Verified,
@@ -30,4 +32,3 @@ pub use recover::{recover_burst, RecoverReport};
 pub use scan::{scan, End, Expect, ScanReport};
 pub use spec::{check_burst_id, BurstError, BurstSpec};
 pub use verify::{verify_burst, VerifyReport};
-pub use writer::{ChunkAck, ChunkWriter, WriteError};

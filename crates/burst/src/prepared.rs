@@ -16,11 +16,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use snbuf_persist::{PersistError, Sink};
 
-use crate::burst_writer::BurstWriter;
+use crate::chunk_writer::ChunkWriter;
+use crate::link_writer::BurstWriter;
 use crate::manifest::link_file_name;
 use crate::outputs::output_for;
 use crate::spec::{check_burst_id, BurstError, BurstSpec};
-use crate::writer::ChunkWriter;
 use snbuf_persist::replace::sync_dir;
 
 const PREFIX: &str = ".snbuf-next-";

@@ -207,7 +207,7 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
     if manifest_rebuilt {
         let summary = format!(
             "recovered at {} ns: {} link(s), {} region(s) dropped{}",
-            snbuf_units::now_unix_ns(),
+            snbuf_quantity::now_unix_ns(),
             records.len(),
             dropped.len(),
             if old.is_none() {
@@ -233,7 +233,7 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_default(),
                 state: BurstState::Recovered,
-                created_unix_ns: snbuf_units::now_unix_ns(),
+                created_unix_ns: snbuf_quantity::now_unix_ns(),
                 sealed_unix_ns: None,
                 trigger: None,
                 frame: None,

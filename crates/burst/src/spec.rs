@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use snbuf_persist::PersistError;
 
+use crate::chunk_writer::WriteError;
 use crate::manifest::{FrameInfo, LinkIdentity, ManifestError, TriggerInfo};
-use crate::writer::WriteError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BurstError {

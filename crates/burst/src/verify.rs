@@ -88,7 +88,7 @@ pub fn note_verified(
     manifest.verified = Some(crate::manifest::Verified {
         valid: report.valid,
         problems: report.problem_count(),
-        at_unix_ns: snbuf_units::now_unix_ns(),
+        at_unix_ns: snbuf_quantity::now_unix_ns(),
     });
     manifest.write_atomic(dir)
 }

@@ -379,7 +379,7 @@ pub fn export_burst(
     })?;
     let exported = serde_json::json!({
         "destination": dest.describe(),
-        "verified_unix_ns": snbuf_units::now_unix_ns(),
+        "verified_unix_ns": snbuf_quantity::now_unix_ns(),
         "objects": records,
     });
     write_json(dir, EXPORTED, &exported)?;

@@ -8,7 +8,7 @@ use futures::StreamExt;
 
 use crate::connect::NatsOptions;
 use crate::schema::*;
-use snbuf_units::now_unix_ns;
+use snbuf_quantity::now_unix_ns;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FleetError {

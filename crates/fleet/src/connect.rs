@@ -92,7 +92,7 @@ impl NatsOptions {
     /// handshake forever, so the whole handshake is bounded here.)
     pub(crate) async fn connect(&self) -> Result<async_nats::Client, String> {
         let addrs = self.addrs();
-        let first = (snbuf_units::now_unix_ns() / 1000) as usize % addrs.len();
+        let first = (snbuf_quantity::now_unix_ns() / 1000) as usize % addrs.len();
         let mut failures = Vec::new();
         for i in 0..addrs.len() {
             let mut order = addrs.clone();

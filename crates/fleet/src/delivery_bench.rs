@@ -17,7 +17,7 @@ use serde::Serialize;
 use crate::client::FleetError;
 use crate::connect::NatsOptions;
 use crate::schema::{TriggerMessage, SCHEMA};
-use snbuf_units::now_unix_ns;
+use snbuf_quantity::now_unix_ns;
 
 const SUBJECT: &str = "snbuf.bench.trigger";
 const STREAM: &str = "SNBUF_BENCH_TRIGGERS";

@@ -18,7 +18,7 @@ use snbuf_unit::protocol::{At, TriggerRequest};
 use crate::connect::NatsOptions;
 use crate::journal::{Outcome, TriggerJournal};
 use crate::schema::*;
-use snbuf_units::now_unix_ns;
+use snbuf_quantity::now_unix_ns;
 
 /// Log lines go to the caller (serve prints them).
 pub type Log = Arc<dyn Fn(&str) + Send + Sync>;

@@ -226,13 +226,13 @@ fn h5err(path: &Path) -> impl Fn(h5::Error) -> ConvertError {
 }
 
 fn now_ms() -> u64 {
-    snbuf_units::now_unix_ns() / 1_000_000
+    snbuf_quantity::now_unix_ns() / 1_000_000
 }
 
 impl FileSet<'_> {
     fn open(&mut self, index: u64) -> Result<OpenFile, ConvertError> {
         let created_ms = now_ms();
-        let stamp = snbuf_units::utc_stamp(created_ms / 1000);
+        let stamp = snbuf_quantity::utc_stamp(created_ms / 1000);
         let stamp = stamp.trim_end_matches('Z');
         // DUNE's pattern: <environment>_raw_run<run>_<index>_<application>_<time>.hdf5.
         let name = format!(

@@ -28,7 +28,7 @@ use snbuf_platform::instructions::StreamingCopy;
 /// starts (it makes frame k when k + 1 periods have passed since) and the first frame's
 /// timestamp.
 pub fn clock_from_epoch(clock: DetectorClock, step_ticks: u64, offset_s: f64) -> (Instant, u64) {
-    let (anchor_ns, anchor) = (snbuf_units::now_unix_ns(), Instant::now());
+    let (anchor_ns, anchor) = (snbuf_quantity::now_unix_ns(), Instant::now());
     let frames_per_s = clock.frames_per_s(step_ticks);
     let detector_s = (anchor_ns as f64 / 1e9 + offset_s).max(0.0);
     let frame0 = (detector_s * frames_per_s).ceil();

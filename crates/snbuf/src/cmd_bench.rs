@@ -13,7 +13,7 @@ use snbuf_bench::{
 };
 use snbuf_persist::{Method, PageSize, SyncMode};
 use snbuf_platform::cpu;
-use snbuf_units::{Bytes, Count, Nanos, Rate};
+use snbuf_quantity::{Bytes, Count, Nanos, Rate};
 
 use crate::cli::{PatternArg, SyncArg, ThroughputArgs};
 use crate::exit::usage;
@@ -23,7 +23,7 @@ fn parse_persist_every(s: &str) -> anyhow::Result<PersistEvery> {
     match s.trim() {
         "op" => Ok(PersistEvery::Op),
         "end" => Ok(PersistEvery::End),
-        other => match snbuf_units::parse_bytes(other) {
+        other => match snbuf_quantity::parse_bytes(other) {
             Ok(0) => Err(usage("--persist-every must be more than 0 bytes")),
             Ok(n) => Ok(PersistEvery::Bytes(n)),
             Err(_) => Err(usage(format!(

@@ -6,7 +6,7 @@ use std::path::Path;
 use snbuf_burst::recover::RecoverError;
 use snbuf_burst::verify::BurstDirError;
 use snbuf_burst::{recover_burst, verify_burst, End};
-use snbuf_units::Bytes;
+use snbuf_quantity::Bytes;
 
 use crate::exit::{usage, Failure};
 use crate::table::Table;

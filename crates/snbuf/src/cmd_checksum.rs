@@ -5,7 +5,7 @@ use anyhow::Context;
 use snbuf_bench::checksum::{self, ChecksumConfig, ChecksumResult};
 use snbuf_bench::results::save;
 use snbuf_bench::{Machine, OpClock};
-use snbuf_units::Bytes;
+use snbuf_quantity::Bytes;
 
 use crate::cli::ChecksumArgs;
 use crate::exit::usage;

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use snbuf_frames::FrameType;
+use snbuf_quantity::Rate;
 use snbuf_readout::emit::{emit, EmitConfig};
 use snbuf_readout::Payload;
-use snbuf_units::Rate;
 
 use crate::cli::EmitArgs;
 use crate::exit::usage;
@@ -32,7 +32,7 @@ pub fn run(args: &EmitArgs) -> anyhow::Result<()> {
         .parse()
         .map_err(|e: snbuf_frames::FrameTypeError| usage(e.to_string()))?;
     let rate = match &args.rate_per_link {
-        Some(r) => snbuf_units::parse_rate_bytes_per_s(r)
+        Some(r) => snbuf_quantity::parse_rate_bytes_per_s(r)
             .map_err(|e| usage(format!("--rate-per-link: {e}")))? as f64,
         None => frame_type.native_bytes_per_s(),
     };

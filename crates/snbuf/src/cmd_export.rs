@@ -2,7 +2,7 @@
 
 use indicatif::ProgressBar;
 use snbuf_export::export_burst;
-use snbuf_units::{Bytes, Rate};
+use snbuf_quantity::{Bytes, Rate};
 
 use crate::cli::ExportArgs;
 use crate::exit::usage;

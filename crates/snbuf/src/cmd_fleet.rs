@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use snbuf_fleet::schema::SCHEMA;
 use snbuf_fleet::TriggerMessage;
-use snbuf_units::now_unix_ns;
+use snbuf_quantity::now_unix_ns;
 
 use crate::cli::{FleetBenchArgs, FleetCommand, FleetSetupArgs, FleetStatusArgs, TriggerArgs};
 use crate::exit::{usage, Failure};

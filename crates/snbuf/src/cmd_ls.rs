@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 use snbuf_burst::{verify_burst, BurstState, Manifest};
-use snbuf_units::{utc_stamp, Bytes};
+use snbuf_quantity::{utc_stamp, Bytes};
 
 use crate::exit::usage;
 use crate::table::Table;

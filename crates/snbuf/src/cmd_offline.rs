@@ -5,7 +5,7 @@ use std::path::Path;
 use serde_json::json;
 use snbuf_burst::manifest::ManifestError;
 use snbuf_burst::{BurstReader, End, ReadError};
-use snbuf_units::Bytes;
+use snbuf_quantity::Bytes;
 
 use crate::cli::{ConvertArgs, ExtractArgs, InspectArgs};
 use crate::exit::usage;

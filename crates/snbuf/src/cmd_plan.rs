@@ -3,13 +3,13 @@
 //! DRAM = (input rate - output rate) x recording time; the medium must hold input x time.
 
 use anyhow::Context;
-use snbuf_units::{Bytes, Rate};
+use snbuf_quantity::{Bytes, Rate};
 
 use crate::cli::PlanArgs;
 use crate::exit::usage;
 
 fn rate(s: &str, what: &str) -> anyhow::Result<f64> {
-    match snbuf_units::parse_rate_bytes_per_s(s) {
+    match snbuf_quantity::parse_rate_bytes_per_s(s) {
         Ok(0) => Err(usage(format!("{what} must be more than 0"))),
         Ok(r) => Ok(r as f64),
         Err(e) => Err(usage(format!("{what} '{s}': {e}"))),

@@ -8,8 +8,8 @@ use std::time::Duration;
 const SOURCE_LAG_WORTH_SAYING_S: f64 = 0.010;
 
 use anyhow::Context;
+use snbuf_quantity::{Bytes, Rate};
 use snbuf_unit::{record, Progress};
-use snbuf_units::{Bytes, Rate};
 
 use crate::cli::RecordArgs;
 use crate::exit::Failure;

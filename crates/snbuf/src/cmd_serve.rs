@@ -3,10 +3,10 @@
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use snbuf_quantity::{Bytes, Rate};
 use snbuf_unit::control::{ControlError, Server};
 use snbuf_unit::protocol::{At, Request, TriggerReply, TriggerRequest, UnitStatus};
 use snbuf_unit::Unit;
-use snbuf_units::{Bytes, Rate};
 
 use crate::cli::{ServeArgs, StatusArgs, TriggerArgs};
 use crate::exit::{usage, Failure};

@@ -17,7 +17,7 @@ use snbuf_bench::results::save;
 use snbuf_bench::{Machine, OpClock, ThroughputResult};
 use snbuf_persist::{Method, PageSize};
 use snbuf_platform::cpu;
-use snbuf_units::{Bytes, Nanos, Rate};
+use snbuf_quantity::{Bytes, Nanos, Rate};
 
 use crate::cli::{AppArgs, JoinArgs, KernelsArgs, LatencyArgs};
 use crate::exit::usage;

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use snbuf_units::parse_duration;
-use snbuf_units::values::parse_page_size;
+use snbuf_quantity::parse_duration;
+use snbuf_quantity::values::parse_page_size;
 
 use crate::cli::RecordArgs;
 use crate::exit::usage;
@@ -112,7 +112,7 @@ pub fn merge(args: &RecordArgs) -> anyhow::Result<RecordArgs> {
     a.rcvbuf = match (a.rcvbuf, f.rcvbuf.as_deref()) {
         (Some(b), _) => Some(b),
         (None, Some(s)) => Some(
-            snbuf_units::values::parse_size_nonzero(s)
+            snbuf_quantity::values::parse_size_nonzero(s)
                 .map_err(|e| usage(format!("--config {}: rcvbuf: {e}", path.display())))?,
         ),
         (None, None) => None,

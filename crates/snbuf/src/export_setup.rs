@@ -15,7 +15,7 @@ pub fn options(
 ) -> anyhow::Result<(Destination, ExportOptions)> {
     let rate = rate
         .map(|r| {
-            snbuf_units::parse_rate_bytes_per_s(r)
+            snbuf_quantity::parse_rate_bytes_per_s(r)
                 .map_err(|e| usage(format!("rate: {e}")))
                 .and_then(|v| {
                     if v == 0 {

@@ -15,8 +15,8 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders, Paragraph, Row, Table};
 use ratatui::{DefaultTerminal, Frame};
+use snbuf_quantity::Rate;
 use snbuf_unit::protocol::{Request, UnitStatus};
-use snbuf_units::Rate;
 
 /// How often the views ask for fresh state.
 const REFRESH: Duration = Duration::from_secs(1);

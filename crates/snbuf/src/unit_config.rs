@@ -107,7 +107,7 @@ fn build_config(
         args.source.as_deref().is_some_and(|s| s != "emulate") || args.replay.is_some();
     let dune_type = frame_type.fragment_type().is_some();
     let rate_bytes_per_s = match (&args.rate_per_link, dune || (real_stream && dune_type)) {
-        (Some(r), _) => snbuf_units::parse_rate_bytes_per_s(r)
+        (Some(r), _) => snbuf_quantity::parse_rate_bytes_per_s(r)
             .map_err(|e| usage(format!("--rate-per-link: {e}")))? as f64,
         (None, true) => frame_type.native_bytes_per_s(),
         (None, false) => 20e6,
@@ -178,7 +178,7 @@ fn build_config(
         burst_id: args.burst_id.clone().unwrap_or_else(|| {
             format!(
                 "{}-{}",
-                snbuf_units::utc_stamp(snbuf_units::now_unix_ns() / 1_000_000_000),
+                snbuf_quantity::utc_stamp(snbuf_quantity::now_unix_ns() / 1_000_000_000),
                 std::process::id()
             )
         }),

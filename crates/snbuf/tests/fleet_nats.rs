@@ -503,7 +503,7 @@ fn fleet_commands_return_in_bounded_time_with_150_units_heartbeating() {
                 for i in 0..UNITS {
                     let unit = format!("u{i:03}");
                     let status = serde_json::json!({
-                        "schema": 1, "unit": unit, "sent_unix_ns": snbuf_units::now_unix_ns(),
+                        "schema": 1, "unit": unit, "sent_unix_ns": snbuf_quantity::now_unix_ns(),
                         "state": "idle", "uptime_s": round as f64 / 20.0, "links": 10,
                         "buffer_fill": 1.0, "durable_watermark": [], "bursts_total": round,
                         "last_burst": null, "missed_triggers": 0,
@@ -516,7 +516,7 @@ fn fleet_commands_return_in_bounded_time_with_150_units_heartbeating() {
                     .unwrap();
                 }
                 let event = serde_json::json!({
-                    "schema": 1, "unit": "u000", "sent_unix_ns": snbuf_units::now_unix_ns(),
+                    "schema": 1, "unit": "u000", "sent_unix_ns": snbuf_quantity::now_unix_ns(),
                     "event": "sealed", "burst_id": format!("b{round}"), "trigger_id": null,
                     "detail": {},
                 });

@@ -26,7 +26,7 @@ use crate::protocol::{
     BurstOutcome, IngestStatus, LinkStatus, RecordingBurst, Refusal, Request, TriggerReply,
     TriggerRequest, UnitStatus,
 };
-use crate::unit::Unit;
+use crate::recorder::Unit;
 
 pub const MAX_REQUEST_BYTES: u64 = 64 << 10;
 /// Connections served at once.

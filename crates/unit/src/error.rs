@@ -17,7 +17,7 @@ pub enum RecordError {
         path: PathBuf,
         cause: std::io::Error,
     },
-    #[error("the latency buffers need {} and this machine (or its memory cgroup) has {} available: lower --buffer, --rate-per-link or --links", snbuf_units::Bytes(*need_bytes), snbuf_units::Bytes(*available_bytes))]
+    #[error("the latency buffers need {} and this machine (or its memory cgroup) has {} available: lower --buffer, --rate-per-link or --links", snbuf_quantity::Bytes(*need_bytes), snbuf_quantity::Bytes(*available_bytes))]
     NotEnoughMemory {
         need_bytes: u64,
         available_bytes: u64,

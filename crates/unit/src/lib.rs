@@ -7,7 +7,7 @@
 //! arithmetic, pure), `counters` (per-link figures and the durable watermark), `prepare` and
 //! `link_files` (the next burst's files, ahead of its trigger), `open_burst` (a trigger's
 //! files), `writers` (the threads that persist a window) and `window_writer` (what each of
-//! them does), `unit` (the running unit), `record` (one recording start to end), `report`
+//! them does), `recorder` (the running unit), `record` (one recording start to end), `report`
 //! (what it came to). Around it: `control` (the Unix
 //! socket of `snbuf serve`), `metrics` (Prometheus), `status_file` (the live state as JSON),
 //! `systemd` (readiness, watchdog and status for `Type=notify`).
@@ -27,10 +27,10 @@ mod open_burst;
 mod prepare;
 pub mod protocol;
 pub mod record;
+pub mod recorder;
 pub mod report;
 pub mod status_file;
 pub mod systemd;
-pub mod unit;
 pub mod window;
 mod window_writer;
 mod writers;
@@ -39,6 +39,6 @@ pub use config::{ConfigError, RecordConfig, Source};
 pub use counters::{LinkCounters, Progress};
 pub use error::RecordError;
 pub use record::record;
+pub use recorder::Unit;
 pub use report::RecordReport;
-pub use unit::Unit;
 pub use window::{TriggerAt, WindowError};

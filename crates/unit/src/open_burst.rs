@@ -142,7 +142,7 @@ fn say_window_cut(dir: &std::path::Path, fits: u64, wanted: u64, limit: Limit) {
         "snbuf: {} {why} room for {} per link of the {} this window needs; each link stops \
          when its share is full and the rest of its window is counted lost",
         dir.display(),
-        snbuf_units::Bytes(fits),
-        snbuf_units::Bytes(wanted)
+        snbuf_quantity::Bytes(fits),
+        snbuf_quantity::Bytes(wanted)
     );
 }

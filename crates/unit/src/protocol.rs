@@ -288,7 +288,7 @@ impl UnitStatus {
             "{} links of {} at {} each, buffer {:.1} s, method {}, detector clock {} MHz",
             self.links,
             self.frame_type,
-            snbuf_units::Rate(self.rate_bytes_per_s_per_link),
+            snbuf_quantity::Rate(self.rate_bytes_per_s_per_link),
             self.buffer_s,
             self.method,
             self.clock_hz as f64 / 1e6

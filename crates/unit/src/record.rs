@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 use crate::config::RecordConfig;
 use crate::counters::Progress;
 use crate::error::RecordError;
+use crate::recorder::Unit;
 use crate::report::RecordReport;
 use crate::status_file::{StatusFile, STATUS_FILE_INTERVAL};
-use crate::unit::Unit;
 use crate::window::TriggerAt;
 
 pub fn record(

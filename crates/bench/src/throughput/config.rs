@@ -177,9 +177,9 @@ impl ThroughputConfig {
                         path: t.clone(),
                         why: format!(
                             "has {} free, the sweep needs {} ({} per thread x {sharers}); lower --region",
-                            snbuf_units::Bytes(free),
-                            snbuf_units::Bytes(needed),
-                            snbuf_units::Bytes(self.region_bytes())
+                            snbuf_quantity::Bytes(free),
+                            snbuf_quantity::Bytes(needed),
+                            snbuf_quantity::Bytes(self.region_bytes())
                         ),
                     });
                 }

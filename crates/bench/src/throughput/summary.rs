@@ -64,8 +64,8 @@ pub(crate) fn summarise(
     if requested > 4096 && obtained.is_some_and(|o| o < requested) {
         notes.push(format!(
             "suspect: asked for {} pages for the target, got {} (tmpfs needs huge=always or shmem_enabled; see docs/RESULTS.md)",
-            snbuf_units::Bytes(requested),
-            snbuf_units::Bytes(obtained.unwrap_or(0))
+            snbuf_quantity::Bytes(requested),
+            snbuf_quantity::Bytes(obtained.unwrap_or(0))
         ));
     }
     if requested > 4096 && first.source_page_bytes.is_some_and(|o| o < requested) {

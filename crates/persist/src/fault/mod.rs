@@ -80,13 +80,13 @@ pub enum FaultProblem {
     #[error("link {0:?} is not a link number")]
     BadLink(String),
     #[error("after: {0}")]
-    BadSize(snbuf_units::UnitError),
+    BadSize(snbuf_quantity::QuantityError),
     #[error("after must count persists")]
     AfterNotACount,
     #[error("slow needs rate=RATE")]
     SlowWithoutRate,
     #[error("rate: {0}")]
-    BadRate(snbuf_units::UnitError),
+    BadRate(snbuf_quantity::QuantityError),
     #[error("rate must be more than 0")]
     ZeroRate,
     #[error("rate applies to slow only")]
@@ -94,7 +94,7 @@ pub enum FaultProblem {
     #[error("slow-completion needs delay=TIME")]
     SlowCompletionWithoutDelay,
     #[error("delay: {0}")]
-    BadDelay(snbuf_units::UnitError),
+    BadDelay(snbuf_quantity::QuantityError),
     #[error("delay applies to slow-completion only")]
     DelayNotSlowCompletion,
     #[error("{0} takes no keys: it applies to every link")]
@@ -133,7 +133,7 @@ impl FaultPlan {
             }
         }
         let bytes = |v: Option<&str>| -> std::result::Result<u64, BadFault> {
-            v.map(|v| snbuf_units::parse_bytes(v).map_err(|e| bad(FaultProblem::BadSize(e))))
+            v.map(|v| snbuf_quantity::parse_bytes(v).map_err(|e| bad(FaultProblem::BadSize(e))))
                 .unwrap_or(Ok(0))
         };
         let kind = match kind {
@@ -153,7 +153,7 @@ impl FaultPlan {
             },
             "slow" => {
                 let r = rate.ok_or_else(|| bad(FaultProblem::SlowWithoutRate))?;
-                let bytes_per_s = snbuf_units::parse_rate_bytes_per_s(r)
+                let bytes_per_s = snbuf_quantity::parse_rate_bytes_per_s(r)
                     .map_err(|e| bad(FaultProblem::BadRate(e)))?;
                 if bytes_per_s == 0 {
                     return Err(bad(FaultProblem::ZeroRate));
@@ -163,7 +163,7 @@ impl FaultPlan {
             "slow-completion" => {
                 let d = delay.ok_or_else(|| bad(FaultProblem::SlowCompletionWithoutDelay))?;
                 FaultKind::SlowCompletion {
-                    delay: snbuf_units::parse_duration(d)
+                    delay: snbuf_quantity::parse_duration(d)
                         .map_err(|e| bad(FaultProblem::BadDelay(e)))?,
                     after_bytes: bytes(after)?,
                 }

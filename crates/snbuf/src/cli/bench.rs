@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
-use snbuf_units::parse_duration;
-use snbuf_units::values::{
+use snbuf_quantity::parse_duration;
+use snbuf_quantity::values::{
     parse_count, parse_duration_nonzero, parse_page_size, parse_size_nonzero, parse_threads,
 };
 

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use snbuf_units::values::{parse_duration_nonzero, parse_on_off};
+use snbuf_quantity::values::{parse_duration_nonzero, parse_on_off};
 
 /// A signed duration in seconds: `-1d`, `+90s`, `2h`.
 fn parse_signed_seconds(s: &str) -> Result<f64, String> {
@@ -13,7 +13,7 @@ fn parse_signed_seconds(s: &str) -> Result<f64, String> {
         Some(r) => (-1.0, r),
         None => (1.0, t.strip_prefix('+').unwrap_or(t)),
     };
-    snbuf_units::parse_duration(rest)
+    snbuf_quantity::parse_duration(rest)
         .map(|d| sign * d.as_secs_f64())
         .map_err(|e| e.to_string())
 }

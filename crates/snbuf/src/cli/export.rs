@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use snbuf_units::values::parse_size_nonzero;
+use snbuf_quantity::values::parse_size_nonzero;
 
 #[derive(Args, Debug, Clone)]
 pub struct ExportArgs {

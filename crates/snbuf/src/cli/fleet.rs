@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use snbuf_units::values::parse_duration_nonzero;
+use snbuf_quantity::values::parse_duration_nonzero;
 
 use super::record::{NatsArgs, DEFAULT_NATS};
 

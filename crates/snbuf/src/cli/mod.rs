@@ -1,7 +1,7 @@
 //! The command line: what each command takes, with help that teaches. One file per role, as
 //! the commands group: `record` (record, serve, trigger, status), `bench` (the
 //! characterization suites, report and plan), `fleet`, `export`. Values are parsed by
-//! `snbuf_units` (sizes, rates, durations, counts), so every command reads them the same way.
+//! `snbuf_quantity` (sizes, rates, durations, counts), so every command reads them the same way.
 
 mod bench;
 mod emit;

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use snbuf_units::values::{parse_duration_nonzero, parse_size_nonzero};
+use snbuf_quantity::values::{parse_duration_nonzero, parse_size_nonzero};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ConvertTo {

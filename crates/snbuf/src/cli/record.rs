@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use snbuf_units::parse_duration;
-use snbuf_units::values::{
+use snbuf_quantity::parse_duration;
+use snbuf_quantity::values::{
     parse_duration_nonzero, parse_on_off, parse_page_size, parse_size_nonzero,
 };
 
@@ -191,7 +191,7 @@ pub struct ServeArgs {
     /// progress, and exits 0: a drain. Past this long it exits 1 instead, the burst persisted as
     /// far as it got and recoverable (default: --pre + --post + --buffer + 30 s, the longest a
     /// burst can take). A second signal stops at once.
-    #[arg(long, value_name = "TIME", value_parser = snbuf_units::values::parse_duration_nonzero)]
+    #[arg(long, value_name = "TIME", value_parser = snbuf_quantity::values::parse_duration_nonzero)]
     pub drain_timeout: Option<std::time::Duration>,
     /// Log lines as text (for a person) or json (one object per line, for a collector).
     /// Levels by RUST_LOG (default info; e.g. RUST_LOG=debug).

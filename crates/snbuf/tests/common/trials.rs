@@ -18,7 +18,7 @@ pub const TICKS_PER_FRAME: u64 = 300;
 /// Ticks between a link's frames when `snbuf record` emulates ProtoDUNE WIB links at `rate`
 /// ("20MB/s"): the emulator is a sub-sampled detector on the real 50 MHz clock.
 pub fn frame_step_for(rate: &str) -> u64 {
-    let bytes_per_s = snbuf_units::parse_rate_bytes_per_s(rate).expect("a rate") as f64;
+    let bytes_per_s = snbuf_quantity::parse_rate_bytes_per_s(rate).expect("a rate") as f64;
     snbuf_frames::DetectorClock::of(FrameType::ProtoDuneWib)
         .frame_step_ticks(bytes_per_s / FrameType::ProtoDuneWib.frame_bytes() as f64)
 }

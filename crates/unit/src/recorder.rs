@@ -225,7 +225,7 @@ impl Unit {
     /// wall-clock time from now to `unix_ns`. None until a frame has arrived.
     pub fn data_time_at(&self, unix_ns: u64) -> Option<u64> {
         let newest = self.newest_timestamp()?;
-        let now_ns = snbuf_units::now_unix_ns();
+        let now_ns = snbuf_quantity::now_unix_ns();
         let clock = self.config.clock();
         let behind_s = clock.seconds_between(newest, clock.ticks_at_unix_ns(now_ns));
         if behind_s.abs() <= CLOCK_AGREES_S {

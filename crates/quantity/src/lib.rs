@@ -1,4 +1,4 @@
-//! Human units for sizes, rates and durations; command-line values; wall-clock stamps.
+//! snbuf-quantity: sizes, rates and durations in human units; command-line values; wall-clock stamps.
 //!
 //! Everything snbuf prints or parses goes through here so that `4k`, `4KiB` and `4096` mean the
 //! same thing on every command line, and every figure on the terminal reads the same way
@@ -20,7 +20,7 @@ use std::fmt;
 use std::time::Duration;
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
-pub enum UnitError {
+pub enum QuantityError {
     #[error("empty value")]
     Empty,
     #[error("'{0}' is not a number with an optional unit")]
@@ -32,10 +32,10 @@ pub enum UnitError {
 }
 
 /// Parses a byte size: `5568`, `4k`, `4KiB`, `1MiB`, `2M`, `1.5GiB`, `10GB`.
-pub fn parse_bytes(input: &str) -> Result<u64, UnitError> {
+pub fn parse_bytes(input: &str) -> Result<u64, QuantityError> {
     let s = input.trim();
     if s.is_empty() {
-        return Err(UnitError::Empty);
+        return Err(QuantityError::Empty);
     }
     let (number, unit) = split_number(s)?;
     let multiplier: f64 = match unit.to_ascii_lowercase().as_str() {
@@ -49,7 +49,7 @@ pub fn parse_bytes(input: &str) -> Result<u64, UnitError> {
         "gb" => 1e9,
         "tb" => 1e12,
         _ => {
-            return Err(UnitError::UnknownUnit {
+            return Err(QuantityError::UnknownUnit {
                 input: input.to_string(),
                 unit: unit.to_string(),
             })
@@ -57,23 +57,23 @@ pub fn parse_bytes(input: &str) -> Result<u64, UnitError> {
     };
     let value = number * multiplier;
     if !value.is_finite() || value >= u64::MAX as f64 {
-        return Err(UnitError::Overflow(input.to_string()));
+        return Err(QuantityError::Overflow(input.to_string()));
     }
     Ok(value.round() as u64)
 }
 
 /// Parses a rate in bytes per second: `1GB/s`, `930MB/s`, `2GiB/s`, `100M` (the `/s` is optional).
-pub fn parse_rate_bytes_per_s(input: &str) -> Result<u64, UnitError> {
+pub fn parse_rate_bytes_per_s(input: &str) -> Result<u64, QuantityError> {
     let s = input.trim();
     let s = s.strip_suffix("/s").unwrap_or(s);
     parse_bytes(s)
 }
 
 /// Parses a duration: `2s`, `500ms`, `100us`, `1.5s`, `2m`, `1h`; a bare number is seconds.
-pub fn parse_duration(input: &str) -> Result<Duration, UnitError> {
+pub fn parse_duration(input: &str) -> Result<Duration, QuantityError> {
     let s = input.trim();
     if s.is_empty() {
-        return Err(UnitError::Empty);
+        return Err(QuantityError::Empty);
     }
     let (number, unit) = split_number(s)?;
     let seconds = match unit {
@@ -85,23 +85,23 @@ pub fn parse_duration(input: &str) -> Result<Duration, UnitError> {
         "h" => number * 3600.0,
         "d" => number * 86_400.0,
         _ => {
-            return Err(UnitError::UnknownUnit {
+            return Err(QuantityError::UnknownUnit {
                 input: input.to_string(),
                 unit: unit.to_string(),
             })
         }
     };
-    Duration::try_from_secs_f64(seconds).map_err(|_| UnitError::Overflow(input.to_string()))
+    Duration::try_from_secs_f64(seconds).map_err(|_| QuantityError::Overflow(input.to_string()))
 }
 
-fn split_number(s: &str) -> Result<(f64, &str), UnitError> {
+fn split_number(s: &str) -> Result<(f64, &str), QuantityError> {
     let end = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(s.len());
     let (digits, unit) = s.split_at(end);
     let number: f64 = digits
         .parse()
-        .map_err(|_| UnitError::NotANumber(s.to_string()))?;
+        .map_err(|_| QuantityError::NotANumber(s.to_string()))?;
     Ok((number, unit.trim()))
 }
 
@@ -234,17 +234,23 @@ mod tests {
 
     #[test]
     fn bad_sizes_are_errors_not_zero() {
-        assert_eq!(parse_bytes(""), Err(UnitError::Empty));
-        assert!(matches!(parse_bytes("abc"), Err(UnitError::NotANumber(_))));
-        assert!(matches!(parse_bytes("-4k"), Err(UnitError::NotANumber(_))));
+        assert_eq!(parse_bytes(""), Err(QuantityError::Empty));
+        assert!(matches!(
+            parse_bytes("abc"),
+            Err(QuantityError::NotANumber(_))
+        ));
+        assert!(matches!(
+            parse_bytes("-4k"),
+            Err(QuantityError::NotANumber(_))
+        ));
         assert!(matches!(
             parse_bytes("4XB"),
-            Err(UnitError::UnknownUnit { .. })
+            Err(QuantityError::UnknownUnit { .. })
         ));
         assert!(parse_bytes("1e30").is_err());
         assert!(matches!(
             parse_bytes("99999999999TiB"),
-            Err(UnitError::Overflow(_))
+            Err(QuantityError::Overflow(_))
         ));
     }
 

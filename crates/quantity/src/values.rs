@@ -4,12 +4,12 @@
 
 use std::time::Duration;
 
-use crate::{parse_bytes, parse_duration, UnitError};
+use crate::{parse_bytes, parse_duration, QuantityError};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ValueError {
     #[error(transparent)]
-    Unit(#[from] UnitError),
+    Unit(#[from] QuantityError),
     #[error("must be more than 0")]
     Zero,
     #[error("must be more than 0 bytes")]

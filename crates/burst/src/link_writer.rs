@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 
 use snbuf_persist::Sink;
 
+use crate::chunk_writer::{ChunkAck, ChunkWriter, WriteError};
 use crate::manifest::{
     link_file_name, BurstState, LinkRecord, LinkState, Manifest, MANIFEST_FORMAT, MANIFEST_VERSION,
 };
 use crate::spec::{BurstError, BurstSpec};
-use crate::writer::{ChunkAck, ChunkWriter, WriteError};
 
 /// One link of a burst: its chunk writer and its manifest record. Writer threads own these.
 pub struct LinkWriter<S: Sink> {
@@ -87,7 +87,7 @@ impl<S: Sink> BurstWriter<S> {
             format_version: MANIFEST_VERSION,
             burst_id: spec.burst_id,
             state: BurstState::Recording,
-            created_unix_ns: snbuf_units::now_unix_ns(),
+            created_unix_ns: snbuf_quantity::now_unix_ns(),
             sealed_unix_ns: None,
             trigger: spec.trigger,
             frame: Some(spec.frame),
@@ -331,7 +331,7 @@ impl BurstSeal {
         } else {
             BurstState::Sealed
         };
-        self.manifest.sealed_unix_ns = Some(snbuf_units::now_unix_ns());
+        self.manifest.sealed_unix_ns = Some(snbuf_quantity::now_unix_ns());
         self.manifest.write_atomic(&self.dir)?;
         Ok(self.manifest)
     }
