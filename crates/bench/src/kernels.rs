@@ -54,6 +54,17 @@ impl Kernel {
         }
     }
 
+    /// Memory one run at size `n` holds at once: its arrays on the heap (the reference) and the
+    /// same arrays in the memory under test. None when that does not even fit in a usize.
+    pub fn bytes_at(self, n: usize) -> Option<u64> {
+        let (mats, vecs) = self.shape();
+        let per_copy = (mats as u64)
+            .checked_mul((n as u64).checked_mul(n as u64)?)?
+            .checked_add((vecs as u64).checked_mul(n as u64)?)?
+            .checked_mul(8)?;
+        per_copy.checked_mul(2)
+    }
+
     /// Floating-point operations of one run at size n (for GFLOP/s).
     fn flops(self, n: usize, steps: usize) -> f64 {
         let n = n as f64;

@@ -3,13 +3,12 @@
 
 use anyhow::Context;
 use snbuf_bench::checksum::{self, ChecksumConfig, ChecksumResult};
-use snbuf_bench::results::save;
 use snbuf_bench::{Machine, OpClock};
 use snbuf_quantity::Bytes;
 
 use crate::cli::ChecksumArgs;
 use crate::exit::usage;
-use crate::progress::bar;
+use crate::suite_runner::{no_notes, run_suite, Suite};
 use crate::table::Table;
 
 pub fn run(args: ChecksumArgs) -> anyhow::Result<()> {
@@ -28,24 +27,24 @@ pub fn run(args: ChecksumArgs) -> anyhow::Result<()> {
         Bytes(args.dram_size),
         args.passes
     );
-    let b = bar(checksum::steps(&config));
-    let results = checksum::run(&config, |name| {
-        b.set_message(name.to_string());
-        b.inc(1);
-    })
-    .context("bench checksum")?;
-    b.finish_and_clear();
-    print!("{}", render(&results));
+    let clock = OpClock::calibrate(std::time::Duration::from_millis(20));
+    let machine = Machine::probe(&[], clock.describe(), env!("SNBUF_GIT_COMMIT"));
+    let suite = Suite {
+        name: "checksum",
+        steps: checksum::steps(&config),
+        machine: &machine,
+        json: args.json.as_deref(),
+        render,
+        notes: no_notes,
+        verified: None,
+    };
+    run_suite(suite, |step| {
+        checksum::run(&config, step).context("bench checksum")
+    })?;
     println!(
         "the recorder checksums data in cache with: {} (measured at its start, snbuf_platform::crc)",
         snbuf_platform::crc::in_cache().name()
     );
-    if let Some(path) = &args.json {
-        let clock = OpClock::calibrate(std::time::Duration::from_millis(20));
-        let machine = Machine::probe(&[], clock.describe(), env!("SNBUF_GIT_COMMIT"));
-        save(path, "checksum", &machine, &results)?;
-        eprintln!("wrote {}", path.display());
-    }
     Ok(())
 }
 

@@ -13,7 +13,6 @@ use snbuf_bench::defaults::{
 use snbuf_bench::join::{self, JoinConfig, JoinResult, LockKind, ALL_LOCKS};
 use snbuf_bench::kernels::{self, Kernel, KernelResult, KernelsConfig, ALL_KERNELS};
 use snbuf_bench::latency::{self, LatencyConfig, LatencyResult, Order, ALL_OPS};
-use snbuf_bench::results::save;
 use snbuf_bench::{Machine, OpClock, ThroughputResult};
 use snbuf_persist::{Method, PageSize};
 use snbuf_platform::cpu;
@@ -21,7 +20,7 @@ use snbuf_quantity::{Bytes, Nanos, Rate};
 
 use crate::cli::{AppArgs, JoinArgs, KernelsArgs, LatencyArgs};
 use crate::exit::usage;
-use crate::progress::{bar, steps};
+use crate::suite_runner::{no_notes, run_suite, Suite};
 use crate::table::Table;
 
 fn check_target(t: &Path) -> anyhow::Result<()> {
@@ -83,15 +82,18 @@ pub fn latency(args: LatencyArgs) -> anyhow::Result<()> {
             .map(|h| format!("{:.3} GHz (calibrated)", h / 1e9))
             .unwrap_or_else(|| "not invariant: CLOCK_MONOTONIC".into())
     );
-    let b = bar(latency::steps(&config));
-    let results = latency::run(&config, &clock, steps(&b)).context("bench latency")?;
-    b.finish_and_clear();
-    print!("{}", render_latency(&results));
-    print_notes(results.iter().flat_map(|r| &r.notes));
-    if let Some(path) = &args.json {
-        save(path, "latency", &machine, &results)?;
-        eprintln!("wrote {}", path.display());
-    }
+    let suite = Suite {
+        name: "latency",
+        steps: latency::steps(&config),
+        machine: &machine,
+        json: args.json.as_deref(),
+        render: render_latency,
+        notes: |r: &LatencyResult| &r.notes,
+        verified: None,
+    };
+    run_suite(suite, |step| {
+        latency::run(&config, &clock, step).context("bench latency")
+    })?;
     Ok(())
 }
 
@@ -117,15 +119,6 @@ pub fn render_latency(results: &[LatencyResult]) -> String {
         ]);
     }
     t.render()
-}
-
-fn print_notes<'a>(notes: impl Iterator<Item = &'a String>) {
-    let mut v: Vec<&String> = notes.collect();
-    v.sort();
-    v.dedup();
-    for n in v {
-        println!("note: {n}");
-    }
 }
 
 // --- join ----------------------------------------------------------------------------------
@@ -189,20 +182,16 @@ pub fn join(args: JoinArgs) -> anyhow::Result<()> {
             .map(|t| t.display().to_string())
             .unwrap_or_else(|| "DRAM".into())
     );
-    let b = bar(join::steps(&config));
-    let results = join::run(&config, steps(&b)).context("bench join")?;
-    b.finish_and_clear();
-    print!("{}", render_join(&results));
-    print_notes(results.iter().flat_map(|r| &r.notes));
-    if let Some(path) = &args.json {
-        save(path, "join", &machine, &results)?;
-        eprintln!("wrote {}", path.display());
-    }
-    if results.iter().any(|r| !r.verified) {
-        return Err(anyhow::anyhow!(
-            "the join gave a wrong result (see the notes)"
-        ));
-    }
+    let suite = Suite {
+        name: "join",
+        steps: join::steps(&config),
+        machine: &machine,
+        json: args.json.as_deref(),
+        render: render_join,
+        notes: |r: &JoinResult| &r.notes,
+        verified: Some((|r: &JoinResult| r.verified, "the join gave a wrong result")),
+    };
+    run_suite(suite, |step| join::run(&config, step).context("bench join"))?;
     Ok(())
 }
 
@@ -252,6 +241,21 @@ pub fn kernels_config(args: &KernelsArgs) -> anyhow::Result<KernelsConfig> {
     if args.n.is_some_and(|n| n < 8) {
         return Err(usage("--n must be at least 8"));
     }
+    // An n the machine cannot hold is refused here, not met as an aborted allocation.
+    if let Some(n) = args.n {
+        let available = snbuf_persist::medium::memory_available_bytes();
+        for k in &kernels {
+            let need = k.bytes_at(n);
+            if need.is_none_or(|b| available.is_some_and(|a| b > a)) {
+                return Err(usage(format!(
+                    "--n {n}: {} needs {} of memory at that size, {} available",
+                    k.name(),
+                    need.map_or("more than 16 EiB".into(), |b| Bytes(b).to_string()),
+                    available.map_or("?".into(), |a| Bytes(a).to_string())
+                )));
+            }
+        }
+    }
     let target = args.target.clone().unwrap_or_else(default_target);
     check_target(&target)?;
     Ok(KernelsConfig {
@@ -278,20 +282,21 @@ pub fn kernels(args: KernelsArgs) -> anyhow::Result<()> {
             .join(", "),
         target.display()
     );
-    let b = bar(kernels::steps(&config));
-    let results = kernels::run(&config, steps(&b)).context("bench kernels")?;
-    b.finish_and_clear();
-    print!("{}", render_kernels(&results));
-    print_notes(results.iter().flat_map(|r| &r.notes));
-    if let Some(path) = &args.json {
-        save(path, "kernels", &machine, &results)?;
-        eprintln!("wrote {}", path.display());
-    }
-    if results.iter().any(|r| !r.verified) {
-        return Err(anyhow::anyhow!(
-            "a kernel gave a wrong result (see the notes)"
-        ));
-    }
+    let suite = Suite {
+        name: "kernels",
+        steps: kernels::steps(&config),
+        machine: &machine,
+        json: args.json.as_deref(),
+        render: render_kernels,
+        notes: |r: &KernelResult| &r.notes,
+        verified: Some((
+            |r: &KernelResult| r.verified,
+            "a kernel gave a wrong result",
+        )),
+    };
+    run_suite(suite, |step| {
+        kernels::run(&config, step).context("bench kernels")
+    })?;
     Ok(())
 }
 
@@ -379,14 +384,18 @@ pub fn app(args: AppArgs) -> anyhow::Result<()> {
             .join(","),
         config.threads
     );
-    let b = bar(app::steps(&config));
-    let results = app::run(&config, &clock, steps(&b)).context("bench app")?;
-    b.finish_and_clear();
-    print!("{}", render_app(&results));
-    if let Some(path) = &args.json {
-        save(path, "app", &machine, &results)?;
-        eprintln!("wrote {}", path.display());
-    }
+    let suite = Suite {
+        name: "app",
+        steps: app::steps(&config),
+        machine: &machine,
+        json: args.json.as_deref(),
+        render: render_app,
+        notes: no_notes,
+        verified: None,
+    };
+    run_suite(suite, |step| {
+        app::run(&config, &clock, step).context("bench app")
+    })?;
     Ok(())
 }
 

@@ -28,6 +28,7 @@ mod fleet_rows;
 mod live;
 mod logging;
 mod progress;
+mod suite_runner;
 mod table;
 mod unit_config;
 mod write_plan;

@@ -145,6 +145,8 @@ const CASES: &[(&str, &str)] = &[
     ("bench latency --target /nonexistent/dir/x", "/nonexistent/dir/x"),
     ("bench latency --page-size 3KiB", "page size"),
     ("bench join --table-on disk", "disk"),
+    ("bench kernels --n 100000 --kernel gemm", "--n 100000: gemm needs"),
+    ("bench kernels --n 18446744073709551615", "more than 16 EiB"),
     ("bench join --locks spinny", "unknown lock 'spinny'"),
     ("bench join --r-rows 0", "more than 0"),
     ("bench join --s-rows many", "many"),

@@ -1,0 +1,63 @@
+//! The one way a `snbuf bench` command runs a suite: a progress bar over its steps, the run, its
+//! table in human units, its notes (each once), its JSON kept on request, and a result that
+//! checked itself wrong failing the command. Each command says only what differs: how many
+//! steps, how to run, how to render, what a note or a wrong result is.
+
+use std::path::Path;
+
+use serde::Serialize;
+use snbuf_bench::results::save;
+use snbuf_bench::Machine;
+
+use crate::progress::{bar, steps};
+
+/// Whether a result checked itself right, and what to say when one did not.
+pub type Verified<R> = (fn(&R) -> bool, &'static str);
+
+/// A suite as a command runs it.
+pub struct Suite<'a, R> {
+    /// Its name in the JSON (`latency`, `join`, ...).
+    pub name: &'static str,
+    /// How many steps its runner reports (the progress bar's length).
+    pub steps: u64,
+    pub machine: &'a Machine,
+    /// Where to keep the results as JSON, if asked.
+    pub json: Option<&'a Path>,
+    pub render: fn(&[R]) -> String,
+    /// A result's notes, printed once each under the table.
+    pub notes: fn(&R) -> &[String],
+    pub verified: Option<Verified<R>>,
+}
+
+/// No notes.
+pub fn no_notes<R>(_: &R) -> &[String] {
+    &[]
+}
+
+/// Runs `suite` through `run`, which gets the step callback that advances the progress bar.
+pub fn run_suite<R: Serialize + Clone>(
+    suite: Suite<'_, R>,
+    run: impl FnOnce(&mut dyn FnMut(&str)) -> anyhow::Result<Vec<R>>,
+) -> anyhow::Result<Vec<R>> {
+    let b = bar(suite.steps);
+    let mut step = steps(&b);
+    let results = run(&mut step).inspect_err(|_| b.abandon())?;
+    b.finish_and_clear();
+    print!("{}", (suite.render)(&results));
+    let mut notes: Vec<&String> = results.iter().flat_map(|r| (suite.notes)(r)).collect();
+    notes.sort();
+    notes.dedup();
+    for n in notes {
+        println!("note: {n}");
+    }
+    if let Some(path) = suite.json {
+        save(path, suite.name, suite.machine, &results)?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let Some((ok, wrong)) = suite.verified {
+        if !results.iter().all(ok) {
+            return Err(anyhow::anyhow!("{wrong} (see the notes)"));
+        }
+    }
+    Ok(results)
+}
