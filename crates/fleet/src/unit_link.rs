@@ -12,8 +12,8 @@ use async_nats::jetstream::{self, consumer::pull, consumer::AckPolicy, consumer:
 use async_nats::jetstream::{context::Publish, AckKind};
 use futures::StreamExt;
 use serde_json::{json, Value};
-use snbuf_unit::control::Server;
 use snbuf_unit::protocol::{At, TriggerRequest};
+use snbuf_unit::service::control::Server;
 
 use crate::connect::NatsOptions;
 use crate::journal::{Outcome, TriggerJournal};

@@ -4,8 +4,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use snbuf_quantity::{Bytes, Rate};
-use snbuf_unit::control::{ControlError, Server};
 use snbuf_unit::protocol::{At, Request, TriggerReply, TriggerRequest, UnitStatus};
+use snbuf_unit::service::control::{ControlError, Server};
 use snbuf_unit::Unit;
 
 use crate::cli::{ServeArgs, StatusArgs, TriggerArgs};
@@ -78,7 +78,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let extra: snbuf_unit::metrics::ExtraMetrics = match &exporter {
+    let extra: snbuf_unit::service::metrics::ExtraMetrics = match &exporter {
         Some(q) => {
             let q = q.clone();
             std::sync::Arc::new(move || q.metrics_text())
@@ -87,7 +87,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let metrics = match args.metrics {
         Some(addr) => Some(
-            snbuf_unit::metrics::serve(addr, server.clone(), extra).map_err(|e| {
+            snbuf_unit::service::metrics::serve(addr, server.clone(), extra).map_err(|e| {
                 // Nothing ran yet: leave no socket behind.
                 let _ = std::fs::remove_file(&socket);
                 usage(format!("--metrics {addr}: {e}"))
@@ -147,10 +147,12 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .unwrap_or(config.pre + config.post + config.buffer + std::time::Duration::from_secs(30));
     let stopped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     drain_on_signals(server.clone(), drain_timeout, stopped.clone(), log.clone())?;
-    let systemd = snbuf_unit::systemd::Notifier::from_env().map(|n| {
+    let systemd = snbuf_unit::service::systemd::Notifier::from_env().map(|n| {
         let (server, stopped) = (server.clone(), stopped.clone());
         let ready_deadline = config.buffer + std::time::Duration::from_secs(60);
-        std::thread::spawn(move || snbuf_unit::systemd::run(server, n, stopped, ready_deadline))
+        std::thread::spawn(move || {
+            snbuf_unit::service::systemd::run(server, n, stopped, ready_deadline)
+        })
     });
     // A unit outlives its terminal: once stderr is gone (closed pipe, logged-out session), log
     // lines are dropped rather than ending the recorder (logging::QuietStderr).
@@ -167,7 +169,7 @@ fn ask<T: serde::de::DeserializeOwned>(
     socket: &std::path::Path,
     req: &Request,
 ) -> anyhow::Result<T> {
-    snbuf_unit::control::ask(socket, req).map_err(|e| match e {
+    snbuf_unit::service::control::ask(socket, req).map_err(|e| match e {
         ControlError::NotRunning { .. } | ControlError::Refused(_) => {
             anyhow::Error::new(Failure(e.to_string()))
         }
@@ -384,7 +386,7 @@ fn drain_on_signals(
                 "stopping: no more triggers; the burst in progress is finished first (at most {:.0} s; a second signal stops at once)",
                 timeout.as_secs_f64()
             ));
-            if let Some(n) = snbuf_unit::systemd::Notifier::from_env() {
+            if let Some(n) = snbuf_unit::service::systemd::Notifier::from_env() {
                 n.notify("STOPPING=1");
             }
             server.begin_shutdown();

@@ -40,7 +40,7 @@ pub fn options(
 /// Queues for export every burst of `server` that ends from now on, and those an earlier run
 /// left unexported (sealed, failed or recovered, without `export.json`).
 pub fn follow_bursts(
-    server: &std::sync::Arc<snbuf_unit::control::Server>,
+    server: &std::sync::Arc<snbuf_unit::service::control::Server>,
     queue: std::sync::Arc<snbuf_export::queue::ExportQueue>,
 ) -> std::io::Result<()> {
     let out = server.unit().config().output_dir.clone();

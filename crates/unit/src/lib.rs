@@ -8,29 +8,27 @@
 //! `link_files` (the next burst's files, ahead of its trigger), `open_burst` (a trigger's
 //! files), `writers` (the threads that persist a window) and `window_writer` (what each of
 //! them does), `recorder` (the running unit), `record` (one recording start to end), `report`
-//! (what it came to). Around it: `control` (the Unix
-//! socket of `snbuf serve`), `metrics` (Prometheus), `status_file` (the live state as JSON),
-//! `systemd` (readiness, watchdog and status for `Type=notify`).
+//! (what it came to), `status_file` (the live state as JSON). Around it, the service shell of
+//! `snbuf serve` (`service`): `control` (the Unix socket), `metrics` (Prometheus), `systemd`
+//! (readiness, watchdog and status for `Type=notify`).
 
 #![forbid(unsafe_code)]
 
 pub mod chunking;
 pub mod config;
-pub mod control;
 pub mod counters;
 pub mod error;
 mod link_files;
 pub mod link_rates;
 pub mod links;
-pub mod metrics;
 mod open_burst;
 mod prepare;
 pub mod protocol;
 pub mod record;
 pub mod recorder;
 pub mod report;
+pub mod service;
 pub mod status_file;
-pub mod systemd;
 pub mod window;
 mod window_writer;
 mod writers;

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use snbuf_readout::udp::IngestSnapshot;
 
-use crate::control::Server;
+use crate::service::control::Server;
 
 /// The metrics text for `server` now.
 pub fn render(server: &Server) -> String {
