@@ -31,7 +31,6 @@ mod progress;
 mod suite_runner;
 mod table;
 mod unit_config;
-mod write_plan;
 
 use std::process::ExitCode;
 

@@ -1,21 +1,55 @@
-//! The recorder's configuration from `snbuf record`'s and `snbuf serve`'s options and config
-//! file: which unit, which source, which write plan the options make, and the words that say so.
-//! The commands parse and call this; what a unit does with the configuration is `snbuf_unit`'s.
+//! `snbuf record`'s and `snbuf serve`'s options handed to the unit crate, which decides what
+//! unit they make (`snbuf_unit::config::from_options`), and the unit's figures in words for the
+//! terminal.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
+use snbuf_unit::config::{from_options, Reasons, SetupError, UnitOptions};
+use snbuf_unit::RecordConfig;
 
-use snbuf_persist::fault::FaultPlan;
-use snbuf_persist::{medium, PageSize, SyncMode};
-use snbuf_platform::cpu;
-use snbuf_readout::{FrameType, Payload};
-use snbuf_unit::{RecordConfig, Source};
-
-use crate::args::check_parent_dir;
 use crate::cli::RecordArgs;
 use crate::exit::usage;
-use crate::write_plan::{plan_writes, Reasons, WritePlan};
+
+/// The recorder's configuration from the command line and its config file. Refuses bad input
+/// before anything runs (exit 2; a medium that cannot be probed, exit 1).
+pub fn config_from_args(args: &RecordArgs) -> anyhow::Result<(RecordConfig, Reasons)> {
+    let args = crate::config_file::merge(args)?;
+    if let Some(path) = &args.json {
+        crate::args::check_parent_dir("--json", path)?;
+    }
+    let options = UnitOptions {
+        links: args.links,
+        frame: args.frame.clone(),
+        source: args.source.clone(),
+        streams: args.streams.clone(),
+        header_version: args.header_version.clone(),
+        rcvbuf: args.rcvbuf,
+        gro: args.gro,
+        run: args.run,
+        unit: Some(crate::fleet_args::unit_id(args.unit.as_deref())?),
+        source_ids: args.source_ids.clone(),
+        rate_per_link: args.rate_per_link.clone(),
+        buffer: args.buffer,
+        pre: args.pre,
+        post: args.post,
+        trigger_after: args.trigger_after,
+        method: args.method.clone(),
+        writers: args.writers,
+        chunk_frames: args.chunk_frames,
+        chunks_per_persist: args.chunks_per_persist,
+        cpus: args.cpus.clone(),
+        page_size: args.page_size,
+        replay: args.replay.clone(),
+        output: args.output.clone(),
+        burst_id: args.burst_id.clone(),
+        profile: args.profile.clone(),
+        status_file: args.status_file.clone(),
+        inject_fault: args.inject_fault.clone(),
+        completion_deadline: args.completion_deadline,
+    };
+    from_options(&options).map_err(|e| match e {
+        SetupError::Usage(why) => usage(why),
+        SetupError::Machine(why) => anyhow::anyhow!(why),
+    })
+}
 
 /// A recorder error for the command line: the user's mistake (exit 2) or the machine's (exit 1).
 pub fn record_error(e: snbuf_unit::RecordError) -> anyhow::Error {
@@ -24,274 +58,6 @@ pub fn record_error(e: snbuf_unit::RecordError) -> anyhow::Error {
     } else {
         anyhow::Error::new(e)
     }
-}
-
-/// The recorder's configuration from the command line (and its config file). Refuses bad input
-/// before anything runs, and then leaves nothing behind: an output directory it had to create
-/// for probing the medium is removed again.
-pub fn config_from_args(args: &RecordArgs) -> anyhow::Result<(RecordConfig, Reasons)> {
-    let args = &crate::config_file::merge(args)?;
-    let outputs = if args.output.is_empty() {
-        vec![PathBuf::from("./snbuf-data")]
-    } else {
-        args.output.clone()
-    };
-    for (flag, path) in [("--json", &args.json), ("--status-file", &args.status_file)] {
-        if let Some(path) = path {
-            check_parent_dir(flag, path)?;
-        }
-    }
-    let mut created = Vec::new();
-    let mut result = Ok(());
-    for output in &outputs {
-        if !output.exists() {
-            created.push(output.clone());
-        }
-        if let Err(e) = std::fs::create_dir_all(output) {
-            result = Err(usage(format!("--output {}: {e}", output.display())));
-            break;
-        }
-    }
-    let result = result
-        .and_then(|()| distinct_outputs(&outputs))
-        .and_then(|()| build_config(args, outputs.clone()));
-    if result.is_err() {
-        for output in created.iter().rev() {
-            let _ = std::fs::remove_dir(output);
-        }
-    }
-    result
-}
-
-/// Two outputs that are one directory would put two links' files in one place and count its
-/// space twice: refused.
-fn distinct_outputs(outputs: &[PathBuf]) -> anyhow::Result<()> {
-    let mut seen = Vec::new();
-    for o in outputs {
-        let real = std::fs::canonicalize(o)
-            .map_err(|e| usage(format!("--output {}: {e}", o.display())))?;
-        if seen.contains(&real) {
-            return Err(usage(format!(
-                "--output {} is given twice (as {})",
-                o.display(),
-                real.display()
-            )));
-        }
-        seen.push(real);
-    }
-    Ok(())
-}
-
-fn build_config(
-    args: &RecordArgs,
-    mut outputs: Vec<PathBuf>,
-) -> anyhow::Result<(RecordConfig, Reasons)> {
-    let output = outputs.remove(0);
-    let more_outputs = outputs;
-    let dune = args.profile.as_deref() == Some("dune");
-    if let Some(p) = args.profile.as_deref().filter(|p| *p != "dune") {
-        return Err(usage(format!("unknown profile '{p}' (known: dune)")));
-    }
-    let frame_type: FrameType = args
-        .frame
-        .as_deref()
-        .unwrap_or("protodune-wib")
-        .parse()
-        .map_err(|e: snbuf_frames::FrameTypeError| usage(e.to_string()))?;
-    let fb = frame_type.frame_bytes() as f64;
-    // The paper's unit: 10 links at the detector's own rate, 10 s buffer, 100 s after the
-    // trigger. A network or replayed stream of a DUNE frame type runs at the type's own rate, so
-    // its buffer holds `--buffer` seconds of real data; the emulator on defaults is a sub-sampled
-    // detector at 20 MB/s a link, which a laptop's disk keeps up with.
-    let real_stream =
-        args.source.as_deref().is_some_and(|s| s != "emulate") || args.replay.is_some();
-    let dune_type = frame_type.fragment_type().is_some();
-    let rate_bytes_per_s = match (&args.rate_per_link, dune || (real_stream && dune_type)) {
-        (Some(r), _) => snbuf_quantity::parse_rate_bytes_per_s(r)
-            .map_err(|e| usage(format!("--rate-per-link: {e}")))? as f64,
-        (None, true) => frame_type.native_bytes_per_s(),
-        (None, false) => 20e6,
-    };
-    if rate_bytes_per_s <= 0.0 {
-        return Err(usage("--rate-per-link must be more than 0"));
-    }
-    let pick = |v: Option<Duration>, dune_v: u64, default: Duration| {
-        v.unwrap_or(if dune {
-            Duration::from_secs(dune_v)
-        } else {
-            default
-        })
-    };
-    let buffer = pick(args.buffer, 10, Duration::from_secs(3));
-    let pre = pick(args.pre, 10, Duration::from_secs(2));
-    let post = pick(args.post, 100, Duration::from_secs(3));
-    let cpus = match &args.cpus {
-        Some(list) => cpu::parse_cpu_list(list).map_err(|e| usage(e.to_string()))?,
-        None => cpu::allowed_cpus(),
-    };
-    let links = args.links.unwrap_or(10);
-    let WritePlan {
-        method,
-        why_method: why,
-        writers,
-        why_writers,
-    } = plan_writes(
-        args.method.as_deref().unwrap_or("auto"),
-        args.writers,
-        &output,
-        links,
-        1 + more_outputs.len(),
-        cpus.len(),
-    )?;
-    if args.method.as_deref().unwrap_or("auto") == "auto" {
-        // One method serves every output: auto picks it from the home's medium, which is only
-        // right if the others are the same kind.
-        let dax = |o: &Path| medium::probe(o).map(|m| m.dax).unwrap_or(false);
-        if let Some(other) = more_outputs.iter().find(|o| dax(o) != dax(&output)) {
-            return Err(usage(format!(
-                "--output {} and {} are different kinds of media (DAX and not): choose --method",
-                output.display(),
-                other.display()
-            )));
-        }
-    }
-    let frames_per_s = rate_bytes_per_s / fb;
-    let source = source_from_args(args, frame_type, links)?;
-    let chunk_frames = args
-        .chunk_frames
-        .unwrap_or_else(|| snbuf_unit::chunking::default_chunk_frames(fb as u64));
-    let config = RecordConfig {
-        frame_type,
-        links,
-        frames_per_s_per_link: frames_per_s,
-        buffer,
-        pre,
-        post,
-        trigger_after: args
-            .trigger_after
-            .unwrap_or(pre.max(Duration::from_secs(1)) + Duration::from_secs(1))
-            .max(pre),
-        method,
-        sync_mode: SyncMode::Fdatasync,
-        output_dir: output,
-        more_outputs,
-        burst_id: args.burst_id.clone().unwrap_or_else(|| {
-            format!(
-                "{}-{}",
-                snbuf_quantity::utc_stamp(snbuf_quantity::now_unix_ns() / 1_000_000_000),
-                std::process::id()
-            )
-        }),
-        writers,
-        cpus,
-        // Huge pages unless asked otherwise: the writers and links walk the rings sequentially
-        // (measured: 20% less CPU for the whole recorder on io_uring, BENCHMARKS.md); where the
-        // kernel grants none, the rings get 4 KiB pages and the summary says so.
-        page_size: if args.page_size == Some(4 << 10) {
-            PageSize::Small4K
-        } else {
-            PageSize::Huge2M
-        },
-        chunk_frames,
-        chunks_per_persist: args.chunks_per_persist.unwrap_or(8),
-        source,
-        run_number: args.run,
-        unit_id: Some(crate::fleet_args::unit_id(args.unit.as_deref())?),
-        source_ids: args.source_ids.clone(),
-        status_file: args.status_file.clone(),
-        faults: args
-            .inject_fault
-            .iter()
-            .map(|f| FaultPlan::parse(f).map_err(|e| usage(format!("--inject-fault: {e}"))))
-            .collect::<anyhow::Result<_>>()?,
-        completion_deadline: args
-            .completion_deadline
-            .unwrap_or(snbuf_persist::sink::DEFAULT_COMPLETION_DEADLINE),
-    };
-    config.validate().map_err(|e| usage(e.to_string()))?;
-    Ok((
-        config,
-        Reasons {
-            method: why,
-            writers: why_writers,
-        },
-    ))
-}
-
-/// Where the links' frames come from: emulated (or replayed), or the network.
-fn source_from_args(
-    args: &RecordArgs,
-    frame_type: FrameType,
-    links: u32,
-) -> anyhow::Result<Source> {
-    let spec = args.source.as_deref().unwrap_or("emulate");
-    let udp_only = [
-        ("--streams", !args.streams.is_empty()),
-        ("--header-version", args.header_version.is_some()),
-        ("--rcvbuf", args.rcvbuf.is_some()),
-        ("--gro", args.gro.is_some()),
-    ];
-    if spec == "emulate" {
-        if let Some((flag, _)) = udp_only.iter().find(|(_, given)| *given) {
-            return Err(usage(format!("{flag} needs --source udp://ADDR:PORT")));
-        }
-        let payload = match &args.replay {
-            Some(path) => {
-                let data = std::fs::read(path)
-                    .map_err(|e| usage(format!("--replay {}: {e}", path.display())))?;
-                let p = Payload::Replay(Arc::new(data));
-                // Refused now (empty, not whole frames of this type), not at the links' start.
-                snbuf_readout::FrameGen::new(frame_type, 0, &p)
-                    .map_err(|e| usage(format!("--replay {}: {e}", path.display())))?;
-                p
-            }
-            None => Payload::Emulated,
-        };
-        return Ok(Source::Emulated {
-            payload,
-            gaps: None,
-        });
-    }
-    let Some(addr) = spec.strip_prefix("udp://") else {
-        return Err(usage(format!(
-            "--source '{spec}': expected `emulate` or udp://ADDR:PORT"
-        )));
-    };
-    if args.replay.is_some() {
-        return Err(usage("--replay goes with --source emulate (snbuf emit --replay sends a recording over the network)"));
-    }
-    let bind: std::net::SocketAddr = addr.parse().map_err(|_| {
-        usage(format!(
-            "--source {spec}: '{addr}' is not ADDR:PORT (127.0.0.1:5000, [::]:5000)"
-        ))
-    })?;
-    let routes = if args.streams.is_empty() {
-        snbuf_readout::udp::UdpSource::default_routes(links)
-    } else if args.streams.len() != links as usize {
-        return Err(usage(format!(
-            "--streams gives {} stream(s) for {links} link(s): one per link",
-            args.streams.len()
-        )));
-    } else {
-        args.streams.iter().copied().zip(0..links).collect()
-    };
-    let header_version = match args.header_version.as_deref() {
-        None => Some(snbuf_readout::framegen::EMULATED_HEADER_VERSION),
-        Some("any") => None,
-        Some(v) => Some(
-            v.parse::<u8>()
-                .ok()
-                .filter(|v| *v < 64)
-                .ok_or_else(|| usage(format!("--header-version '{v}': 0 to 63, or any")))?,
-        ),
-    };
-    Ok(Source::Udp(snbuf_readout::udp::UdpSource {
-        bind,
-        routes,
-        header_version,
-        rcvbuf_bytes: args.rcvbuf.unwrap_or(16 << 20) as usize,
-        gro: args.gro.unwrap_or(true),
-    }))
 }
 
 /// What a second is for this unit, and how its links sample the detector.

@@ -3,10 +3,9 @@
 
 use std::path::Path;
 
-use anyhow::Context;
 use snbuf_persist::{medium, Method};
 
-use crate::exit::usage;
+use super::options::SetupError;
 
 /// Why the recorder writes the way it does, for the terminal and the logs.
 pub struct Reasons {
@@ -43,7 +42,7 @@ pub fn plan_writes(
     links: u32,
     outputs: usize,
     writer_cpus: usize,
-) -> anyhow::Result<WritePlan> {
+) -> Result<WritePlan, SetupError> {
     let per_output = outputs.clamp(1, links.max(1) as usize);
     let plan = |method: Method, why_method: String| {
         let (writers, why_writers) = match requested_writers {
@@ -74,15 +73,16 @@ pub fn plan_writes(
     if requested != "auto" {
         let m = requested
             .parse::<Method>()
-            .map_err(|e| usage(e.to_string()))?;
+            .map_err(|e| SetupError::usage(e.to_string()))?;
         if !m.compiled_in() {
-            return Err(usage(format!(
+            return Err(SetupError::usage(format!(
                 "method {m} is not in this build; rebuild with `--features pmdk`"
             )));
         }
         return Ok(plan(m, "chosen with --method".into()));
     }
-    let m = medium::probe(output).with_context(|| format!("probe {}", output.display()))?;
+    let m = medium::probe(output)
+        .map_err(|e| SetupError::Machine(format!("probe {}: {e}", output.display())))?;
     if m.dax {
         return Ok(plan(
             Method::Nt,

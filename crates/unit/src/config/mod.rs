@@ -1,5 +1,16 @@
 //! What a unit is set up with (`RecordConfig`), and why a configuration is refused. Everything
-//! is checked here, before any buffer is allocated or any file touched.
+//! is checked here, before any buffer is allocated or any file touched. The options as given
+//! (`options::UnitOptions`) become a configuration in `from_options` (defaults, the DUNE
+//! profile, the source), with the persistence method and writer threads chosen by
+//! `write_plan`: the recorder's policy, which the command line only calls.
+
+mod from_options;
+pub mod options;
+mod write_plan;
+
+pub use from_options::{check_parent_dir, from_options};
+pub use options::{SetupError, UnitOptions};
+pub use write_plan::{plan_writes, Reasons, WritePlan};
 
 use std::path::PathBuf;
 use std::time::Duration;
