@@ -135,6 +135,9 @@ fn alloc(bytes: usize) -> Result<AlignedBuf, BenchError> {
 }
 
 /// Runs every variant; results in the order measured.
+///
+/// One piece: the variants run in the order measured over the same buffers, each a few lines;
+/// split, the order and the buffers would be spread out.
 pub fn run(
     config: &ChecksumConfig,
     mut step: impl FnMut(&str),

@@ -345,6 +345,8 @@ pub fn steps(config: &JoinConfig) -> u64 {
     ((config.locks.len() + 1) * config.threads.len()) as u64
 }
 
+/// One piece: the build and the probe share the table, the inputs and the timing; the phases read
+/// in the order they run, as the paper describes them.
 pub fn run(
     config: &JoinConfig,
     mut progress: impl FnMut(&str),

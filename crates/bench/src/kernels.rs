@@ -237,6 +237,8 @@ pub fn run(
 }
 
 /// Initialises the arrays as PolyBench does, runs the kernel, returns the sum of its output.
+///
+/// One piece: the kernels as PolyBench writes them, each a loop nest in its own arm.
 fn run_kernel(k: Kernel, data: &mut [f64], n: usize) -> f64 {
     let nn = n * n;
     let init = |m: &mut [f64], a: usize, b: usize| {

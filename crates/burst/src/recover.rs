@@ -55,6 +55,8 @@ pub struct RecoverReport {
     pub changed: bool,
 }
 
+/// One piece: one pass over the burst (manifest, each link, the rebuilt manifest) whose decisions
+/// all feed one report, and which the dry run must take exactly as the real one.
 pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, RecoverError> {
     check_dir(dir)?;
     let mut manifest_problems = Vec::new();

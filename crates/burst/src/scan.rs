@@ -151,6 +151,9 @@ pub struct Expect {
 }
 
 /// Reads a whole link file. I/O errors (not data problems) are returned as errors.
+///
+/// One piece: the reader's state over one file (offset, expected sequence, timestamps), which
+/// every branch updates in the same report.
 pub fn scan<R: ReadAt + ?Sized>(r: &R, expect: Expect) -> io::Result<ScanReport> {
     let len = r.len_bytes();
     let mut report = ScanReport {

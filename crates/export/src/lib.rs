@@ -203,6 +203,9 @@ fn check_status(what: &str, code: u16) -> Result<(), ExportError> {
 }
 
 /// Exports the burst in `dir` to `dest`; `progress(bytes_sent)` after every part.
+///
+/// One piece: the export's order is its guarantee (journal, each part, read back, manifest last,
+/// export.json only when every object matches); read top to bottom it is the protocol.
 pub fn export_burst(
     dir: &Path,
     dest: &Destination,

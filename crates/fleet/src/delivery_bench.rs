@@ -34,6 +34,8 @@ pub struct DeliveryReport {
     pub mean_ms: f64,
 }
 
+/// One piece: the units, the sender and the collector share one runtime and its channels; the
+/// phases read in the order they run.
 pub fn run(
     opts: &NatsOptions,
     units: usize,

@@ -350,6 +350,9 @@ async fn publish_event(
 /// malformed and ignored) and it may be acknowledged; Err: it could not be kept, and must not be.
 ///
 /// `msg` is the JetStream delivery, or None for the fast path's copy.
+///
+/// One piece: the checks a trigger goes through, in order (parse, duplicate, data clock, window
+/// left, busy, journal), each ending in its outcome; the order is the exactly-once argument.
 async fn handle_trigger(
     js: &jetstream::Context,
     st: &mut LinkState,

@@ -82,6 +82,9 @@ struct Link {
 
 /// Converts `burst` into DUNE HDF5 raw-data files in `opts.out_dir`. `progress(done, total)`
 /// in bytes. On failure nothing stays behind: files of this conversion are removed.
+///
+/// One piece: the file written in the order DUNE's layout has it (file attributes, records,
+/// layout group, closing attributes).
 pub fn convert(
     burst: &BurstReader,
     opts: &ConvertOptions,
@@ -331,6 +334,9 @@ impl FileSet<'_> {
 }
 
 /// One TimeSlice record: its header, then each link's fragment streamed from the burst.
+///
+/// One piece: one trigger record's header and fragments, written in DUNE's byte layout field by
+/// field.
 #[allow(clippy::too_many_arguments)]
 fn write_record(
     f: &mut OpenFile,

@@ -102,6 +102,9 @@ pub enum EmitError {
 
 /// Sends until `config.duration` has passed or `stop` is set; `progress` is told the frames
 /// sent so far (all links) about once a second.
+///
+/// One piece: the sender's paced loop, whose state (each link's schedule, the batches, the
+/// counters) every step shares.
 pub fn emit(
     config: &EmitConfig,
     stop: &AtomicBool,

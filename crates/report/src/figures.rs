@@ -72,6 +72,8 @@ fn is_per_thread_layout(r: &Value) -> bool {
         .is_some_and(|n| n.iter().any(|x| x == "layout: per-thread"))
 }
 
+/// One piece: the report's figures in the order the page shows them, each a few declarative
+/// lines.
 pub fn draw_all(r: &ResultsDir, out: &Path) -> Result<Vec<Figure>, ReportError> {
     let mut figs = Vec::new();
     let mut line =

@@ -221,6 +221,7 @@ fn throughput_table(title: &str, rows: &[Value]) -> Option<Table> {
     })
 }
 
+/// One piece: the page's tables in the order they appear, each a few declarative lines.
 fn tables(r: &ResultsDir) -> Vec<Table> {
     let mut t = Vec::new();
     let lat = r.results("latency");

@@ -13,6 +13,8 @@ use snbuf_readout::Payload;
 use crate::cli::EmitArgs;
 use crate::exit::usage;
 
+/// One piece: the options checked, then the plan printed, the run and its summary, in the order
+/// the user sees them.
 pub fn run(args: &EmitArgs) -> anyhow::Result<()> {
     let to = args
         .to

@@ -85,6 +85,7 @@ fn end_text(end: &End) -> String {
     }
 }
 
+/// One piece: the inspection's lines in the order they print.
 pub fn inspect(args: &InspectArgs) -> anyhow::Result<()> {
     let burst = open(&args.burst_dir)?;
     let m = &burst.manifest;

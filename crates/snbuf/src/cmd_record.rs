@@ -17,8 +17,38 @@ use crate::unit_config::{clock_line, config_from_args, record_error};
 
 pub fn run(args: RecordArgs) -> anyhow::Result<()> {
     let (config, why) = config_from_args(&args)?;
-    let why_writers = why.writers;
-    let why = why.method;
+    print_plan(&config, &why.method, &why.writers);
+    let fb = config.frame_type.frame_bytes() as f64;
+    let mut last: Option<(Duration, u64, u64)> = None;
+    let report = record(&config, |p: &Progress| {
+        eprintln!("{}", progress_line(&config, fb, p, &mut last))
+    })
+    .map_err(record_error)?;
+    print_summary(&config, &report, &why.writers);
+    let m = &report.manifest;
+    if let Some(path) = &args.json {
+        write_json(path, &report).with_context(|| format!("write {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    let failed = m.links.iter().filter(|l| l.error.is_some()).count();
+    if !report.verify.valid {
+        Err(anyhow::Error::new(Failure(format!(
+            "{}: the burst does not verify",
+            report.burst_dir.display()
+        ))))
+    } else if failed > 0 {
+        Err(anyhow::Error::new(Failure(format!(
+            "{}: {failed} of {} links failed (above); what they recorded before is valid",
+            report.burst_dir.display(),
+            m.links.len()
+        ))))
+    } else {
+        Ok(())
+    }
+}
+
+/// What the recorder is about to do, and why, on stderr.
+fn print_plan(config: &snbuf_unit::RecordConfig, why: &str, why_writers: &str) {
     let fb = config.frame_type.frame_bytes() as f64;
     let total_rate = config.link_bytes_per_s() * config.links as f64;
     eprintln!(
@@ -30,7 +60,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
         config.buffer.as_secs_f64(),
         Bytes(config.buffer_frames() * fb as u64 * config.links as u64)
     );
-    eprintln!("  {}", clock_line(&config));
+    eprintln!("  {}", clock_line(config));
     eprintln!(
         "  trigger after {:.1} s, window {:.1} s before to {:.1} s after; method {} ({why})",
         config.trigger_after.as_secs_f64(),
@@ -61,38 +91,68 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
             "each writer runs on its device's node where known"
         }
     );
-    let mut last: Option<(Duration, u64, u64)> = None;
-    let report = record(&config, |p: &Progress| {
-        let frames_in: u64 = p.links.iter().map(|l| l.frames_in).sum();
-        let frames_out: u64 = p.links.iter().map(|l| l.durable_frames).sum();
-        // Rates over the last interval (since the start for the first line).
-        let (t0, i0, o0) = last.unwrap_or((Duration::ZERO, 0, 0));
-        let dt = (p.elapsed - t0).as_secs_f64().max(1e-3);
-        let (in_rate, out_rate) = ((frames_in - i0) as f64 * fb / dt, (frames_out - o0) as f64 * fb / dt);
-        last = Some((p.elapsed, frames_in, frames_out));
-        // How close the worst link is to losing data: its unwritten backlog against its buffer.
-        let fill = p.links.iter().map(|l| l.backlog_frames).max().unwrap_or(0) as f64 / config.buffer_frames() as f64;
-        let backlog: u64 = p.links.iter().map(|l| l.backlog_frames).sum();
-        let lost: u64 = p.links.iter().map(|l| l.lost_frames).sum();
-        let mut line = format!(
-            "  {:5.1} s {:9}  in {:>12}  out {:>12}  backlog {:>10} ({:3.0}% of buffer)  lost {lost}",
-            p.elapsed.as_secs_f64(),
-            p.phase,
-            Rate(in_rate).to_string(),
-            Rate(out_rate).to_string(),
-            Bytes(backlog * fb as u64).to_string(),
-            fill * 100.0
-        );
-        let lossy: Vec<String> = p.links.iter().filter(|l| l.lost_frames > 0 || l.failed).map(|l| {
-            format!("{}:{}{}", l.link, l.lost_frames, if l.failed { " FAILED" } else { "" })
-        }).collect();
-        if !lossy.is_empty() {
-            line.push_str(&format!("  (by link: {})", lossy.join(" ")));
-        }
-        eprintln!("{line}");
-    })
-    .map_err(record_error)?;
+}
 
+/// One progress line: rates over the last interval (since the start for the first), the worst
+/// link's backlog against its buffer, what was lost and by which link.
+fn progress_line(
+    config: &snbuf_unit::RecordConfig,
+    fb: f64,
+    p: &Progress,
+    last: &mut Option<(Duration, u64, u64)>,
+) -> String {
+    let frames_in: u64 = p.links.iter().map(|l| l.frames_in).sum();
+    let frames_out: u64 = p.links.iter().map(|l| l.durable_frames).sum();
+    // Rates over the last interval (since the start for the first line).
+    let (t0, i0, o0) = last.unwrap_or((Duration::ZERO, 0, 0));
+    let dt = (p.elapsed - t0).as_secs_f64().max(1e-3);
+    let (in_rate, out_rate) = (
+        (frames_in - i0) as f64 * fb / dt,
+        (frames_out - o0) as f64 * fb / dt,
+    );
+    *last = Some((p.elapsed, frames_in, frames_out));
+    // How close the worst link is to losing data: its unwritten backlog against its buffer.
+    let fill = p.links.iter().map(|l| l.backlog_frames).max().unwrap_or(0) as f64
+        / config.buffer_frames() as f64;
+    let backlog: u64 = p.links.iter().map(|l| l.backlog_frames).sum();
+    let lost: u64 = p.links.iter().map(|l| l.lost_frames).sum();
+    let mut line = format!(
+        "  {:5.1} s {:9}  in {:>12}  out {:>12}  backlog {:>10} ({:3.0}% of buffer)  lost {lost}",
+        p.elapsed.as_secs_f64(),
+        p.phase,
+        Rate(in_rate).to_string(),
+        Rate(out_rate).to_string(),
+        Bytes(backlog * fb as u64).to_string(),
+        fill * 100.0
+    );
+    let lossy: Vec<String> = p
+        .links
+        .iter()
+        .filter(|l| l.lost_frames > 0 || l.failed)
+        .map(|l| {
+            format!(
+                "{}:{}{}",
+                l.link,
+                l.lost_frames,
+                if l.failed { " FAILED" } else { "" }
+            )
+        })
+        .collect();
+    if !lossy.is_empty() {
+        line.push_str(&format!("  (by link: {})", lossy.join(" ")));
+    }
+    line
+}
+
+/// The burst's summary on stdout: window, what was recorded and lost, where the CPU went, how
+/// it was written, and the verdict.
+///
+/// One piece: the summary's lines in the order they print.
+fn print_summary(
+    config: &snbuf_unit::RecordConfig,
+    report: &snbuf_unit::RecordReport,
+    why_writers: &str,
+) {
     let m = &report.manifest;
     println!("burst {} ({:?})", report.burst_dir.display(), m.state);
     println!(
@@ -244,25 +304,6 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
             format!("NOT VALID: {:?}", report.verify.problems)
         }
     );
-    if let Some(path) = &args.json {
-        write_json(path, &report).with_context(|| format!("write {}", path.display()))?;
-        eprintln!("wrote {}", path.display());
-    }
-    let failed = m.links.iter().filter(|l| l.error.is_some()).count();
-    if !report.verify.valid {
-        Err(anyhow::Error::new(Failure(format!(
-            "{}: the burst does not verify",
-            report.burst_dir.display()
-        ))))
-    } else if failed > 0 {
-        Err(anyhow::Error::new(Failure(format!(
-            "{}: {failed} of {} links failed (above); what they recorded before is valid",
-            report.burst_dir.display(),
-            m.links.len()
-        ))))
-    } else {
-        Ok(())
-    }
 }
 
 fn write_json(path: &PathBuf, r: &snbuf_unit::RecordReport) -> std::io::Result<()> {

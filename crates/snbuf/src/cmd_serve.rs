@@ -11,6 +11,9 @@ use snbuf_unit::Unit;
 use crate::cli::{ServeArgs, StatusArgs, TriggerArgs};
 use crate::exit::{usage, Failure};
 
+/// One piece: the service started in dependency order (options checked, unit, socket, exporter,
+/// metrics, fleet link, systemd, signals) and stopped in reverse; the order keeps a half-started
+/// unit from existing.
 pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     crate::logging::init(args.log_format);
     snbuf_platform::memory::keep_large_allocations_off_the_heap();

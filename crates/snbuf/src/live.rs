@@ -80,6 +80,7 @@ pub fn unit_status(socket: &Path) -> anyhow::Result<()> {
     )
 }
 
+/// One piece: one screen of the live view, laid out top to bottom as it shows.
 fn draw_unit(f: &mut Frame, state: &Result<UnitStatus, String>, history: &mut History) {
     let [head, links, burst, past, help] = Layout::vertical([
         Constraint::Length(3),

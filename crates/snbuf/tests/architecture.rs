@@ -463,3 +463,99 @@ fn no_command_imports_another() {
     bad.dedup();
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
+
+/// The longest a function may be without saying why it must be one piece.
+const MAX_FN_LINES: usize = 100;
+
+/// Every function of a `src/` file, outside test modules: (name, first line, lines, the doc
+/// comment and attributes above it).
+fn functions(text: &str) -> Vec<(String, usize, usize, String)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let l = lines[i];
+        if l.trim_start().starts_with("#[cfg(test)]") {
+            break; // test modules come last in every file here
+        }
+        let t = l.trim_start();
+        let indent = &l[..l.len() - t.len()];
+        let sig = ["pub(crate) ", "pub(super) ", "pub ", ""]
+            .iter()
+            .find_map(|p| t.strip_prefix(p))
+            .map(|r| {
+                r.trim_start_matches("async ")
+                    .trim_start_matches("unsafe ")
+                    .trim_start_matches("const ")
+            });
+        let Some(name) = sig.and_then(|r| r.strip_prefix("fn ")) else {
+            i += 1;
+            continue;
+        };
+        let name: String = name
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        // The body: from the signature to the closing brace at the signature's indent.
+        let mut j = i;
+        while j < lines.len() && !lines[j].trim_end().ends_with('{') {
+            if lines[j].trim_end().ends_with(';') {
+                break; // a declaration without a body
+            }
+            j += 1;
+        }
+        if j >= lines.len() || lines[j].trim_end().ends_with(';') {
+            i = j + 1;
+            continue;
+        }
+        let close = format!("{indent}}}");
+        let end = (j + 1..lines.len())
+            .find(|&k| lines[k].starts_with(&close))
+            .unwrap_or(lines.len() - 1);
+        let mut k = i;
+        while k > 0 && {
+            let p = lines[k - 1].trim_start();
+            p.starts_with("///") || p.starts_with("#[") || p.starts_with("//")
+        } {
+            k -= 1;
+        }
+        out.push((name, i + 1, end - i + 1, lines[k..i].join("\n")));
+        i = end + 1;
+    }
+    out
+}
+
+#[test]
+fn no_long_function_without_saying_why_it_is_one_piece() {
+    let mut bad = Vec::new();
+    for dir in crates() {
+        let mut files = Vec::new();
+        rust_files(&dir.join("src"), &mut files);
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            for (name, line, len, above) in functions(&text) {
+                if len > MAX_FN_LINES && !above.contains("One piece") {
+                    bad.push(format!(
+                        "{}:{line}: {name} is {len} lines",
+                        f.strip_prefix(workspace()).unwrap_or(&f).display()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "functions over {MAX_FN_LINES} lines without a comment above saying why they are \"One piece\":\n{}",
+        bad.join("\n")
+    );
+}
+
+#[test]
+fn the_function_finder_measures_functions() {
+    let text = "/// doc\n/// One piece: because.\npub fn a(x: u32) -> u32 {\n    x\n}\n\nfn b()\nwhere\n{\n    let v = {\n        1\n    };\n}\n";
+    let f = functions(text);
+    assert_eq!(f.len(), 2, "{f:?}");
+    assert_eq!((f[0].0.as_str(), f[0].1, f[0].2), ("a", 3, 3));
+    assert!(f[0].3.contains("One piece"));
+    assert_eq!((f[1].0.as_str(), f[1].2), ("b", 7));
+}

@@ -29,6 +29,9 @@ pub(crate) struct OpenedBurst {
 }
 
 /// The burst `burst_id` for `window`, from `prepared` when it fits.
+///
+/// One piece: the choice between the prepared files and new ones and the space check share the
+/// window's sizes and are made together.
 pub(crate) fn open_burst(
     config: &RecordConfig,
     burst_id: &str,

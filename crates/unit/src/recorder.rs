@@ -56,6 +56,9 @@ pub struct Unit {
 
 impl Unit {
     /// Allocates and prefaults the buffers, and starts the links.
+    ///
+    /// One piece: the buffers allocated and prefaulted, then the links and the rate meter
+    /// started, in the order a failure must undo.
     pub fn start(config: &RecordConfig) -> Result<Unit, RecordError> {
         config.validate()?;
         if config
@@ -363,6 +366,8 @@ impl Unit {
         result
     }
 
+    /// One piece: one burst from trigger to verdict (open, write, seal, verify, report), sharing
+    /// the counters and clocks it reports.
     fn record_window(
         &self,
         window: &TriggerInfo,

@@ -189,6 +189,9 @@ pub(crate) fn write_window(
 impl LinkWork<'_> {
     /// Does what can be done on this link now: read and append a chunk, or acknowledge what is
     /// pending while waiting for frames.
+    ///
+    /// One piece: the per-link step of the writer's loop; its branches (read, append,
+    /// acknowledge, finish) share the link's state.
     fn turn(&mut self, job: &WindowJob) -> Turn {
         let (ws, we) = (
             job.window.window_start_timestamp,

@@ -219,6 +219,9 @@ fn buffers<S: Sink>(sink: &mut S, ctx: &ThreadCtx) -> Result<Buffers, PersistErr
 }
 
 /// The measured loop of one thread.
+///
+/// One piece: the measured loop; pulling parts out would put calls in the timed path or spread
+/// its counters over functions.
 fn drive<S: Sink>(sink: &mut S, ctx: &ThreadCtx) -> Result<ThreadOutcome, DriveError> {
     let (config, point) = (ctx.config, ctx.point);
     let block = point.block_size_bytes as usize;

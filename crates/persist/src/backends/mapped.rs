@@ -53,6 +53,8 @@ pub struct MappedSink {
 }
 
 impl MappedSink {
+    /// One piece: each check on the way to a mapping (CPU instructions, DAX, file size, mapping
+    /// flags) refuses with its own reason before anything is mapped.
     pub fn open(config: &SinkConfig) -> Result<Self> {
         let cpu = CpuFeatures::detect();
         let unsupported = |why: &str| PersistError::Unsupported {

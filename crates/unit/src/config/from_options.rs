@@ -71,6 +71,8 @@ fn distinct_outputs(outputs: &[PathBuf]) -> Result<(), SetupError> {
     Ok(())
 }
 
+/// One piece: the options resolved in dependency order (profile, frame type, rate, times, CPUs,
+/// write plan, source), each default depending on those before it.
 fn build_config(
     args: &UnitOptions,
     mut outputs: Vec<PathBuf>,

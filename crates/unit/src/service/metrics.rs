@@ -17,6 +17,9 @@ use snbuf_readout::udp::IngestSnapshot;
 use crate::service::control::Server;
 
 /// The metrics text for `server` now.
+///
+/// One piece: the exposition in the order of its families, each a few declarative lines (HELP,
+/// TYPE, samples).
 pub fn render(server: &Server) -> String {
     let unit = server.unit();
     let config = unit.config();
