@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use snbuf_bench::defaults::{default_region_bytes, default_target};
-use snbuf_bench::results::{write_json, write_throughput_csv, SCHEMA_VERSION};
+use snbuf_bench::results::write_throughput_csv;
 use snbuf_bench::throughput::run_point;
 use snbuf_bench::{
-    BenchError, Direction, Machine, OpClock, Pattern, PersistEvery, Results, TargetFiles,
-    ThroughputConfig, ThroughputResult,
+    BenchError, Direction, Machine, OpClock, Pattern, PersistEvery, TargetFiles, ThroughputConfig,
+    ThroughputResult,
 };
 use snbuf_persist::{Method, PageSize, SyncMode};
 use snbuf_platform::cpu;
@@ -17,6 +17,7 @@ use snbuf_quantity::{Bytes, Count, Nanos, Rate};
 
 use crate::cli::{PatternArg, SyncArg, ThroughputArgs};
 use crate::exit::usage;
+use crate::suite_runner::{run_suite, Suite};
 use crate::table::Table;
 
 fn parse_persist_every(s: &str) -> anyhow::Result<PersistEvery> {
@@ -131,61 +132,38 @@ pub fn throughput(direction: Direction, args: ThroughputArgs) -> anyhow::Result<
         clock.describe()
     );
 
-    let bar = crate::progress::bar(points.len() as u64);
-    let mut results = Vec::with_capacity(points.len());
-    for point in points {
-        bar.set_message(format!(
-            "{} {} x{}",
-            point.method,
-            Bytes(point.block_size_bytes),
-            point.threads
-        ));
-        let r = run_point(&config, &files, point, &clock);
-        match r {
-            Ok(r) => results.push(r),
-            Err(e) => {
-                bar.abandon();
-                // Keep what was measured: a failed point should not throw away the sweep.
-                export(&args, &machine, direction, &results)?;
-                return Err(anyhow::Error::new(e));
-            }
+    let steps = points.len() as u64;
+    let csv = |results: &[ThroughputResult]| -> anyhow::Result<()> {
+        if let Some(path) = &args.csv {
+            write_throughput_csv(path, results)
+                .with_context(|| format!("write CSV results to {}", path.display()))?;
+            eprintln!("wrote {}", path.display());
         }
-        bar.inc(1);
-    }
-    bar.finish_and_clear();
-
-    print!("{}", render(&results));
-    let mut notes: Vec<&String> = results.iter().flat_map(|r| &r.notes).collect();
-    notes.sort();
-    notes.dedup();
-    for n in notes {
-        println!("note: {n}");
-    }
-    export(&args, &machine, direction, &results)
-}
-
-fn export(
-    args: &ThroughputArgs,
-    machine: &Machine,
-    direction: Direction,
-    results: &[ThroughputResult],
-) -> anyhow::Result<()> {
-    if let Some(path) = &args.json {
-        let doc = Results {
-            schema_version: SCHEMA_VERSION,
-            suite: direction.name().to_string(),
-            machine: machine.clone(),
-            results: results.to_vec(),
-        };
-        write_json(path, &doc)
-            .with_context(|| format!("write JSON results to {}", path.display()))?;
-        eprintln!("wrote {}", path.display());
-    }
-    if let Some(path) = &args.csv {
-        write_throughput_csv(path, results)
-            .with_context(|| format!("write CSV results to {}", path.display()))?;
-        eprintln!("wrote {}", path.display());
-    }
+        Ok(())
+    };
+    let suite = Suite {
+        name: direction.name(),
+        steps,
+        machine: &machine,
+        json: args.json.as_deref(),
+        render,
+        notes: |r: &ThroughputResult| &r.notes,
+        verified: None,
+        also: Some(&csv),
+    };
+    // A failed point keeps the points measured before it.
+    run_suite(suite, |step, out| {
+        for point in points {
+            step(&format!(
+                "{} {} x{}",
+                point.method,
+                Bytes(point.block_size_bytes),
+                point.threads
+            ));
+            out.push(run_point(&config, &files, point, &clock)?);
+        }
+        Ok(())
+    })?;
     Ok(())
 }
 

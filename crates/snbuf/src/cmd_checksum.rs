@@ -37,9 +37,11 @@ pub fn run(args: ChecksumArgs) -> anyhow::Result<()> {
         render,
         notes: no_notes,
         verified: None,
+        also: None,
     };
-    run_suite(suite, |step| {
-        checksum::run(&config, step).context("bench checksum")
+    run_suite(suite, |step, out| {
+        out.extend(checksum::run(&config, step).context("bench checksum")?);
+        Ok(())
     })?;
     println!(
         "the recorder checksums data in cache with: {} (measured at its start, snbuf_platform::crc)",

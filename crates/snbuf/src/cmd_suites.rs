@@ -90,9 +90,11 @@ pub fn latency(args: LatencyArgs) -> anyhow::Result<()> {
         render: render_latency,
         notes: |r: &LatencyResult| &r.notes,
         verified: None,
+        also: None,
     };
-    run_suite(suite, |step| {
-        latency::run(&config, &clock, step).context("bench latency")
+    run_suite(suite, |step, out| {
+        out.extend(latency::run(&config, &clock, step).context("bench latency")?);
+        Ok(())
     })?;
     Ok(())
 }
@@ -190,8 +192,12 @@ pub fn join(args: JoinArgs) -> anyhow::Result<()> {
         render: render_join,
         notes: |r: &JoinResult| &r.notes,
         verified: Some((|r: &JoinResult| r.verified, "the join gave a wrong result")),
+        also: None,
     };
-    run_suite(suite, |step| join::run(&config, step).context("bench join"))?;
+    run_suite(suite, |step, out| {
+        out.extend(join::run(&config, step).context("bench join")?);
+        Ok(())
+    })?;
     Ok(())
 }
 
@@ -293,9 +299,11 @@ pub fn kernels(args: KernelsArgs) -> anyhow::Result<()> {
             |r: &KernelResult| r.verified,
             "a kernel gave a wrong result",
         )),
+        also: None,
     };
-    run_suite(suite, |step| {
-        kernels::run(&config, step).context("bench kernels")
+    run_suite(suite, |step, out| {
+        out.extend(kernels::run(&config, step).context("bench kernels")?);
+        Ok(())
     })?;
     Ok(())
 }
@@ -392,9 +400,11 @@ pub fn app(args: AppArgs) -> anyhow::Result<()> {
         render: render_app,
         notes: no_notes,
         verified: None,
+        also: None,
     };
-    run_suite(suite, |step| {
-        app::run(&config, &clock, step).context("bench app")
+    run_suite(suite, |step, out| {
+        out.extend(app::run(&config, &clock, step).context("bench app")?);
+        Ok(())
     })?;
     Ok(())
 }

@@ -1,7 +1,8 @@
 //! The one way a `snbuf bench` command runs a suite: a progress bar over its steps, the run, its
-//! table in human units, its notes (each once), its JSON kept on request, and a result that
-//! checked itself wrong failing the command. Each command says only what differs: how many
-//! steps, how to run, how to render, what a note or a wrong result is.
+//! table in human units, its notes (each once), its JSON (and any other file) kept on request,
+//! and a result that checked itself wrong failing the command. A run that fails part way keeps
+//! what it measured before failing. Each command says only what differs: how many steps, how to
+//! run, how to render, what a note or a wrong result is.
 
 use std::path::Path;
 
@@ -13,6 +14,9 @@ use crate::progress::{bar, steps};
 
 /// Whether a result checked itself right, and what to say when one did not.
 pub type Verified<R> = (fn(&R) -> bool, &'static str);
+
+/// Another place to keep the results (a CSV file).
+pub type AlsoKeep<'a, R> = &'a dyn Fn(&[R]) -> anyhow::Result<()>;
 
 /// A suite as a command runs it.
 pub struct Suite<'a, R> {
@@ -27,6 +31,8 @@ pub struct Suite<'a, R> {
     /// A result's notes, printed once each under the table.
     pub notes: fn(&R) -> &[String],
     pub verified: Option<Verified<R>>,
+    /// Another file to write the results to (a CSV), after the JSON.
+    pub also: Option<AlsoKeep<'a, R>>,
 }
 
 /// No notes.
@@ -34,14 +40,24 @@ pub fn no_notes<R>(_: &R) -> &[String] {
     &[]
 }
 
-/// Runs `suite` through `run`, which gets the step callback that advances the progress bar.
+/// Runs `suite` through `run`, which gets the step callback that advances the progress bar and
+/// the list to put each result in as it comes. When `run` fails, what it had put there is still
+/// kept (JSON and `also`) before the error is returned.
 pub fn run_suite<R: Serialize + Clone>(
     suite: Suite<'_, R>,
-    run: impl FnOnce(&mut dyn FnMut(&str)) -> anyhow::Result<Vec<R>>,
+    run: impl FnOnce(&mut dyn FnMut(&str), &mut Vec<R>) -> anyhow::Result<()>,
 ) -> anyhow::Result<Vec<R>> {
     let b = bar(suite.steps);
-    let mut step = steps(&b);
-    let results = run(&mut step).inspect_err(|_| b.abandon())?;
+    let mut results = Vec::new();
+    let ran = {
+        let mut step = steps(&b);
+        run(&mut step, &mut results)
+    };
+    if let Err(e) = ran {
+        b.abandon();
+        keep(&suite, &results)?;
+        return Err(e);
+    }
     b.finish_and_clear();
     print!("{}", (suite.render)(&results));
     let mut notes: Vec<&String> = results.iter().flat_map(|r| (suite.notes)(r)).collect();
@@ -50,14 +66,23 @@ pub fn run_suite<R: Serialize + Clone>(
     for n in notes {
         println!("note: {n}");
     }
-    if let Some(path) = suite.json {
-        save(path, suite.name, suite.machine, &results)?;
-        eprintln!("wrote {}", path.display());
-    }
+    keep(&suite, &results)?;
     if let Some((ok, wrong)) = suite.verified {
         if !results.iter().all(ok) {
             return Err(anyhow::anyhow!("{wrong} (see the notes)"));
         }
     }
     Ok(results)
+}
+
+/// The results written where the command was asked to keep them.
+fn keep<R: Serialize + Clone>(suite: &Suite<'_, R>, results: &[R]) -> anyhow::Result<()> {
+    if let Some(path) = suite.json {
+        save(path, suite.name, suite.machine, results)?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let Some(also) = suite.also {
+        also(results)?;
+    }
+    Ok(())
 }
