@@ -5,6 +5,17 @@ use super::*;
 use crate::sink::DEFAULT_COMPLETION_DEADLINE;
 use crate::{open, Method, SinkConfig};
 
+/// A real `method` sink on `path` (1 MiB), with `faults` injected.
+fn faulty(
+    method: Method,
+    path: &std::path::Path,
+    faults: Vec<FaultKind>,
+    deadline: Duration,
+) -> Latched<Faulty<Box<dyn Sink>>> {
+    let sink = open(&SinkConfig::new(method, path, 1 << 20)).unwrap();
+    inject(sink, faults, deadline)
+}
+
 #[test]
 fn plans_parse_and_bad_ones_say_why() {
     let p = FaultPlan::parse("write-eio:link=1,after=4KiB").unwrap();
@@ -60,14 +71,9 @@ fn plans_parse_and_bad_ones_say_why() {
 #[test]
 fn an_injected_fsync_failure_is_latched_over_a_real_backend() {
     let dir = tempfile::tempdir().unwrap();
-    let sink = open(&SinkConfig::new(
+    let mut s = faulty(
         Method::Buffered,
-        dir.path().join("f"),
-        1 << 20,
-    ))
-    .unwrap();
-    let mut s = inject(
-        sink,
+        &dir.path().join("f"),
         vec![FaultKind::Persist { after_persists: 1 }],
         DEFAULT_COMPLETION_DEADLINE,
     );
@@ -86,9 +92,9 @@ fn an_injected_fsync_failure_is_latched_over_a_real_backend() {
 fn an_injected_write_failure_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("f");
-    let sink = open(&SinkConfig::new(Method::Buffered, &path, 1 << 20)).unwrap();
-    let mut s = inject(
-        sink,
+    let mut s = faulty(
+        Method::Buffered,
+        &path,
         vec![FaultKind::Write {
             errno: libc::EIO,
             after_bytes: 8192,
@@ -137,22 +143,19 @@ fn a_write_started_in_place_fails_when_it_completes_and_stays_failed() {
         .filter(|m| *m != Method::Uring || uring_here())
     {
         let dir = tempfile::tempdir().unwrap();
-        let sink = open(&SinkConfig::new(method, dir.path().join("f"), 1 << 20)).unwrap();
-        let mut s = inject(
-            sink,
+        let mut s = faulty(
+            method,
+            &dir.path().join("f"),
             vec![FaultKind::Write {
                 errno: libc::EIO,
                 after_bytes: 8192,
             }],
             DEFAULT_COMPLETION_DEADLINE,
         );
-        let mut buf = crate::AlignedBuf::new(16384, crate::PageSize::Small4K).unwrap();
-        buf.as_mut_slice().fill(7);
-        let held: std::sync::Arc<dyn crate::sink::HeldMemory> = std::sync::Arc::new(Held(buf));
-        let range = held.address_range();
+        let (held, start) = held_buffer(16384, 7);
         // SAFETY: the range is the held buffer's, alive as long as `held`, and nothing
         // writes it while these slices exist.
-        let bytes = unsafe { std::slice::from_raw_parts(range.start as *const u8, 16384) };
+        let bytes = unsafe { std::slice::from_raw_parts(start as *const u8, 16384) };
         s.start_in_place(0, &[&bytes[..8192]], &held).unwrap();
         s.wait_in_place().unwrap();
         // Crossing the fault: accepted at submission, failed at completion.
@@ -280,12 +283,16 @@ fn held_buffer(len: usize, fill: u8) -> (std::sync::Arc<dyn crate::sink::HeldMem
 fn a_slow_completion_writes_the_memory_as_it_is_when_the_write_completes() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("f");
-    let sink = open(&SinkConfig::new(Method::Direct, &path, 1 << 20)).unwrap();
     let kind = FaultKind::SlowCompletion {
         delay: Duration::from_millis(20),
         after_bytes: 0,
     };
-    let mut s = inject(sink, vec![kind], DEFAULT_COMPLETION_DEADLINE);
+    let mut s = faulty(
+        Method::Direct,
+        &path,
+        vec![kind],
+        DEFAULT_COMPLETION_DEADLINE,
+    );
     let (held, start) = held_buffer(8192, 7);
     // SAFETY: the range is the held buffer's, alive as long as `held`.
     let bytes = unsafe { std::slice::from_raw_parts(start as *const u8, 8192) };
@@ -308,14 +315,9 @@ fn a_slow_completion_writes_the_memory_as_it_is_when_the_write_completes() {
 #[test]
 fn a_write_that_never_completes_fails_at_the_deadline_and_stays_failed() {
     let dir = tempfile::tempdir().unwrap();
-    let sink = open(&SinkConfig::new(
+    let mut s = faulty(
         Method::Direct,
-        dir.path().join("f"),
-        1 << 20,
-    ))
-    .unwrap();
-    let mut s = inject(
-        sink,
+        &dir.path().join("f"),
         vec![FaultKind::Stall { after_bytes: 4096 }],
         Duration::from_millis(50),
     );
