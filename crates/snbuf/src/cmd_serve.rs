@@ -50,7 +50,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
             None
         }
     };
-    let (mut config, why) = crate::unit_config::config_from_args(&args.record)?;
+    let (mut config, why) = crate::unit_config::config_from_merged(&from_file)?;
     if args.record.burst_id.is_none() {
         config.burst_id = format!("burst-{}", config.burst_id);
     }

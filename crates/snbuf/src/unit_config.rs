@@ -11,7 +11,12 @@ use crate::exit::usage;
 /// The recorder's configuration from the command line and its config file. Refuses bad input
 /// before anything runs (exit 2; a medium that cannot be probed, exit 1).
 pub fn config_from_args(args: &RecordArgs) -> anyhow::Result<(RecordConfig, Reasons)> {
-    let args = crate::config_file::merge(args)?;
+    config_from_merged(&crate::config_file::merge(args)?)
+}
+
+/// As `config_from_args`, for arguments already merged with their config file (`serve` reads
+/// the file once for its own keys too).
+pub fn config_from_merged(args: &RecordArgs) -> anyhow::Result<(RecordConfig, Reasons)> {
     if let Some(path) = &args.json {
         crate::args::check_parent_dir("--json", path)?;
     }
