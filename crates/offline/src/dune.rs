@@ -1,9 +1,18 @@
-//! DUNE-DAQ's record structures, byte for byte, as its offline tools read them (public DUNE-DAQ
-//! code: daqdataformats `FragmentHeader.hpp` version 5, `TimeSliceHeader.hpp` version 2,
-//! `SourceID.hpp`; detdataformats `DetID.hpp`). All little-endian. Pinned by hand-written bytes
-//! in the tests below, not by this encoder.
+//! DUNE-DAQ's record structures, byte for byte, as its offline tools read them: the release
+//! [`DUNE_RELEASE`] names (daqdataformats `FragmentHeader.hpp` version 6 with its status bits,
+//! `TimeSliceHeader.hpp` version 2, `SourceID.hpp`; detdataformats `DetID.hpp`). All
+//! little-endian. Pinned by hand-written bytes in the tests below, written from DUNE's headers,
+//! not from this encoder.
 
 use snbuf_frames::FrameType;
+
+/// The DUNE-DAQ release these structures and the HDF5 files follow, and the public commits of
+/// its packages they were checked against (docs/FORMAT.md, "Which DUNE release").
+pub const DUNE_RELEASE: &str = "fddaq-coredaq-v5.7.1";
+/// daqdataformats: FragmentHeader version 6, `status_bits`, fragment types up to 19.
+pub const DAQDATAFORMATS_COMMIT: &str = "5bce4dfd82864d9a6a2e8558ee94ea123b3c26b7";
+/// hdf5libs: file layout version 6, creation and closing times as integers (ms).
+pub const HDF5LIBS_COMMIT: &str = "036adeb592596b024ce8d2f7d5e4de8be1163eaf";
 
 /// A DUNE SourceID: what produced a piece of data. 8 bytes: version (2), subsystem, id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -65,12 +74,29 @@ pub fn fragment_type(t: FrameType) -> (u32, &'static str) {
     }
 }
 
-/// FragmentHeader error bit: only part of the requested data is in the fragment.
-pub const INCOMPLETE: u32 = 1 << 1;
-/// FragmentHeader error bit: none of the requested data was found.
-pub const DATA_NOT_FOUND: u32 = 1 << 0;
+/// FragmentHeader `status_bits` (daqdataformats `FragmentStatusBits`): bit numbers. snbuf sets
+/// only the two a converted burst can know; the others are named so that a reader of this code
+/// sees what each bit of a DUNE file means.
+pub mod status_bit {
+    /// The latency buffer was empty when the data was requested.
+    pub const LATENCY_BUFFER_EMPTY: u32 = 0;
+    /// Only part of the requested data is in the fragment.
+    pub const INCOMPLETE: u32 = 1;
+    /// The requested window was too large.
+    pub const INVALID_REQUEST_WINDOW: u32 = 2;
+    pub const REQUEST_TIMEOUT: u32 = 3;
+    pub const REQUEST_WINDOW_BEFORE_BUFFER: u32 = 4;
+    pub const REQUEST_WINDOW_AFTER_BUFFER: u32 = 5;
+    /// The fragment holds no data.
+    pub const EMPTY_FRAGMENT: u32 = 6;
+}
 
-/// daqdataformats' FragmentHeader, version 5: 72 bytes before the frames.
+/// `status_bits` of a fragment with some of its frames missing.
+pub const INCOMPLETE: u32 = 1 << status_bit::INCOMPLETE;
+/// `status_bits` of a fragment with none of its frames: empty, and so also incomplete.
+pub const EMPTY: u32 = (1 << status_bit::EMPTY_FRAGMENT) | INCOMPLETE;
+
+/// daqdataformats' FragmentHeader, version 6: 72 bytes before the frames.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FragmentHeader {
     /// Header and payload, bytes.
@@ -81,7 +107,7 @@ pub struct FragmentHeader {
     pub window_begin: u64,
     pub window_end: u64,
     pub run_number: u32,
-    pub error_bits: u32,
+    pub status_bits: u32,
     pub fragment_type: u32,
     pub sequence_number: u16,
     pub detector_id: u16,
@@ -90,7 +116,7 @@ pub struct FragmentHeader {
 
 impl FragmentHeader {
     pub const MARKER: u32 = 0x1111_2222;
-    pub const VERSION: u32 = 5;
+    pub const VERSION: u32 = 6;
     pub const BYTES: usize = 72;
 
     pub fn encode(&self) -> [u8; Self::BYTES] {
@@ -103,7 +129,7 @@ impl FragmentHeader {
         b[32..40].copy_from_slice(&self.window_begin.to_le_bytes());
         b[40..48].copy_from_slice(&self.window_end.to_le_bytes());
         b[48..52].copy_from_slice(&self.run_number.to_le_bytes());
-        b[52..56].copy_from_slice(&self.error_bits.to_le_bytes());
+        b[52..56].copy_from_slice(&self.status_bits.to_le_bytes());
         b[56..60].copy_from_slice(&self.fragment_type.to_le_bytes());
         b[60..62].copy_from_slice(&self.sequence_number.to_le_bytes());
         b[62..64].copy_from_slice(&self.detector_id.to_le_bytes());
@@ -158,23 +184,24 @@ mod tests {
             window_begin: 1000,
             window_end: 3048,
             run_number: 1234,
-            error_bits: INCOMPLETE,
+            status_bits: INCOMPLETE,
             fragment_type: 12,
             sequence_number: 0,
             detector_id: 3,
             element_id: SourceId::readout(42),
         };
-        // Written by hand from FragmentHeader.hpp (version 5), little-endian.
+        // Written by hand from FragmentHeader.hpp (version 6; the offsets of its static_asserts
+        // in detail/FragmentHeader.hxx), little-endian.
         let golden: [u8; 72] = [
             0x22, 0x22, 0x11, 0x11, // marker 0x11112222
-            5, 0, 0, 0, // version
+            6, 0, 0, 0, // version 6
             0x68, 0x1c, 0, 0, 0, 0, 0, 0, // size 7272
             7, 0, 0, 0, 0, 0, 0, 0, // trigger_number
             8, 7, 6, 5, 4, 3, 2, 1, // trigger_timestamp
             0xe8, 0x03, 0, 0, 0, 0, 0, 0, // window_begin 1000
             0xe8, 0x0b, 0, 0, 0, 0, 0, 0, // window_end 3048
             0xd2, 0x04, 0, 0, // run_number 1234
-            2, 0, 0, 0, // error_bits: kIncomplete (bit 1)
+            0x02, 0, 0, 0, // status_bits: kIncomplete = 1
             12, 0, 0, 0, // fragment_type kWIBEth
             0, 0, // sequence_number
             3, 0, // detector_id kHD_TPC
@@ -185,6 +212,34 @@ mod tests {
             SourceId::readout(42).path_name(),
             "Detector_Readout_0x0000002a"
         );
+        // An empty fragment: kEmptyFragment = 6 and kIncomplete = 1, nothing at bit 0
+        // (kLatencyBufferEmpty, which says something of the buffer, not of the fragment).
+        let empty = FragmentHeader {
+            status_bits: EMPTY,
+            ..h
+        };
+        assert_eq!(empty.encode()[52..56], [0x42, 0, 0, 0]);
+    }
+
+    #[test]
+    fn fragment_types_are_dunes_codes_and_names() {
+        // From FragmentHeader.hpp's FragmentType and get_fragment_type_names().
+        for (t, code, name) in [
+            (FrameType::ProtoDuneWib, 1, "ProtoWIB"),
+            (FrameType::Wib2, 2, "WIB"),
+            (FrameType::WibEth, 12, "WIBEth"),
+            (FrameType::TdeEth, 15, "TDEEth"),
+            (FrameType::DaphneEthStream, 19, "DAPHNEEthStream"),
+        ] {
+            assert_eq!(fragment_type(t), (code, name), "{t}");
+            assert_eq!(t.fragment_type(), Some((code, name)), "{t}");
+        }
+        let custom = FrameType::Custom {
+            frame_bytes: 64,
+            ticks_per_frame: 1,
+            timestamp_offset: 0,
+        };
+        assert_eq!(fragment_type(custom), (0, "Unknown"));
     }
 
     #[test]

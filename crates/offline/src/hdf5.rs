@@ -1,8 +1,8 @@
-//! DUNE HDF5 raw-data files, as DUNE-DAQ's hdf5libs writes them (file layout version 5,
-//! `TimeSlice` records): the file's attributes (run, index, times, layout, the SourceID to geo
+//! DUNE HDF5 raw-data files, as DUNE-DAQ's hdf5libs writes them in the release
+//! `dune::DUNE_RELEASE` names (file layout version 6, `TimeSlice` records): the file's attributes (run, index, times, layout, the SourceID to geo
 //! id map, ...), one group `TimeSlice{06d}` per slice of the window holding
 //! `RawData/TR_Builder_0x00000000_TimeSliceHeader` and, per link,
-//! `RawData/Detector_Readout_0x{SourceID:08x}_{FragmentType}`: a FragmentHeader v5 followed by
+//! `RawData/Detector_Readout_0x{SourceID:08x}_{FragmentType}`: a FragmentHeader v6 followed by
 //! the link's frames of the slice, unchanged; record attributes are the JSON maps hdf5libs
 //! keeps. A file is written as `<name>.writing` and renamed when complete; a new file starts
 //! where the next record would pass `max_file_bytes`. Datasets are written a chunk of the burst
@@ -17,8 +17,9 @@ use snbuf_frames::FrameType;
 use crate::dune::{fragment_type, geo_id, FragmentHeader, SourceId, Subsystem, TimeSliceHeader};
 use crate::plan::{plan_fragment, slices, FragmentPlan};
 
-/// hdf5libs' file layout version these files follow.
-pub const FILELAYOUT_VERSION: u32 = 5;
+/// hdf5libs' file layout version these files follow: 6, whose creation and closing times are
+/// integers (ms since the epoch; layout 5 kept them as decimal strings).
+pub const FILELAYOUT_VERSION: u32 = 6;
 
 /// How to convert.
 #[derive(Clone, Debug)]
@@ -386,7 +387,7 @@ fn write_record(
             window_begin: begin,
             window_end: end,
             run_number: run,
-            error_bits: p.error_bits(),
+            status_bits: p.status_bits(),
             fragment_type: type_code,
             sequence_number: 0,
             detector_id: l.det_id as u16,

@@ -5,7 +5,7 @@
 
 use snbuf_burst::LinkReader;
 
-use crate::dune::{DATA_NOT_FOUND, INCOMPLETE};
+use crate::dune::{EMPTY, INCOMPLETE};
 
 /// One time slice of the window: [begin, end) in ticks, numbered from 1 as DUNE's are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,10 +61,11 @@ pub struct FragmentPlan {
 }
 
 impl FragmentPlan {
-    /// The FragmentHeader's error bits: data not found (none), incomplete (some missing).
-    pub fn error_bits(&self) -> u32 {
+    /// The FragmentHeader's status bits: empty and incomplete (none of its frames), incomplete
+    /// (some missing).
+    pub fn status_bits(&self) -> u32 {
         if self.frames == 0 && self.expected > 0 {
-            DATA_NOT_FOUND | INCOMPLETE
+            EMPTY
         } else if self.frames < self.expected {
             INCOMPLETE
         } else {
@@ -137,17 +138,17 @@ mod tests {
     }
 
     #[test]
-    fn missing_frames_are_marked_in_the_error_bits() {
+    fn missing_frames_are_marked_in_the_status_bits() {
         let f = |frames, expected| {
             FragmentPlan {
                 link: 0,
                 frames,
                 expected,
             }
-            .error_bits()
+            .status_bits()
         };
         assert_eq!(f(10, 10), 0);
         assert_eq!(f(9, 10), INCOMPLETE);
-        assert_eq!(f(0, 10), DATA_NOT_FOUND | INCOMPLETE);
+        assert_eq!(f(0, 10), (1 << 6) | (1 << 1));
     }
 }

@@ -281,7 +281,31 @@ mod dune_hdf5 {
             let a = &file["attrs"];
             assert_eq!(a["run_number"], 1234);
             assert_eq!(a["file_index"], index as u64);
-            assert_eq!(a["filelayout_version"], 5);
+            assert_eq!(a["filelayout_version"], 6);
+            // Every attribute's type as hdf5libs (layout 6) and dfmodules write it, from their
+            // sources: size_t -> u64, run_number_t and the layout version -> u32, std::string ->
+            // HighFive's variable-length UTF-8 string. Written from DUNE's code, not snbuf's.
+            let text = "vlen-str:utf-8";
+            let dune_types = [
+                ("run_number", "u32"),
+                ("file_index", "u64"),
+                ("creation_timestamp", "u64"),
+                ("closing_timestamp", "u64"),
+                ("recorded_size", "u64"),
+                ("filelayout_version", "u32"),
+                ("application_name", text),
+                ("filelayout_params", text),
+                ("source_id_geo_id_map", text),
+                ("record_type", text),
+                ("operational_environment", text),
+                ("offline_data_stream", text),
+                ("run_was_for_test_purposes", text),
+            ];
+            let types = file["attr_types"].as_object().unwrap();
+            assert_eq!(types.len(), dune_types.len(), "{types:?}");
+            for (name, t) in dune_types {
+                assert_eq!(types[name], t, "attribute {name}");
+            }
             assert_eq!(a["record_type"], "TimeSlice");
             assert_eq!(a["application_name"], "snbuf_apa1");
             assert_eq!(a["operational_environment"], "snbuf");
@@ -323,7 +347,7 @@ mod dune_hdf5 {
                 recorded += 32;
                 for f in r["fragments"].as_array().unwrap() {
                     assert_eq!(f["marker"], 0x1111_2222u32);
-                    assert_eq!(f["version"], 5);
+                    assert_eq!(f["version"], 6, "FragmentHeader v6");
                     assert_eq!(f["size"], f["dataset_bytes"]);
                     assert_eq!(f["fragment_type"], 12, "kWIBEth");
                     assert_eq!(f["detector_id"], 3, "the frames' det_id: kHD_TPC");
@@ -332,7 +356,7 @@ mod dune_hdf5 {
                     assert_eq!(f["trigger_timestamp"], window.trigger_timestamp);
                     assert_eq!(f["subsys"], 1);
                     assert_eq!(f["source_id_version"], 2);
-                    assert_eq!(f["error_bits"], 0, "nothing lost");
+                    assert_eq!(f["status_bits"], 0, "nothing lost");
                     let (begin, end) = (
                         f["window_begin"].as_u64().unwrap(),
                         f["window_end"].as_u64().unwrap(),
@@ -428,7 +452,11 @@ mod dune_hdf5 {
                     let expected = (f["window_end"].as_u64().unwrap()
                         - f["window_begin"].as_u64().unwrap())
                     .div_ceil(step);
-                    let bits = f["error_bits"].as_u64().unwrap();
+                    let bits = f["status_bits"].as_u64().unwrap();
+                    // kIncomplete = 1; kEmptyFragment = 6 exactly when no frame is left;
+                    // kLatencyBufferEmpty (0) is never set by a conversion.
+                    assert_eq!(bits & 1, 0, "{f}");
+                    assert_eq!(bits & (1 << 6) != 0, frames == 0 && expected > 0, "{f}");
                     if bits & 2 != 0 {
                         marked += 1;
                         assert!(frames < expected, "{f}");

@@ -1,6 +1,6 @@
 """Reads DUNE HDF5 raw-data files the way an offline analysis would, with h5py and numpy only
 (not snbuf), and prints what it found as JSON: the file attributes, every record's group,
-attributes and dataset names, every fragment's FragmentHeader v5 fields, and per SourceID the
+attributes and dataset names, every attribute's HDF5 type, every fragment's FragmentHeader fields, and per SourceID the
 SHA-256 of the frames of all its fragments back to back, in record order.
 
 usage: read_dune_hdf5.py FILE.hdf5 [FILE.hdf5 ...]
@@ -13,12 +13,21 @@ import sys
 import h5py
 import numpy as np
 
-FRAGMENT_HEADER = struct.Struct("<IIQQQQQIIIHHHHI")  # 72 bytes, FragmentHeader.hpp v5
+FRAGMENT_HEADER = struct.Struct("<IIQQQQQIIIHHHHI")  # 72 bytes, FragmentHeader.hpp v5 and v6
 TIMESLICE_HEADER = struct.Struct("<IIQIIHHI")  # 32 bytes, TimeSliceHeader.hpp v2
 
 
 def as_text(v):
     return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def attr_type(attrs, name):
+    """The attribute's type as stored: "u64", "i32", ..., or "vlen-str:utf-8"."""
+    dt = attrs.get_id(name).dtype
+    s = h5py.check_string_dtype(dt)
+    if s is not None:
+        return ("vlen-str:" if s.length is None else f"str{s.length}:") + s.encoding
+    return f"{dt.kind.replace('i', 'i').replace('u', 'u')}{dt.itemsize * 8}{'' if dt.byteorder in '<=|' else '-be'}"
 
 
 def main(paths):
@@ -27,6 +36,7 @@ def main(paths):
     for path in paths:
         f = h5py.File(path, "r")
         attrs = {k: (as_text(v) if isinstance(v, (str, bytes)) else int(v)) for k, v in f.attrs.items()}
+        attr_types = {k: attr_type(f.attrs, k) for k in f.attrs.keys()}
         records = []
         for name in sorted(f.keys()):
             g = f[name]
@@ -40,7 +50,7 @@ def main(paths):
                     rec["timeslice_header"] = {"marker": m, "version": ver, "timeslice_number": num,
                                                "run_number": run, "subsys": ss, "id": sid}
                     continue
-                (marker, version, size, trigger_number, trigger_ts, begin, end, run, error_bits,
+                (marker, version, size, trigger_number, trigger_ts, begin, end, run, status_bits,
                  ftype, seq, det, sid_version, subsys, sid) = FRAGMENT_HEADER.unpack(data[:72])
                 payload = data[72:]
                 key = f"{subsys}:{sid}"
@@ -50,12 +60,13 @@ def main(paths):
                     "dataset": ds_name, "marker": marker, "version": version, "size": size,
                     "dataset_bytes": len(data), "trigger_number": trigger_number,
                     "trigger_timestamp": trigger_ts, "window_begin": begin, "window_end": end,
-                    "run_number": run, "error_bits": error_bits, "fragment_type": ftype,
+                    "run_number": run, "status_bits": status_bits, "fragment_type": ftype,
                     "sequence_number": seq, "detector_id": det, "source_id_version": sid_version,
                     "subsys": subsys, "id": sid, "payload_bytes": len(payload),
                 })
             records.append(rec)
-        out["files"].append({"path": path, "attrs": attrs, "records": records})
+        out["files"].append({"path": path, "attrs": attrs, "attr_types": attr_types,
+                             "records": records})
     out["frames_sha256"] = {k: d.hexdigest() for k, d in digests.items()}
     json.dump(out, sys.stdout)
 
