@@ -96,6 +96,23 @@ struct Journal {
 const JOURNAL: &str = ".export-journal.json";
 pub const EXPORTED: &str = "export.json";
 
+/// A burst's export state in words, as `snbuf ls` and `snbuf show` say it: "yes: DESTINATION"
+/// once its export record is written, "in progress" while an export's journal is there, else
+/// "no".
+pub fn export_state(dir: &Path) -> String {
+    if let Ok(t) = std::fs::read_to_string(dir.join(EXPORTED)) {
+        let v: serde_json::Value = serde_json::from_str(&t).unwrap_or(serde_json::Value::Null);
+        match v["destination"].as_str() {
+            Some(d) => format!("yes: {d}"),
+            None => "yes".into(),
+        }
+    } else if dir.join(JOURNAL).exists() {
+        "in progress".into()
+    } else {
+        "no".into()
+    }
+}
+
 fn io(path: &Path) -> impl Fn(std::io::Error) -> ExportError + '_ {
     move |cause| ExportError::Io {
         path: path.to_path_buf(),

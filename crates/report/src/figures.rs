@@ -102,6 +102,8 @@ pub fn draw_all(r: &ResultsDir, out: &Path) -> Result<Vec<Figure>, ReportError> 
                 x_label: "block size",
                 y_label: "million requests/s",
                 log2_x: true,
+                y_range: None,
+                markers: true,
                 series: group(
                     rows,
                     |x| format!("{} x{}", text(x, "method"), text(x, "threads")),
@@ -119,6 +121,8 @@ pub fn draw_all(r: &ResultsDir, out: &Path) -> Result<Vec<Figure>, ReportError> 
                 x_label: "threads",
                 y_label: "GiB/s",
                 log2_x: false,
+                y_range: None,
+                markers: true,
                 series: group(
                     rows,
                     |x| format!("{} {}", text(x, "method"), block_name(x)),
@@ -139,6 +143,8 @@ pub fn draw_all(r: &ResultsDir, out: &Path) -> Result<Vec<Figure>, ReportError> 
                 x_label: "threads",
                 y_label: "GiB/s",
                 log2_x: false,
+                y_range: None,
+                markers: true,
                 series: group(
                     r.results(suite),
                     |x| format!("{} {}", text(x, "method"), block_name(x)),
@@ -162,6 +168,8 @@ pub fn draw_all(r: &ResultsDir, out: &Path) -> Result<Vec<Figure>, ReportError> 
             x_label: "threads",
             y_label: "GiB/s",
             log2_x: false,
+            y_range: None,
+            markers: true,
             series: group(
                 &small_large,
                 |x| format!("{} {}", text(x, "method"), block_name(x)),
@@ -184,6 +192,8 @@ pub fn draw_all(r: &ResultsDir, out: &Path) -> Result<Vec<Figure>, ReportError> 
             x_label: "threads",
             y_label: "GiB/s per thread",
             log2_x: false,
+            y_range: None,
+            markers: true,
             series: group(&shared, |x| text(x, "method"), |x| (num(x, "threads"), per_thread(x))),
         },
     )?;
@@ -196,6 +206,8 @@ pub fn draw_all(r: &ResultsDir, out: &Path) -> Result<Vec<Figure>, ReportError> 
             x_label: "threads",
             y_label: "GiB/s",
             log2_x: false,
+            y_range: None,
+            markers: true,
             series: group(
                 app,
                 |x| {
@@ -229,6 +241,8 @@ pub fn draw_all(r: &ResultsDir, out: &Path) -> Result<Vec<Figure>, ReportError> 
             x_label: "threads",
             y_label: "million tuples/s",
             log2_x: false,
+            y_range: None,
+            markers: true,
             series: group(
                 &build,
                 |x| format!("{} {}", text(x, "lock"), text(x, "placement")),
@@ -245,6 +259,8 @@ pub fn draw_all(r: &ResultsDir, out: &Path) -> Result<Vec<Figure>, ReportError> 
             x_label: "threads",
             y_label: "million tuples/s",
             log2_x: false,
+            y_range: None,
+            markers: true,
             series: group(
                 &probe,
                 |x| text(x, "placement"),

@@ -25,6 +25,10 @@ pub struct LineChart<'a> {
     pub y_label: &'a str,
     /// Base-2 logarithmic x axis (block sizes).
     pub log2_x: bool,
+    /// The y axis's range; None: from 0 to above the data's largest value.
+    pub y_range: Option<(f64, f64)>,
+    /// A dot on every point (measurements); off for dense series (waveforms).
+    pub markers: bool,
     pub series: Vec<Series>,
 }
 
@@ -158,13 +162,15 @@ pub fn line_chart(
             // A margin, so that the first and last points are not drawn on the frame.
             let pad = (x1 - x0) * 0.04;
             (x0, x1) = (x0 - pad, x1 + pad);
-            let y1 = nice_max(ys.fold(0.0, f64::max), c.series.len());
+            let (y0, y1) = c
+                .y_range
+                .unwrap_or_else(|| (0.0, nice_max(ys.fold(0.0, f64::max), c.series.len())));
             let mut chart = ChartBuilder::on(&area)
                 .caption(c.title, ("sans-serif", 22))
                 .margin(14)
                 .x_label_area_size(46)
                 .y_label_area_size(70)
-                .build_cartesian_2d(x0..x1, 0.0..y1)
+                .build_cartesian_2d(x0..x1, y0..y1)
                 .map_err(|x| e(&x))?;
             let log2 = c.log2_x;
             // Counts (threads) get labels at whole numbers only, never "1 1 1 2 2".
@@ -189,7 +195,7 @@ pub fn line_chart(
                 .x_desc(c.x_label)
                 .y_desc(c.y_label)
                 .x_label_formatter(&fmt_x)
-                .y_label_formatter(&|v| axis_number(*v, y1))
+                .y_label_formatter(&|v| axis_number(*v, y1.abs().max(y0.abs())))
                 .light_line_style(WHITE.mix(0.0))
                 .draw()
                 .map_err(|x| e(&x))?;
@@ -203,9 +209,11 @@ pub fn line_chart(
                     .legend(move |(x, y)| {
                         PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2))
                     });
-                chart
-                    .draw_series(pts.iter().map(|&p| Circle::new(p, 3, col.filled())))
-                    .map_err(|x| e(&x))?;
+                if c.markers {
+                    chart
+                        .draw_series(pts.iter().map(|&p| Circle::new(p, 3, col.filled())))
+                        .map_err(|x| e(&x))?;
+                }
             }
             finish(chart, &area)
         }
@@ -276,6 +284,116 @@ pub fn bar_chart(dir: &Path, stem: &str, c: &BarChart) -> Result<(PathBuf, PathB
                     });
             }
             finish(chart, &area)
+        }
+    }
+    both(dir, stem, &Drawer(c))
+}
+
+/// A matrix of values drawn as colours: `values[row][column]`, rows along the y axis from
+/// `y_range.0` (row 0, at the bottom) to `y_range.1`, columns along x from `x_range.0` to
+/// `x_range.1`. The cells are one bitmap (an embedded PNG in the SVG, so that a 256 x 800 map
+/// is not 200 000 rectangles); axes and labels are drawn as on the other charts. Values are
+/// clamped to `±scale` on a diverging blue-white-red map; NaN cells are grey (no data).
+pub struct HeatMap<'a> {
+    pub title: &'a str,
+    pub x_label: &'a str,
+    pub y_label: &'a str,
+    pub x_range: (f64, f64),
+    pub y_range: (f64, f64),
+    pub values: Vec<Vec<f64>>,
+    pub scale: f64,
+    /// What a colour means (the colour bar's label).
+    pub value_label: &'a str,
+}
+
+/// The colour of `v` on a diverging map clamped to ±`scale`: blue below 0, white at 0, red above.
+pub fn diverging(v: f64, scale: f64) -> (u8, u8, u8) {
+    if v.is_nan() {
+        return (170, 170, 170);
+    }
+    let t = (v / scale.max(f64::MIN_POSITIVE)).clamp(-1.0, 1.0);
+    let fade = |c: f64| (255.0 - (255.0 - c) * t.abs()).round() as u8;
+    if t >= 0.0 {
+        (fade(178.0), fade(24.0), fade(43.0))
+    } else {
+        (fade(33.0), fade(102.0), fade(172.0))
+    }
+}
+
+pub fn heat_map(dir: &Path, stem: &str, c: &HeatMap) -> Result<(PathBuf, PathBuf), ReportError> {
+    struct Drawer<'a, 'b>(&'a HeatMap<'b>);
+    impl Draw for Drawer<'_, '_> {
+        fn draw<DB: DrawingBackend>(&self, area: DrawingArea<DB, Shift>) -> Result<(), String> {
+            let c = self.0;
+            let e = |x: &dyn std::fmt::Debug| format!("{x:?}");
+            area.fill(&WHITE).map_err(|x| e(&x))?;
+            let (main, bar) = area.split_horizontally(SIZE.0 - 110);
+            let (x0, x1) = c.x_range;
+            let (y0, y1) = c.y_range;
+            let mut chart = ChartBuilder::on(&main)
+                .caption(c.title, ("sans-serif", 22))
+                .margin(14)
+                .x_label_area_size(46)
+                .y_label_area_size(70)
+                .build_cartesian_2d(x0..x1, y0..y1)
+                .map_err(|x| e(&x))?;
+            chart
+                .configure_mesh()
+                .disable_mesh()
+                .x_desc(c.x_label)
+                .y_desc(c.y_label)
+                .x_label_formatter(&|v| axis_number(*v, x1.abs().max(x0.abs())))
+                .y_label_formatter(&|v| axis_number(*v, y1.abs().max(y0.abs())))
+                .draw()
+                .map_err(|x| e(&x))?;
+            let (px, py) = chart.plotting_area().dim_in_pixel();
+            let rows = c.values.len().max(1);
+            let cols = c.values.first().map_or(1, |r| r.len().max(1));
+            let mut rgb = vec![0u8; px as usize * py as usize * 3];
+            for y in 0..py as usize {
+                // Pixel row 0 is the top: the last matrix row.
+                let row = (rows - 1) - (y * rows / py as usize).min(rows - 1);
+                for x in 0..px as usize {
+                    let col = (x * cols / px as usize).min(cols - 1);
+                    let v = c.values.get(row).and_then(|r| r.get(col)).copied();
+                    let (r, g, b) = diverging(v.unwrap_or(f64::NAN), c.scale);
+                    let at = (y * px as usize + x) * 3;
+                    rgb[at..at + 3].copy_from_slice(&[r, g, b]);
+                }
+            }
+            let cells = BitMapElement::with_owned_buffer((x0, y1), (px, py), rgb)
+                .ok_or("heat map bitmap of the wrong size")?;
+            chart
+                .draw_series(std::iter::once(cells))
+                .map_err(|x| e(&x))?;
+            // The colour bar: -scale at the bottom, +scale at the top.
+            let mut legend = ChartBuilder::on(&bar)
+                .margin_top(60)
+                .margin_bottom(60)
+                .margin_right(14)
+                .y_label_area_size(60)
+                .build_cartesian_2d(0.0..1.0, -c.scale..c.scale)
+                .map_err(|x| e(&x))?;
+            legend
+                .configure_mesh()
+                .disable_mesh()
+                .disable_x_axis()
+                .y_desc(c.value_label)
+                .y_label_style(("sans-serif", 12))
+                .axis_desc_style(("sans-serif", 14))
+                .y_label_formatter(&|v| axis_number(*v, c.scale))
+                .draw()
+                .map_err(|x| e(&x))?;
+            let steps = 64;
+            legend
+                .draw_series((0..steps).map(|i| {
+                    let a = -c.scale + 2.0 * c.scale * i as f64 / steps as f64;
+                    let b = a + 2.0 * c.scale / steps as f64;
+                    let (r, g, bl) = diverging((a + b) / 2.0, c.scale);
+                    Rectangle::new([(0.0, a), (1.0, b)], RGBColor(r, g, bl).filled())
+                }))
+                .map_err(|x| e(&x))?;
+            area.present().map_err(|x| format!("{x:?}"))
         }
     }
     both(dir, stem, &Drawer(c))

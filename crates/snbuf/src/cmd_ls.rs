@@ -133,17 +133,7 @@ fn entry(path: &Path, name: &str, recording: Option<&str>, verify: bool) -> Opti
             None => "-".into(),
         }
     };
-    let exported = if let Ok(t) = std::fs::read_to_string(path.join(snbuf_export::EXPORTED)) {
-        let v: Value = serde_json::from_str(&t).unwrap_or(Value::Null);
-        match v["destination"].as_str() {
-            Some(d) => format!("yes: {d}"),
-            None => "yes".into(),
-        }
-    } else if path.join(".export-journal.json").exists() {
-        "in progress".into()
-    } else {
-        "no".into()
-    };
+    let exported = snbuf_export::export_state(path);
     let window_s = manifest.as_ref().and_then(|m| {
         let (t, f) = (m.trigger.as_ref()?, m.frame.as_ref()?);
         Some((t.window_end_timestamp - t.window_start_timestamp) as f64 / f.clock_hz.max(1) as f64)

@@ -3,24 +3,12 @@
 use std::path::Path;
 
 use serde_json::json;
-use snbuf_burst::manifest::ManifestError;
 use snbuf_burst::{BurstReader, End, ReadError};
 use snbuf_quantity::Bytes;
 
 use crate::cli::{ConvertArgs, ExtractArgs, InspectArgs};
-use crate::exit::usage;
+use crate::exit::{read_error, usage};
 use crate::table::Table;
-
-/// A path that is not a burst, or a link it does not have, is the user's mistake (exit 2).
-fn read_error(e: ReadError) -> anyhow::Error {
-    match e {
-        ReadError::Manifest(ManifestError::Missing { .. })
-        | ReadError::Manifest(ManifestError::Invalid { .. })
-        | ReadError::NoSuchLink { .. }
-        | ReadError::NoFrameType { .. } => usage(format!("{e} (is it a burst directory?)")),
-        other => anyhow::Error::new(other),
-    }
-}
 
 fn open(dir: &Path) -> anyhow::Result<BurstReader> {
     if !dir.is_dir() {

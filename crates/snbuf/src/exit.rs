@@ -30,6 +30,20 @@ pub fn usage(msg: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(UsageError(msg.into()))
 }
 
+/// A path that is not a burst, or a link it does not have, is the user's mistake (exit 2); any
+/// other failure to read a burst is the run's (exit 1).
+pub fn read_error(e: snbuf_burst::ReadError) -> anyhow::Error {
+    use snbuf_burst::manifest::ManifestError;
+    use snbuf_burst::ReadError;
+    match e {
+        ReadError::Manifest(ManifestError::Missing { .. })
+        | ReadError::Manifest(ManifestError::Invalid { .. })
+        | ReadError::NoSuchLink { .. }
+        | ReadError::NoFrameType { .. } => usage(format!("{e} (is it a burst directory?)")),
+        other => anyhow::Error::new(other),
+    }
+}
+
 pub fn code_for(e: &anyhow::Error) -> u8 {
     if e.chain().any(|c| c.is::<UsageError>()) {
         2

@@ -19,6 +19,7 @@ mod cmd_paper;
 mod cmd_plan;
 mod cmd_record;
 mod cmd_serve;
+mod cmd_show;
 mod cmd_suites;
 mod config_file;
 mod exit;
@@ -66,6 +67,7 @@ fn main() -> ExitCode {
         cli::Command::Export(args) => cmd_export::run(&args),
         cli::Command::Convert(args) => cmd_offline::convert(&args),
         cli::Command::Inspect(args) => cmd_offline::inspect(&args),
+        cli::Command::Show(args) => cmd_show::run(&args),
         cli::Command::Extract(args) => cmd_offline::extract(&args),
         cli::Command::Ls { dir, verify, json } => cmd_ls::run(&dir, json, verify),
         cli::Command::Completions { shell } => cmd_man::completions(shell),

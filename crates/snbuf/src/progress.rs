@@ -22,3 +22,15 @@ pub fn steps(bar: &ProgressBar) -> impl FnMut(&str) + '_ {
         bar.inc(1);
     }
 }
+
+/// A progress bar over bytes read, with the rate and the time left.
+pub fn bytes_bar() -> ProgressBar {
+    let b = ProgressBar::new(0);
+    b.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {bytes}/{total_bytes} ({bytes_per_sec}), about {eta} left",
+        )
+        .expect("the template is valid"),
+    );
+    b
+}

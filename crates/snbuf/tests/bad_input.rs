@@ -198,6 +198,10 @@ const CASES: &[(&str, &str)] = &[
     ("extract /nonexistent/burst --link 0 --out {F}/x.bin", "not a burst"),
     ("extract {F} --out {F}/x.bin", "--link"),
     ("convert", "BURST_DIR"),
+    ("show /nonexistent/burst", "not a burst"),
+    ("show {F}", "burst"),
+    ("show {F} --columns 2", "--columns"),
+    ("show {F} --link x", "x"),
     // methods, and no such command
     ("methods --bogus", "--bogus"),
     ("frobnicate", "frobnicate"),

@@ -21,7 +21,7 @@ pub use bench::{
 pub use emit::EmitArgs;
 pub use export::ExportArgs;
 pub use fleet::{FleetBenchArgs, FleetCommand, FleetSetupArgs, FleetStatusArgs};
-pub use offline::{ConvertArgs, ExtractArgs, InspectArgs};
+pub use offline::{ConvertArgs, ExtractArgs, InspectArgs, ShowArgs};
 pub use record::{NatsArgs, RecordArgs, ServeArgs, StatusArgs, TriggerArgs};
 
 #[derive(Parser, Debug)]
@@ -108,13 +108,24 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Convert a burst for offline analysis: DUNE HDF5 raw-data files (hdf5libs file layout
-    /// 5): one TimeSlice record per --slice of the window, one fragment per link (a DUNE
+    /// Convert a burst for offline analysis: DUNE HDF5 raw-data files (DUNE-DAQ release
+    /// fddaq-coredaq-v5.7.1: hdf5libs file layout 6, FragmentHeader v6): one TimeSlice record per --slice of the window, one fragment per link (a DUNE
     /// FragmentHeader, then the link's frames unchanged; frames lost are marked incomplete).
     /// Needs a build with --features hdf5 (Debian: libhdf5-dev).
     ///
     ///   snbuf convert snbuf-data/20261121T231000Z-0001 --to dune-hdf5 converted/
     Convert(ConvertArgs),
+    /// Look at a burst: an HTML page (figures as SVG and PNG beside it, the data behind them in
+    /// show.json) with, on the detector's clock with the trigger at 0, each link's frames
+    /// recorded and lost along the window, and for frame types with ADC values (WIBEth, TDEEth,
+    /// WIB2) a channel x time heat map of the baseline-subtracted signal, one channel's
+    /// waveform, and each channel's baseline and noise with dead and noisy channels flagged.
+    /// Reads only verified chunks, once, in bounded memory; says what it skipped.
+    ///
+    ///   snbuf show snbuf-data/20261121T231000Z-0001 --out snb-page
+    ///
+    ///   snbuf show snbuf-data/20261121T231000Z-0001 --link 3 --channel 17
+    Show(ShowArgs),
     /// Look inside a burst: the manifest, each link's chunk headers (offset, sequence,
     /// timestamps, frames, CRC), and with --frames each frame's header decoded.
     ///

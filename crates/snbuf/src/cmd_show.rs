@@ -1,0 +1,75 @@
+//! `snbuf show`: a burst as an HTML page of pictures (`snbuf_show`), with a progress bar while
+//! it reads.
+
+use snbuf_show::{show, ShowError, ShowOptions};
+
+use crate::cli::ShowArgs;
+use crate::exit::{read_error, usage};
+
+pub fn run(args: &ShowArgs) -> anyhow::Result<()> {
+    let dir = &args.burst_dir;
+    if !dir.is_dir() {
+        return Err(usage(format!("{}: not a burst directory", dir.display())));
+    }
+    let id = dir
+        .file_name()
+        .map_or("burst".into(), |n| n.to_string_lossy().into_owned());
+    let out_dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| std::path::PathBuf::from(format!("show-{id}")));
+    if out_dir.starts_with(dir) {
+        return Err(usage(format!(
+            "--out {}: inside the burst; snbuf adds nothing to a burst's directory",
+            out_dir.display()
+        )));
+    }
+    let opts = ShowOptions {
+        out_dir: out_dir.clone(),
+        links: args.link.clone(),
+        channel: args.channel,
+        columns: args.columns as usize,
+        bins: 200,
+        export_state: snbuf_export::export_state(dir),
+    };
+    let bar = crate::progress::bytes_bar();
+    let shown = show(dir, &opts, &mut |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    })
+    .map_err(|e| match e {
+        ShowError::Read(r) => read_error(r),
+        ShowError::NoWindow(_) | ShowError::NoSuchChannel { .. } => usage(e.to_string()),
+        other => anyhow::Error::new(other),
+    })?;
+    bar.finish_and_clear();
+    if args.json {
+        println!(
+            "{}",
+            std::fs::read_to_string(out_dir.join("show.json")).map_err(anyhow::Error::new)?
+        );
+    }
+    for l in &shown.links {
+        let missing = l.expected_frames.saturating_sub(l.frames);
+        let flagged = l
+            .adc
+            .as_ref()
+            .map_or(0, |a| a.channels.iter().filter(|c| c.flag != "ok").count());
+        eprintln!(
+            "link {}: {} of {} frames, {} missing in {} gaps, {} channels flagged{}",
+            l.link,
+            l.frames,
+            l.expected_frames,
+            missing,
+            l.gaps.len(),
+            flagged,
+            if l.skipped.is_empty() {
+                String::new()
+            } else {
+                format!(", {} parts not read (see the page)", l.skipped.len())
+            }
+        );
+    }
+    eprintln!("page: {}", shown.page.display());
+    Ok(())
+}
