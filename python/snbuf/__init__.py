@@ -8,6 +8,9 @@
     ts = link.timestamps()         # numpy uint64, read from the frames
     adc = snbuf.unpack_wibeth_adc(link.chunks[0].frames())   # (frames, 64 samples, 64 channels)
     snbuf.verify(b)["valid"]       # what `snbuf verify` says
+    t, adc = link.adc(-0.01, 0.01)  # every sample with its time (s from the trigger), (samples, channels)
+    link.baseline(), link.rms()    # per channel, as `snbuf show` computes them
+    import snbuf.plot; snbuf.plot.heat_map(link)   # with matplotlib
 """
 
 from .burst import Burst, Chunk, ChunkHeader, HeaderError, Link, open_burst as open  # noqa: A001

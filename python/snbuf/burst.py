@@ -178,10 +178,11 @@ class Link:
     ({"kind": "clean"|"torn_tail"|"bad_chunk"|"future_version", ...}), `gaps` the timestamps
     missing between and inside chunks."""
 
-    def __init__(self, path, link, layout=None, ticks_per_frame=None):
+    def __init__(self, path, link, layout=None, ticks_per_frame=None, clock_hz=None, trigger_timestamp=None):
         self.path = path
         self.link = link
         self.layout = layout
+        self.clock_hz, self.trigger_timestamp = clock_hz, trigger_timestamp
         self.chunks, self.end, self.gaps, self.chunks_after_end = [], None, [], 0
         self._scan(ticks_per_frame)
 
@@ -289,6 +290,50 @@ class Link:
         parts = [self.layout.timestamps(fr) for fr in self.iter_frames()]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
 
+    def adc(self, start_s=None, stop_s=None):
+        """The link's ADC samples (WIBEth, TDEEth, WIB2) with their times: `(t, adc)`, `t`
+        float64 seconds from the trigger on the detector's clock (each sample's own time: a
+        TDEEth sample is 31.25 ticks after the one before it), `adc` (samples, channels) uint16.
+        Only frames with timestamps in [start_s, stop_s) (seconds from the trigger) are read;
+        the arrays hold them all, so bound the range on a large burst."""
+        lay = self.layout
+        if lay is None or lay.adc is None:
+            raise ValueError(f"no ADC values to decode in {lay.name if lay else 'unknown'} frames")
+        trig = self.trigger_timestamp if self.trigger_timestamp is not None else 0
+        ts_parts, adc_parts = [], []
+        for c in self.chunks:
+            rel_last = (c.last_timestamp - trig) / self.clock_hz
+            rel_first = (c.first_timestamp - trig) / self.clock_hz
+            if (stop_s is not None and rel_first >= stop_s) or (start_s is not None and rel_last < start_s):
+                continue
+            frames = c.frames()
+            ts = lay.timestamps(frames)
+            # Relative ticks first: epoch timestamps (~1e17) do not fit a float64 exactly.
+            rel = (ts.astype(np.int64) - np.int64(trig)).astype(np.float64) / self.clock_hz
+            keep = np.ones(len(ts), dtype=bool)
+            if start_s is not None:
+                keep &= rel >= start_s
+            if stop_s is not None:
+                keep &= rel < stop_s
+            if keep.any():
+                ts_parts.append(ts[keep])
+                adc_parts.append(lay.unpack_adc(frames[keep]))
+        channels, per_frame = lay.adc
+        if not ts_parts:
+            return np.zeros(0), np.zeros((0, channels), dtype=np.uint16)
+        ts = np.concatenate(ts_parts)
+        rel = (ts.astype(np.int64) - np.int64(trig)).astype(np.float64)
+        t = (rel[:, None] + lay.sample_offsets_ticks()[None, :]).ravel() / self.clock_hz
+        return t, np.concatenate(adc_parts).reshape(-1, channels)
+
+    def baseline(self, start_s=None, stop_s=None):
+        """Per channel, the median ADC value (float64), as `snbuf show` gives it."""
+        return np.median(self.adc(start_s, stop_s)[1], axis=0)
+
+    def rms(self, start_s=None, stop_s=None):
+        """Per channel, the RMS of the values about their mean (float64), as `snbuf show`."""
+        return self.adc(start_s, stop_s)[1].astype(np.float64).std(axis=0)
+
     def __repr__(self):
         return f"Link({self.link}, {len(self.chunks)} chunks, {self.frames_count} frames, end {self.end['kind']})"
 
@@ -356,7 +401,9 @@ class Burst:
     def links(self):
         for n, name in self.files.items():
             if n not in self._links and "/" not in name:
-                self._links[n] = Link(os.path.join(self.path, name), n, self.layout, self.frame_step_ticks)
+                trigger = ((self.manifest or {}).get("trigger") or {}).get("trigger_timestamp")
+                self._links[n] = Link(os.path.join(self.path, name), n, self.layout, self.frame_step_ticks,
+                                      self.clock_hz, trigger)
         return self._links
 
     def link(self, n):

@@ -28,6 +28,34 @@ class Layout:
     def ticks_per_subframe(self):
         return self.ticks_per_frame // self.subframes
 
+    @property
+    def adc(self):
+        """(channels, samples per frame) of the frame type's ADC values, or None where snbuf
+        does not decode them (ProtoDUNE WIB, DAPHNE, custom)."""
+        return ADC_SHAPES.get(self.name)
+
+    @property
+    def ticks_per_sample(self):
+        """Ticks between two ADC samples: a frame's ticks over its samples, so 32 for WIBEth and
+        WIB2 but 31.25 for TDEEth (2000 ticks, 64 samples). None without ADC values."""
+        if self.adc is None:
+            return None
+        return self.ticks_per_frame / self.adc[1]
+
+    def sample_offsets_ticks(self):
+        """float64 array: ticks from a frame's timestamp to each of its samples (exact)."""
+        return np.arange(self.adc[1]) * (self.ticks_per_frame / self.adc[1])
+
+    def unpack_adc(self, frames):
+        """(frames, samples, channels) uint16: the ADC values of WIBEth, TDEEth or WIB2 frames."""
+        if self.name in ("wibeth", "tdeeth"):
+            return unpack_wibeth_adc(frames)
+        if self.name == "wib2":
+            frames = _as_frames(frames, self.frame_bytes)
+            sub = frames.reshape(len(frames) * 12, 472)[:, WIB2_ADC_OFFSET:WIB2_ADC_OFFSET + 448]
+            return _unpack14(sub, 256).reshape(len(frames), 12, 256)
+        raise ValueError(f"snbuf does not decode the ADC values of {self.name} frames")
+
     def subframe_timestamps(self, frames):
         """(frames, subframes) uint64: the timestamp of every detector frame."""
         frames = _as_frames(frames, self.frame_bytes)
@@ -123,12 +151,23 @@ ETH_CHANNELS = 64
 ADC_BITS = 14
 
 
+# WIB2: one sample of 256 channels per 472-byte detector frame, after its 20-byte header.
+WIB2_ADC_OFFSET = 20
+# (channels, samples per stored frame), as snbuf-frames' AdcShape.
+ADC_SHAPES = {"wibeth": (64, 64), "tdeeth": (64, 64), "wib2": (256, 12)}
+
+
+def _unpack14(rows, n):
+    """(rows, n) uint16 from rows of n 14-bit values packed LSB first."""
+    bits = np.unpackbits(np.ascontiguousarray(rows), axis=1, bitorder="little")
+    bits = bits.reshape(len(rows), n, ADC_BITS).astype(np.uint16)
+    return (bits * (1 << np.arange(ADC_BITS, dtype=np.uint16))).sum(axis=2, dtype=np.uint16)
+
+
 def unpack_wibeth_adc(frames):
     """(frames, 64 samples, 64 channels) uint16: the ADC values of WIBEth (or TDEEth) frames."""
     frames = _as_frames(frames, 7200)
     row = ETH_CHANNELS * ADC_BITS // 8
     adc = frames[:, ETH_ADC_OFFSET:ETH_ADC_OFFSET + ETH_SAMPLES * row]
-    bits = np.unpackbits(adc.reshape(len(frames), ETH_SAMPLES, row), axis=2, bitorder="little")
-    bits = bits.reshape(len(frames), ETH_SAMPLES, ETH_CHANNELS, ADC_BITS).astype(np.uint16)
-    weights = (1 << np.arange(ADC_BITS, dtype=np.uint16))
-    return (bits * weights).sum(axis=3, dtype=np.uint16)
+    return _unpack14(adc.reshape(len(frames) * ETH_SAMPLES, row),
+                     ETH_CHANNELS).reshape(len(frames), ETH_SAMPLES, ETH_CHANNELS)

@@ -122,3 +122,45 @@ def test_headers_and_checksums_are_checked_byte_for_byte():
         snbuf.ChunkHeader.decode(b"\0" * 64)
     with pytest.raises(snbuf.HeaderError):
         snbuf.ChunkHeader.decode(b"SNBUFCHK" + b"\1" * 56)
+
+
+def test_adc_samples_carry_their_own_times_and_agree_with_snbuf_show(tmp_path):
+    out = tmp_path / "data"
+    subprocess.run([BIN, "record", "--frame", "tdeeth", "--links", "1", "--rate-per-link", "2MB/s",
+                    "--buffer", "1s", "--pre", "100ms", "--post", "200ms", "--trigger-after", "300ms",
+                    "--method", "buffered", "--output", str(out), "--burst-id", "tde"],
+                   check=True, capture_output=True, timeout=120)
+    b = snbuf.open(str(out / "tde"))
+    link = b.link(0)
+    # TDEEth: 64 samples over a frame's 2000 ticks, 31.25 ticks apart (not WIBEth's 32).
+    assert b.layout.ticks_per_sample == 31.25
+    assert snbuf.layout("wibeth").ticks_per_sample == 32
+    t, adc = link.adc()
+    assert adc.shape == (link.frames_count * 64, 64) and len(t) == len(adc)
+    ticks = t * b.clock_hz
+    assert np.allclose(np.diff(ticks[:64]), 31.25, atol=1e-6)
+    first = int(link.timestamps()[0]) - b.manifest["trigger"]["trigger_timestamp"]
+    assert abs(ticks[0] - first) < 1e-3 and abs(ticks[63] - (first + 63 * 31.25)) < 1e-3
+    # A window in seconds from the trigger selects frames by their timestamps.
+    t2, adc2 = link.adc(-0.05, 0.05)
+    assert len(t2) and t2.min() >= -0.05 and t2[::64].max() < 0.05 and len(t2) < len(t)
+    # baseline and rms are the numbers `snbuf show` computes for its page, channel by channel.
+    p = subprocess.run([BIN, "show", str(out / "tde"), "--out", str(tmp_path / "page"), "--json"],
+                       check=True, capture_output=True, timeout=120)
+    shown = json.loads(p.stdout)["links"][0]["adc"]["channels"]
+    assert np.array_equal(link.baseline(), np.array([c["baseline"] for c in shown]))
+    assert np.allclose(link.rms(), np.array([c["rms"] for c in shown]), rtol=1e-9, atol=1e-9)
+
+
+def test_the_matplotlib_helpers_draw_a_link(tmp_path):
+    mpl = pytest.importorskip("matplotlib")
+    mpl.use("Agg")
+    import matplotlib.pyplot as plt
+    import snbuf.plot
+    b = snbuf.open(str(record(tmp_path)))
+    fig, (a1, a2) = plt.subplots(2)
+    snbuf.plot.heat_map(b.link(0), ax=a1)
+    snbuf.plot.waveform(b.link(0), channel=3, ax=a2)
+    fig.savefig(tmp_path / "link.png")
+    assert (tmp_path / "link.png").stat().st_size > 1000
+    assert a1.get_ylabel() == "channel" and len(a2.lines) == 1

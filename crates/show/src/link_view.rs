@@ -89,7 +89,7 @@ pub struct Bin {
 pub struct ChannelStats {
     pub channel: usize,
     pub samples: u64,
-    /// The median ADC value.
+    /// The median ADC value (numpy's: the middle two averaged when the count is even).
     pub baseline: f64,
     /// Root mean square of the values about their mean (ADC counts).
     pub rms: f64,
@@ -315,15 +315,23 @@ impl LinkAccumulator {
             sum += v as f64 * k as f64;
             sum2 += (v as f64).powi(2) * k as f64;
         }
-        let mut median = 0.0;
-        let mut seen = 0;
-        for (v, &k) in h.iter().enumerate() {
-            seen += k;
-            if n > 0 && seen * 2 >= n {
-                median = v as f64;
-                break;
+        // The value of 0-based rank `r` in sorted order; the median as numpy takes it (the mean
+        // of the two middle values when the count is even).
+        let at_rank = |r: u64| {
+            let mut seen = 0;
+            for (v, &k) in h.iter().enumerate() {
+                seen += k;
+                if seen > r {
+                    return v as f64;
+                }
             }
-        }
+            0.0
+        };
+        let median = match n {
+            0 => 0.0,
+            n if n % 2 == 1 => at_rank(n / 2),
+            n => (at_rank(n / 2 - 1) + at_rank(n / 2)) / 2.0,
+        };
         let mean = if n > 0 { sum / n as f64 } else { 0.0 };
         let var = if n > 0 {
             (sum2 / n as f64 - mean * mean).max(0.0)

@@ -266,3 +266,41 @@ fn a_channel_that_is_not_there_is_refused() {
         "--channel 64: a wibeth link has channels 0-63"
     );
 }
+
+#[test]
+fn a_damaged_chunk_is_not_shown_and_the_page_says_so() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = write_burst(root.path());
+    // One flipped payload byte in chunk 20: its checksum fails, so it and what follows are
+    // not read (the valid prefix ends there), and the page says why.
+    let reader = snbuf_burst::BurstReader::open(&dir).unwrap();
+    let c = reader.link(0).unwrap().chunks()[20];
+    let path = dir.join("link-0000.dat");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[(c.offset + c.payload_offset + 100) as usize] ^= 0x40;
+    std::fs::write(&path, bytes).unwrap();
+    let out = root.path().join("show");
+    let shown = show(
+        &dir,
+        &ShowOptions {
+            out_dir: out.clone(),
+            links: vec![],
+            channel: None,
+            columns: 100,
+            bins: 10,
+            export_state: "no".into(),
+        },
+        &mut |_, _| {},
+    )
+    .unwrap();
+    let l = &shown.links[0];
+    assert_eq!(
+        l.frames,
+        20 * PER_CHUNK,
+        "only the chunks before the damaged one"
+    );
+    assert_eq!(l.skipped.len(), 1, "{:?}", l.skipped);
+    assert!(l.skipped[0].contains("bad chunk"), "{}", l.skipped[0]);
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(html.contains("Only verified chunks are shown"));
+}
