@@ -381,6 +381,20 @@ def fleet_faults():
     return "\n".join([caption_kept(path, r) + server, "", *rows])
 
 
+def show_burst():
+    path, r = newest_result("show")
+    rows = ["| burst | frames | `snbuf show` | peak memory (RSS) | reduction per link | `cat` of the same files "
+            "| show / cat |", "|---:|---:|---:|---:|---:|---:|---:|"]
+    for x in r["rows"]:
+        rows.append(f"| {x['file_bytes'] / GIB:.2f} GiB, {x['links']} links | {thousands(x['frames'])} "
+                    f"| {x['show_s']:.1f} s, {x['show_mb_per_s']:.0f} MB/s ({x['show_cpu_s']:.1f} CPU-s) "
+                    f"| {x['show_max_rss_mib']:.0f} MiB | {x['reduction_bytes_per_link'] / (1 << 20):.1f} MiB "
+                    f"| {x['cat_s']:.1f} s, {x['cat_mb_per_s']:.0f} MB/s | {x['show_over_cat']:.2f} |")
+    cache = {x.get("page_cache") for x in r["rows"]}
+    note = " Page cache dropped before each read." if cache == {"cold"} else " Page cache not dropped (not root)."
+    return "\n".join([caption_kept(path, r) + note, "", *rows])
+
+
 def export_rows():
     path, r = newest_result("export")
     send = lambda x: x["bytes_sent"] / (x["seconds"] - x["verify_seconds"])
@@ -499,7 +513,7 @@ def paper_app():
 
 
 TABLES = {"ingest": ingest, "faults": faults, "fuzz": fuzz, "keepup": keepup, "fleet": fleet,
-          "fleet_faults": fleet_faults,
+          "fleet_faults": fleet_faults, "show": show_burst,
           "paper_table2": paper_table2, "paper_latency": paper_latency, "paper_join": paper_join,
           "paper_kernels": paper_kernels, "paper_app": paper_app,
           "export_unthrottled": export_unthrottled, "export_rate": export_rate, "peers_pmem": peers_pmem,

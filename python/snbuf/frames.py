@@ -30,14 +30,15 @@ class Layout:
 
     @property
     def adc(self):
-        """(channels, samples per frame) of the frame type's ADC values, or None where snbuf
-        does not decode them (ProtoDUNE WIB, DAPHNE, custom)."""
+        """(channels, samples per frame) of the frame type's ADC values, or None for custom
+        frames."""
         return ADC_SHAPES.get(self.name)
 
     @property
     def ticks_per_sample(self):
         """Ticks between two ADC samples: a frame's ticks over its samples, so 32 for WIBEth and
-        WIB2 but 31.25 for TDEEth (2000 ticks, 64 samples). None without ADC values."""
+        WIB2, 31.25 for TDEEth (2000 ticks, 64 samples), 25 for ProtoDUNE WIB on its 50 MHz
+        clock, 1 for DAPHNE streams. None without ADC values."""
         if self.adc is None:
             return None
         return self.ticks_per_frame / self.adc[1]
@@ -47,14 +48,21 @@ class Layout:
         return np.arange(self.adc[1]) * (self.ticks_per_frame / self.adc[1])
 
     def unpack_adc(self, frames):
-        """(frames, samples, channels) uint16: the ADC values of WIBEth, TDEEth or WIB2 frames."""
+        """(frames, samples, channels) uint16: the ADC values of frames of this type (all of
+        DUNE's; not custom frames)."""
+        frames = _as_frames(frames, self.frame_bytes)
+        n = len(frames)
         if self.name in ("wibeth", "tdeeth"):
             return unpack_wibeth_adc(frames)
+        if self.name == "daphneeth-stream":
+            rows = frames[:, DAPHNE_STREAM_ADC_OFFSET:].reshape(n * 280, 7)
+            return _unpack14(rows, 4).reshape(n, 280, 4)
         if self.name == "wib2":
-            frames = _as_frames(frames, self.frame_bytes)
-            sub = frames.reshape(len(frames) * 12, 472)[:, WIB2_ADC_OFFSET:WIB2_ADC_OFFSET + 448]
-            return _unpack14(sub, 256).reshape(len(frames), 12, 256)
-        raise ValueError(f"snbuf does not decode the ADC values of {self.name} frames")
+            sub = frames.reshape(n * 12, 472)[:, WIB2_ADC_OFFSET:WIB2_ADC_OFFSET + 448]
+            return _unpack14(sub, 256).reshape(n, 12, 256)
+        if self.name == "protodune-wib":
+            return _unpack_wib1(frames.reshape(n * 12, 464)).reshape(n, 12, 256)
+        raise ValueError(f"no ADC values to decode in {self.name} frames")
 
     def subframe_timestamps(self, frames):
         """(frames, subframes) uint64: the timestamp of every detector frame."""
@@ -153,8 +161,46 @@ ADC_BITS = 14
 
 # WIB2: one sample of 256 channels per 472-byte detector frame, after its 20-byte header.
 WIB2_ADC_OFFSET = 20
+# DAPHNE Ethernet stream: 280 samples of 4 channels, sample-major, after 48 bytes of headers.
+DAPHNE_STREAM_ADC_OFFSET = 48
 # (channels, samples per stored frame), as snbuf-frames' AdcShape.
-ADC_SHAPES = {"wibeth": (64, 64), "tdeeth": (64, 64), "wib2": (256, 12)}
+ADC_SHAPES = {"wibeth": (64, 64), "tdeeth": (64, 64), "wib2": (256, 12),
+              "daphneeth-stream": (4, 280), "protodune-wib": (256, 12)}
+
+
+def _wib1_channel_order():
+    # Segment s of a COLDATA block holds channels (s % 2) * 4 .. + 3 of ADCs (s // 2) * 2 and
+    # (s // 2) * 2 + 1; decoded as [block, segment, odd ADC, k], channel block*64 + adc*8 + ch.
+    order = np.zeros((4, 8, 2, 4), dtype=np.int64)
+    for b in range(4):
+        for seg in range(8):
+            for odd in range(2):
+                for k in range(4):
+                    order[b, seg, odd, k] = b * 64 + ((seg // 2) * 2 + odd) * 8 + (seg % 2) * 4 + k
+    return order.ravel()
+
+
+_WIB1_ORDER = _wib1_channel_order()
+
+
+def _unpack_wib1(sub):
+    """(n, 256) uint16 from (n, 464) ProtoDUNE WIB1 frames: 12-bit values in COLDATA segments
+    (detdataformats WIBFrame.hpp, ColdataSegment's bit fields)."""
+    n = len(sub)
+    seg = np.ascontiguousarray(sub[:, 16:].reshape(n, 4, 112)[:, :, 16:]).reshape(n, 4, 8, 12)
+    w = seg.view("<u4").astype(np.uint32)
+    w0, w1, w2 = w[..., 0], w[..., 1], w[..., 2]
+    b = lambda x, lo, k: (x >> np.uint32(lo)) & np.uint32((1 << k) - 1)
+    out = np.zeros((n, 4, 8, 2, 4), dtype=np.uint32)
+    for odd in (0, 1):
+        o = 8 * odd
+        out[..., odd, 0] = b(w0, o, 8) | b(w0, 16 + o, 4) << np.uint32(8)
+        out[..., odd, 1] = b(w0, 20 + o, 4) | b(w1, o, 8) << np.uint32(4)
+        out[..., odd, 2] = b(w1, 16 + o, 8) | b(w2, o, 4) << np.uint32(8)
+        out[..., odd, 3] = b(w2, 4 + o, 4) | b(w2, 16 + o, 8) << np.uint32(4)
+    result = np.zeros((n, 256), dtype=np.uint16)
+    result[:, _WIB1_ORDER] = out.reshape(n, 256).astype(np.uint16)
+    return result
 
 
 def _unpack14(rows, n):

@@ -1,7 +1,11 @@
 //! ADC samples as DUNE packs them: 14-bit values back to back, least significant bit first,
 //! in little-endian words (64-bit in WIBEth and TDEEth, 32-bit in WIB2: the byte stream is the
 //! same either way). A WIBEth frame holds 64 time samples of 64 channels after its 32 bytes of
-//! headers, sample by sample.
+//! headers, sample by sample; a DAPHNE Ethernet stream frame 280 samples of 4 channels after its
+//! 48 bytes of headers, the same way (fddetdataformats `get_adc_daphnestream`: sample-major).
+//! ProtoDUNE's WIB1 packs 12-bit values otherwise: four COLDATA blocks of 64 channels, each a
+//! 16-byte header and eight 12-byte segments holding four channels of two ADCs each, split into
+//! 8- and 4-bit pieces (detdataformats `WIBFrame.hpp`, `ColdataSegment`).
 //!
 //! `AdcShape` says, per frame type that carries ADC values, how many channels and time samples a
 //! stored frame holds and when each sample was taken: a frame's samples are spread evenly over
@@ -17,6 +21,16 @@ pub const ETH_CHANNELS: usize = 64;
 /// WIB2: each 472-byte frame holds one time sample of 256 channels after a 20-byte header.
 pub const WIB2_ADC_OFFSET: usize = 20;
 pub const WIB2_CHANNELS: usize = 256;
+/// DAPHNE Ethernet stream: 280 samples of 4 channels after the DAQEthHeader (16 bytes) and four
+/// channel words (32 bytes).
+pub const DAPHNE_STREAM_ADC_OFFSET: usize = 48;
+pub const DAPHNE_STREAM_SAMPLES: usize = 280;
+pub const DAPHNE_STREAM_CHANNELS: usize = 4;
+/// ProtoDUNE WIB1: a 16-byte WIB header, then 4 COLDATA blocks of 112 bytes (a 16-byte header,
+/// 8 segments of 12 bytes), 64 channels each, 12 bits per value.
+pub const WIB1_HEADER_BYTES: usize = 16;
+pub const WIB1_BLOCK_BYTES: usize = 112;
+pub const WIB1_CHANNELS: usize = 256;
 
 /// Value `i` of `bits` bits from an LSB-first bit stream.
 pub fn unpack(bytes: &[u8], bits: u32, i: usize) -> u16 {
@@ -68,32 +82,43 @@ pub struct AdcShape {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum AdcKind {
-    /// WIBEth, TDEEth: samples x channels after the 32 bytes of headers.
-    Eth,
+    /// WIBEth, TDEEth, DAPHNE stream: samples x channels, 14 bits each, from `offset`.
+    Rows { offset: usize },
     /// WIB2: one sample of 256 channels per 472-byte detector frame.
     Wib2,
+    /// ProtoDUNE WIB1: one sample of 256 channels per 464-byte detector frame, COLDATA-packed.
+    Wib1,
 }
 
 impl AdcShape {
-    /// The shape of `t`'s ADC values; None for frame types snbuf does not decode (ProtoDUNE WIB's
-    /// COLDATA blocks, DAPHNE streams, custom frames).
+    /// The shape of `t`'s ADC values; None for custom frames, whose contents snbuf cannot know.
     pub fn of(t: crate::FrameType) -> Option<AdcShape> {
         use crate::FrameType as T;
-        let eth = |ticks| AdcShape {
-            channels: ETH_CHANNELS,
-            samples_per_frame: ETH_SAMPLES,
-            ticks_per_frame: ticks,
-            kind: AdcKind::Eth,
+        let shape = |channels, samples_per_frame, kind| AdcShape {
+            channels,
+            samples_per_frame,
+            ticks_per_frame: t.ticks_per_frame(),
+            kind,
         };
+        let rows = |offset| AdcKind::Rows { offset };
         match t {
-            T::WibEth | T::TdeEth => Some(eth(t.ticks_per_frame())),
-            T::Wib2 => Some(AdcShape {
-                channels: WIB2_CHANNELS,
-                samples_per_frame: 12,
-                ticks_per_frame: t.ticks_per_frame(),
-                kind: AdcKind::Wib2,
-            }),
-            T::ProtoDuneWib | T::DaphneEthStream | T::Custom { .. } => None,
+            T::WibEth | T::TdeEth => Some(shape(ETH_CHANNELS, ETH_SAMPLES, rows(ETH_ADC_OFFSET))),
+            T::DaphneEthStream => Some(shape(
+                DAPHNE_STREAM_CHANNELS,
+                DAPHNE_STREAM_SAMPLES,
+                rows(DAPHNE_STREAM_ADC_OFFSET),
+            )),
+            T::Wib2 => Some(shape(WIB2_CHANNELS, 12, AdcKind::Wib2)),
+            T::ProtoDuneWib => Some(shape(WIB1_CHANNELS, 12, AdcKind::Wib1)),
+            T::Custom { .. } => None,
+        }
+    }
+
+    /// Bits per value: 14, or 12 for ProtoDUNE's WIB1.
+    pub fn bits(&self) -> u32 {
+        match self.kind {
+            AdcKind::Wib1 => 12,
+            _ => ADC_BITS,
         }
     }
 
@@ -115,17 +140,50 @@ impl AdcShape {
     pub fn sample(&self, frame: &[u8], sample: usize, out: &mut [u16]) {
         assert!(sample < self.samples_per_frame && out.len() == self.channels);
         let row = match self.kind {
-            AdcKind::Eth => {
-                let row = ETH_CHANNELS * ADC_BITS as usize / 8;
-                &frame[ETH_ADC_OFFSET + sample * row..ETH_ADC_OFFSET + (sample + 1) * row]
+            AdcKind::Rows { offset } => {
+                let row = self.channels * ADC_BITS as usize / 8;
+                &frame[offset + sample * row..offset + (sample + 1) * row]
             }
             AdcKind::Wib2 => {
                 let sub = frame.len() / self.samples_per_frame;
                 let at = sample * sub + WIB2_ADC_OFFSET;
                 &frame[at..at + WIB2_CHANNELS * ADC_BITS as usize / 8]
             }
+            AdcKind::Wib1 => {
+                let sub = frame.len() / self.samples_per_frame;
+                let f = &frame[sample * sub..(sample + 1) * sub];
+                for (ch, v) in out.iter_mut().enumerate() {
+                    *v = wib1_adc(f, ch);
+                }
+                return;
+            }
         };
         unpack_all(row, ADC_BITS, out);
+    }
+}
+
+/// ProtoDUNE WIB1: channel `channel` (0-255) of one 464-byte detector frame. Channel c is COLDATA
+/// block c / 64, ADC (c % 64) / 8, that ADC's channel c % 8; segment (adc / 2) * 2 + (c % 8) / 4
+/// of the block holds channels 0-3 or 4-7 of ADCs 2k and 2k + 1 in three little-endian 32-bit
+/// words, each value split into an 8-bit and a 4-bit piece.
+pub fn wib1_adc(frame: &[u8], channel: usize) -> u16 {
+    let (block, c) = (channel / 64, channel % 64);
+    let (adc, ch) = (c / 8, c % 8);
+    let seg = (adc / 2) * 2 + ch / 4;
+    let at = WIB1_HEADER_BYTES + block * WIB1_BLOCK_BYTES + 16 + seg * 12;
+    let word = |i: usize| u32::from_le_bytes(frame[at + 4 * i..at + 4 * i + 4].try_into().unwrap());
+    let bits = |w: u32, lo: u32, n: u32| ((w >> lo) & ((1 << n) - 1)) as u16;
+    let odd = (adc % 2) as u32;
+    let (w0, w1, w2) = (word(0), word(1), word(2));
+    match ch % 4 {
+        // adcXch0: 8 low bits in word 0 (bits 0 or 8), 4 high bits in word 0 (bits 16 or 24).
+        0 => bits(w0, 8 * odd, 8) | bits(w0, 16 + 8 * odd, 4) << 8,
+        // adcXch1: 4 low bits in word 0 (bits 20 or 28), 8 high bits in word 1 (bits 0 or 8).
+        1 => bits(w0, 20 + 8 * odd, 4) | bits(w1, 8 * odd, 8) << 4,
+        // adcXch2: 8 low bits in word 1 (bits 16 or 24), 4 high bits in word 2 (bits 0 or 8).
+        2 => bits(w1, 16 + 8 * odd, 8) | bits(w2, 8 * odd, 4) << 8,
+        // adcXch3: 4 low bits in word 2 (bits 4 or 12), 8 high bits in word 2 (bits 16 or 24).
+        _ => bits(w2, 4 + 8 * odd, 4) | bits(w2, 16 + 8 * odd, 8) << 4,
     }
 }
 
@@ -163,7 +221,74 @@ mod tests {
         let wib2 = AdcShape::of(crate::FrameType::Wib2).unwrap();
         assert_eq!((wib2.channels, wib2.samples_per_frame), (256, 12));
         assert_eq!(wib2.ticks_per_sample(), 32.0);
-        assert!(AdcShape::of(crate::FrameType::ProtoDuneWib).is_none());
+        let wib1 = AdcShape::of(crate::FrameType::ProtoDuneWib).unwrap();
+        assert_eq!(
+            (wib1.channels, wib1.samples_per_frame, wib1.bits()),
+            (256, 12, 12)
+        );
+        assert_eq!(wib1.ticks_per_sample(), 25.0, "2 MHz on the 50 MHz clock");
+        let daphne = AdcShape::of(crate::FrameType::DaphneEthStream).unwrap();
+        assert_eq!((daphne.channels, daphne.samples_per_frame), (4, 280));
+        assert_eq!(daphne.ticks_per_sample(), 1.0, "62.5 MHz sampling");
+    }
+
+    #[test]
+    fn wib1_values_are_where_coldata_segments_keep_them() {
+        // Written by hand from WIBFrame.hpp's ColdataSegment bit fields: segment 0 of block 0
+        // (bytes 32..44 of the frame) holds channels 0-3 of ADCs 0 and 1, i.e. frame channels
+        // 0-3 and 8-11.
+        let mut f = vec![0u8; 464];
+        let seg = 16 + 16; // WIB header, COLDATA header
+                           // word 0: adc0ch0_1=0xBC, adc1ch0_1=0x9A, adc0ch0_2=0xA, adc0ch1_1=0x1, adc1ch0_2=0x7,
+                           //         adc1ch1_1=0x2
+        f[seg..seg + 4].copy_from_slice(&0x271A_9ABCu32.to_le_bytes());
+        // word 1: adc0ch1_2=0x34, adc1ch1_2=0x56, adc0ch2_1=0x78, adc1ch2_1=0x11
+        f[seg + 4..seg + 8].copy_from_slice(&0x1178_5634u32.to_le_bytes());
+        // word 2: adc0ch2_2=0x3, adc0ch3_1=0x4, adc1ch2_2=0x5, adc1ch3_1=0x6, adc0ch3_2=0xAB,
+        //         adc1ch3_2=0xCD
+        f[seg + 8..seg + 12].copy_from_slice(&0xCDAB_6543u32.to_le_bytes());
+        let want = [
+            (0, 0xABC),  // adc0ch0: 0xBC | 0xA << 8
+            (1, 0x341),  // adc0ch1: 0x1 | 0x34 << 4
+            (2, 0x378),  // adc0ch2: 0x78 | 0x3 << 8
+            (3, 0xAB4),  // adc0ch3: 0x4 | 0xAB << 4
+            (8, 0x79A),  // adc1ch0: 0x9A | 0x7 << 8
+            (9, 0x562),  // adc1ch1: 0x2 | 0x56 << 4
+            (10, 0x511), // adc1ch2: 0x11 | 0x5 << 8
+            (11, 0xCD6), // adc1ch3: 0x6 | 0xCD << 4
+        ];
+        for (ch, v) in want {
+            assert_eq!(wib1_adc(&f, ch), v, "channel {ch}");
+        }
+        // Channel 4 (ADC 0, its channel 4) lives in segment 1, channel 64 in block 1: untouched.
+        assert_eq!(wib1_adc(&f, 4), 0);
+        assert_eq!(wib1_adc(&f, 64), 0);
+        // A superchunk's sample 2 is its third detector frame.
+        let mut sc = vec![0u8; 12 * 464];
+        sc[2 * 464..3 * 464].copy_from_slice(&f);
+        let mut out = [0u16; 256];
+        AdcShape::of(crate::FrameType::ProtoDuneWib)
+            .unwrap()
+            .sample(&sc, 2, &mut out);
+        assert_eq!((out[0], out[11]), (0xABC, 0xCD6));
+    }
+
+    #[test]
+    fn daphne_stream_values_are_sample_major() {
+        // get_adc_daphnestream: value (sample i, channel c) is number i * 4 + c of the stream.
+        let mut f = vec![0u8; 2008];
+        pack(
+            &mut f[DAPHNE_STREAM_ADC_OFFSET..],
+            ADC_BITS,
+            7 * 4 + 2,
+            0x2BCD,
+        );
+        let shape = AdcShape::of(crate::FrameType::DaphneEthStream).unwrap();
+        let mut out = [0u16; 4];
+        shape.sample(&f, 7, &mut out);
+        assert_eq!(out, [0, 0, 0x2BCD, 0]);
+        shape.sample(&f, 279, &mut out);
+        assert_eq!(out, [0; 4]);
     }
 
     #[test]

@@ -28,7 +28,7 @@ pub fn html(s: &Shown, figures: &[Figure]) -> String {
     let mut h = String::new();
     let _ = write!(
         h,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>burst {id}</title>\n<style>\nbody{{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}}\ntable{{border-collapse:collapse;margin:0.5em 0 1.5em}}\ntd,th{{border:1px solid #bbb;padding:3px 8px;text-align:right}}\nth{{background:#eee}}\ntd:first-child,th:first-child{{text-align:left}}\nfigure{{margin:1.5em 0}}\nfigure img{{width:100%;border:1px solid #ddd}}\n.warn{{color:#a00}}\n</style>\n</head>\n<body>\n<h1>Burst {id}</h1>\n",
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>burst {id}</title>\n<style>\nbody{{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}}\ntable{{border-collapse:collapse;margin:0.5em 0 1.5em}}\ntd,th{{border:1px solid #bbb;padding:3px 8px;text-align:right}}\nth{{background:#eee}}\ntd:first-child,th:first-child,#identity td{{text-align:left}}\nfigure{{margin:1.5em 0}}\nfigure img{{width:100%;border:1px solid #ddd}}\n.warn{{color:#a00}}\n</style>\n</head>\n<body>\n<h1>Burst {id}</h1>\n",
         id = esc(&s.burst_id)
     );
     let run = s.run_number.map_or("-".into(), |r| r.to_string());

@@ -117,8 +117,8 @@ pub enum Command {
     Convert(ConvertArgs),
     /// Look at a burst: an HTML page (figures as SVG and PNG beside it, the data behind them in
     /// show.json) with, on the detector's clock with the trigger at 0, each link's frames
-    /// recorded and lost along the window, and for frame types with ADC values (WIBEth, TDEEth,
-    /// WIB2) a channel x time heat map of the baseline-subtracted signal, one channel's
+    /// recorded and lost along the window, and for DUNE's frame types (WIBEth, TDEEth, WIB2,
+    /// ProtoDUNE WIB, DAPHNE streams; not custom frames) a channel x time heat map of the baseline-subtracted signal, one channel's
     /// waveform, and each channel's baseline and noise with dead and noisy channels flagged.
     /// Reads only verified chunks, once, in bounded memory; says what it skipped.
     ///
