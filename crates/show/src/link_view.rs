@@ -184,23 +184,29 @@ impl LinkAccumulator {
         let rel = (ts - w.start) as f64;
         self.recorded[w.column_of(rel, w.bins)] += 1;
         let Some(shape) = self.shape else { return };
-        let cols = w.columns;
+        let n = shape.channels;
         for s in 0..shape.samples_per_frame {
             shape.sample(frame, s, &mut self.sample);
             let (num, den) = shape.sample_offset_ticks(s);
             let t = rel + num as f64 / den as f64;
-            let col = w.column_of(t, cols);
+            // Column-major, so that one sample's channels are side by side in memory.
+            let at = w.column_of(t, w.columns) * n;
+            let (min, max) = (&mut self.min[at..at + n], &mut self.max[at..at + n]);
             for (ch, &v) in self.sample.iter().enumerate() {
                 self.hist[ch * ADC_VALUES + v as usize] += 1;
-                let at = ch * cols + col;
-                self.min[at] = self.min[at].min(v);
-                self.max[at] = self.max[at].max(v);
-                let e = &mut self.extremes[ch];
-                if v < e.0 .0 {
-                    e.0 = (v, t);
+                // A channel's extreme is first a column's: look at it only when the column's
+                // changes, which after the first few samples is rare.
+                if v < min[ch] {
+                    min[ch] = v;
+                    if v < self.extremes[ch].0 .0 {
+                        self.extremes[ch].0 = (v, t);
+                    }
                 }
-                if v > e.1 .0 {
-                    e.1 = (v, t);
+                if v > max[ch] {
+                    max[ch] = v;
+                    if v > self.extremes[ch].1 .0 {
+                        self.extremes[ch].1 = (v, t);
+                    }
                 }
             }
         }
@@ -286,7 +292,8 @@ impl LinkAccumulator {
                 vec![f64::NAN; cols],
             );
             for col in 0..cols {
-                let (mn, mx) = (self.min[ch * cols + col], self.max[ch * cols + col]);
+                let at = col * shape.channels + ch;
+                let (mn, mx) = (self.min[at], self.max[at]);
                 if mn > mx {
                     continue; // no sample in this column
                 }
