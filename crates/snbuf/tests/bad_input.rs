@@ -202,6 +202,7 @@ const CASES: &[(&str, &str)] = &[
     ("show {F}", "burst"),
     ("show {F} --columns 2", "--columns"),
     ("show {F} --link x", "x"),
+    ("show {F} --out {F}/page", "inside the burst"),
     // methods, and no such command
     ("methods --bogus", "--bogus"),
     ("frobnicate", "frobnicate"),

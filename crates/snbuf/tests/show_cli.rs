@@ -69,6 +69,29 @@ fn a_lossy_burst_shows_its_loss_and_renders_in_chromium() {
         .map(|s| s[..s.find('"').unwrap()].to_string())
         .collect();
     assert!(figures.len() >= 11, "{figures:?}");
+    // Shown again into the same directory: the page is rewritten. Into a directory of other
+    // files: refused, the files untouched.
+    let again = snbuf(&[
+        "show",
+        burst.to_str().unwrap(),
+        "--out",
+        page.to_str().unwrap(),
+    ]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    let other = work.path().join("notes");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("index.html"), "mine").unwrap();
+    let o = snbuf(&[
+        "show",
+        burst.to_str().unwrap(),
+        "--out",
+        other.to_str().unwrap(),
+    ]);
+    common::assert_refused(&o, 2, "other files");
+    assert_eq!(
+        std::fs::read_to_string(other.join("index.html")).unwrap(),
+        "mine"
+    );
 
     let Some(chromium) = installed_tool(
         ["/usr/bin/chromium", "/usr/bin/chromium-browser"].map(std::path::PathBuf::from),
