@@ -293,7 +293,8 @@ pub fn bar_chart(dir: &Path, stem: &str, c: &BarChart) -> Result<(PathBuf, PathB
 /// `y_range.0` (row 0, at the bottom) to `y_range.1`, columns along x from `x_range.0` to
 /// `x_range.1`. The cells are one bitmap (an embedded PNG in the SVG, so that a 256 x 800 map
 /// is not 200 000 rectangles); axes and labels are drawn as on the other charts. Values are
-/// clamped to `±scale` on a diverging blue-white-red map; NaN cells are grey (no data).
+/// clamped to `±scale` on a diverging blue-white-red map; NaN cells are grey (no data). Where
+/// cells outnumber pixels, a pixel takes its cells' value farthest from 0, so nothing is hidden.
 pub struct HeatMap<'a> {
     pub title: &'a str,
     pub x_label: &'a str,
@@ -350,15 +351,26 @@ pub fn heat_map(dir: &Path, stem: &str, c: &HeatMap) -> Result<(PathBuf, PathBuf
             let rows = c.values.len().max(1);
             let cols = c.values.first().map_or(1, |r| r.len().max(1));
             let mut rgb = vec![0u8; px as usize * py as usize * 3];
+            // Each pixel shows, of the cells it covers, the one farthest from 0: with more
+            // columns than pixels, a one-column spike still colours its pixel.
+            let span = |i: usize, pixels: usize, n: usize| {
+                let a = i * n / pixels;
+                a..((i + 1) * n / pixels).max(a + 1).min(n)
+            };
             for y in 0..py as usize {
-                // Pixel row 0 is the top: the last matrix row.
-                let row = (rows - 1) - (y * rows / py as usize).min(rows - 1);
+                // Pixel row 0 is the top: the last matrix rows.
+                let r = span(py as usize - 1 - y, py as usize, rows);
                 for x in 0..px as usize {
-                    let col = (x * cols / px as usize).min(cols - 1);
-                    let v = c.values.get(row).and_then(|r| r.get(col)).copied();
-                    let (r, g, b) = diverging(v.unwrap_or(f64::NAN), c.scale);
+                    let cs = span(x, px as usize, cols);
+                    let v = r
+                        .clone()
+                        .flat_map(|row| cs.clone().map(move |col| (row, col)))
+                        .filter_map(|(row, col)| c.values.get(row)?.get(col).copied())
+                        .filter(|v| !v.is_nan())
+                        .max_by(|a, b| a.abs().total_cmp(&b.abs()));
+                    let (red, g, b) = diverging(v.unwrap_or(f64::NAN), c.scale);
                     let at = (y * px as usize + x) * 3;
-                    rgb[at..at + 3].copy_from_slice(&[r, g, b]);
+                    rgb[at..at + 3].copy_from_slice(&[red, g, b]);
                 }
             }
             let cells = BitMapElement::with_owned_buffer((x0, y1), (px, py), rgb)
@@ -421,5 +433,55 @@ pub fn human_bytes(b: f64) -> String {
         format!("{} KiB", b >> 10)
     } else {
         format!("{b} B")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_one_column_spike_colours_its_pixel_however_many_columns_share_it() {
+        // 5000 columns on a ~700-pixel-wide plot: one cell at +100, all else 0.
+        let cols = 5000;
+        let mut values = vec![vec![0.0; cols]; 4];
+        values[2][3334] = 100.0;
+        let dir = tempfile::tempdir().unwrap();
+        let (_, png) = heat_map(
+            dir.path(),
+            "h",
+            &HeatMap {
+                title: "t",
+                x_label: "x",
+                y_label: "y",
+                x_range: (0.0, 1.0),
+                y_range: (0.0, 4.0),
+                values,
+                scale: 100.0,
+                value_label: "v",
+            },
+        )
+        .unwrap();
+        // The full-scale red of +100 is in the picture (outside the colour bar too: the bar's
+        // top cell is 63/64 of the scale, a lighter red).
+        let img = std::fs::read(&png).unwrap();
+        let decoded = image_pixels(&img);
+        let red = diverging(100.0, 100.0);
+        let bar_top = diverging(100.0 * 63.0 / 64.0, 100.0);
+        assert_ne!(red, bar_top);
+        assert!(decoded.contains(&red), "the spike is drawn");
+    }
+
+    /// The RGB pixels of a PNG.
+    fn image_pixels(png: &[u8]) -> Vec<(u8, u8, u8)> {
+        let decoder = ::png::Decoder::new(png);
+        let mut reader = decoder.read_info().unwrap();
+        let mut buf = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut buf).unwrap();
+        let step = info.color_type.samples();
+        buf[..info.buffer_size()]
+            .chunks_exact(step)
+            .map(|p| (p[0], p[1], p[2]))
+            .collect()
     }
 }

@@ -62,6 +62,11 @@ fn frame_bytes(index: u64) -> Vec<u8> {
 }
 
 fn write_burst(root: &std::path::Path) -> std::path::PathBuf {
+    write_burst_with(root, true)
+}
+
+/// The burst, with or without its frames (`frames` false: a link that recorded nothing).
+fn write_burst_with(root: &std::path::Path, frames: bool) -> std::path::PathBuf {
     let spec = BurstSpec {
         burst_id: "pulse".into(),
         frame: FrameInfo {
@@ -90,7 +95,7 @@ fn write_burst(root: &std::path::Path) -> std::path::PathBuf {
         open(&config)
     })
     .unwrap();
-    let mut i = 0;
+    let mut i = if frames { 0 } else { FRAMES };
     while i < FRAMES {
         if GAP.contains(&i) {
             i += 1;
@@ -303,4 +308,34 @@ fn a_damaged_chunk_is_not_shown_and_the_page_says_so() {
     assert!(l.skipped[0].contains("bad chunk"), "{}", l.skipped[0]);
     let html = std::fs::read_to_string(out.join("index.html")).unwrap();
     assert!(html.contains("Only verified chunks are shown"));
+}
+
+#[test]
+fn a_link_that_recorded_nothing_is_one_gap_and_every_channel_dead() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = write_burst_with(root.path(), false);
+    let shown = show(
+        &dir,
+        &ShowOptions {
+            out_dir: root.path().join("show"),
+            links: vec![0],
+            channel: None,
+            columns: 100,
+            bins: 10,
+            export_state: "no".into(),
+        },
+        &mut |_, _| {},
+    )
+    .unwrap();
+    let l = &shown.links[0];
+    assert_eq!((l.frames, l.expected_frames), (0, FRAMES));
+    assert_eq!(l.gaps.len(), 1);
+    assert_eq!(l.gaps[0].frames, FRAMES, "the whole window");
+    let adc = l.adc.as_ref().unwrap();
+    assert!(adc
+        .channels
+        .iter()
+        .all(|c| c.flag == "dead" && c.samples == 0));
+    assert!(adc.heat.iter().flatten().all(|v| v.is_nan()));
+    assert!(shown.page.is_file());
 }
