@@ -63,15 +63,9 @@ impl SourceId {
 }
 
 /// DUNE's fragment type of a frame type, and its name in dataset paths.
+/// The frame type keeps the table (`FrameType::fragment_type`); a custom frame is `kUnknown`.
 pub fn fragment_type(t: FrameType) -> (u32, &'static str) {
-    match t {
-        FrameType::ProtoDuneWib => (1, "ProtoWIB"),
-        FrameType::Wib2 => (2, "WIB"),
-        FrameType::WibEth => (12, "WIBEth"),
-        FrameType::TdeEth => (15, "TDEEth"),
-        FrameType::DaphneEthStream => (19, "DAPHNEEthStream"),
-        FrameType::Custom { .. } => (0, "Unknown"),
-    }
+    t.fragment_type().unwrap_or((0, "Unknown"))
 }
 
 /// FragmentHeader `status_bits` (daqdataformats `FragmentStatusBits`): bit numbers. snbuf sets

@@ -179,7 +179,7 @@ pub fn show(
         let (timeline, gaps, frames, expected) = acc.timeline();
         let adc = acc.adc();
         let waveform = match (&adc, shape) {
-            (Some(a), Some(s)) => Some(waveform(r, window, s, a, opts.channel)),
+            (Some(a), Some(s)) => Some(waveform(r, window, s, a, &acc, opts.channel)),
             _ => None,
         };
         let record = m.links.iter().find(|x| x.link == link);
@@ -288,6 +288,7 @@ fn waveform(
     w: Window,
     shape: AdcShape,
     adc: &AdcView,
+    acc: &LinkAccumulator,
     given: Option<usize>,
 ) -> Waveform {
     let (channel, chosen) = match given {
@@ -305,6 +306,7 @@ fn waveform(
         }
     };
     let stats = &adc.channels[channel];
+    let (low, high) = acc.envelope(channel, stats.baseline);
     let column_s = (0..w.columns).map(|i| w.column_s(i, w.columns)).collect();
     // Full resolution around the excursion: a second, short read of the chunks there.
     let tps = shape.ticks_per_sample();
@@ -336,8 +338,8 @@ fn waveform(
         chosen,
         baseline: stats.baseline,
         column_s,
-        low: adc.low[channel].clone(),
-        high: adc.high[channel].clone(),
+        low,
+        high,
         zoom,
     }
 }

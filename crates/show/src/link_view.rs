@@ -114,11 +114,6 @@ pub struct AdcView {
     /// `heat[channel][column]`: of the column's values, the one farthest from the channel's
     /// baseline, minus the baseline (NaN where the column has no samples).
     pub heat: Vec<Vec<f64>>,
-    /// Per column: its smallest and largest value minus the baseline, per channel.
-    #[serde(skip)]
-    pub low: Vec<Vec<f64>>,
-    #[serde(skip)]
-    pub high: Vec<Vec<f64>>,
 }
 
 /// Reduces one link's frames, fed in time order.
@@ -262,7 +257,6 @@ impl LinkAccumulator {
     /// The ADC view, if the frame type has one.
     pub fn adc(&self) -> Option<AdcView> {
         let shape = self.shape?;
-        let cols = self.window.columns;
         let mut channels: Vec<ChannelStats> = (0..shape.channels)
             .map(|ch| self.channel_stats(ch))
             .collect();
@@ -282,36 +276,37 @@ impl LinkAccumulator {
                 "ok"
             };
         }
-        let mut heat = Vec::with_capacity(shape.channels);
-        let (mut low, mut high) = (Vec::new(), Vec::new());
-        for (ch, stats) in channels.iter().enumerate() {
-            let b = stats.baseline;
-            let (mut h, mut lo, mut hi) = (
-                vec![f64::NAN; cols],
-                vec![f64::NAN; cols],
-                vec![f64::NAN; cols],
-            );
-            for col in 0..cols {
-                let at = col * shape.channels + ch;
-                let (mn, mx) = (self.min[at], self.max[at]);
-                if mn > mx {
-                    continue; // no sample in this column
-                }
-                let (a, c) = (mn as f64 - b, mx as f64 - b);
-                h[col] = if c.abs() >= a.abs() { c } else { a };
-                (lo[col], hi[col]) = (a, c);
-            }
-            heat.push(h);
-            low.push(lo);
-            high.push(hi);
-        }
+        let heat = channels
+            .iter()
+            .map(|stats| {
+                let (low, high) = self.envelope(stats.channel, stats.baseline);
+                low.iter()
+                    .zip(&high)
+                    .map(|(&a, &c)| if c.abs() >= a.abs() { c } else { a })
+                    .collect()
+            })
+            .collect();
         Some(AdcView {
             ticks_per_sample: shape.ticks_per_sample(),
             channels,
             heat,
-            low,
-            high,
         })
+    }
+
+    /// Channel `ch`'s smallest and largest value in each column, minus `baseline` (NaN where a
+    /// column has no sample).
+    pub fn envelope(&self, ch: usize, baseline: f64) -> (Vec<f64>, Vec<f64>) {
+        let n = self.shape.map_or(0, |s| s.channels);
+        (0..self.window.columns)
+            .map(|col| {
+                let (mn, mx) = (self.min[col * n + ch], self.max[col * n + ch]);
+                if mn > mx {
+                    (f64::NAN, f64::NAN) // no sample in this column
+                } else {
+                    (mn as f64 - baseline, mx as f64 - baseline)
+                }
+            })
+            .unzip()
     }
 
     fn channel_stats(&self, ch: usize) -> ChannelStats {

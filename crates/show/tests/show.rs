@@ -111,6 +111,24 @@ fn write_burst_with(root: &std::path::Path, frames: bool) -> std::path::PathBuf 
     dir
 }
 
+/// Where the page goes and how it is drawn; the burst is never exported here.
+fn options(
+    out_dir: std::path::PathBuf,
+    links: Vec<u32>,
+    channel: Option<usize>,
+    columns: usize,
+    bins: usize,
+) -> ShowOptions {
+    ShowOptions {
+        out_dir,
+        links,
+        channel,
+        columns,
+        bins,
+        export_state: "no".into(),
+    }
+}
+
 fn seconds(frame: f64) -> f64 {
     (frame - TRIGGER_FRAME as f64) * TICKS as f64 / 62.5e6
 }
@@ -123,14 +141,7 @@ fn the_page_shows_the_pulse_where_it_was_and_the_gap_where_it_was() {
     let mut last = (0, 0);
     let shown = show(
         &dir,
-        &ShowOptions {
-            out_dir: out.clone(),
-            links: vec![],
-            channel: None,
-            columns: 600,
-            bins: 60,
-            export_state: "no".into(),
-        },
+        &options(out.clone(), vec![], None, 600, 60),
         &mut |done, total| last = (done, total),
     )
     .unwrap();
@@ -255,14 +266,7 @@ fn a_channel_that_is_not_there_is_refused() {
     let dir = write_burst(root.path());
     let e = show(
         &dir,
-        &ShowOptions {
-            out_dir: root.path().join("show"),
-            links: vec![],
-            channel: Some(64),
-            columns: 100,
-            bins: 10,
-            export_state: "no".into(),
-        },
+        &options(root.path().join("show"), vec![], Some(64), 100, 10),
         &mut |_, _| {},
     )
     .unwrap_err();
@@ -287,14 +291,7 @@ fn a_damaged_chunk_is_not_shown_and_the_page_says_so() {
     let out = root.path().join("show");
     let shown = show(
         &dir,
-        &ShowOptions {
-            out_dir: out.clone(),
-            links: vec![],
-            channel: None,
-            columns: 100,
-            bins: 10,
-            export_state: "no".into(),
-        },
+        &options(out.clone(), vec![], None, 100, 10),
         &mut |_, _| {},
     )
     .unwrap();
@@ -316,14 +313,7 @@ fn a_link_that_recorded_nothing_is_one_gap_and_every_channel_dead() {
     let dir = write_burst_with(root.path(), false);
     let shown = show(
         &dir,
-        &ShowOptions {
-            out_dir: root.path().join("show"),
-            links: vec![0],
-            channel: None,
-            columns: 100,
-            bins: 10,
-            export_state: "no".into(),
-        },
+        &options(root.path().join("show"), vec![0], None, 100, 10),
         &mut |_, _| {},
     )
     .unwrap();

@@ -61,10 +61,7 @@ pub fn run(args: &ShowArgs) -> anyhow::Result<()> {
     })?;
     bar.finish_and_clear();
     if args.json {
-        println!(
-            "{}",
-            std::fs::read_to_string(out_dir.join("show.json")).map_err(anyhow::Error::new)?
-        );
+        println!("{}", serde_json::to_string(&shown)?);
     }
     for l in &shown.links {
         let missing = l.expected_frames.saturating_sub(l.frames);
