@@ -1,7 +1,8 @@
-//! Which NUMA node a storage device hangs off, and which CPUs each node has, from sysfs: so that
-//! a link's latency buffer lives and its writer runs on the node of the device it writes (the
-//! papers' per-socket layout). On a machine with one node there is nothing to place, and the
-//! recorder says so.
+//! Which NUMA node a storage device or a network interface hangs off, and which CPUs each node
+//! has, from sysfs: so that a link's latency buffer lives and its writer runs on the node of the
+//! device it writes, and the network receiver on the node of the NIC it reads (the papers'
+//! per-socket layout). On a machine with one node there is nothing to place, and the recorder
+//! says so.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -17,6 +18,81 @@ pub fn node_of_path(path: &Path) -> Option<u32> {
     let (major, minor) = (libc::major(dev), libc::minor(dev));
     let entry = std::fs::canonicalize(format!("/sys/dev/block/{major}:{minor}")).ok()?;
     node_above(&entry)
+}
+
+/// A network interface, and the NUMA node its device hangs off (None: a virtual interface such
+/// as loopback, a device not attached to a node, or a machine that does not say).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Nic {
+    pub name: String,
+    pub node: Option<u32>,
+}
+
+impl std::fmt::Display for Nic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.node {
+            Some(n) => write!(f, "{} (NUMA node {n})", self.name),
+            None => write!(f, "{} (no NUMA node)", self.name),
+        }
+    }
+}
+
+/// The interface that holds `ip`, and its node (`/sys/class/net/IF` leads to the device, whose
+/// PCI function gives `numa_node`). None for an unspecified address (0.0.0.0, ::: every
+/// interface) or one no interface holds.
+pub fn nic_of(ip: std::net::IpAddr) -> Option<Nic> {
+    if ip.is_unspecified() {
+        return None;
+    }
+    let name = interface_holding(ip)?;
+    let entry = std::fs::canonicalize(Path::new("/sys/class/net").join(&name)).ok();
+    Some(Nic {
+        node: entry.as_deref().and_then(node_above),
+        name,
+    })
+}
+
+/// The name of the interface one of whose addresses is `ip`, from getifaddrs(3).
+fn interface_holding(ip: std::net::IpAddr) -> Option<String> {
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `list` with a linked list that freeifaddrs releases below.
+    if unsafe { libc::getifaddrs(&mut list) } != 0 {
+        return None;
+    }
+    let mut found = None;
+    let mut at = list;
+    while !at.is_null() && found.is_none() {
+        // SAFETY: `at` is a node of the list getifaddrs returned, not yet freed.
+        let ifa = unsafe { &*at };
+        at = ifa.ifa_next;
+        if ifa.ifa_addr.is_null() {
+            continue;
+        }
+        // SAFETY: ifa_addr points at a sockaddr whose family says which struct it is.
+        let addr = unsafe {
+            match i32::from((*ifa.ifa_addr).sa_family) {
+                libc::AF_INET => {
+                    let a = &*(ifa.ifa_addr as *const libc::sockaddr_in);
+                    Some(std::net::IpAddr::from(
+                        u32::from_be(a.sin_addr.s_addr).to_be_bytes(),
+                    ))
+                }
+                libc::AF_INET6 => {
+                    let a = &*(ifa.ifa_addr as *const libc::sockaddr_in6);
+                    Some(std::net::IpAddr::from(a.sin6_addr.s6_addr))
+                }
+                _ => None,
+            }
+        };
+        if addr == Some(ip) {
+            // SAFETY: ifa_name is a NUL-terminated string owned by the list.
+            let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) };
+            found = Some(name.to_string_lossy().into_owned());
+        }
+    }
+    // SAFETY: `list` came from getifaddrs and is freed once.
+    unsafe { libc::freeifaddrs(list) };
+    found
 }
 
 /// The first `numa_node` in `dir` or a directory above it, as far as `/sys/devices`.
@@ -120,6 +196,17 @@ pub(crate) fn prefer_node(addr: *mut u8, len: usize, node: u32) -> std::io::Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_loopback_address_is_on_lo_which_has_no_node() {
+        let lo = nic_of("127.0.0.1".parse().unwrap()).expect("every Linux has lo");
+        assert_eq!(lo.name, "lo");
+        assert_eq!(lo.node, None, "a virtual interface hangs off no node");
+        assert_eq!(nic_of("0.0.0.0".parse().unwrap()), None, "every interface");
+        // TEST-NET-3 (RFC 5737): documentation only, held by no interface.
+        assert_eq!(nic_of("203.0.113.77".parse().unwrap()), None);
+        assert_eq!(lo.to_string(), "lo (no NUMA node)");
+    }
 
     #[test]
     fn writers_go_near_their_device_only_where_there_is_a_choice() {

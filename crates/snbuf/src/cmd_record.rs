@@ -209,6 +209,19 @@ fn print_summary(
                 _ => "GRO off".to_string(),
             }
         );
+        println!(
+            "  receiver    on CPU {}, {}; {}",
+            report
+                .ingest_receive_cpu
+                .map_or("?".into(), |c| c.to_string()),
+            report
+                .ingest_nic
+                .as_ref()
+                .map_or("every interface (0.0.0.0)".into(), |n| format!(
+                    "interface {n}"
+                )),
+            nap_words(report.ingest_nap.unwrap_or_default()),
+        );
     }
     if report.skipped_at_source > 0 {
         println!(
@@ -341,6 +354,10 @@ fn write_json(path: &PathBuf, r: &snbuf_unit::RecordReport) -> std::io::Result<(
         "ingest": r.ingest,
         "ingest_gro": r.ingest_gro,
         "ingest_rcvbuf_bytes": r.ingest_rcvbuf_bytes,
+        "ingest_nap_s": r.ingest_nap.map(|d| d.as_secs_f64()),
+        "ingest_receive_cpu": r.ingest_receive_cpu,
+        "ingest_nic": r.ingest_nic.as_ref().map(|n| &n.name),
+        "ingest_nic_numa_node": r.ingest_nic.as_ref().and_then(|n| n.node),
         "valid": r.verify.valid,
         "problems": r.verify.problems,
     });
@@ -363,4 +380,13 @@ fn numa_placement(nodes: &[Option<u32>]) -> String {
         ", on the NUMA nodes of their outputs (per link: {})",
         per_link.join(" ")
     )
+}
+
+/// The receiver's nap between polls, for the terminal.
+fn nap_words(nap: std::time::Duration) -> String {
+    if nap.is_zero() {
+        "never sleeps between polls (--receive-nap off)".into()
+    } else {
+        format!("sleeps up to {} us between polls", nap.as_micros())
+    }
 }

@@ -286,6 +286,20 @@ pub fn status(args: &StatusArgs) -> anyhow::Result<()> {
                 (None, false) => "GRO off (--gro off)".into(),
             }
         );
+        println!(
+            "receiver: on CPU {}, {}; {}",
+            i.receive_cpu.map_or("?".into(), |c| c.to_string()),
+            i.nic
+                .as_ref()
+                .map_or("every interface (0.0.0.0)".into(), |n| format!(
+                    "interface {n}"
+                )),
+            if i.nap_s > 0.0 {
+                format!("sleeps up to {:.0} us between polls", i.nap_s * 1e6)
+            } else {
+                "never sleeps between polls (--receive-nap off)".into()
+            }
+        );
     }
     for r in &s.link_rates {
         let measured = match (r.bytes_per_s, r.clock_ratio) {

@@ -39,6 +39,7 @@ struct RecordFile {
     header_version: Option<String>,
     rcvbuf: Option<String>,
     gro: Option<bool>,
+    receive_nap: Option<String>,
     run: Option<u32>,
     unit: Option<String>,
     #[serde(default)]
@@ -118,6 +119,14 @@ pub fn merge(args: &RecordArgs) -> anyhow::Result<RecordArgs> {
         (None, None) => None,
     };
     a.gro = a.gro.or(f.gro);
+    a.receive_nap = match (a.receive_nap, f.receive_nap.as_deref()) {
+        (Some(n), _) => Some(n),
+        (None, Some(s)) => Some(
+            crate::cli::parse_receive_nap(s)
+                .map_err(|e| usage(format!("--config {}: receive_nap: {e}", path.display())))?,
+        ),
+        (None, None) => None,
+    };
     a.run = a.run.or(f.run);
     a.unit = a.unit.or(f.unit);
     if a.source_ids.is_empty() {

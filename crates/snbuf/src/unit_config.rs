@@ -28,6 +28,7 @@ pub fn config_from_merged(args: &RecordArgs) -> anyhow::Result<(RecordConfig, Re
         header_version: args.header_version.clone(),
         rcvbuf: args.rcvbuf,
         gro: args.gro,
+        receive_nap: args.receive_nap,
         run: args.run,
         unit: Some(crate::fleet_args::unit_id(args.unit.as_deref())?),
         source_ids: args.source_ids.clone(),

@@ -161,6 +161,12 @@ fn wibeth_frames_sent_over_udp_are_recorded_byte_for_byte() {
     assert_byte_identical(&burst, FrameType::WibEth, 3);
     let v = status(&served);
     assert_eq!(v["ingest"]["gro"], true, "{v}");
+    // The default nap, within the bound the socket buffer sets; the thread placed on the
+    // first CPU allowed, since loopback hangs off no NUMA node.
+    let nap_s = v["ingest"]["nap_s"].as_f64().unwrap();
+    assert!(nap_s > 0.0 && nap_s <= 500e-6, "{v}");
+    assert_eq!(v["ingest"]["nic"], "lo (no NUMA node)", "{v}");
+    assert!(v["ingest"]["receive_cpu"].is_u64(), "{v}");
     for l in v["ingest"]["links"].as_array().unwrap() {
         assert!(l["frames"].as_u64().unwrap() > 0, "{l}");
         assert_eq!(l["timestamp_gap_frames"], 0, "{l}");
@@ -179,23 +185,30 @@ fn wibeth_frames_sent_over_udp_are_recorded_byte_for_byte() {
 /// The same frames, byte for byte, whichever side does without batching: a receiver without
 /// GRO, three links on one port and one link alone (the kernel cuts the sender's GSO batches
 /// into datagrams), and a sender without GSO to a receiver with GRO (nothing to coalesce). GRO
-/// on is the default of the tests above.
+/// on is the default of the tests above. The receiver that never naps between polls
+/// (`--receive-nap off`) gets the same bytes.
 #[test]
 fn wibeth_frames_are_recorded_byte_for_byte_with_gro_or_gso_off() {
     for (links, serve_extra, emit_extra) in [
-        (3, ["--gro", "off"], ["--gso", "on"]),
-        (1, ["--gro", "off"], ["--gso", "on"]),
-        (3, ["--gro", "on"], ["--gso", "off"]),
+        (
+            3,
+            &["--gro", "off", "--receive-nap", "off"][..],
+            ["--gso", "on"],
+        ),
+        (1, &["--gro", "off"][..], ["--gso", "on"]),
+        (3, &["--gro", "on"][..], ["--gso", "off"]),
     ] {
         let root = tempfile::tempdir().unwrap();
         let port = free_udp_port();
-        let served = serve(root.path(), port, "wibeth", links, &serve_extra);
+        let served = serve(root.path(), port, "wibeth", links, serve_extra);
         let _sender = KillOnDrop(emit(port, "wibeth", links, 6, &emit_extra));
         std::thread::sleep(Duration::from_millis(2500));
         let burst = trigger(&served, "plain");
         assert_byte_identical(&burst, FrameType::WibEth, links);
         let v = status(&served);
         assert_eq!(v["ingest"]["gro"], serve_extra[1] == "on", "{v}");
+        let napless = serve_extra.contains(&"--receive-nap");
+        assert_eq!(v["ingest"]["nap_s"].as_f64() == Some(0.0), napless, "{v}");
         for l in v["ingest"]["links"].as_array().unwrap() {
             assert_eq!(l["coalesced"], 0, "{serve_extra:?} {emit_extra:?}: {l}");
             assert_eq!(l["receives"], l["frames"], "one datagram a frame: {l}");

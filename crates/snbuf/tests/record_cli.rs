@@ -209,6 +209,17 @@ fn a_config_file_holds_the_options_and_unknown_keys_are_refused() {
         2,
         "pre",
     );
+    // A value the file gives is checked as the command line's is.
+    std::fs::write(
+        &cfg,
+        "source = \"udp://127.0.0.1:0\"\nreceive_nap = \"1s\"\n",
+    )
+    .unwrap();
+    assert_refused(
+        &snbuf(&["record", "--config", cfg.to_str().unwrap()]),
+        2,
+        "receive_nap: '1s' is more than 100ms",
+    );
     assert_refused(
         &snbuf(&["record", "--config", "/nonexistent/unit.toml"]),
         2,

@@ -89,6 +89,14 @@ pub(crate) fn start(config: &RecordConfig, producers: Vec<Producer>) -> Result<L
         }
         Source::Udp(u) => {
             let favoured2 = favoured.clone();
+            // The receiver copies every byte out of the NIC's buffers: on the NIC's node that
+            // copy stays on one socket. Elsewhere (one node, loopback, a node sysfs does not
+            // give, none of --cpus there) the first of --cpus.
+            let nic = snbuf_platform::numa::nic_of(u.bind.ip());
+            let node = nic.as_ref().and_then(|n| n.node);
+            let near =
+                snbuf_platform::numa::cpus_near(node, &snbuf_platform::numa::nodes(), &config.cpus);
+            let cpu_id = near.first().copied().unwrap_or(cpu_id);
             // Like the emulation, the receiver comes before the writers for the CPU: a
             // receiver that falls behind loses datagrams in the kernel.
             let on_start = move || {
@@ -104,7 +112,7 @@ pub(crate) fn start(config: &RecordConfig, producers: Vec<Producer>) -> Result<L
                 max_jump_ticks: config.clock().ticks(config.buffer),
                 bytes_per_s: config.link_bytes_per_s(),
             };
-            let (info, h) = udp::start(
+            let (mut info, h) = udp::start(
                 u,
                 config.frame_type.layout(),
                 timing,
@@ -113,6 +121,8 @@ pub(crate) fn start(config: &RecordConfig, producers: Vec<Producer>) -> Result<L
                 stop.clone(),
             )
             .map_err(ConfigError::from)?;
+            info.nic = nic;
+            info.receive_cpu = Some(cpu_id);
             Ok(Links {
                 clock: ThreadCpuClock::of(&h),
                 emulator: None,

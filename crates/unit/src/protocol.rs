@@ -239,6 +239,15 @@ pub struct IngestStatus {
     pub gro_refused: Option<String>,
     pub rcvbuf_bytes: usize,
     pub rmem_max_bytes: Option<u64>,
+    /// The longest nap between the receiver's poll rounds (`--receive-nap`), s.
+    #[serde(default)]
+    pub nap_s: f64,
+    /// The CPU the receive thread runs on, and the interface holding the bound address with
+    /// its NUMA node ("eth0 (NUMA node 1)"; none for 0.0.0.0).
+    #[serde(default)]
+    pub receive_cpu: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic: Option<String>,
     pub links: Vec<Option<LinkIngest>>,
 }
 

@@ -499,6 +499,9 @@ impl Unit {
                 .map(|i| i.counters.iter().map(|c| c.snapshot()).collect()),
             ingest_rcvbuf_bytes: self.ingest().map(|i| i.rcvbuf_bytes),
             ingest_gro: self.ingest().map(|i| i.gro),
+            ingest_nap: self.ingest().map(|i| i.nap),
+            ingest_receive_cpu: self.ingest().and_then(|i| i.receive_cpu),
+            ingest_nic: self.ingest().and_then(|i| i.nic),
         })
     }
 

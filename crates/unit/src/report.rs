@@ -54,6 +54,11 @@ pub struct RecordReport {
     pub ingest_rcvbuf_bytes: Option<usize>,
     /// With links from the network: whether the sockets received coalesced buffers (UDP GRO).
     pub ingest_gro: Option<bool>,
+    /// With links from the network: the longest nap between the receiver's poll rounds, the
+    /// CPU its thread was pinned to, and the interface holding the bound address.
+    pub ingest_nap: Option<std::time::Duration>,
+    pub ingest_receive_cpu: Option<usize>,
+    pub ingest_nic: Option<snbuf_platform::numa::Nic>,
 }
 
 impl RecordReport {

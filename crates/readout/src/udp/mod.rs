@@ -49,6 +49,7 @@ mod receiver;
 mod socket;
 
 pub use counters::{IngestCounters, IngestSnapshot};
+pub use receiver::DEFAULT_MAX_NAP;
 use receiver::{nap, Receiver};
 pub use socket::stream_router;
 use socket::{
@@ -69,6 +70,11 @@ pub struct UdpSource {
     pub rcvbuf_bytes: usize,
     /// Receive coalesced buffers (UDP_GRO) where the kernel allows it.
     pub gro: bool,
+    /// The longest the receiver sleeps after a poll round that drained every socket
+    /// (`DEFAULT_MAX_NAP`; zero: never, for the lowest latency at the cost of a wakeup per
+    /// small batch). Whatever is set, a nap stays within a sixteenth of the socket buffer's
+    /// fill time at the expected rate, so it cannot overflow the buffer.
+    pub max_nap: std::time::Duration,
 }
 
 /// What the receiver expects of a stream's timestamps, in ticks of the detector's clock: the
@@ -138,6 +144,12 @@ pub struct IngestInfo {
     /// for and the kernel refused.
     pub gro: bool,
     pub gro_refused: Option<String>,
+    /// The longest the receiver sleeps between poll rounds (see `UdpSource::max_nap`).
+    pub nap: std::time::Duration,
+    /// Where the unit placed the receive thread (the caller's `on_thread_start` pins it):
+    /// the interface holding the bound address with its NUMA node, and the CPU.
+    pub nic: Option<snbuf_platform::numa::Nic>,
+    pub receive_cpu: Option<usize>,
 }
 
 /// A bound socket and the link it feeds.
@@ -226,10 +238,13 @@ pub fn start(
         },
         gro,
         gro_refused,
+        nap: nap(granted, timing.bytes_per_s, source.max_nap),
+        nic: None,
+        receive_cpu: None,
     };
     let mut rx = Receiver::new(source, layout, timing, producers, counters);
     rx.gro = gro;
-    rx.nap = nap(granted, timing.bytes_per_s);
+    rx.nap = info.nap;
     let handle = std::thread::Builder::new()
         .name("snbuf-udp".into())
         .spawn(move || {

@@ -23,22 +23,26 @@ const CONTROL_WORDS: usize = 8;
 /// How long the receiver waits for data before it looks at its stop flag.
 const POLL_MS: i32 = 100;
 
-/// The longest nap between poll rounds.
-const MAX_NAP: std::time::Duration = std::time::Duration::from_micros(500);
+/// The longest nap between poll rounds unless the operator sets another (`UdpSource::max_nap`).
+pub const DEFAULT_MAX_NAP: std::time::Duration = std::time::Duration::from_micros(500);
 
 /// How long the receiver may sleep after draining every socket: waking for each small batch
 /// can cost more than receiving it (perf showed poll's sleeps and wakeups high in the receive
 /// thread's profile at 2 GB/s), and data that waits in the socket buffer comes
-/// out in fuller receives. At most `MAX_NAP`, and at most a sixteenth of the time the socket
+/// out in fuller receives. At most `max_nap` (`DEFAULT_MAX_NAP` unless set), and at most a sixteenth of the time the socket
 /// buffer (`rcvbuf_bytes` granted, half of it for data) takes to fill at the link's expected
 /// rate, so a stream even 16x faster than expected does not overflow it while the receiver
 /// sleeps. No nap when the rate is not known.
-pub(super) fn nap(rcvbuf_bytes: usize, bytes_per_s: f64) -> std::time::Duration {
+pub(super) fn nap(
+    rcvbuf_bytes: usize,
+    bytes_per_s: f64,
+    max_nap: std::time::Duration,
+) -> std::time::Duration {
     if !(bytes_per_s.is_finite() && bytes_per_s > 0.0) {
         return std::time::Duration::ZERO;
     }
     let fill_s = rcvbuf_bytes as f64 / 2.0 / bytes_per_s;
-    std::time::Duration::from_secs_f64(fill_s / 16.0).min(MAX_NAP)
+    std::time::Duration::from_secs_f64(fill_s / 16.0).min(max_nap)
 }
 
 /// The receiving side of every link: its rings, and what decides where a datagram goes.

@@ -10,15 +10,21 @@ use std::net::SocketAddr;
 
 #[test]
 fn the_nap_never_lets_a_socket_buffer_fill_at_16x_the_expected_rate() {
-    let mib = 1 << 20;
-    assert_eq!(nap(32 * mib, 0.0), std::time::Duration::ZERO);
-    assert_eq!(nap(32 * mib, f64::NAN), std::time::Duration::ZERO);
-    // WIBEth's own rate, 16 MiB asked (32 granted): the cap.
-    assert_eq!(nap(32 * mib, 219.7e6), MAX_NAP);
+    let (mib, cap) = (1 << 20, DEFAULT_MAX_NAP);
+    assert_eq!(nap(32 * mib, 0.0, cap), std::time::Duration::ZERO);
+    assert_eq!(nap(32 * mib, f64::NAN, cap), std::time::Duration::ZERO);
+    // WIBEth's own rate, 16 MiB asked (32 granted): the cap, or the operator's.
+    assert_eq!(nap(32 * mib, 219.7e6, cap), cap);
+    let off = std::time::Duration::ZERO;
+    assert_eq!(nap(32 * mib, 219.7e6, off), off);
+    // A longer nap asked for still cannot let the buffer fill: 16 MiB of data room at
+    // 219.7 MB/s fills in 76 ms, so the nap stops at 4.8 ms, not the 50 ms asked.
+    let long = nap(32 * mib, 219.7e6, std::time::Duration::from_millis(50));
+    assert!(long > cap && long.as_secs_f64() * 16.0 * 219.7e6 <= 16.0 * mib as f64 * 1.0001);
     // A 100 Gb/s link into a 4 MiB buffer: 2 MiB of data room fills in 168 us at 12.5 GB/s.
     for (rcvbuf, rate) in [(4 * mib, 12.5e9), (256 * 1024, 1e9), (32 * mib, 10e9)] {
-        let n = nap(rcvbuf, rate).as_secs_f64();
-        assert!(n <= MAX_NAP.as_secs_f64());
+        let n = nap(rcvbuf, rate, cap).as_secs_f64();
+        assert!(n <= cap.as_secs_f64());
         assert!(
             n * 16.0 * rate <= rcvbuf as f64 / 2.0 * 1.0001,
             "{rcvbuf} {rate}"
@@ -154,6 +160,7 @@ fn rig(links: usize, slots: u64, gro: bool) -> Rig {
         header_version: Some(crate::framegen::EMULATED_HEADER_VERSION),
         rcvbuf_bytes: 1 << 20,
         gro,
+        max_nap: DEFAULT_MAX_NAP,
     };
     let timing = StreamTiming {
         frame_step_ticks: layout.ticks_per_frame,

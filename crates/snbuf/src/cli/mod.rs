@@ -22,7 +22,7 @@ pub use emit::EmitArgs;
 pub use export::ExportArgs;
 pub use fleet::{FleetBenchArgs, FleetCommand, FleetSetupArgs, FleetStatusArgs};
 pub use offline::{ConvertArgs, ExtractArgs, InspectArgs, ShowArgs};
-pub use record::{NatsArgs, RecordArgs, ServeArgs, StatusArgs, TriggerArgs};
+pub use record::{parse_receive_nap, NatsArgs, RecordArgs, ServeArgs, StatusArgs, TriggerArgs};
 
 #[derive(Parser, Debug)]
 #[command(

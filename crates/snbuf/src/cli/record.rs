@@ -47,6 +47,13 @@ pub struct RecordArgs {
     /// the summary and `snbuf status` say so).
     #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
     pub gro: Option<bool>,
+    /// With --source udp: the longest the receive thread sleeps after it has read every socket
+    /// empty, so that data gathers into fuller receives and the thread wakes less often
+    /// (`auto`, the default: 500us; `off`: never sleep, the lowest latency and the most
+    /// wakeups; or a time up to 100ms). Never longer than a sixteenth of the time the socket
+    /// buffer takes to fill at --rate-per-link, so a sleep cannot overflow it.
+    #[arg(long, value_name = "auto|off|TIME", value_parser = parse_receive_nap)]
+    pub receive_nap: Option<Duration>,
     /// The run number written into every burst's manifest (DUNE's offline files need it).
     #[arg(long, value_name = "N")]
     pub run: Option<u32>,
@@ -93,8 +100,10 @@ pub struct RecordArgs {
     /// fdatasync or fence; more keeps writes in flight and flushes less often.
     #[arg(long, value_name = "N")]
     pub chunks_per_persist: Option<u32>,
-    /// CPUs to pin to: the first runs the link emulation; the writers take the list in turn from
-    /// the second, wrapping around (so on 0,1 they alternate between 1 and 0).
+    /// CPUs to pin to: the first runs the link emulation or the network receiver (the
+    /// receiver: the first on the NUMA node of the interface it listens on, where there is
+    /// one); the writers take the list in turn from the second, wrapping around (so on 0,1 they
+    /// alternate between 1 and 0).
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
     /// Page size of the latency buffers (and of mapped outputs): 2MiB (default: huge pages from
@@ -263,4 +272,21 @@ pub struct StatusArgs {
     /// one-shot report.
     #[arg(long, conflicts_with = "json")]
     pub watch: bool,
+}
+
+/// `--receive-nap`: `auto` (the receiver's default), `off` (zero), or a time up to 100 ms.
+pub fn parse_receive_nap(s: &str) -> Result<Duration, String> {
+    match s {
+        "auto" => Ok(snbuf_readout::udp::DEFAULT_MAX_NAP),
+        "off" => Ok(Duration::ZERO),
+        t => parse_duration(t)
+            .map_err(|e| e.to_string())
+            .and_then(|d| {
+                if d <= Duration::from_millis(100) {
+                    Ok(d)
+                } else {
+                    Err(format!("'{t}' is more than 100ms: the socket buffer would be the only thing left to keep the data"))
+                }
+            }),
+    }
 }

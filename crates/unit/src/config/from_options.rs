@@ -228,6 +228,7 @@ fn source_from_options(
         ("--header-version", args.header_version.is_some()),
         ("--rcvbuf", args.rcvbuf.is_some()),
         ("--gro", args.gro.is_some()),
+        ("--receive-nap", args.receive_nap.is_some()),
     ];
     if spec == "emulate" {
         if let Some((flag, _)) = udp_only.iter().find(|(_, given)| *given) {
@@ -288,6 +289,9 @@ fn source_from_options(
         header_version,
         rcvbuf_bytes: args.rcvbuf.unwrap_or(16 << 20) as usize,
         gro: args.gro.unwrap_or(true),
+        max_nap: args
+            .receive_nap
+            .unwrap_or(snbuf_readout::udp::DEFAULT_MAX_NAP),
     }))
 }
 

@@ -15,6 +15,8 @@ pub struct UnitOptions {
     pub header_version: Option<String>,
     pub rcvbuf: Option<u64>,
     pub gro: Option<bool>,
+    /// `--receive-nap`: the longest sleep between the receiver's poll rounds (zero: never).
+    pub receive_nap: Option<Duration>,
     pub run: Option<u32>,
     /// The unit's id, already resolved (given, or made from the host name) by the caller.
     pub unit: Option<String>,
