@@ -22,6 +22,11 @@ checksum`, regular stores as the kernel's copy to user space does): the floor fo
 copy. The first probe above each loss-free rate says which side failed: the sender (behind its
 schedule) or the receiver (frames lost).
 
+The receiver's nap (it sleeps up to 500 us after reading every socket empty) against none
+(`record --receive-nap off`), GRO on, at two fixed rates to --output: the detector's own (WIBEth,
+219.7 MB/s a link) and the whole-unit probe's. The two go in turns, in an order that alternates
+by repeat; each gives the receive thread's CPU per GiB and the frames each receive carried.
+
 The raw result goes to bench/results/ingest/<date>-<host>.json (or --json); bench/tables.py makes
 BENCHMARKS.md's table from it.
 """
@@ -117,7 +122,7 @@ def window_post_s(args, rate_total, output):
 MODES = {"gro": (["--gro", "on"], ["--gso", "on"]), "plain": (["--gro", "off"], ["--gso", "off"])}
 
 
-def snbuf_probe(args, rate_total, n, mode, output=None, method=None):
+def snbuf_probe(args, rate_total, n, mode, output=None, method=None, record_extra=()):
     """emit -> record --source udp at `rate_total` bytes/s; returns (clean, summary), the summary
     with `why` (what made the probe unclean) and the sender's CPU."""
     port = free_port(socket.SOCK_DGRAM)
@@ -131,7 +136,7 @@ def snbuf_probe(args, rate_total, n, mode, output=None, method=None):
            "--pre", f"{PRE_S}s", "--post", f"{post_s:.3f}s",
            "--trigger-after", "1s", "--method", method or args.method, "--output", out,
            "--burst-id", f"p{n}", "--json", js, "--rcvbuf", args.rcvbuf]
-    cmd += ["--cpus", args.cpus] + MODES[mode][0]
+    cmd += ["--cpus", args.cpus] + MODES[mode][0] + list(record_extra)
     recorder = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     time.sleep(0.3)
     # The sender runs until the recorder is done (however long its files take to prepare).
@@ -176,6 +181,35 @@ def snbuf_probe(args, rate_total, n, mode, output=None, method=None):
               f"ingest {({k: v for k, v in kinds.items() if v and k not in ('frames', 'bytes')})}",
               file=sys.stderr, flush=True)
     return clean, rep
+
+
+# WIBEth's own rate per link, bytes/s: 7200 B every 2048 ticks of 62.5 MHz.
+WIBETH_LINK_RATE = FRAME * 62.5e6 / 2048
+NAPS = {"auto": ["--receive-nap", "auto"], "off": ["--receive-nap", "off"]}
+
+
+def nap_probes(args, rates, k, n):
+    """GRO probes at each of `rates` with the receiver's nap and without, in an order that
+    alternates by repeat `k`; per rate, each one's receive CPU, frames per receive and cleanness."""
+    out = []
+    for rate in rates:
+        row = {"bytes_per_s": rate}
+        for nap in (list(NAPS) if k % 2 == 0 else list(NAPS)[::-1]):
+            n[0] += 1
+            _, rep = snbuf_probe(args, rate, n[0], "gro", record_extra=NAPS[nap])
+            ingest = rep.get("ingest") or []
+            frames = sum(l["frames"] for l in ingest)
+            receives = sum(l.get("receives", 0) for l in ingest)
+            row[nap] = {
+                "clean": rep.get("why") is None,
+                "receive_cpu_core_s_per_gib": rep.get("source_cpu_core_s_per_gib"),
+                "frames_per_receive": frames / receives if receives else None,
+                "nap_s": rep.get("ingest_nap_s"),
+            }
+        auto, off = row["auto"]["receive_cpu_core_s_per_gib"], row["off"]["receive_cpu_core_s_per_gib"]
+        row["off_over_auto_receive_cpu"] = off / auto if auto and off else None
+        out.append(row)
+    return out
 
 
 def bisect(probe, lo, hi, steps):
@@ -324,6 +358,8 @@ def run_repeats(args):
                 "unit_cpu_core_s_per_gib": unit.get("unit_cpu_core_s_per_gib"),
                 "receive_cpu_core_s_per_gib": unit.get("source_cpu_core_s_per_gib"),
             }
+        if "gro" in args.modes:
+            row["nap"] = nap_probes(args, [WIBETH_LINK_RATE * args.links, unit_rate], k, n)
         if "gro" in row and "plain" in row and row["plain"]["loss_free_bytes_per_s"]:
             row["gro_over_plain_loss_free"] = row["gro"]["loss_free_bytes_per_s"] / row["plain"]["loss_free_bytes_per_s"]
         repeats.append(row)
@@ -340,7 +376,10 @@ def run_repeats(args):
         for r in repeats:
             v = r
             for p in path:
-                v = v.get(p) if isinstance(v, dict) else None
+                if isinstance(v, list):
+                    v = v[p] if isinstance(p, int) and p < len(v) else None
+                else:
+                    v = v.get(p) if isinstance(v, dict) else None
             if v is not None:
                 vals.append(v)
         return statistics.median(vals) if vals else None
@@ -363,6 +402,11 @@ def run_repeats(args):
             "iperf3_loss_free_bytes_per_s": med("iperf3_loss_free_bytes_per_s"),
             "iperf3_receiver_cpu_core_s_per_gib": med("iperf3_receiver_cpu_core_s_per_gib"),
             "gro_over_plain_loss_free": med("gro_over_plain_loss_free"),
+            "nap": [{"bytes_per_s": med("nap", i, "bytes_per_s"),
+                     **{nap: {"receive_cpu_core_s_per_gib": med("nap", i, nap, "receive_cpu_core_s_per_gib"),
+                              "frames_per_receive": med("nap", i, nap, "frames_per_receive")} for nap in NAPS},
+                     "off_over_auto_receive_cpu": med("nap", i, "off_over_auto_receive_cpu")}
+                    for i in range(len(repeats[0].get("nap", [])))],
             **{mode: {key: med(mode, key) for key in (
                 "loss_free_bytes_per_s", "ratio_to_iperf3", "receive_cpu_core_s_per_gib",
                 "receive_cpu_over_memcpy", "frames_per_receive", "emit_cpu_core_s_per_gib")}

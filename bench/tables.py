@@ -106,6 +106,37 @@ def ingest():
     return "\n".join(lines)
 
 
+def ingest_nap():
+    path, r = newest_result("ingest")
+    naps = r["median"].get("nap") or []
+    if not naps:
+        return f"From `{path}`: no nap probes in this result (bench/ingest.py before --receive-nap)."
+    rows = []
+    for i, m in enumerate(naps):
+        clean = "; ".join(
+            f"({k + 1}) " + " / ".join("clean" if rep["nap"][i][nap]["clean"] else "NOT clean" for nap in ("auto", "off"))
+            for k, rep in enumerate(r["repeats"]) if len(rep.get("nap", [])) > i)
+        rows.append(
+            f"| {num(m['bytes_per_s'] / GIB, '.2f')} GiB/s "
+            f"| {num(m['auto']['receive_cpu_core_s_per_gib'], '.3f')} | {num(m['auto']['frames_per_receive'], '.1f')} "
+            f"| {num(m['off']['receive_cpu_core_s_per_gib'], '.3f')} | {num(m['off']['frames_per_receive'], '.1f')} "
+            f"| {num(m['off_over_auto_receive_cpu'], '.2f')} | {clean} |")
+    per = "; ".join(
+        f"{num(naps[i]['bytes_per_s'] / GIB, '.2f')} GiB/s: "
+        + ", ".join(num(rep["nap"][i]["off_over_auto_receive_cpu"], ".2f") for rep in r["repeats"] if len(rep.get("nap", [])) > i)
+        for i in range(len(naps)))
+    return "\n".join([
+        caption(path, r),
+        "",
+        "| total rate (GRO on) | receive CPU, nap (core-s/GiB) | frames per receive | receive CPU, no nap "
+        "| frames per receive | no nap / nap | clean, nap / no nap (per repeat) |",
+        "|---:|---:|---:|---:|---:|---:|---|",
+        *rows,
+        "",
+        f"Per repeat, no nap / nap: {per}.",
+    ])
+
+
 def caption_kept(path, r):
     """The caption of a table made from a bench/keep.py file."""
     m = r["machine"]
@@ -512,7 +543,7 @@ def paper_app():
     return "\n".join([cap + f" {s['app'][0]['block_size_bytes']} B frames, each persisted.", "", *rows])
 
 
-TABLES = {"ingest": ingest, "faults": faults, "fuzz": fuzz, "keepup": keepup, "fleet": fleet,
+TABLES = {"ingest": ingest, "ingest_nap": ingest_nap, "faults": faults, "fuzz": fuzz, "keepup": keepup, "fleet": fleet,
           "fleet_faults": fleet_faults, "show": show_burst,
           "paper_table2": paper_table2, "paper_latency": paper_latency, "paper_join": paper_join,
           "paper_kernels": paper_kernels, "paper_app": paper_app,
