@@ -202,6 +202,8 @@ def nap_probes(args, rates, k, n):
             receives = sum(l.get("receives", 0) for l in ingest)
             row[nap] = {
                 "clean": rep.get("why") is None,
+                "why": rep.get("why"),
+                "lost_frames": rep.get("lost_frames"),
                 "receive_cpu_core_s_per_gib": rep.get("source_cpu_core_s_per_gib"),
                 "frames_per_receive": frames / receives if receives else None,
                 "nap_s": rep.get("ingest_nap_s"),

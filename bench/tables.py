@@ -113,8 +113,10 @@ def ingest_nap():
         return f"From `{path}`: no nap probes in this result (bench/ingest.py before --receive-nap)."
     rows = []
     for i, m in enumerate(naps):
+        def verdict(p):
+            return "clean" if p["clean"] else f"NOT clean ({p['why']})" if p.get("why") else "NOT clean"
         clean = "; ".join(
-            f"({k + 1}) " + " / ".join("clean" if rep["nap"][i][nap]["clean"] else "NOT clean" for nap in ("auto", "off"))
+            f"({k + 1}) " + " / ".join(verdict(rep["nap"][i][nap]) for nap in ("auto", "off"))
             for k, rep in enumerate(r["repeats"]) if len(rep.get("nap", [])) > i)
         rows.append(
             f"| {num(m['bytes_per_s'] / GIB, '.2f')} GiB/s "
