@@ -34,7 +34,18 @@ for _ in $(seq 120); do
   sleep 0.5
 done
 [ "${frames:-0}" -gt 100000 ] || { echo "ingest_profile: no data reached the unit in 60 s" >&2; exit 1; }
-sleep 1
+# Then once the next burst's files are prepared (zeroing them is not ingest): the preparing
+# thread's CPU time stands still for a second, or it is gone.
+prepare_ticks() {
+  for t in /proc/"$unit"/task/*; do
+    [ "$(cat "$t/comm" 2>/dev/null)" = snbuf-prepare ] && awk '{print $14 + $15}' "$t/stat" 2>/dev/null
+  done
+  return 0
+}
+for _ in $(seq 120); do
+  before=$(prepare_ticks); sleep 1
+  [ "$before" = "$(prepare_ticks)" ] && break
+done
 perf record -q -a -g -o "$work/perf.data" -- sleep 3 2>/dev/null
 timeout 10 "$snbuf" status --socket "$work/ctl.sock" --json > "$work/status.json"
 kill -INT "$sender"; wait "$sender" || true
