@@ -255,6 +255,39 @@ pub fn trigger(args: &TriggerArgs) -> anyhow::Result<()> {
     }
 }
 
+/// `status`'s network ingest lines: routing, socket buffer and GRO; where the receiver runs.
+fn print_ingest(i: &snbuf_unit::protocol::IngestStatus) {
+    let frames: u64 = i.links.iter().flatten().map(|l| l.frames).sum();
+    let receives: u64 = i.links.iter().flatten().map(|l| l.receives).sum();
+    println!(
+        "ingest: {}; socket buffer {} per link; {}",
+        i.routing,
+        Bytes(i.rcvbuf_bytes as u64),
+        match (&i.gro_refused, i.gro) {
+            (Some(why), _) => format!("GRO off: {why}"),
+            (None, true) => format!(
+                "GRO on, {:.1} frames per receive",
+                frames as f64 / receives.max(1) as f64
+            ),
+            (None, false) => "GRO off (--gro off)".into(),
+        }
+    );
+    println!(
+        "receiver: on CPU {}, {}; {}",
+        i.receive_cpu.map_or("?".into(), |c| c.to_string()),
+        i.nic
+            .as_ref()
+            .map_or("every interface (0.0.0.0)".into(), |n| format!(
+                "interface {n}"
+            )),
+        if i.nap_s > 0.0 {
+            format!("sleeps up to {:.0} us between polls", i.nap_s * 1e6)
+        } else {
+            "never sleeps between polls (--receive-nap off)".into()
+        }
+    );
+}
+
 pub fn status(args: &StatusArgs) -> anyhow::Result<()> {
     if args.watch && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
         return crate::live::unit_status(&args.socket);
@@ -271,35 +304,7 @@ pub fn status(args: &StatusArgs) -> anyhow::Result<()> {
         s.frame_step_ticks
     );
     if let Some(i) = &s.ingest {
-        let frames: u64 = i.links.iter().flatten().map(|l| l.frames).sum();
-        let receives: u64 = i.links.iter().flatten().map(|l| l.receives).sum();
-        println!(
-            "ingest: {}; socket buffer {} per link; {}",
-            i.routing,
-            Bytes(i.rcvbuf_bytes as u64),
-            match (&i.gro_refused, i.gro) {
-                (Some(why), _) => format!("GRO off: {why}"),
-                (None, true) => format!(
-                    "GRO on, {:.1} frames per receive",
-                    frames as f64 / receives.max(1) as f64
-                ),
-                (None, false) => "GRO off (--gro off)".into(),
-            }
-        );
-        println!(
-            "receiver: on CPU {}, {}; {}",
-            i.receive_cpu.map_or("?".into(), |c| c.to_string()),
-            i.nic
-                .as_ref()
-                .map_or("every interface (0.0.0.0)".into(), |n| format!(
-                    "interface {n}"
-                )),
-            if i.nap_s > 0.0 {
-                format!("sleeps up to {:.0} us between polls", i.nap_s * 1e6)
-            } else {
-                "never sleeps between polls (--receive-nap off)".into()
-            }
-        );
+        print_ingest(i);
     }
     for r in &s.link_rates {
         let measured = match (r.bytes_per_s, r.clock_ratio) {
