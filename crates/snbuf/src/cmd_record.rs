@@ -210,17 +210,12 @@ fn print_summary(
             }
         );
         println!(
-            "  receiver    on CPU {}, {}; {}",
-            report
-                .ingest_receive_cpu
-                .map_or("?".into(), |c| c.to_string()),
-            report
-                .ingest_nic
-                .as_ref()
-                .map_or("every interface (0.0.0.0)".into(), |n| format!(
-                    "interface {n}"
-                )),
-            nap_words(report.ingest_nap.unwrap_or_default()),
+            "  receiver    {}",
+            crate::ingest_words::receiver(
+                report.ingest_receive_cpu,
+                report.ingest_nic.as_ref().map(|n| n.to_string()).as_deref(),
+                report.ingest_nap.unwrap_or_default(),
+            )
         );
     }
     if report.skipped_at_source > 0 {
@@ -380,13 +375,4 @@ fn numa_placement(nodes: &[Option<u32>]) -> String {
         ", on the NUMA nodes of their outputs (per link: {})",
         per_link.join(" ")
     )
-}
-
-/// The receiver's nap between polls, for the terminal.
-fn nap_words(nap: std::time::Duration) -> String {
-    if nap.is_zero() {
-        "never sleeps between polls (--receive-nap off)".into()
-    } else {
-        format!("sleeps up to {} us between polls", nap.as_micros())
-    }
 }

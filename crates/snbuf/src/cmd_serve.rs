@@ -273,18 +273,12 @@ fn print_ingest(i: &snbuf_unit::protocol::IngestStatus) {
         }
     );
     println!(
-        "receiver: on CPU {}, {}; {}",
-        i.receive_cpu.map_or("?".into(), |c| c.to_string()),
-        i.nic
-            .as_ref()
-            .map_or("every interface (0.0.0.0)".into(), |n| format!(
-                "interface {n}"
-            )),
-        if i.nap_s > 0.0 {
-            format!("sleeps up to {:.0} us between polls", i.nap_s * 1e6)
-        } else {
-            "never sleeps between polls (--receive-nap off)".into()
-        }
+        "receiver: {}",
+        crate::ingest_words::receiver(
+            i.receive_cpu,
+            i.nic.as_deref(),
+            std::time::Duration::try_from_secs_f64(i.nap_s).unwrap_or_default(),
+        )
     );
 }
 

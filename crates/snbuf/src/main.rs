@@ -26,6 +26,7 @@ mod exit;
 mod export_setup;
 mod fleet_args;
 mod fleet_rows;
+mod ingest_words;
 mod live;
 mod logging;
 mod progress;
