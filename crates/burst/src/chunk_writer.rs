@@ -485,6 +485,17 @@ impl<S: Sink> ChunkWriter<S> {
     }
 
     /// Chunks appended but not yet acknowledged.
+    /// Grows the file to `region_bytes` (`Sink::grow`): room for a window that moved out. On
+    /// an error nothing was written and the file is as it was.
+    pub fn grow(&mut self, region_bytes: u64) -> Result<(), PersistError> {
+        self.sink.grow(region_bytes)
+    }
+
+    /// The bytes of file this link may fill.
+    pub fn region_bytes(&self) -> u64 {
+        self.sink.report().region_bytes
+    }
+
     pub fn pending_chunks(&self) -> u64 {
         self.written.chunks - self.totals.chunks
     }

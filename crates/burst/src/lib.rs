@@ -23,8 +23,8 @@ pub use chunk::{ChunkHeader, FORMAT_VERSION, HEADER_BYTES};
 pub use chunk_writer::{ChunkAck, ChunkWriter, WriteError};
 pub use link_writer::{BurstSeal, BurstWriter, LinkWriter};
 pub use manifest::{
-    BurstState, FrameInfo, LinkData, LinkIdentity, LinkRecord, LinkState, Manifest, TriggerInfo,
-    Verified,
+    AnsweredTrigger, BurstState, FrameInfo, LinkData, LinkIdentity, LinkRecord, LinkState,
+    Manifest, TriggerInfo, Verified,
 };
 pub use prepared::PreparedBurst;
 pub use read::{BurstReader, LinkReader, ReadError};

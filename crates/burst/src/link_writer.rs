@@ -11,7 +11,8 @@ use snbuf_persist::Sink;
 
 use crate::chunk_writer::{ChunkAck, ChunkWriter, WriteError};
 use crate::manifest::{
-    link_file_name, BurstState, LinkRecord, LinkState, Manifest, MANIFEST_FORMAT, MANIFEST_VERSION,
+    link_file_name, AnsweredTrigger, BurstState, LinkRecord, LinkState, Manifest, TriggerInfo,
+    MANIFEST_FORMAT, MANIFEST_VERSION,
 };
 use crate::spec::{BurstError, BurstSpec};
 
@@ -82,6 +83,11 @@ impl<S: Sink> BurstWriter<S> {
                 },
             )
             .collect();
+        let answered = spec
+            .trigger
+            .as_ref()
+            .map(|w| vec![AnsweredTrigger::whole(&spec.burst_id, w)])
+            .unwrap_or_default();
         let manifest = Manifest {
             format: MANIFEST_FORMAT.into(),
             format_version: MANIFEST_VERSION,
@@ -98,6 +104,7 @@ impl<S: Sink> BurstWriter<S> {
             run_number: spec.run_number,
             unit: spec.unit,
             verified: None,
+            triggers: answered,
         };
         manifest.write_atomic(&dir)?;
         Ok(BurstWriter {
@@ -249,6 +256,15 @@ impl<S: Sink> LinkWriter<S> {
             .unwrap_or(0)
     }
 
+    /// Grows this link's file to `region_bytes` (`Sink::grow`); whatever the answer, the link
+    /// goes on as it was (a link that cannot grow fails "full" when it gets there).
+    pub fn grow(&mut self, region_bytes: u64) -> Result<(), snbuf_persist::PersistError> {
+        match self.writer.as_mut() {
+            Some(w) if w.region_bytes() < region_bytes => w.grow(region_bytes),
+            _ => Ok(()),
+        }
+    }
+
     pub fn pending_chunks(&self) -> u64 {
         self.writer
             .as_ref()
@@ -299,6 +315,23 @@ impl<S: Sink> LinkWriter<S> {
 impl BurstSeal {
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The burst's window moved out and more triggers joined it: the manifest says so at once
+    /// (written again, atomically), so a burst recovered after a crash still names every
+    /// trigger it took and the window it was recording.
+    pub fn answer(
+        &mut self,
+        window: TriggerInfo,
+        triggers: Vec<AnsweredTrigger>,
+    ) -> Result<(), BurstError> {
+        assert!(
+            window.window_start_timestamp <= window.window_end_timestamp,
+            "a window ends after it starts"
+        );
+        self.manifest.trigger = Some(window);
+        self.manifest.triggers = triggers;
+        Ok(self.manifest.write_atomic(&self.dir)?)
     }
 
     /// Finishes the burst: closes every link, trims each file to the bytes in use, and writes

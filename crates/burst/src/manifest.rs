@@ -192,6 +192,43 @@ pub struct Manifest {
     /// The recorder's own check of the sealed burst (a full `verify`), when it made one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verified: Option<Verified>,
+    /// Every trigger this burst answers, the one that opened it first, then each one that
+    /// joined it while it was recorded (its window began inside the burst's; `trigger`'s end
+    /// moved out to hold it). Empty in bursts recorded before triggers could join.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub triggers: Vec<AnsweredTrigger>,
+}
+
+/// A trigger a burst answers: its own window, and the part of it the burst holds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AnsweredTrigger {
+    /// The trigger's id (a fleet trigger's, or the burst id a trigger asked for).
+    pub trigger_id: String,
+    pub trigger_timestamp: u64,
+    /// The window it asked for, [start, end) in ticks.
+    pub window_start_timestamp: u64,
+    pub window_end_timestamp: u64,
+    /// What of that window the burst records, [start, end) in ticks (the whole of it, unless
+    /// the output had no room for all of an extension).
+    pub covered_start_timestamp: u64,
+    pub covered_end_timestamp: u64,
+    /// When the unit took it (ns since the Unix epoch).
+    pub taken_unix_ns: u64,
+}
+
+impl AnsweredTrigger {
+    /// Trigger `id` with window `w`, all of it covered.
+    pub fn whole(id: &str, w: &TriggerInfo) -> AnsweredTrigger {
+        AnsweredTrigger {
+            trigger_id: id.to_string(),
+            trigger_timestamp: w.trigger_timestamp,
+            window_start_timestamp: w.window_start_timestamp,
+            window_end_timestamp: w.window_end_timestamp,
+            covered_start_timestamp: w.window_start_timestamp,
+            covered_end_timestamp: w.window_end_timestamp,
+            taken_unix_ns: snbuf_quantity::now_unix_ns(),
+        }
+    }
 }
 
 /// A verification of the burst as sealed: when, and what it found.

@@ -238,6 +238,7 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
                 created_unix_ns: snbuf_quantity::now_unix_ns(),
                 sealed_unix_ns: None,
                 trigger: None,
+                triggers: Vec::new(),
                 frame: None,
                 method: "unknown".into(),
                 durability: "unknown".into(),

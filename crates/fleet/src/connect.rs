@@ -91,6 +91,15 @@ impl NatsOptions {
     /// connect: a server that accepts but never answers, paused or overloaded, would hold the
     /// handshake forever, so the whole handshake is bounded here.)
     pub(crate) async fn connect(&self) -> Result<async_nats::Client, String> {
+        self.connect_notifying(None).await
+    }
+
+    /// `connect`, and `connected` is notified each time the connection is (re)established: a
+    /// caller that keeps one connection for a long run learns when it came back.
+    pub(crate) async fn connect_notifying(
+        &self,
+        connected: Option<std::sync::Arc<tokio::sync::Notify>>,
+    ) -> Result<async_nats::Client, String> {
         let addrs = self.addrs();
         let first = (snbuf_quantity::now_unix_ns() / 1000) as usize % addrs.len();
         let mut failures = Vec::new();
@@ -98,11 +107,21 @@ impl NatsOptions {
             let mut order = addrs.clone();
             order.rotate_left((first + i) % addrs.len());
             let server = order[0].clone();
-            let o = self
+            let mut o = self
                 .connect_options()
                 .await
                 .map_err(|e| e.to_string())?
                 .retain_servers_order();
+            if let Some(n) = connected.clone() {
+                o = o.event_callback(move |event| {
+                    let n = n.clone();
+                    async move {
+                        if matches!(event, async_nats::Event::Connected) {
+                            n.notify_one();
+                        }
+                    }
+                });
+            }
             let one = tokio::time::timeout(
                 CONNECT_TIMEOUT,
                 async_nats::connect_with_options(vec![server.clone()], o),

@@ -38,6 +38,9 @@ pub struct Handled {
     /// Its `missed` event is stored in JetStream (always true for `recording`: a burst reports
     /// itself when it ends).
     pub published: bool,
+    /// The burst that records it, when that is not the one named after it (a trigger that
+    /// joined the burst being recorded).
+    pub burst_id: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -54,6 +57,9 @@ struct Line {
     /// Its sequence in the trigger stream, when JetStream delivered it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     stream_seq: Option<u64>,
+    /// The burst that records it, when not the one named after it (it joined another).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    burst_id: Option<String>,
 }
 
 pub struct TriggerJournal {
@@ -95,6 +101,7 @@ impl TriggerJournal {
                             reason: l.reason,
                             delay_s: l.delay_s,
                             published: outcome == Outcome::Recording,
+                            burst_id: l.burst_id,
                         },
                     );
                 }
@@ -133,12 +140,15 @@ impl TriggerJournal {
         let orphans: Vec<String> = j
             .handled
             .iter()
-            .filter(|(id, h)| h.outcome == Outcome::Recording && !output_dir.join(id).exists())
+            .filter(|(id, h)| {
+                let burst = h.burst_id.as_deref().unwrap_or(id);
+                h.outcome == Outcome::Recording && !output_dir.join(burst).exists()
+            })
             .map(|(id, _)| id.clone())
             .collect();
         for id in orphans {
             let why = "the unit stopped after taking the trigger, before its burst began";
-            j.record(&id, Outcome::Missed, Some(why.into()), 0.0, None)?;
+            j.record(&id, Outcome::Missed, Some(why.into()), 0.0, None, None)?;
         }
         Ok(j)
     }
@@ -158,7 +168,8 @@ impl TriggerJournal {
     }
 
     /// Records the outcome of trigger `id` (delivered as `stream_seq` of the trigger stream, or by
-    /// the fast path), durably: returns only once it is on the disk.
+    /// the fast path; recorded in `burst` when it joined a burst named otherwise), durably:
+    /// returns only once it is on the disk.
     pub fn record(
         &mut self,
         id: &str,
@@ -166,7 +177,9 @@ impl TriggerJournal {
         reason: Option<String>,
         delay_s: f64,
         stream_seq: Option<u64>,
+        burst: Option<&str>,
     ) -> Result<(), String> {
+        let burst_id = burst.filter(|b| *b != id).map(str::to_string);
         self.append(&Line {
             trigger_id: id.into(),
             outcome: Some(outcome),
@@ -174,6 +187,7 @@ impl TriggerJournal {
             delay_s,
             published: false,
             stream_seq,
+            burst_id: burst_id.clone(),
         })?;
         self.last_stream_seq = self.last_stream_seq.max(stream_seq);
         self.handled.insert(
@@ -183,6 +197,7 @@ impl TriggerJournal {
                 reason,
                 delay_s,
                 published: outcome == Outcome::Recording,
+                burst_id,
             },
         );
         Ok(())
@@ -197,6 +212,7 @@ impl TriggerJournal {
             delay_s: 0.0,
             published: true,
             stream_seq: None,
+            burst_id: None,
         })?;
         if let Some(h) = self.handled.get_mut(id) {
             h.published = true;
@@ -243,9 +259,9 @@ mod tests {
         std::fs::create_dir(dir.path().join("t-rec")).unwrap();
         {
             let mut j = TriggerJournal::open(dir.path()).unwrap();
-            j.record("t-rec", Outcome::Recording, None, 0.1, Some(7))
+            j.record("t-rec", Outcome::Recording, None, 0.1, Some(7), None)
                 .unwrap();
-            j.record("t-gone", Outcome::Recording, None, 0.0, None)
+            j.record("t-gone", Outcome::Recording, None, 0.0, None, None)
                 .unwrap();
             j.record(
                 "t-miss",
@@ -253,11 +269,31 @@ mod tests {
                 Some("late".into()),
                 30.0,
                 Some(9),
+                None,
             )
             .unwrap();
-            j.record("t-told", Outcome::Missed, Some("late".into()), 9.0, Some(8))
-                .unwrap();
+            j.record(
+                "t-told",
+                Outcome::Missed,
+                Some("late".into()),
+                9.0,
+                Some(8),
+                None,
+            )
+            .unwrap();
             j.mark_published("t-told").unwrap();
+            // Joined burst t-rec: kept while that burst exists. Joined one that never began: missed.
+            j.record("t-join", Outcome::Recording, None, 0.0, None, Some("t-rec"))
+                .unwrap();
+            j.record(
+                "t-join-gone",
+                Outcome::Recording,
+                None,
+                0.0,
+                None,
+                Some("t-x"),
+            )
+            .unwrap();
         }
         let j = TriggerJournal::open(dir.path()).unwrap();
         assert_eq!(j.last_stream_seq(), Some(9));
@@ -270,8 +306,10 @@ mod tests {
             .as_deref()
             .unwrap()
             .contains("before its burst began"));
+        assert_eq!(j.get("t-join").unwrap().outcome, Outcome::Recording);
+        assert_eq!(j.get("t-join").unwrap().burst_id.as_deref(), Some("t-rec"));
         let owed: Vec<String> = j.owed().into_iter().map(|(id, _)| id).collect();
-        assert_eq!(owed, ["t-gone", "t-miss"]);
+        assert_eq!(owed, ["t-gone", "t-join-gone", "t-miss"]);
         assert!(j.get("t-never").is_none());
     }
 

@@ -114,6 +114,15 @@ impl<S: Sink> Sink for Latched<S> {
         self.inner.report()
     }
 
+    /// Refused once latched; its own failure does not latch: a file that could not be grown
+    /// (no space, a method that cannot) is as it was, and what it holds stays good.
+    fn grow(&mut self, region_bytes: u64) -> Result<()> {
+        if self.failure.is_some() {
+            return Err(self.latched_error());
+        }
+        self.inner.grow(region_bytes)
+    }
+
     fn drain_completion_latencies_ns(&mut self, record: &mut dyn FnMut(u64)) -> bool {
         self.inner.drain_completion_latencies_ns(record)
     }

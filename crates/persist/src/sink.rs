@@ -245,6 +245,21 @@ pub trait Sink: Send {
 
     fn report(&self) -> &SinkReport;
 
+    /// Grows the region to `region_bytes` (never shrinks it), its new space allocated now: a
+    /// write into it cannot then fail for want of space, and a file system without that space
+    /// says so here (`NoSpace`), before anything is written. A burst whose window moved out (a
+    /// trigger joined it) needs more file than was reserved at its trigger. A method that cannot
+    /// grow an open file says so (`Unsupported`), and its region stays as it was.
+    fn grow(&mut self, region_bytes: u64) -> Result<()> {
+        if region_bytes <= self.report().region_bytes {
+            return Ok(());
+        }
+        Err(crate::error::PersistError::Unsupported {
+            method: self.report().method,
+            why: "this method cannot grow a file it has opened".into(),
+        })
+    }
+
     /// Completion latencies (ns, submission to completion) of asynchronous writes finished since
     /// the last call, for methods with a queue. Synchronous methods return false and record
     /// nothing: for them the caller's own timing of `write_at` is the latency.
@@ -314,6 +329,9 @@ impl<S: Sink + ?Sized> Sink for Box<S> {
     }
     fn report(&self) -> &SinkReport {
         (**self).report()
+    }
+    fn grow(&mut self, region_bytes: u64) -> Result<()> {
+        (**self).grow(region_bytes)
     }
     fn drain_completion_latencies_ns(&mut self, record: &mut dyn FnMut(u64)) -> bool {
         (**self).drain_completion_latencies_ns(record)

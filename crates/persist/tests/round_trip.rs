@@ -455,3 +455,49 @@ fn io_uring_writes_from_a_registered_source_or_says_why_not() {
         );
     }
 }
+
+/// A region grown while open takes writes past its old end, which read back through the sink
+/// and from the file; the old bytes stay; a write past the new end is still refused; a method
+/// that cannot grow says so and keeps its region.
+#[test]
+fn a_grown_region_takes_writes_past_its_old_end() {
+    for method in methods_here() {
+        let dir = tempfile::tempdir_in(dir_for(method)).unwrap();
+        let path = dir.path().join("target.dat");
+        let old = 2u64 << 20;
+        let mut config = SinkConfig::new(method, &path, old);
+        config.max_io_bytes = 65536;
+        let mut sink = open(&config).unwrap_or_else(|e| panic!("{method}: {e}"));
+        let first = pattern(1, 65536);
+        sink.write_at(0, &first).unwrap();
+        assert!(
+            sink.write_at(old, &first).is_err(),
+            "{method}: past the end"
+        );
+        match sink.grow(2 * old) {
+            Ok(()) => {}
+            Err(snbuf_persist::PersistError::Unsupported { .. }) => {
+                assert_eq!(sink.report().region_bytes, old, "{method}");
+                continue;
+            }
+            Err(e) => panic!("{method}: grow: {e}"),
+        }
+        assert_eq!(sink.report().region_bytes, 2 * old, "{method}");
+        let second = pattern(2, 65536);
+        sink.write_at(old + 65536, &second).unwrap();
+        sink.persist().unwrap();
+        assert!(
+            sink.write_at(2 * old, &second).is_err(),
+            "{method}: past the new end"
+        );
+        let mut buf = vec![0u8; 65536];
+        sink.read_at(0, &mut buf).unwrap();
+        assert!(buf == first, "{method}: the old bytes changed");
+        sink.read_at(old + 65536, &mut buf).unwrap();
+        assert!(buf == second, "{method}: sink read differs");
+        drop(sink);
+        let file = std::fs::read(&path).unwrap();
+        assert!(file.len() as u64 >= 2 * old, "{method}: {}", file.len());
+        assert!(&file[(old + 65536) as usize..][..65536] == second.as_slice());
+    }
+}

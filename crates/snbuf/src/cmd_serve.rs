@@ -201,7 +201,21 @@ pub fn trigger(args: &TriggerArgs) -> anyhow::Result<()> {
     };
     let reply: TriggerReply = ask(&args.socket, &Request::Trigger(req))?;
     let (id, w) = (&reply.burst_id, &reply.window);
-    println!(
+    if let Some(j) = &reply.joined {
+        println!(
+            "joined burst {id}, being recorded: it records ticks {}..{} of this trigger's window ({:.3} s before to {:.3} s after {}); its end moved {:.3} s",
+            j.covered_start,
+            j.covered_end,
+            w.pre_s.unwrap_or(0.0),
+            w.post_s.unwrap_or(0.0),
+            w.trigger_timestamp,
+            j.extended_by_s
+        );
+        if let (Some(s), Some(why)) = (j.not_covered_s, &j.not_covered_why) {
+            println!("  the last {s:.3} s of the window are not recorded: {why}");
+        }
+    } else {
+        println!(
         "accepted: burst {id}, window {:.3} s before to {:.3} s after the trigger ({:.3} s of the {} MHz detector clock): ticks {}..{} around {}",
         w.pre_s.unwrap_or(0.0),
         w.post_s.unwrap_or(0.0),
@@ -211,6 +225,7 @@ pub fn trigger(args: &TriggerArgs) -> anyhow::Result<()> {
         w.window_end_timestamp,
         w.trigger_timestamp
     );
+    }
     if let Some(s) = w.not_buffered_s {
         println!(
             "  the window's first {s:.3} s had already left the latency buffers: recorded as lost"

@@ -23,6 +23,17 @@ fn raw(socket: &Path, line: &str) -> String {
     reply
 }
 
+/// The window "ticks A..B" that `snbuf trigger` printed.
+fn ticks_of(said: &str) -> (u64, u64) {
+    let after = said
+        .split("ticks ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{said}"));
+    let range = after.split_whitespace().next().unwrap();
+    let (a, b) = range.split_once("..").unwrap();
+    (a.parse().unwrap(), b.parse().unwrap())
+}
+
 #[test]
 fn triggers_make_bursts_one_at_a_time() {
     let dir = tempfile::tempdir().unwrap();
@@ -65,7 +76,9 @@ fn triggers_make_bursts_one_at_a_time() {
         );
     }
 
-    // While a long burst records, another trigger is refused with the reason.
+    // While a long burst records, a trigger whose window begins inside it joins it (the
+    // burst's end moves out to hold it); one whose window begins before it is refused, with the
+    // reason.
     let o = snbuf(&[
         "trigger",
         "--socket",
@@ -76,9 +89,35 @@ fn triggers_make_bursts_one_at_a_time() {
         "2s",
     ]);
     assert!(o.status.success());
-    let o = snbuf(&["trigger", "--socket", s]);
+    let (long_start, long_end) = ticks_of(&String::from_utf8_lossy(&o.stdout));
+    let status: serde_json::Value =
+        serde_json::from_slice(&snbuf(&["status", "--socket", s, "--json"]).stdout).unwrap();
+    let hz = status["clock_hz"].as_u64().unwrap();
+    let earlier = (long_start - hz / 5).to_string();
+    let o = snbuf(&["trigger", "--socket", s, "--at", &earlier]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("a burst is being recorded"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("a burst is being recorded") && err.contains("does not begin inside"),
+        "{err}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    // 6 s after it: more than the slack of the burst's files (24 chunks of 0.68 MiB per link,
+    // 3.3 s at 5 MB/s), so they must grow to hold it.
+    let o = snbuf(&[
+        "trigger",
+        "--socket",
+        s,
+        "--burst-id",
+        "joiner",
+        "--post",
+        "6s",
+    ]);
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(said.contains("joined burst long"), "{said}");
+    let (join_start, join_end) = ticks_of(&said);
+    assert!(join_start >= long_start && join_start < long_end && join_end > long_end);
 
     // Bad requests get an error reply; the server lives on.
     assert!(raw(&socket, "{not json\n").contains("\"ok\":false"));
@@ -154,6 +193,21 @@ fn triggers_make_bursts_one_at_a_time() {
             .code(),
         Some(0)
     );
+    // The burst answers both triggers, and records the joined one's window to its end.
+    let m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("long/manifest.json")).unwrap()).unwrap();
+    let ids: Vec<&str> = m["triggers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["trigger_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(&ids[..2], ["long", "joiner"], "{}", m["triggers"]);
+    assert!(m["trigger"]["window_end_timestamp"].as_u64().unwrap() >= join_end);
+    assert_eq!(m["state"], "sealed");
+    for l in m["links"].as_array().unwrap() {
+        assert_eq!(l["lost_frames"], 0, "{l}");
+    }
     let mut names: Vec<String> = std::fs::read_dir(&out)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())

@@ -24,6 +24,7 @@ pub mod links;
 mod open_burst;
 mod prepare;
 pub mod protocol;
+mod reach;
 pub mod record;
 pub mod recorder;
 pub mod report;

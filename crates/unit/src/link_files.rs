@@ -45,7 +45,7 @@ pub(crate) enum Limit {
 pub(crate) fn link_region(config: &RecordConfig, window_frames: u64) -> LinkRegion {
     // The largest stride on any medium in use: a header block and alignment of up to 4 KiB.
     let stride = stride_for(4096, max_payload_bytes(config), 4096);
-    let chunks = window_frames.div_ceil(config.chunk_frames as u64) + 4 * config.links as u64 + 16;
+    let chunks = window_frames.div_ceil(config.chunk_frames as u64) + slack_chunks(config);
     let wanted = (chunks * stride).div_ceil(2 << 20) * (2 << 20);
     // Memory outputs share one RAM: sized as if every link were on memory.
     let memory_backed = config
@@ -70,6 +70,33 @@ pub(crate) fn link_region(config: &RecordConfig, window_frames: u64) -> LinkRegi
             wanted_bytes: wanted,
             limited_by: None,
         },
+    }
+}
+
+/// Chunks of file every link gets beyond its window's: partial chunks, and slack.
+fn slack_chunks(config: &RecordConfig) -> u64 {
+    4 * config.links as u64 + 16
+}
+
+/// The most window frames a link's file of `region_bytes` holds (the inverse of `link_region`).
+pub(crate) fn frames_fitting(config: &RecordConfig, region_bytes: u64) -> u64 {
+    let stride = stride_for(4096, max_payload_bytes(config), 4096);
+    (region_bytes / stride).saturating_sub(slack_chunks(config)) * config.chunk_frames as u64
+}
+
+/// The largest file each link of the burst being recorded may grow to, from `region_bytes`
+/// now: on a memory output what memory can hold (as if none of the file were allocated yet:
+/// its pages come as it is written), on disk what the file systems have free beyond it.
+pub(crate) fn room_to_grow(config: &RecordConfig, region_bytes: u64) -> u64 {
+    let stride = stride_for(4096, max_payload_bytes(config), 4096);
+    let memory_backed = config
+        .outputs()
+        .iter()
+        .any(|o| snbuf_persist::medium::probe(o).is_ok_and(|m| m.volatile));
+    if memory_backed {
+        memory_room_for_each_link(config, stride).unwrap_or(0)
+    } else {
+        region_bytes + disk_room_for_each_link(config, stride).0
     }
 }
 

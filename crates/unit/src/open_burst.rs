@@ -26,6 +26,8 @@ pub(crate) struct OpenedBurst {
     /// Each link's room when the output could not hold the whole window (bytes): each link
     /// stops when that is full. None: the window fits.
     pub cut_to_bytes_per_link: Option<u64>,
+    /// Bytes of file each link has.
+    pub region_bytes: u64,
 }
 
 /// The burst `burst_id` for `window`, from `prepared` when it fits.
@@ -77,6 +79,7 @@ pub(crate) fn open_burst(
                 survives_power_loss: p.survives_power_loss,
                 prepared_ahead: true,
                 cut_to_bytes_per_link: cut.then_some(p.region_bytes),
+                region_bytes: p.region_bytes,
             });
         }
         // Nothing prepared, or too small for this window (dropping it removes its files).
@@ -109,6 +112,7 @@ pub(crate) fn open_burst(
         })
     };
     let mut cut_to_bytes_per_link = plan.limited_by.map(|_| plan.region_bytes);
+    let mut region_bytes = plan.region_bytes;
     let burst = match create(plan.region_bytes) {
         Err(BurstError::Open {
             cause: PersistError::NoSpace { .. },
@@ -122,6 +126,7 @@ pub(crate) fn open_burst(
             }
             say_window_cut(&tightest, fits, plan.wanted_bytes, Limit::Disk);
             cut_to_bytes_per_link = Some(fits);
+            region_bytes = fits;
             create(fits)?
         }
         other => other?,
@@ -131,6 +136,7 @@ pub(crate) fn open_burst(
         survives_power_loss: survives,
         prepared_ahead: false,
         cut_to_bytes_per_link,
+        region_bytes,
     })
 }
 

@@ -82,9 +82,32 @@ impl TriggerRequest {
 pub struct TriggerReply {
     pub ok: bool,
     pub burst_id: String,
+    /// The trigger's own window (for a trigger that joined a burst, the one it asked for).
     pub window: TriggerInfo,
     /// The window's length in seconds of the detector's clock.
     pub window_s: f64,
+    /// Set when the trigger joined the burst already being recorded (`burst_id`) instead of
+    /// starting one: what of its window that burst records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub joined: Option<Joined>,
+}
+
+/// A trigger whose window began inside the burst being recorded: that burst answers it, its end
+/// moved out when the trigger's window reached further.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Joined {
+    /// The part of the trigger's window the burst records, [start, end) in ticks.
+    pub covered_start: u64,
+    pub covered_end: u64,
+    /// How far the burst's end moved for it (s of the detector's clock; 0 when it already
+    /// reached that far).
+    pub extended_by_s: f64,
+    /// What of the trigger's window the burst cannot record (s), and why: only when the output
+    /// has no room for the whole extension.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_covered_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_covered_why: Option<String>,
 }
 
 /// A refusal, of any request.

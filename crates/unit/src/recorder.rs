@@ -21,6 +21,7 @@ use crate::link_rates::{measure_links, newest_of, oldest_of, LinkRate, RateMeter
 use crate::links::{Links, SourceTotals};
 use crate::open_burst::open_burst;
 use crate::prepare::NextBurst;
+use crate::reach::BurstReach;
 use crate::report::RecordReport;
 use crate::status_file::{StatusFile, STATUS_FILE_INTERVAL};
 use crate::window::{Held, TriggerAt, WindowClock};
@@ -44,6 +45,9 @@ pub struct Unit {
     buffer_nodes: Vec<Option<u32>>,
     /// The live counters of the burst being recorded, if one is.
     live: Mutex<Option<Arc<Vec<LiveLink>>>>,
+    /// The reach of the burst being recorded (its window's end, which a trigger may move out),
+    /// from when its files are open until its writers are done.
+    reach: Mutex<Option<Arc<BurstReach>>>,
     /// The next burst's files, prepared ahead of its trigger.
     next: Mutex<NextBurst>,
     /// Per link, what every finished burst made durable and lost (counters that only grow).
@@ -147,6 +151,7 @@ impl Unit {
             buffer_page_bytes,
             buffer_nodes,
             live: Mutex::new(None),
+            reach: Mutex::new(None),
             finished: Mutex::new(
                 (0..config.links)
                     .map(|link| LinkCounters {
@@ -382,7 +387,14 @@ impl Unit {
         let identities = self.link_identities();
         let sources = sources_of(&self.buffers);
         let opened = open_burst(config, burst_id, &window, identities, prepared, &sources)?;
-        let (seal, link_writers) = opened.burst.split();
+        let (mut seal, link_writers) = opened.burst.split();
+        let reach = Arc::new(BurstReach::new(
+            window.clone(),
+            snbuf_burst::AnsweredTrigger::whole(burst_id, &window),
+            self.give_up_at(&window),
+            opened.region_bytes,
+        ));
+        *self.reach.lock().expect("reach") = Some(reach.clone());
 
         let trigger_instant = Instant::now();
         let (source_clock, max_lag_ns, links_favoured) = {
@@ -410,7 +422,7 @@ impl Unit {
                 crcs: snbuf_burst::chunk::FrameCrcCombiner::new(config.frame_type.frame_bytes()),
                 chunks_per_persist: config.chunks_per_persist,
                 frames_per_s: config.link_frames_per_s(),
-                give_up_at: self.give_up_at(&window),
+                reach: reach.clone(),
                 burst_id: burst_id.to_string(),
                 unit_id: config.unit_id.clone().unwrap_or_default(),
             },
@@ -440,15 +452,31 @@ impl Unit {
         };
         report_status("recording", true);
         let mut next_tick = Instant::now() + Duration::from_secs(1);
+        let mut answered_version = 0;
         while writers.running() {
             std::thread::sleep(Duration::from_millis(20));
+            // A trigger joined: the manifest names it, and the window it now records, at once.
+            let (version, now, triggers) = reach.answered();
+            if version != answered_version {
+                answered_version = version;
+                if let Err(e) = seal.answer(now, triggers) {
+                    tracing::error!(error = %e, "the manifest could not name a trigger that joined; it does at the seal");
+                }
+            }
             report_status("recording", false);
             if Instant::now() >= next_tick {
                 on_progress(&self.progress("recording"));
                 next_tick += Duration::from_secs(1);
             }
         }
-        let (links, writer_cpu_s) = writers.join(&dir)?;
+        let joined = writers.join(&dir);
+        *self.reach.lock().expect("reach") = None;
+        let (links, writer_cpu_s) = joined?;
+        // The window as recorded: its end where the last joined trigger moved it.
+        let (_, window, triggers) = reach.answered();
+        if triggers.len() > 1 {
+            seal.answer(window.clone(), triggers)?;
+        }
         let chunks_from_source = links.iter().map(|l| l.chunks_from_source()).sum();
         let writing_s = trigger_instant.elapsed().as_secs_f64();
         let source_cpu_s = source_clock.map(|c| c.seconds()).unwrap_or(0.0) - source_cpu0;
@@ -503,6 +531,70 @@ impl Unit {
             ingest_receive_cpu: self.ingest().and_then(|i| i.receive_cpu),
             ingest_nic: self.ingest().and_then(|i| i.nic),
         })
+    }
+
+    /// Trigger `id`, whose window is `w`, joins the burst being recorded when its window begins
+    /// inside that burst's: the burst's end moves out to hold it, as far as the output has room
+    /// (what does not fit is said in the answer). Err says why it cannot join (no burst, a
+    /// window that begins elsewhere, a burst that is ending): the caller waits or refuses, as
+    /// for any trigger during a burst.
+    pub fn join_burst(&self, id: &str, w: &TriggerInfo) -> Result<crate::protocol::Joined, String> {
+        let reach = self
+            .reach
+            .lock()
+            .expect("reach")
+            .clone()
+            .ok_or("no burst is being recorded")?;
+        let burst = reach.window();
+        let (start, end) = (burst.window_start_timestamp, burst.window_end_timestamp);
+        if w.window_start_timestamp < start || w.window_start_timestamp >= end {
+            return Err(format!(
+                "its window [{}, {}) does not begin inside the burst's [{start}, {end})",
+                w.window_start_timestamp, w.window_end_timestamp
+            ));
+        }
+        let clock = self.config.clock();
+        let step = self.config.frame_step_ticks();
+        let wanted_end = w.window_end_timestamp.max(end);
+        let wanted = crate::link_files::link_region(&self.config, (wanted_end - start) / step + 1);
+        let now = reach.now();
+        let room = crate::link_files::room_to_grow(&self.config, now.region_bytes);
+        let (new_end, region) = if wanted.region_bytes <= room && wanted.limited_by.is_none() {
+            (wanted_end, wanted.region_bytes.max(now.region_bytes))
+        } else {
+            // As far as the room goes, on the frame grid, never in.
+            let frames = crate::link_files::frames_fitting(&self.config, room);
+            let fit = start.saturating_add(frames.saturating_sub(1).saturating_mul(step));
+            (fit.clamp(end, wanted_end), room.max(now.region_bytes))
+        };
+        let covered_end = w.window_end_timestamp.min(new_end);
+        let mut answered = snbuf_burst::AnsweredTrigger::whole(id, w);
+        answered.covered_end_timestamp = covered_end;
+        let more = Duration::from_secs_f64(clock.seconds(new_end - end).min(86_400.0));
+        reach.join(answered, new_end, region, more)?;
+        let short = w.window_end_timestamp - covered_end;
+        Ok(crate::protocol::Joined {
+            covered_start: w.window_start_timestamp,
+            covered_end,
+            extended_by_s: clock.seconds(new_end - end),
+            not_covered_s: (short > 0).then(|| clock.seconds(short)),
+            not_covered_why: (short > 0).then(|| {
+                format!(
+                    "the output has room for {} per link of the {} the longer window needs",
+                    snbuf_quantity::Bytes(room),
+                    snbuf_quantity::Bytes(wanted.wanted_bytes)
+                )
+            }),
+        })
+    }
+
+    /// The window of the burst being recorded as it is now (its end moved by joined triggers).
+    pub fn burst_window(&self) -> Option<TriggerInfo> {
+        self.reach
+            .lock()
+            .expect("reach")
+            .as_ref()
+            .map(|r| r.window())
     }
 
     /// When the writers of `window` stop waiting for data that does not come: when the window's

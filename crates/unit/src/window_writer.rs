@@ -46,10 +46,12 @@ pub(crate) struct WindowJob {
     pub chunks_per_persist: u32,
     /// Frames per second a link produces: how long until a chunk fills.
     pub frames_per_s: f64,
-    /// When a link that has nothing more to read stops waiting for the rest of its window: its
-    /// source stopped sending (a detector switched off, a sender that ended). What never came is
-    /// counted lost. Nothing waits forever.
-    pub give_up_at: Instant,
+    /// Where the window ends now (it moves out when a trigger joins the burst), when a link that
+    /// has nothing more to read stops waiting for the rest of its window (its source stopped
+    /// sending: a detector switched off, a sender that ended; what never came is counted lost;
+    /// nothing waits forever), and how much file each link may fill. `window`'s own end is the
+    /// first trigger's; this one is read at every turn.
+    pub reach: Arc<crate::reach::BurstReach>,
     /// For the logs: which burst of which unit.
     pub burst_id: String,
     pub unit_id: String,
@@ -79,6 +81,8 @@ struct Cursor {
     persist_due: bool,
     persist_started: bool,
     done: bool,
+    /// The file room this link was last grown to (0: as opened).
+    grown_to: u64,
 }
 
 /// One link as its writer works on it.
@@ -105,6 +109,8 @@ enum Turn {
 struct StartedChunk {
     /// The first frame read.
     next: u64,
+    /// The window's end the read was cut at.
+    end: u64,
     /// How many frames were read and what came of them, or why nothing was.
     read: Result<(usize, Batch), ReadError>,
 }
@@ -193,10 +199,16 @@ impl LinkWork<'_> {
     /// One piece: the per-link step of the writer's loop; its branches (read, append,
     /// acknowledge, finish) share the link's state.
     fn turn(&mut self, job: &WindowJob) -> Turn {
-        let (ws, we) = (
-            job.window.window_start_timestamp,
-            job.window.window_end_timestamp,
-        );
+        let reach = job.reach.now();
+        let (ws, we) = (job.window.window_start_timestamp, reach.end);
+        if reach.region_bytes > self.c.grown_to {
+            // The window moved out: room for it now, before a chunk finds the file full.
+            self.c.grown_to = reach.region_bytes;
+            if let Err(e) = self.lw.grow(reach.region_bytes) {
+                tracing::warn!(link = self.lw.link(), error = %e,
+                    "the link's file cannot grow for the longer window: it stops when full");
+            }
+        }
         let next = match self.c.next {
             Some(n) => n,
             None => {
@@ -217,9 +229,12 @@ impl LinkWork<'_> {
         let want = frames_for_next_chunk(next, job.chunk_frames as u64, job.block_frames);
         let written = self.buf.written();
         let available = written.saturating_sub(next);
-        let given_up = Instant::now() >= job.give_up_at;
+        let given_up = Instant::now() >= reach.give_up_at;
         if available == 0 {
             if given_up {
+                if !job.reach.close_at(we) {
+                    return Turn::Progressed; // the window moved out meanwhile
+                }
                 // The source stopped short of the window's end: the rest never came.
                 let expect = self.c.expect_ts.unwrap_or(ws);
                 self.count_lost(frames_between(expect, we, job.ticks_per_frame));
@@ -299,14 +314,18 @@ impl LinkWork<'_> {
             // Overwritten or not, the write may be in flight: `finish_chunk` waits for it.
             read => read,
         };
-        Turn::Started(StartedChunk { next, read })
+        Turn::Started(StartedChunk {
+            next,
+            end: we,
+            read,
+        })
     }
 
     /// Waits for the chunk `turn` started, checks that the ring still held its frames when the
     /// write ended (the device read them by DMA until then), and appends it, or skips what the
     /// link overwrote meanwhile (that payload is never appended: no header points at it).
     fn finish_chunk(&mut self, chunk: StartedChunk, job: &WindowJob) {
-        let StartedChunk { next, read } = chunk;
+        let StartedChunk { next, end, read } = chunk;
         let waited = self.lw.wait_staged();
         match read.and_then(|r| self.buf.still_holds(next).map(|()| r)) {
             Ok((n, mut batch)) => {
@@ -318,7 +337,7 @@ impl LinkWork<'_> {
                 if let (Ok(()), Err(e)) = (&batch.staged, waited) {
                     batch.staged = Err(e);
                 }
-                self.take_batch(next, n, batch, job);
+                self.take_batch(next, n, batch, job, end);
             }
             Err(ReadError::Overwritten { oldest }) => {
                 // Overwritten before this writer got to them, or while they were written:
@@ -330,9 +349,8 @@ impl LinkWork<'_> {
         }
     }
 
-    /// Accounts for and appends one read of `n` frames from `next`.
-    fn take_batch(&mut self, next: u64, n: usize, batch: Batch, job: &WindowJob) {
-        let we = job.window.window_end_timestamp;
+    /// Accounts for and appends one read of `n` frames from `next`, cut at the window's end `we`.
+    fn take_batch(&mut self, next: u64, n: usize, batch: Batch, job: &WindowJob, we: u64) {
         let tpf = job.ticks_per_frame;
         let Batch {
             before,
@@ -345,6 +363,9 @@ impl LinkWork<'_> {
             if before == n {
                 self.advance_to(next + n as u64);
                 return;
+            }
+            if !job.reach.close_at(we) {
+                return; // the window moved out: read these frames again against its new end
             }
             // The next frame present is past the window: whatever was expected is lost.
             let expect = self
@@ -381,8 +402,9 @@ impl LinkWork<'_> {
         }
         self.c.expect_ts = Some(last + tpf);
         self.advance_to(next + (before + inside) as u64);
-        if before + inside < n {
-            // A frame at or past the window's end is buffered: the window is complete.
+        if before + inside < n && job.reach.close_at(we) {
+            // A frame at or past the window's end is buffered: the window is complete (unless
+            // a trigger moved the end out meanwhile: then the link goes on).
             self.count_lost(frames_between(last + tpf, we, tpf));
             self.finish_window();
         }
@@ -481,10 +503,13 @@ impl LinkWork<'_> {
     /// durable watermark not already counted (loss stays explicit, whatever stopped it). Then
     /// every frame of the window is durable or counted lost, which is asserted.
     fn finish(&mut self, job: &WindowJob) {
-        let (ws, we) = (
-            job.window.window_start_timestamp,
-            job.window.window_end_timestamp,
-        );
+        // This writer is done: the end is final (a writer whose links all failed closes it, so
+        // no trigger joins a burst whose losses are being counted).
+        let mut we = job.reach.now().end;
+        while !job.reach.close_at(we) {
+            we = job.reach.now().end;
+        }
+        let ws = job.window.window_start_timestamp;
         let tpf = job.ticks_per_frame;
         let anchor = self.c.grid.unwrap_or(ws);
         if self.live.failed() {

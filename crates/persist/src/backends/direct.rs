@@ -149,4 +149,17 @@ impl Sink for DirectSink {
     fn report(&self) -> &SinkReport {
         &self.report
     }
+
+    fn grow(&mut self, region_bytes: u64) -> Result<()> {
+        crate::backends::grow_region(
+            &self.file,
+            &self.report.path,
+            self.region_offset_bytes,
+            self.region_bytes,
+            region_bytes,
+        )?;
+        self.region_bytes = self.region_bytes.max(region_bytes);
+        self.report.region_bytes = self.region_bytes;
+        Ok(())
+    }
 }

@@ -48,7 +48,9 @@ pub struct MappedSink {
     msync_at_persist: bool,
     /// Byte range written since the last persist (for msync).
     dirty: Option<(usize, usize)>,
+    region_offset_bytes: u64,
     region_bytes: u64,
+    page_size: snbuf_platform::memory::PageSize,
     report: SinkReport,
 }
 
@@ -158,7 +160,9 @@ impl MappedSink {
             store,
             msync_at_persist,
             dirty: None,
+            region_offset_bytes: config.region_offset_bytes,
             region_bytes: config.region_bytes,
+            page_size: config.page_size,
             report: SinkReport {
                 method: config.method,
                 path: config.path.clone(),
@@ -285,5 +289,43 @@ impl Sink for MappedSink {
 
     fn report(&self) -> &SinkReport {
         &self.report
+    }
+
+    /// The file grown, then mapped anew over the longer region (the old mapping unmapped). What
+    /// was written before is persisted first: the stores made through the old mapping reach
+    /// their persistence point before it goes.
+    fn grow(&mut self, region_bytes: u64) -> Result<()> {
+        if region_bytes <= self.region_bytes {
+            return Ok(());
+        }
+        self.persist()?;
+        crate::backends::grow_region(
+            &self._file,
+            &self.report.path,
+            self.region_offset_bytes,
+            self.region_bytes,
+            region_bytes,
+        )?;
+        let len = usize::try_from(region_bytes)
+            .map_err(|_| PersistError::Config("region does not fit in the address space".into()))?;
+        let map = FileMapping::map(
+            &self._file,
+            self.region_offset_bytes,
+            len,
+            self.page_size,
+            false,
+        )
+        .map_err(|e| PersistError::io("mmap", &self.report.path, e))?;
+        if map.kind() != self.map.kind() {
+            // A durability that changed under the burst (MAP_SYNC now refused) is not taken.
+            return Err(PersistError::Unsupported {
+                method: self.report.method,
+                why: "the longer mapping would not be of the same kind".into(),
+            });
+        }
+        self.map = map;
+        self.region_bytes = region_bytes;
+        self.report.region_bytes = region_bytes;
+        Ok(())
     }
 }

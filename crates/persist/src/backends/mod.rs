@@ -99,6 +99,41 @@ pub(crate) fn open_target(config: &SinkConfig, extra_flags: i32) -> Result<File>
     Ok(file)
 }
 
+/// Grows a file-backed region from `from` to `to` bytes (nothing when `to <= from`): the new
+/// blocks are allocated now (posix_fallocate), so a write into them finds its space, and a file
+/// system without it fails here with `NoSpace` before anything is written.
+pub(crate) fn grow_region(
+    file: &File,
+    path: &Path,
+    region_offset_bytes: u64,
+    from: u64,
+    to: u64,
+) -> Result<()> {
+    if to <= from {
+        return Ok(());
+    }
+    let at = region_offset_bytes
+        .checked_add(from)
+        .filter(|at| at.checked_add(to - from).is_some())
+        .ok_or_else(|| PersistError::Config("region end overflows".into()))?;
+    // SAFETY: a plain syscall on an fd the caller owns.
+    let rc = unsafe {
+        libc::posix_fallocate(
+            file.as_raw_fd(),
+            at as libc::off_t,
+            (to - from) as libc::off_t,
+        )
+    };
+    if rc != 0 {
+        return Err(PersistError::io(
+            "grow",
+            path,
+            std::io::Error::from_raw_os_error(rc),
+        ));
+    }
+    Ok(())
+}
+
 /// Maps `WriteZero` (the kernel accepted no bytes) to the typed short-write error.
 pub(crate) fn write_error(
     op: &'static str,

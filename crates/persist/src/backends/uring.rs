@@ -604,6 +604,19 @@ impl Sink for UringSink {
         &self.report
     }
 
+    fn grow(&mut self, region_bytes: u64) -> Result<()> {
+        crate::backends::grow_region(
+            &self.file,
+            &self.report.path,
+            self.region_offset_bytes,
+            self.region_bytes,
+            region_bytes,
+        )?;
+        self.region_bytes = self.region_bytes.max(region_bytes);
+        self.report.region_bytes = self.region_bytes;
+        Ok(())
+    }
+
     fn drain_completion_latencies_ns(&mut self, record: &mut dyn FnMut(u64)) -> bool {
         for &ns in &self.latencies_ns {
             record(ns);

@@ -424,6 +424,10 @@ impl<S: Sink> Sink for Faulty<S> {
         self.inner.report()
     }
 
+    fn grow(&mut self, region_bytes: u64) -> Result<()> {
+        self.inner.grow(region_bytes)
+    }
+
     fn drain_completion_latencies_ns(&mut self, record: &mut dyn FnMut(u64)) -> bool {
         self.inner.drain_completion_latencies_ns(record)
     }

@@ -250,16 +250,18 @@ impl Server {
         let post = TriggerRequest::seconds(req.post_s, "post_s", config.post)?;
         // The window, decided once, now: this is what is recorded and what the client is told.
         let window = self.unit.window(at, pre, post).map_err(|e| e.to_string())?;
+        if let Some(id) = &req.burst_id {
+            snbuf_burst::check_burst_id(id).map_err(|e| e.to_string())?;
+            if config.output_dir.join(id).exists() {
+                return Err(format!("burst {id} already exists"));
+            }
+        }
         if self.busy.load(Ordering::Acquire) {
-            return Err(RecordError::Busy.to_string());
+            return self.join(req, window);
         }
         let burst_id = match &req.burst_id {
             Some(id) => id.clone(),
-            None => {
-                let mut n = self.counter.lock().expect("counter");
-                *n += 1;
-                format!("{}-{:04}", config.burst_id, *n)
-            }
+            None => self.next_burst_id(),
         };
         snbuf_burst::check_burst_id(&burst_id).map_err(|e| e.to_string())?;
         if config.output_dir.join(&burst_id).exists() {
@@ -295,6 +297,43 @@ impl Server {
             burst_id,
             window_s: window.length_s().unwrap_or(0.0),
             window,
+            joined: None,
+        })
+    }
+
+    /// The next burst id of this unit's own (`BURST-0001`, ...).
+    fn next_burst_id(&self) -> String {
+        let mut n = self.counter.lock().expect("counter");
+        *n += 1;
+        format!("{}-{:04}", self.unit.config().burst_id, *n)
+    }
+
+    /// A trigger that came while a burst is being recorded: it joins that burst when its window
+    /// begins inside the burst's (the burst's end moves out to hold it), else it is refused as
+    /// busy, with the reason it could not join.
+    fn join(&self, req: &TriggerRequest, window: TriggerInfo) -> Result<TriggerReply, String> {
+        let current = self.current.lock().expect("current").clone();
+        let Some(current) = current else {
+            return Err(RecordError::Busy.to_string());
+        };
+        let id = req.burst_id.clone().unwrap_or_else(|| self.next_burst_id());
+        let joined = self
+            .unit
+            .join_burst(&id, &window)
+            .map_err(|why| format!("{} (it cannot join it: {why})", RecordError::Busy))?;
+        if let Some(now) = self.unit.burst_window() {
+            if let Some(c) = self.current.lock().expect("current").as_mut() {
+                c.window = now;
+            }
+        }
+        tracing::info!(burst = %current.burst_id, trigger = %id, joined = ?joined,
+            "trigger joined the burst being recorded");
+        Ok(TriggerReply {
+            ok: true,
+            burst_id: current.burst_id,
+            window_s: window.length_s().unwrap_or(0.0),
+            window,
+            joined: Some(joined),
         })
     }
 

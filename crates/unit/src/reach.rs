@@ -1,0 +1,191 @@
+//! The reach of the burst being recorded: where its window ends, which moves out when a trigger
+//! joins it (a second alert for the same supernova, a few seconds after the first), how long its
+//! writers wait for data, how much file each link may fill, and the triggers it answers.
+//!
+//! Shared by three parties: the control server moves the end (`join`); each writer reads the end
+//! at every turn and, when a link has reached it, closes the reach (`close_at`), after which the
+//! end never moves again, so no link can finish a window that another then extends; the recorder
+//! writes the triggers and the final window into the manifest.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use snbuf_burst::{AnsweredTrigger, TriggerInfo};
+
+pub(crate) struct BurstReach {
+    inner: Mutex<Reach>,
+}
+
+struct Reach {
+    /// The burst's window: its first trigger's, the end moved out by those that joined.
+    window: TriggerInfo,
+    /// When a link with nothing more to read stops waiting for the rest of the window.
+    give_up_at: Instant,
+    /// Bytes of file each link may fill (files grow to it as they need).
+    region_bytes: u64,
+    /// A link reached the end: the end is final.
+    closed: bool,
+    triggers: Vec<AnsweredTrigger>,
+    /// Bumped at each join, so the recorder knows when to write the manifest again.
+    version: u64,
+}
+
+/// What a writer reads at each turn.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Now {
+    pub end: u64,
+    pub give_up_at: Instant,
+    pub region_bytes: u64,
+}
+
+impl BurstReach {
+    pub fn new(
+        window: TriggerInfo,
+        first: AnsweredTrigger,
+        give_up_at: Instant,
+        region_bytes: u64,
+    ) -> BurstReach {
+        BurstReach {
+            inner: Mutex::new(Reach {
+                window,
+                give_up_at,
+                region_bytes,
+                closed: false,
+                triggers: vec![first],
+                version: 0,
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Reach> {
+        self.inner.lock().expect("the burst's reach")
+    }
+
+    pub fn now(&self) -> Now {
+        let r = self.lock();
+        Now {
+            end: r.window.window_end_timestamp,
+            give_up_at: r.give_up_at,
+            region_bytes: r.region_bytes,
+        }
+    }
+
+    /// A link has reached `end` (read from `now`) and would finish: true when the window still
+    /// ends there, and from now on always will; false when a trigger moved it out meanwhile
+    /// (the link goes on to the new end).
+    pub fn close_at(&self, end: u64) -> bool {
+        let mut r = self.lock();
+        assert!(
+            end <= r.window.window_end_timestamp,
+            "the end never moves in"
+        );
+        if r.window.window_end_timestamp != end {
+            return false;
+        }
+        r.closed = true;
+        true
+    }
+
+    /// Trigger `t` joins: the window's end moves out to `end` (never in), the writers wait
+    /// `more` longer for data, and each link's file may grow to `region_bytes`. Err when a link
+    /// has already finished the window (the burst is ending: the trigger must wait for it).
+    pub fn join(
+        &self,
+        t: AnsweredTrigger,
+        end: u64,
+        region_bytes: u64,
+        more: Duration,
+    ) -> Result<(), String> {
+        let mut r = self.lock();
+        if r.closed {
+            return Err("the burst is ending: its window can no longer move".into());
+        }
+        if r.triggers.iter().any(|a| a.trigger_id == t.trigger_id) {
+            return Err(format!(
+                "trigger {} already joined this burst",
+                t.trigger_id
+            ));
+        }
+        assert!(
+            t.covered_end_timestamp <= end.max(r.window.window_end_timestamp),
+            "what a trigger is told is covered is inside the window"
+        );
+        if end > r.window.window_end_timestamp {
+            let hz = r.window.clock_hz.unwrap_or(1).max(1) as f64;
+            r.window.window_end_timestamp = end;
+            r.window.post_s = Some((end - r.window.trigger_timestamp) as f64 / hz);
+            r.give_up_at += more;
+        }
+        r.region_bytes = r.region_bytes.max(region_bytes);
+        r.triggers.push(t);
+        r.version += 1;
+        Ok(())
+    }
+
+    /// The window and the triggers answered, with a version that changes at each join.
+    pub fn answered(&self) -> (u64, TriggerInfo, Vec<AnsweredTrigger>) {
+        let r = self.lock();
+        (r.version, r.window.clone(), r.triggers.clone())
+    }
+
+    /// The burst's window as it is now.
+    pub fn window(&self) -> TriggerInfo {
+        self.lock().window.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reach() -> BurstReach {
+        let w = TriggerInfo::new(1_000, 500, 2_000, 1_000);
+        BurstReach::new(
+            w.clone(),
+            AnsweredTrigger::whole("t1", &w),
+            Instant::now(),
+            4 << 20,
+        )
+    }
+
+    fn joining(id: &str, end: u64) -> AnsweredTrigger {
+        AnsweredTrigger::whole(id, &TriggerInfo::new(1_500, 1_000, end, 1_000))
+    }
+
+    #[test]
+    fn a_join_moves_the_end_out_never_in_and_is_listed() {
+        let r = reach();
+        let t0 = r.now().give_up_at;
+        r.join(joining("t2", 3_000), 3_000, 8 << 20, Duration::from_secs(1))
+            .unwrap();
+        let now = r.now();
+        assert_eq!(now.end, 3_000);
+        assert_eq!(now.region_bytes, 8 << 20);
+        assert_eq!(now.give_up_at - t0, Duration::from_secs(1));
+        // Inside the window already: listed, the end unchanged, no more wait.
+        r.join(joining("t3", 2_500), 2_500, 1 << 20, Duration::ZERO)
+            .unwrap();
+        let (version, w, triggers) = r.answered();
+        assert_eq!((version, w.window_end_timestamp), (2, 3_000));
+        assert_eq!(w.post_s, Some(2.0), "post_s follows the end");
+        let ids: Vec<&str> = triggers.iter().map(|t| t.trigger_id.as_str()).collect();
+        assert_eq!(ids, ["t1", "t2", "t3"]);
+        assert!(r
+            .join(joining("t2", 3_000), 3_000, 0, Duration::ZERO)
+            .is_err());
+    }
+
+    #[test]
+    fn once_a_link_finished_the_end_is_final() {
+        let r = reach();
+        // A link read the end before a join moved it: it must not finish.
+        let seen = r.now().end;
+        r.join(joining("t2", 2_600), 2_600, 0, Duration::ZERO)
+            .unwrap();
+        assert!(!r.close_at(seen), "the end moved: the link goes on");
+        assert!(r.close_at(r.now().end));
+        let e = r.join(joining("t3", 2_700), 2_700, 0, Duration::ZERO);
+        assert!(e.unwrap_err().contains("ending"));
+        assert_eq!(r.now().end, 2_600);
+    }
+}
