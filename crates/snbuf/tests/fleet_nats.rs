@@ -13,17 +13,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{free_port, installed_tool, snbuf, stderr, wait_for_socket, KillOnDrop};
+use common::{free_port, snbuf, stderr, wait_for_socket, KillOnDrop};
 use serde_json::Value;
 
 /// A nats-server with JetStream on 127.0.0.1:`port`, storing in `dir`; None (test skips) when
 /// nats-server is not installed.
 fn nats_server(port: u16, dir: &Path) -> Option<KillOnDrop> {
-    let bin = installed_tool(
-        ["/usr/sbin/nats-server", "/usr/bin/nats-server"].map(PathBuf::from),
-        "SNBUF_REQUIRE_NATS",
-        "nats-server: apt-get install nats-server",
-    )?;
+    nats_server_from(&common::nats_server_bin()?, port, dir)
+}
+
+fn nats_server_from(bin: &Path, port: u16, dir: &Path) -> Option<KillOnDrop> {
     let child = Command::new(bin)
         .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
         .arg(dir)
@@ -150,9 +149,25 @@ fn events(url: &str) -> Vec<Value> {
 
 #[test]
 fn one_trigger_reaches_three_units_which_record_the_same_window() {
+    if let Some(bin) = common::nats_server_bin() {
+        three_units_record_one_trigger_once(&bin);
+    }
+}
+
+/// The same on Debian's nats-server 2.9.10, which snbuf still supports.
+#[test]
+fn the_fleet_works_on_debians_nats_server_too() {
+    if let Some(bin) = common::debian_nats_server_bin() {
+        let version = common::version_of(&bin);
+        assert!(version.contains("v2."), "{version}");
+        three_units_record_one_trigger_once(&bin);
+    }
+}
+
+fn three_units_record_one_trigger_once(bin: &Path) {
     let root = tempfile::tempdir().unwrap();
     let port = free_port();
-    let Some(_nats) = nats_server(port, &root.path().join("js")) else {
+    let Some(_nats) = nats_server_from(bin, port, &root.path().join("js")) else {
         return;
     };
     let url = format!("nats://127.0.0.1:{port}");

