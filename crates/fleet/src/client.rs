@@ -60,12 +60,25 @@ async fn open(
 /// Runs `attempt` on a fresh connection until it succeeds or `COMMAND_DEADLINE` has passed; each
 /// attempt is cut off at the deadline. A server that is down, paused or without a JetStream
 /// leader costs one attempt; the next connects anew and may reach another server.
-async fn within_deadline<T, F, Fut>(opts: &NatsOptions, mut attempt: F) -> Result<T, FleetError>
+async fn within_deadline<T, F, Fut>(opts: &NatsOptions, attempt: F) -> Result<T, FleetError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, String>>,
 {
-    let deadline = tokio::time::Instant::now() + COMMAND_DEADLINE;
+    within(opts, COMMAND_DEADLINE, attempt).await
+}
+
+/// `within_deadline` with a deadline of its own.
+async fn within<T, F, Fut>(
+    opts: &NatsOptions,
+    limit: Duration,
+    mut attempt: F,
+) -> Result<T, FleetError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
     let mut last = String::from("no attempt finished");
     let mut attempts = 0;
     loop {
@@ -78,7 +91,7 @@ where
         if tokio::time::Instant::now() + Duration::from_millis(200) >= deadline {
             return Err(nats_error(opts)(format!(
                 "no answer within {} s ({attempts} attempt(s)); last: {last}",
-                COMMAND_DEADLINE.as_secs()
+                limit.as_secs()
             )));
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -98,18 +111,141 @@ pub struct TriggerAccepted {
     /// The stream already held this trigger id (an earlier attempt was stored, its answer lost):
     /// stored once all the same.
     pub duplicate: bool,
+    /// No acknowledgement came, and the trigger was found in the stream by looking it up.
+    pub found_by_lookup: bool,
+}
+
+/// How long `trigger --nats` tries to have its trigger stored, and then how long it looks the
+/// trigger up in the stream when no acknowledgement came: together under the 10 s an operator
+/// is promised an answer in.
+pub const PUBLISH_DEADLINE: Duration = Duration::from_secs(6);
+pub const LOOKUP_DEADLINE: Duration = Duration::from_secs(3);
+pub const TRIGGER_ANSWER_WITHIN: Duration = Duration::from_secs(10);
+const _: () = assert!(
+    PUBLISH_DEADLINE.as_millis() + LOOKUP_DEADLINE.as_millis() + 500
+        < TRIGGER_ANSWER_WITHIN.as_millis()
+);
+/// The most stream messages a look-up reads, newest first (triggers are a few a day).
+const LOOKUP_MAX_MESSAGES: u64 = 256;
+
+/// What the stream says of a trigger whose publish got no acknowledgement.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Lookup {
+    /// It is there: the cluster stored it, and its answer was lost.
+    Stored {
+        stream_sequence: u64,
+        server: String,
+    },
+    /// It is not there (every trigger stored since it was issued was read).
+    NotStored,
+    /// The stream could not be read in time: it may or may not be there.
+    Unknown(String),
+}
+
+/// A trigger whose publish was not acknowledged, and what its look-up found.
+#[derive(Debug)]
+pub struct NotAcknowledged {
+    pub error: FleetError,
+    pub lookup: Lookup,
 }
 
 /// Broadcasts `t` to every unit: returns once the cluster has stored it (replicated as its
-/// stream is), trying again on a new connection until `COMMAND_DEADLINE`. The trigger id is the
-/// message id, so however many attempts reach the stream it is stored once.
+/// stream is), trying again on a new connection until `PUBLISH_DEADLINE`. The trigger id is the
+/// message id, so however many attempts reach the stream it is stored once. Without an
+/// acknowledgement, the trigger is looked up in the stream (`LOOKUP_DEADLINE`): an answer lost
+/// with a server is not a trigger lost.
 pub fn broadcast_trigger(
+    opts: &NatsOptions,
+    t: &TriggerMessage,
+) -> Result<TriggerAccepted, NotAcknowledged> {
+    let rt = runtime().map_err(|e| NotAcknowledged {
+        error: e.into(),
+        lookup: Lookup::Unknown("no runtime".into()),
+    })?;
+    let error = match rt.block_on(publish_trigger(opts, t)) {
+        Ok(accepted) => return Ok(accepted),
+        Err(e) => e,
+    };
+    let lookup = rt.block_on(look_up(opts, t));
+    match lookup {
+        Lookup::Stored {
+            stream_sequence,
+            server,
+        } => Ok(TriggerAccepted {
+            trigger_id: t.trigger_id.clone(),
+            stream_sequence,
+            server,
+            attempts: 0,
+            duplicate: false,
+            found_by_lookup: true,
+        }),
+        lookup => Err(NotAcknowledged { error, lookup }),
+    }
+}
+
+/// Trigger `t` looked up in the trigger stream, newest first, back to the triggers issued well
+/// before it (a minute, for senders' clocks that differ), within `LOOKUP_DEADLINE`.
+pub async fn look_up(opts: &NatsOptions, t: &TriggerMessage) -> Lookup {
+    let read = async {
+        let (js, _client, server) = open(opts).await?;
+        let mut stream = js
+            .get_stream(TRIGGER_STREAM)
+            .await
+            .map_err(|e| format!("stream {TRIGGER_STREAM} via {server}: {e}"))?;
+        let state = stream
+            .info()
+            .await
+            .map_err(|e| format!("stream {TRIGGER_STREAM} via {server}: {e}"))?
+            .state
+            .clone();
+        let oldest = state.first_sequence.max(1);
+        let floor = t.issued_unix_ns.saturating_sub(60_000_000_000);
+        let mut seq = state.last_sequence;
+        let mut read = 0;
+        while seq >= oldest && state.last_sequence > 0 {
+            if read == LOOKUP_MAX_MESSAGES {
+                return Err(format!(
+                    "{read} triggers read back from sequence {} without reaching its time",
+                    state.last_sequence
+                ));
+            }
+            read += 1;
+            // A message deleted from the stream (a gap in the sequence) is passed over.
+            if let Ok(m) = stream.get_raw_message(seq).await {
+                if let Ok(stored) = serde_json::from_slice::<TriggerMessage>(&m.payload) {
+                    if stored.trigger_id == t.trigger_id {
+                        return Ok(Some((seq, server)));
+                    }
+                    if stored.issued_unix_ns < floor {
+                        break;
+                    }
+                }
+            }
+            seq -= 1;
+        }
+        Ok(None)
+    };
+    match tokio::time::timeout(LOOKUP_DEADLINE, read).await {
+        Ok(Ok(Some((stream_sequence, server)))) => Lookup::Stored {
+            stream_sequence,
+            server,
+        },
+        Ok(Ok(None)) => Lookup::NotStored,
+        Ok(Err(e)) => Lookup::Unknown(e),
+        Err(_) => Lookup::Unknown(format!(
+            "the trigger stream did not answer within {} s",
+            LOOKUP_DEADLINE.as_secs()
+        )),
+    }
+}
+
+async fn publish_trigger(
     opts: &NatsOptions,
     t: &TriggerMessage,
 ) -> Result<TriggerAccepted, FleetError> {
     let body = bytes::Bytes::from(serde_json::to_vec(t).expect("serialises"));
     let mut attempts = 0u32;
-    runtime()?.block_on(within_deadline(opts, || {
+    within(opts, PUBLISH_DEADLINE, || {
         attempts += 1;
         let (body, attempts) = (body.clone(), attempts);
         async move {
@@ -141,9 +277,11 @@ pub fn broadcast_trigger(
                 server,
                 attempts,
                 duplicate: ack.duplicate,
+                found_by_lookup: false,
             })
         }
-    }))
+    })
+    .await
 }
 
 /// `snbuf fleet setup`: every fleet stream created, or changed to the fleet's settings with

@@ -14,7 +14,9 @@ pub mod layout;
 pub mod schema;
 pub mod unit_link;
 
-pub use client::{broadcast_trigger, fleet_status, recent_events, FleetError, UnitView};
+pub use client::{
+    broadcast_trigger, fleet_status, recent_events, FleetError, Lookup, NotAcknowledged, UnitView,
+};
 pub use connect::NatsOptions;
 pub use schema::{TriggerMessage, UnitEvent, UnitStatus};
 pub use unit_link::UnitLink;

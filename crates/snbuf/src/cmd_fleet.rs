@@ -131,6 +131,15 @@ pub fn trigger(args: &TriggerArgs, url: &str) -> anyhow::Result<()> {
     let now = now_unix_ns();
     let (at_unix_ns, at_ticks) = match args.at.as_str() {
         "now" => (Some(now), None),
+        // A wall-clock instant: what a retry of a trigger sent for `now` gives, to keep its window.
+        t if t.starts_with("unix:") => (
+            Some(t["unix:".len()..].parse::<u64>().map_err(|_| {
+                usage(format!(
+                    "--at '{t}': expected unix:NANOSECONDS since the Unix epoch"
+                ))
+            })?),
+            None,
+        ),
         t => (
             None,
             Some(t.parse::<u64>().map_err(|_| {
@@ -156,7 +165,17 @@ pub fn trigger(args: &TriggerArgs, url: &str) -> anyhow::Result<()> {
         post_s: args.post.map(|d| d.as_secs_f64()),
         issued_unix_ns: now,
     };
-    let accepted = snbuf_fleet::broadcast_trigger(&opts, &t).map_err(fleet_error)?;
+    let accepted = match snbuf_fleet::broadcast_trigger(&opts, &t) {
+        Ok(a) => a,
+        Err(not) => return Err(not_acknowledged(&t, url, args, not)),
+    };
+    if accepted.found_by_lookup {
+        println!(
+            "accepted: trigger {} is in the fleet's trigger stream (sequence {}, read via server {}): its acknowledgement was lost, the trigger was not; every unit records it once or reports it missed",
+            accepted.trigger_id, accepted.stream_sequence, accepted.server
+        );
+        return Ok(());
+    }
     println!(
         "accepted: trigger {} stored by the fleet's NATS via server {} (stream sequence {}, {} attempt(s){}); every unit records it once or reports it missed",
         accepted.trigger_id,
@@ -170,6 +189,45 @@ pub fn trigger(args: &TriggerArgs, url: &str) -> anyhow::Result<()> {
         }
     );
     Ok(())
+}
+
+/// A trigger whose publish was not acknowledged: what its look-up in the stream found, and the
+/// command that sends it again safely (same id, same window: units record it once).
+fn not_acknowledged(
+    t: &TriggerMessage,
+    url: &str,
+    args: &TriggerArgs,
+    not: snbuf_fleet::NotAcknowledged,
+) -> anyhow::Error {
+    let mut retry = format!(
+        "snbuf trigger --nats {url} --burst-id {} --at {}",
+        t.trigger_id,
+        match (t.at_ticks, t.at_unix_ns) {
+            (Some(ticks), _) => ticks.to_string(),
+            (None, Some(ns)) => format!("unix:{ns}"),
+            (None, None) => "now".into(),
+        }
+    );
+    for (flag, v) in [("--pre", args.pre), ("--post", args.post)] {
+        if let Some(d) = v {
+            retry += &format!(" {flag} {}s", d.as_secs_f64());
+        }
+    }
+    let what = match &not.lookup {
+        snbuf_fleet::Lookup::NotStored => format!(
+            "trigger {} is NOT stored: the fleet's trigger stream does not hold it",
+            t.trigger_id
+        ),
+        snbuf_fleet::Lookup::Unknown(why) => format!(
+            "trigger {}: UNKNOWN whether it was stored ({why})",
+            t.trigger_id
+        ),
+        snbuf_fleet::Lookup::Stored { .. } => unreachable!("a stored trigger is accepted"),
+    };
+    anyhow::Error::new(Failure(format!(
+        "{what}; {}. Send it again, safely (the same id is recorded once): {retry}",
+        not.error
+    )))
 }
 
 /// `snbuf fleet setup`: the fleet's streams created, or changed to the settings given.

@@ -691,3 +691,103 @@ fn servers_from_the_config_file_with_one_dead_still_make_a_fleet() {
     assert!(said.starts_with("accepted: trigger cfg-1 stored"), "{said}");
     wait_sealed(&out.join("cfg-1"));
 }
+
+/// `trigger --nats` that gets no acknowledgement says whether the stream holds its trigger, and
+/// prints the command that sends it again safely; that command, once NATS is back, stores it
+/// with the same id and window. The look-up finds a stored trigger and says when one is not.
+#[test]
+fn a_trigger_without_an_answer_is_looked_up_and_its_retry_is_printed() {
+    let root = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let url = format!("nats://127.0.0.1:{port}");
+    // No server yet: unknown, and the exact retry (same id, the same instant, the same window).
+    let started = Instant::now();
+    let o = snbuf(&[
+        "trigger",
+        "--nats",
+        &url,
+        "--burst-id",
+        "sn-9",
+        "--pre",
+        "1.5s",
+    ]);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "within the 10 s promised"
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("UNKNOWN whether it was stored"), "{err}");
+    let retry = err
+        .split("safely (the same id is recorded once): ")
+        .nth(1)
+        .unwrap();
+    let words: Vec<&str> = retry.split_whitespace().collect();
+    assert_eq!(&words[..3], ["snbuf", "trigger", "--nats"], "{retry}");
+    assert!(
+        retry.contains("--burst-id sn-9") && retry.contains("--at unix:"),
+        "{retry}"
+    );
+    assert!(retry.contains("--pre 1.5s"), "{retry}");
+
+    let Some(_nats) = nats_server(port, &root.path().join("js")) else {
+        return;
+    };
+    let o = snbuf(&words[1..]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let at_ns: u64 = retry
+        .split("--at unix:")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+
+    let opts = snbuf_fleet::NatsOptions::parse(&url).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let stored = |id: &str| snbuf_fleet::TriggerMessage {
+        schema: 1,
+        trigger_id: id.into(),
+        at_unix_ns: Some(at_ns),
+        at_ticks: None,
+        pre_s: Some(1.5),
+        post_s: None,
+        issued_unix_ns: snbuf_quantity::now_unix_ns(),
+    };
+    match rt.block_on(snbuf_fleet::client::look_up(&opts, &stored("sn-9"))) {
+        snbuf_fleet::Lookup::Stored {
+            stream_sequence, ..
+        } => assert_eq!(stream_sequence, 1),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        rt.block_on(snbuf_fleet::client::look_up(&opts, &stored("sn-10"))),
+        snbuf_fleet::Lookup::NotStored
+    );
+    // The stored copy is the retried trigger: same id, same instant, same window.
+    let stream = events_stream_message(&url, 1);
+    assert_eq!(stream["trigger_id"], "sn-9");
+    assert_eq!(stream["at_unix_ns"], at_ns);
+    assert_eq!(stream["pre_s"], 1.5);
+}
+
+/// Message `seq` of the trigger stream, as JSON.
+fn events_stream_message(url: &str, seq: u64) -> Value {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let c = async_nats::connect(url).await.unwrap();
+        let js = async_nats::jetstream::new(c);
+        let stream = js.get_stream("SNBUF_TRIGGERS").await.unwrap();
+        let m = stream.get_raw_message(seq).await.unwrap();
+        serde_json::from_slice(&m.payload).unwrap()
+    })
+}

@@ -233,7 +233,8 @@ pub struct TriggerArgs {
     pub socket: PathBuf,
     /// Centre of the window: `now` (the newest data the unit holds; with --nats, each unit's
     /// data at the moment the trigger was issued, whatever its clock's offset from the wall
-    /// clock), or a detector timestamp in ticks.
+    /// clock), a detector timestamp in ticks, or (with --nats) `unix:NANOSECONDS`, a wall-clock
+    /// instant: what the retry of an unanswered trigger gives, to keep its window.
     #[arg(long, default_value = "now")]
     pub at: String,
     /// Window start before the trigger, in seconds of the detector's clock (default: the
@@ -253,7 +254,9 @@ pub struct TriggerArgs {
     /// sent as wall-clock time, which each unit turns into its own ticks: all record the same
     /// window. --burst-id becomes the trigger id (a second delivery records nothing more). A
     /// cluster as several URLs, comma separated: the trigger is retried across them for up to
-    /// 8 s, and the id the cluster stored is printed.
+    /// 6 s, and the id the cluster stored is printed. Without an answer it is looked up in the
+    /// stream (3 s more at most): `stored`, `NOT stored` or `UNKNOWN`, with the command that
+    /// sends it again safely.
     #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = DEFAULT_NATS)]
     pub nats: Option<String>,
     #[command(flatten)]

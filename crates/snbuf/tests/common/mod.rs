@@ -153,7 +153,11 @@ pub fn installed_tool(
 pub fn nats_server_bin() -> Option<std::path::PathBuf> {
     if let Some(p) = std::env::var_os("SNBUF_NATS_SERVER") {
         let p = std::path::PathBuf::from(p);
-        assert!(p.exists(), "SNBUF_NATS_SERVER={}: no such file", p.display());
+        assert!(
+            p.exists(),
+            "SNBUF_NATS_SERVER={}: no such file",
+            p.display()
+        );
         return Some(p);
     }
     installed_tool(
