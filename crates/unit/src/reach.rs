@@ -12,6 +12,10 @@ use std::time::{Duration, Instant};
 
 use snbuf_burst::{AnsweredTrigger, TriggerInfo};
 
+use crate::config::RecordConfig;
+use crate::link_files;
+use crate::protocol::Joined;
+
 pub(crate) struct BurstReach {
     inner: Mutex<Reach>,
 }
@@ -132,6 +136,60 @@ impl BurstReach {
     pub fn window(&self) -> TriggerInfo {
         self.lock().window.clone()
     }
+}
+
+/// Trigger `id`, whose window is `w`, joins the burst of `reach` (None: no burst is being
+/// recorded) when its window begins inside that burst's: the end moves out to hold it, as far as
+/// the outputs of `config` have room (what does not fit is said in the answer). Err says why it
+/// cannot join (no burst, a window that begins elsewhere, a burst that is ending).
+pub(crate) fn join(
+    config: &RecordConfig,
+    reach: Option<&BurstReach>,
+    id: &str,
+    w: &TriggerInfo,
+) -> Result<Joined, String> {
+    let reach = reach.ok_or("no burst is being recorded")?;
+    let burst = reach.window();
+    let (start, end) = (burst.window_start_timestamp, burst.window_end_timestamp);
+    if w.window_start_timestamp < start || w.window_start_timestamp >= end {
+        return Err(format!(
+            "its window [{}, {}) does not begin inside the burst's [{start}, {end})",
+            w.window_start_timestamp, w.window_end_timestamp
+        ));
+    }
+    let clock = config.clock();
+    let step = config.frame_step_ticks();
+    let wanted_end = w.window_end_timestamp.max(end);
+    let wanted = link_files::link_region(config, (wanted_end - start) / step + 1);
+    let now = reach.now();
+    let room = link_files::room_to_grow(config, now.region_bytes);
+    let (new_end, region) = if wanted.region_bytes <= room && wanted.limited_by.is_none() {
+        (wanted_end, wanted.region_bytes.max(now.region_bytes))
+    } else {
+        // As far as the room goes, on the frame grid, never in.
+        let frames = link_files::frames_fitting(config, room);
+        let fit = start.saturating_add(frames.saturating_sub(1).saturating_mul(step));
+        (fit.clamp(end, wanted_end), room.max(now.region_bytes))
+    };
+    let covered_end = w.window_end_timestamp.min(new_end);
+    let mut answered = AnsweredTrigger::whole(id, w);
+    answered.covered_end_timestamp = covered_end;
+    let more = Duration::from_secs_f64(clock.seconds(new_end - end).min(86_400.0));
+    reach.join(answered, new_end, region, more)?;
+    let short = w.window_end_timestamp - covered_end;
+    Ok(Joined {
+        covered_start: w.window_start_timestamp,
+        covered_end,
+        extended_by_s: clock.seconds(new_end - end),
+        not_covered_s: (short > 0).then(|| clock.seconds(short)),
+        not_covered_why: (short > 0).then(|| {
+            format!(
+                "the output has room for {} per link of the {} the longer window needs",
+                snbuf_quantity::Bytes(room),
+                snbuf_quantity::Bytes(wanted.wanted_bytes)
+            )
+        }),
+    })
 }
 
 #[cfg(test)]

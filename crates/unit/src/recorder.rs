@@ -539,53 +539,8 @@ impl Unit {
     /// window that begins elsewhere, a burst that is ending): the caller waits or refuses, as
     /// for any trigger during a burst.
     pub fn join_burst(&self, id: &str, w: &TriggerInfo) -> Result<crate::protocol::Joined, String> {
-        let reach = self
-            .reach
-            .lock()
-            .expect("reach")
-            .clone()
-            .ok_or("no burst is being recorded")?;
-        let burst = reach.window();
-        let (start, end) = (burst.window_start_timestamp, burst.window_end_timestamp);
-        if w.window_start_timestamp < start || w.window_start_timestamp >= end {
-            return Err(format!(
-                "its window [{}, {}) does not begin inside the burst's [{start}, {end})",
-                w.window_start_timestamp, w.window_end_timestamp
-            ));
-        }
-        let clock = self.config.clock();
-        let step = self.config.frame_step_ticks();
-        let wanted_end = w.window_end_timestamp.max(end);
-        let wanted = crate::link_files::link_region(&self.config, (wanted_end - start) / step + 1);
-        let now = reach.now();
-        let room = crate::link_files::room_to_grow(&self.config, now.region_bytes);
-        let (new_end, region) = if wanted.region_bytes <= room && wanted.limited_by.is_none() {
-            (wanted_end, wanted.region_bytes.max(now.region_bytes))
-        } else {
-            // As far as the room goes, on the frame grid, never in.
-            let frames = crate::link_files::frames_fitting(&self.config, room);
-            let fit = start.saturating_add(frames.saturating_sub(1).saturating_mul(step));
-            (fit.clamp(end, wanted_end), room.max(now.region_bytes))
-        };
-        let covered_end = w.window_end_timestamp.min(new_end);
-        let mut answered = snbuf_burst::AnsweredTrigger::whole(id, w);
-        answered.covered_end_timestamp = covered_end;
-        let more = Duration::from_secs_f64(clock.seconds(new_end - end).min(86_400.0));
-        reach.join(answered, new_end, region, more)?;
-        let short = w.window_end_timestamp - covered_end;
-        Ok(crate::protocol::Joined {
-            covered_start: w.window_start_timestamp,
-            covered_end,
-            extended_by_s: clock.seconds(new_end - end),
-            not_covered_s: (short > 0).then(|| clock.seconds(short)),
-            not_covered_why: (short > 0).then(|| {
-                format!(
-                    "the output has room for {} per link of the {} the longer window needs",
-                    snbuf_quantity::Bytes(room),
-                    snbuf_quantity::Bytes(wanted.wanted_bytes)
-                )
-            }),
-        })
+        let reach = self.reach.lock().expect("reach").clone();
+        crate::reach::join(&self.config, reach.as_deref(), id, w)
     }
 
     /// The window of the burst being recorded as it is now (its end moved by joined triggers).

@@ -150,16 +150,9 @@ impl Sink for DirectSink {
         &self.report
     }
 
-    fn grow(&mut self, region_bytes: u64) -> Result<()> {
-        crate::backends::grow_region(
-            &self.file,
-            &self.report.path,
-            self.region_offset_bytes,
-            self.region_bytes,
-            region_bytes,
-        )?;
-        self.region_bytes = self.region_bytes.max(region_bytes);
-        self.report.region_bytes = self.region_bytes;
+    fn grow(&mut self, to: u64) -> Result<()> {
+        super::grow_reported(&self.file, self.region_offset_bytes, &mut self.report, to)?;
+        self.region_bytes = self.report.region_bytes;
         Ok(())
     }
 }

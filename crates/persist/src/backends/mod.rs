@@ -134,6 +134,19 @@ pub(crate) fn grow_region(
     Ok(())
 }
 
+/// `grow_region` for a sink whose report holds its region's size, which then says the new one.
+pub(crate) fn grow_reported(
+    file: &File,
+    region_offset_bytes: u64,
+    report: &mut crate::sink::SinkReport,
+    to: u64,
+) -> Result<()> {
+    let from = report.region_bytes;
+    grow_region(file, &report.path, region_offset_bytes, from, to)?;
+    report.region_bytes = from.max(to);
+    Ok(())
+}
+
 /// Maps `WriteZero` (the kernel accepted no bytes) to the typed short-write error.
 pub(crate) fn write_error(
     op: &'static str,

@@ -77,7 +77,6 @@ pub struct UringSink {
     /// O_DIRECT buffer alignment (statx stx_dio_mem_align; the offset alignment when unknown).
     mem_alignment_bytes: u64,
     region_offset_bytes: u64,
-    region_bytes: u64,
     sync_mode: SyncMode,
     latencies_ns: Vec<u64>,
     /// SQEs pushed but not yet handed to the kernel (see `push`).
@@ -158,7 +157,6 @@ impl UringSink {
             alignment_bytes,
             mem_alignment_bytes: medium.dio_mem_align_bytes.unwrap_or(alignment_bytes).max(1),
             region_offset_bytes: config.region_offset_bytes,
-            region_bytes: config.region_bytes,
             sync_mode: config.sync_mode,
             latencies_ns: Vec::with_capacity(qd as usize),
             unsubmitted: 0,
@@ -397,7 +395,7 @@ impl UringSink {
         }
         check_aligned(offset, self.alignment_bytes)?;
         let total: u64 = parts.iter().map(|p| p.len() as u64).sum();
-        check_range(offset, total as usize, self.region_bytes)?;
+        check_range(offset, total as usize, self.report.region_bytes)?;
         let mut pos = offset;
         let mut submitted = Ok(());
         for part in parts {
@@ -434,7 +432,7 @@ impl Sink for UringSink {
                 max_bytes: self.slot_bytes,
             });
         }
-        check_range(offset, padded, self.region_bytes)?;
+        check_range(offset, padded, self.report.region_bytes)?;
         while self.free_slots.is_empty() {
             self.reap()?;
         }
@@ -548,7 +546,7 @@ impl Sink for UringSink {
                 max_bytes: self.slot_bytes,
             });
         }
-        check_range(offset, padded, self.region_bytes)?;
+        check_range(offset, padded, self.report.region_bytes)?;
         // Reads are synchronous (queue depth 1): free every slot so slot 0 can be used.
         self.wait_all_writes()?;
         let ptr = self.slot_ptr(0);
@@ -604,17 +602,8 @@ impl Sink for UringSink {
         &self.report
     }
 
-    fn grow(&mut self, region_bytes: u64) -> Result<()> {
-        crate::backends::grow_region(
-            &self.file,
-            &self.report.path,
-            self.region_offset_bytes,
-            self.region_bytes,
-            region_bytes,
-        )?;
-        self.region_bytes = self.region_bytes.max(region_bytes);
-        self.report.region_bytes = self.region_bytes;
-        Ok(())
+    fn grow(&mut self, to: u64) -> Result<()> {
+        super::grow_reported(&self.file, self.region_offset_bytes, &mut self.report, to)
     }
 
     fn drain_completion_latencies_ns(&mut self, record: &mut dyn FnMut(u64)) -> bool {

@@ -1,0 +1,299 @@
+//! What a unit does with one delivered trigger, from either path (JetStream's copy or the fast
+//! path's): decided under the link's decision lock, in the order that makes "exactly once, or
+//! said" hold (journal, data clock, window left, the unit's answer), then said and published.
+//! A trigger that waits for a burst in progress waits on its own task, holding nothing.
+
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, AckKind};
+use serde_json::json;
+use snbuf_unit::protocol::{At, TriggerRequest};
+
+use crate::journal::Outcome;
+use crate::schema::*;
+use crate::unit_link::{publish_event, publish_owed, Link};
+use snbuf_quantity::now_unix_ns;
+
+/// The fast path's ids whose JetStream copy is still due, so that copy is known as the design's
+/// second copy rather than a duplicate. Bounded: an id is dropped once its copy came, or after
+/// `FAST_HANDLED_KEPT` (JetStream's copy comes within seconds, or after a consumer is made anew,
+/// within its duplicate window), or when more than `FAST_HANDLED_MAX` are held (the oldest).
+#[derive(Default)]
+pub(crate) struct FastHandled {
+    ids: std::collections::VecDeque<(String, Instant)>,
+}
+
+const FAST_HANDLED_KEPT: Duration = Duration::from_secs(3600);
+const FAST_HANDLED_MAX: usize = 4096;
+
+impl FastHandled {
+    pub(crate) fn insert(&mut self, id: &str) {
+        while self.ids.len() >= FAST_HANDLED_MAX
+            || self
+                .ids
+                .front()
+                .is_some_and(|(_, at)| at.elapsed() > FAST_HANDLED_KEPT)
+        {
+            self.ids.pop_front();
+        }
+        self.ids.push_back((id.to_string(), Instant::now()));
+        assert!(self.ids.len() <= FAST_HANDLED_MAX);
+    }
+
+    /// Whether `id` was handled from the fast path (and forgets it).
+    pub(crate) fn remove(&mut self, id: &str) -> bool {
+        match self.ids.iter().position(|(i, _)| i == id) {
+            Some(k) => {
+                self.ids.remove(k);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Handles one delivered trigger. Ok: its outcome is kept (recorded, joined to the burst being
+/// recorded, missed, a duplicate, or malformed and ignored) and it may be acknowledged; Err: it
+/// could not be kept, and must not be.
+///
+/// `msg` is the JetStream delivery, or None for the fast path's copy (or one read from the
+/// stream on reconnecting).
+pub(crate) async fn handle_trigger(
+    js: &jetstream::Context,
+    link: &Link,
+    payload: &[u8],
+    msg: Option<&jetstream::Message>,
+) -> Result<(), String> {
+    let t: TriggerMessage = match serde_json::from_slice(payload) {
+        Ok(t) => t,
+        Err(e) => {
+            link.say(&format!(
+                "NATS: malformed trigger ignored ({e}): {}",
+                String::from_utf8_lossy(&payload[..payload.len().min(200)])
+            ));
+            return Ok(());
+        }
+    };
+    let id = t.trigger_id.clone();
+    let config = link.server.unit().config();
+    let delay_s = now_unix_ns().saturating_sub(t.issued_unix_ns) as f64 / 1e9;
+    // A burst in progress that this trigger cannot join holds the unit: the trigger waits for
+    // it (its window stays in the buffer for about the buffer's length), heartbeats and the
+    // other path going on, rather than being refused.
+    let wait_until = Instant::now() + config.buffer;
+    let mut progress_sent = Instant::now();
+    loop {
+        let decided = {
+            let _one = link.decide.lock().await;
+            decide(link, &t, msg, delay_s)
+        };
+        match decided {
+            Decision::Done(outcome) => return finish(js, link, &t, msg, outcome, delay_s).await,
+            Decision::Busy(_) if Instant::now() < wait_until && !link.stopping() => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                if progress_sent.elapsed() > Duration::from_secs(1) {
+                    progress_sent = Instant::now();
+                    // Still being handled: JetStream must not deliver it again meanwhile.
+                    if let Some(msg) = msg {
+                        let _ = msg.ack_with(AckKind::Progress).await;
+                    }
+                }
+            }
+            Decision::Busy(why) => {
+                let why = format!("refused: {why}");
+                let kept = keep_missed(link, (&id, stream_seq(msg)), &why, delay_s, msg);
+                return finish(js, link, &t, msg, kept, delay_s).await;
+            }
+        }
+    }
+}
+
+/// What one look at a trigger came to.
+enum Decision {
+    /// Its outcome is decided (and, where it has one, in the journal).
+    Done(Result<Handling, String>),
+    /// A burst is being recorded that it cannot join: try again once it is sealed.
+    Busy(String),
+}
+
+/// A trigger's outcome, to be said and published outside the decision.
+enum Handling {
+    /// The other path's copy of a trigger already handled: nothing to say.
+    SecondCopy,
+    /// Handled before: a redelivery or a second sender.
+    Duplicate,
+    Recording(Box<snbuf_unit::protocol::TriggerReply>),
+    Missed(String),
+}
+
+/// Decides trigger `t` now, under the link's decision lock: duplicate, missed, taken by the
+/// unit, or waiting for the burst in progress. What the unit decides is in the journal before
+/// this returns (an Err when it cannot be kept).
+///
+/// The order is the exactly-once argument: the journal first, then the data clock, then whether
+/// the window has left the buffer, then the unit's answer.
+fn decide(
+    link: &Link,
+    t: &TriggerMessage,
+    msg: Option<&jetstream::Message>,
+    delay_s: f64,
+) -> Decision {
+    let id = &t.trigger_id;
+    let unit = link.server.unit();
+    let config = unit.config();
+    {
+        let mut book = link.book();
+        if book.journal.get(id).is_some() || config.output_dir.join(id).exists() {
+            // One copy on each path is the design, not a duplicate: nothing to say.
+            if msg.is_none() || book.fast_handled.remove(id) {
+                return Decision::Done(Ok(Handling::SecondCopy));
+            }
+            return Decision::Done(Ok(Handling::Duplicate));
+        }
+    }
+    // "Now", or a wall-clock time, in this unit's data clock: its newest frame, moved by the
+    // wall-clock time since (a trigger issued 0.3 s ago is 0.3 s of detector time before the
+    // newest frame). Right whatever the detector's clock is offset from this machine's (a timing
+    // system not on NTP time, a replay of last year's run). A detector timestamp is taken as it is.
+    let at = match (t.at_ticks, t.at_unix_ns) {
+        (Some(ticks), _) => Some(ticks),
+        (None, Some(ns)) => unit.data_time_at(ns),
+        (None, None) => unit.data_time_at(t.issued_unix_ns),
+    };
+    let Some(at) = at else {
+        // Nothing buffered yet: the unit has no data clock to place a wall-clock time on.
+        let why = "no frame has arrived yet: this unit has no data clock to place the trigger on";
+        return Decision::Done(keep_missed(link, (id, stream_seq(msg)), why, delay_s, msg));
+    };
+    // Has the whole window already left this unit's buffer (the unit was down)?
+    let post = t.post_s.unwrap_or(config.post.as_secs_f64());
+    let clock = config.clock();
+    let oldest = unit.oldest_timestamp().unwrap_or(at);
+    let window_end = clock.offset(at, post.clamp(0.0, 86_400.0));
+    if window_end < oldest {
+        let why = format!(
+            "delivered {delay_s:.1} s after it was issued (this unit was not running or not connected): its window ends {:.1} s before the oldest frame in the {:.0} s buffer",
+            clock.seconds(oldest - window_end),
+            config.buffer.as_secs_f64()
+        );
+        return Decision::Done(keep_missed(link, (id, stream_seq(msg)), &why, delay_s, msg));
+    }
+    let req = TriggerRequest {
+        at: Some(At::Ticks(at)),
+        pre_s: t.pre_s,
+        post_s: t.post_s,
+        burst_id: Some(id.clone()),
+    };
+    let reply = match link.server.trigger(&req) {
+        Ok(reply) => reply,
+        Err(why) if link.server.burst_counts().1 => return Decision::Busy(why),
+        Err(why) => {
+            let why = format!("refused: {why}");
+            return Decision::Done(keep_missed(link, (id, stream_seq(msg)), &why, delay_s, msg));
+        }
+    };
+    let mut book = link.book();
+    let kept = book.journal.record(
+        id,
+        Outcome::Recording,
+        None,
+        delay_s,
+        stream_seq(msg),
+        Some(&reply.burst_id),
+    );
+    if msg.is_none() {
+        book.fast_handled.insert(id);
+    }
+    Decision::Done(match kept {
+        Ok(()) => Ok(Handling::Recording(Box::new(reply))),
+        Err(e) => Err(format!(
+            "trigger {id} is recording, but its journal failed: {e}"
+        )),
+    })
+}
+
+/// Trigger `id` cannot be recorded by this unit: kept in the journal (Err if it cannot be), to
+/// be published as `missed` by `finish` or, if NATS fails meanwhile, at the next beat.
+fn keep_missed(
+    link: &Link,
+    (id, seq): (&str, Option<u64>),
+    why: &str,
+    delay_s: f64,
+    msg: Option<&jetstream::Message>,
+) -> Result<Handling, String> {
+    let mut book = link.book();
+    book.journal
+        .record(id, Outcome::Missed, Some(why.into()), delay_s, seq, None)
+        .map_err(|e| format!("trigger {id} was missed, and its journal failed: {e}"))?;
+    if msg.is_none() {
+        book.fast_handled.insert(id);
+    }
+    Ok(Handling::Missed(why.into()))
+}
+
+/// Says and publishes what became of trigger `t`, once decided.
+async fn finish(
+    js: &jetstream::Context,
+    link: &Link,
+    t: &TriggerMessage,
+    msg: Option<&jetstream::Message>,
+    outcome: Result<Handling, String>,
+    delay_s: f64,
+) -> Result<(), String> {
+    let id = &t.trigger_id;
+    let say = |line: String| link.say(&format!("NATS trigger {id}: {line}"));
+    match outcome? {
+        Handling::SecondCopy => {}
+        Handling::Duplicate => {
+            say("already handled: duplicate ignored".into());
+            let _ = publish_event(js, link, "duplicate", Some(id), Some(id), json!({})).await;
+        }
+        Handling::Missed(why) => {
+            say(format!("missed: {why}"));
+            let _ = publish_owed(js, link).await;
+        }
+        Handling::Recording(reply) => {
+            let w = &reply.window;
+            let came = if msg.is_some() {
+                "through JetStream"
+            } else {
+                "by the fast path"
+            };
+            let what = match &reply.joined {
+                Some(j) => format!(
+                    "joined burst {} (recording [{}, {}) of it, the burst's end moved {:.3} s)",
+                    reply.burst_id, j.covered_start, j.covered_end, j.extended_by_s
+                ),
+                None => format!(
+                    "recording window [{}, {}) ticks, {:.3} s before to {:.3} s after {}",
+                    w.window_start_timestamp,
+                    w.window_end_timestamp,
+                    w.pre_s.unwrap_or(0.0),
+                    w.post_s.unwrap_or(0.0),
+                    w.trigger_timestamp
+                ),
+            };
+            say(format!(
+                "{what} (came {came}, {delay_s:.3} s after it was sent)"
+            ));
+            if let Some(j) = &reply.joined {
+                let detail = json!({"burst_id": reply.burst_id, "covered_start": j.covered_start,
+                    "covered_end": j.covered_end, "extended_by_s": j.extended_by_s,
+                    "not_covered_s": j.not_covered_s, "not_covered_why": j.not_covered_why});
+                let _ = publish_event(js, link, "joined", Some(&reply.burst_id), Some(id), detail)
+                    .await;
+            }
+            if delay_s > 2.0 {
+                let why = format!("delivered {delay_s:.1} s after it was issued (this unit was not running or not connected): recording what is left of its window");
+                let detail = json!({"reason": why, "delay_s": delay_s});
+                let _ = publish_event(js, link, "late", Some(id), Some(id), detail).await;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The trigger stream's sequence of a JetStream delivery.
+fn stream_seq(msg: Option<&jetstream::Message>) -> Option<u64> {
+    msg.and_then(|m| m.info().ok()).map(|i| i.stream_sequence)
+}
