@@ -11,6 +11,7 @@ pub mod connect;
 pub mod delivery_bench;
 pub mod journal;
 pub mod layout;
+mod link_state;
 pub mod schema;
 mod trigger_handling;
 pub mod unit_link;

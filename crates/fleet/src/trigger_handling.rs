@@ -10,47 +10,9 @@ use serde_json::json;
 use snbuf_unit::protocol::{At, TriggerRequest};
 
 use crate::journal::Outcome;
+use crate::link_state::{publish_event, publish_owed, Link};
 use crate::schema::*;
-use crate::unit_link::{publish_event, publish_owed, Link};
 use snbuf_quantity::now_unix_ns;
-
-/// The fast path's ids whose JetStream copy is still due, so that copy is known as the design's
-/// second copy rather than a duplicate. Bounded: an id is dropped once its copy came, or after
-/// `FAST_HANDLED_KEPT` (JetStream's copy comes within seconds, or after a consumer is made anew,
-/// within its duplicate window), or when more than `FAST_HANDLED_MAX` are held (the oldest).
-#[derive(Default)]
-pub(crate) struct FastHandled {
-    ids: std::collections::VecDeque<(String, Instant)>,
-}
-
-const FAST_HANDLED_KEPT: Duration = Duration::from_secs(3600);
-const FAST_HANDLED_MAX: usize = 4096;
-
-impl FastHandled {
-    pub(crate) fn insert(&mut self, id: &str) {
-        while self.ids.len() >= FAST_HANDLED_MAX
-            || self
-                .ids
-                .front()
-                .is_some_and(|(_, at)| at.elapsed() > FAST_HANDLED_KEPT)
-        {
-            self.ids.pop_front();
-        }
-        self.ids.push_back((id.to_string(), Instant::now()));
-        assert!(self.ids.len() <= FAST_HANDLED_MAX);
-    }
-
-    /// Whether `id` was handled from the fast path (and forgets it).
-    pub(crate) fn remove(&mut self, id: &str) -> bool {
-        match self.ids.iter().position(|(i, _)| i == id) {
-            Some(k) => {
-                self.ids.remove(k);
-                true
-            }
-            None => false,
-        }
-    }
-}
 
 /// Handles one delivered trigger. Ok: its outcome is kept (recorded, joined to the burst being
 /// recorded, missed, a duplicate, or malformed and ignored) and it may be acknowledged; Err: it

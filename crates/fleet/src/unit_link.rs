@@ -8,27 +8,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_nats::jetstream::context::Publish;
 use async_nats::jetstream::{self, consumer::pull, consumer::AckPolicy, consumer::DeliverPolicy};
 use futures::StreamExt;
-use serde_json::{json, Value};
+use serde_json::json;
 use snbuf_unit::service::control::Server;
 
 use crate::connect::NatsOptions;
 use crate::journal::TriggerJournal;
+use crate::link_state::FastHandled;
+use crate::link_state::{publish_event, publish_owed, Book, Link};
 use crate::schema::*;
-use crate::trigger_handling::{handle_trigger, FastHandled};
+use crate::trigger_handling::handle_trigger;
 use snbuf_quantity::now_unix_ns;
 
-/// Log lines go to the caller (serve prints them).
-pub type Log = Arc<dyn Fn(&str) + Send + Sync>;
-
-/// What the unit's exporter reports, if it has one: its progress for the heartbeat, and the
-/// bursts it exported since the last call (each published as an `exported` event).
-pub trait ExportReporter: Send + Sync {
-    fn progress(&self) -> serde_json::Value;
-    fn take_exported(&self) -> Vec<String>;
-}
+pub use crate::link_state::{ExportReporter, Log};
 
 pub struct UnitLink {
     stop: Arc<AtomicBool>,
@@ -99,51 +92,6 @@ impl Drop for UnitLink {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-    }
-}
-
-/// What the link's tasks share.
-pub(crate) struct Link {
-    pub(crate) unit: String,
-    pub(crate) server: Arc<Server>,
-    log: Log,
-    /// Bursts already published as events.
-    published: std::sync::atomic::AtomicU64,
-    book: Mutex<Book>,
-    /// Held while one copy of a trigger is decided (duplicate check, window, the unit's answer,
-    /// journal), so the two copies of a trigger are never both taken. Never held across a wait
-    /// for a burst in progress: a copy that waits lets the other be decided meanwhile.
-    pub(crate) decide: tokio::sync::Mutex<()>,
-    export: Option<Arc<dyn ExportReporter>>,
-    stop: Arc<AtomicBool>,
-}
-
-/// The link's state across reconnections; locked briefly, never across an await.
-pub(crate) struct Book {
-    /// What this unit did with each trigger, on its disk: the duplicate check and the outbox of
-    /// `missed` reports.
-    pub(crate) journal: TriggerJournal,
-    /// Triggers handled from the fast path whose JetStream copy has not come yet.
-    pub(crate) fast_handled: FastHandled,
-    /// Exported bursts collected but not yet published (kept across a lost connection).
-    exported_unpublished: Vec<String>,
-    /// The trigger consumer this run bound to, once it has.
-    consumer: Option<jetstream::consumer::Info>,
-    /// The fleet's streams were checked (once per run).
-    layout_checked: bool,
-}
-
-impl Link {
-    pub(crate) fn book(&self) -> std::sync::MutexGuard<'_, Book> {
-        self.book.lock().expect("the link's book")
-    }
-
-    pub(crate) fn say(&self, line: &str) {
-        (self.log)(line)
-    }
-
-    pub(crate) fn stopping(&self) -> bool {
-        self.stop.load(Ordering::Relaxed)
     }
 }
 
@@ -404,40 +352,6 @@ const PULL_EXPIRES: Duration = Duration::from_secs(5);
 /// waits for a burst in progress says so with progress acknowledgements.
 const ACK_WAIT: Duration = Duration::from_secs(5);
 
-pub(crate) async fn publish_event(
-    js: &jetstream::Context,
-    link: &Link,
-    event: &str,
-    burst: Option<&str>,
-    trigger: Option<&str>,
-    detail: Value,
-) -> Result<(), String> {
-    let e = UnitEvent {
-        schema: SCHEMA,
-        unit: link.unit.clone(),
-        sent_unix_ns: now_unix_ns(),
-        event: event.into(),
-        burst_id: burst.map(str::to_string),
-        trigger_id: trigger.map(str::to_string),
-        detail,
-    };
-    let body = serde_json::to_vec(&e).expect("events serialise");
-    let mut publish = Publish::build().payload(body.into());
-    // One event of a kind per trigger or burst: a publish retried after a lost acknowledgement
-    // is stored once. (A `duplicate` may happen again, and is said again.)
-    if event != "duplicate" {
-        if let Some(key) = trigger.or(burst) {
-            publish = publish.message_id(format!("{}.{event}.{key}", link.unit));
-        }
-    }
-    js.send_publish(event_subject(&link.unit), publish)
-        .await
-        .map_err(|e| format!("publish event: {e}"))?
-        .await
-        .map_err(|e| format!("event not stored: {e}"))?;
-    Ok(())
-}
-
 /// How many of the newest triggers a reconnecting unit reads straight from the stream.
 const CATCH_UP_TRIGGERS: u64 = 16;
 
@@ -482,17 +396,6 @@ async fn catch_up(js: &jetstream::Context, link: &Link) {
             link.say(&format!("NATS: trigger (catch-up): {e}"));
         }
     }
-}
-
-/// Publishes every `missed` report the journal still owes the fleet, marking each once stored.
-pub(crate) async fn publish_owed(js: &jetstream::Context, link: &Link) -> Result<(), String> {
-    let owed = link.book().journal.owed();
-    for (id, h) in owed {
-        let detail = json!({"reason": h.reason, "delay_s": h.delay_s});
-        publish_event(js, link, "missed", None, Some(&id), detail).await?;
-        link.book().journal.mark_published(&id)?;
-    }
-    Ok(())
 }
 
 async fn heartbeat(js: &jetstream::Context, link: &Link) -> Result<(), String> {
