@@ -325,13 +325,18 @@ impl BurstSeal {
         window: TriggerInfo,
         triggers: Vec<AnsweredTrigger>,
     ) -> Result<(), BurstError> {
+        self.set_answered(window, triggers);
+        Ok(self.manifest.write_atomic(&self.dir)?)
+    }
+
+    /// `answer` without writing the manifest now: `seal` writes it.
+    pub fn set_answered(&mut self, window: TriggerInfo, triggers: Vec<AnsweredTrigger>) {
         assert!(
             window.window_start_timestamp <= window.window_end_timestamp,
             "a window ends after it starts"
         );
         self.manifest.trigger = Some(window);
         self.manifest.triggers = triggers;
-        Ok(self.manifest.write_atomic(&self.dir)?)
     }
 
     /// Finishes the burst: closes every link, trims each file to the bytes in use, and writes

@@ -3,6 +3,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use async_nats::jetstream::stream::RawMessageErrorKind;
 use async_nats::jetstream::{self, context::Publish, context::PublishErrorKind};
 use futures::StreamExt;
 
@@ -136,7 +137,9 @@ pub enum Lookup {
         stream_sequence: u64,
         server: String,
     },
-    /// It is not there (every trigger stored since it was issued was read).
+    /// It was not there when looked up (every trigger stored since a minute before it was issued
+    /// was read). A publish still in flight in the cluster could land later: a retry with the
+    /// same id is safe either way.
     NotStored,
     /// The stream could not be read in time: it may or may not be there.
     Unknown(String),
@@ -210,16 +213,23 @@ pub async fn look_up(opts: &NatsOptions, t: &TriggerMessage) -> Lookup {
                 ));
             }
             read += 1;
-            // A message deleted from the stream (a gap in the sequence) is passed over.
-            if let Ok(m) = stream.get_raw_message(seq).await {
-                if let Ok(stored) = serde_json::from_slice::<TriggerMessage>(&m.payload) {
-                    if stored.trigger_id == t.trigger_id {
-                        return Ok(Some((seq, server)));
+            match stream.get_raw_message(seq).await {
+                Ok(m) => {
+                    if let Ok(stored) = serde_json::from_slice::<TriggerMessage>(&m.payload) {
+                        if stored.trigger_id == t.trigger_id {
+                            return Ok(Some((seq, server)));
+                        }
                     }
-                    if stored.issued_unix_ns < floor {
+                    // Stored (by the server's clock) well before this trigger was issued: it
+                    // cannot be further back.
+                    let stored_ns = m.time.unix_timestamp_nanos().max(0) as u64;
+                    if stored_ns < floor {
                         break;
                     }
                 }
+                // A message deleted from the stream (a gap in the sequence) is passed over.
+                Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => {}
+                Err(e) => return Err(format!("read sequence {seq} via {server}: {e}")),
             }
             seq -= 1;
         }

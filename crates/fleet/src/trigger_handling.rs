@@ -103,9 +103,11 @@ fn decide(
     let id = &t.trigger_id;
     let unit = link.server.unit();
     let config = unit.config();
+    // A burst of this run that answers it (it joined one, and its journal line was lost).
+    let answered = link.server.answered_by(id).is_some();
     {
         let mut book = link.book();
-        if book.journal.get(id).is_some() || config.output_dir.join(id).exists() {
+        if book.journal.get(id).is_some() || config.output_dir.join(id).exists() || answered {
             // One copy on each path is the design, not a duplicate: nothing to say.
             if msg.is_none() || book.fast_handled.remove(id) {
                 return Decision::Done(Ok(Handling::SecondCopy));

@@ -360,7 +360,7 @@ const CATCH_UP_TRIGGERS: u64 = 16;
 /// pause can take longer than the buffer holds the window). Only those issued since this unit
 /// started and within its buffer's length: the ones it can still record; older ones come through
 /// its consumer as before. Handled like the fast path's copies; best effort, within 3 s.
-async fn catch_up(js: &jetstream::Context, link: &Link) {
+async fn catch_up(js: &jetstream::Context, link: &Arc<Link>) {
     let read = async {
         let mut stream = js.get_stream(TRIGGER_STREAM).await.ok()?;
         let last = stream.info().await.ok()?.state.last_sequence;
@@ -392,9 +392,14 @@ async fn catch_up(js: &jetstream::Context, link: &Link) {
             "NATS trigger {}: read from the stream on reconnecting",
             t.trigger_id
         ));
-        if let Err(e) = handle_trigger(js, link, &payload, None).await {
-            link.say(&format!("NATS: trigger (catch-up): {e}"));
-        }
+        // Each on a task of its own, as on the live paths: one that waits for a burst in
+        // progress holds neither the others nor the consumer's session.
+        let (js, link) = (js.clone(), link.clone());
+        tokio::spawn(async move {
+            if let Err(e) = handle_trigger(&js, &link, &payload, None).await {
+                link.say(&format!("NATS: trigger (catch-up): {e}"));
+            }
+        });
     }
 }
 

@@ -114,13 +114,22 @@ impl<S: Sink> Sink for Latched<S> {
         self.inner.report()
     }
 
-    /// Refused once latched; its own failure does not latch: a file that could not be grown
-    /// (no space, a method that cannot) is as it was, and what it holds stays good.
+    /// Refused once latched. A file that could not be grown for want of space, or by a method
+    /// that cannot, is as it was, and what it holds stays good: that does not latch. Any other
+    /// failure does (a mapped sink persists what it holds before mapping the file anew).
     fn grow(&mut self, region_bytes: u64) -> Result<()> {
         if self.failure.is_some() {
             return Err(self.latched_error());
         }
-        self.inner.grow(region_bytes)
+        match self.inner.grow(region_bytes) {
+            // Nothing was written: no room for the longer file, or a method that cannot grow.
+            Err(
+                e @ (PersistError::NoSpace { op: "grow", .. } | PersistError::Unsupported { .. }),
+            ) => Err(e),
+            // Anything else (a persist before a mapping is redone failing) latches as usual.
+            Err(e) => Err(self.record(e)),
+            Ok(()) => Ok(()),
+        }
     }
 
     fn drain_completion_latencies_ns(&mut self, record: &mut dyn FnMut(u64)) -> bool {

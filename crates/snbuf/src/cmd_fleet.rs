@@ -213,6 +213,14 @@ fn not_acknowledged(
             retry += &format!(" {flag} {}s", d.as_secs_f64());
         }
     }
+    for (flag, v) in [
+        ("--nats-creds", &args.nats_auth.nats_creds),
+        ("--nats-ca", &args.nats_auth.nats_ca),
+    ] {
+        if let Some(p) = v {
+            retry += &format!(" {flag} {}", p.display());
+        }
+    }
     let what = match &not.lookup {
         snbuf_fleet::Lookup::NotStored => format!(
             "trigger {} is NOT stored: the fleet's trigger stream does not hold it",

@@ -118,6 +118,19 @@ fn triggers_make_bursts_one_at_a_time() {
     assert!(said.contains("joined burst long"), "{said}");
     let (join_start, join_end) = ticks_of(&said);
     assert!(join_start >= long_start && join_start < long_end && join_end > long_end);
+    // Delivered again (its answer lost): the same answer, nothing recorded twice.
+    let o = snbuf(&[
+        "trigger",
+        "--socket",
+        s,
+        "--burst-id",
+        "joiner",
+        "--post",
+        "6s",
+    ]);
+    let again = String::from_utf8_lossy(&o.stdout);
+    assert!(again.contains("joined burst long"), "{again}");
+    assert_eq!(ticks_of(&again).0, join_start, "{again}");
 
     // Bad requests get an error reply; the server lives on.
     assert!(raw(&socket, "{not json\n").contains("\"ok\":false"));

@@ -85,19 +85,20 @@ pub(crate) fn frames_fitting(config: &RecordConfig, region_bytes: u64) -> u64 {
 }
 
 /// The largest file each link of the burst being recorded may grow to, from `region_bytes`
-/// now: on a memory output what memory can hold (as if none of the file were allocated yet:
-/// its pages come as it is written), on disk what the file systems have free beyond it.
+/// now: what it has, plus its share of what memory can still give (a memory output: the file's
+/// pages were allocated when it was opened) and of what every output's file system has free.
 pub(crate) fn room_to_grow(config: &RecordConfig, region_bytes: u64) -> u64 {
     let stride = stride_for(4096, max_payload_bytes(config), 4096);
     let memory_backed = config
         .outputs()
         .iter()
         .any(|o| snbuf_persist::medium::probe(o).is_ok_and(|m| m.volatile));
-    if memory_backed {
-        memory_room_for_each_link(config, stride).unwrap_or(0)
-    } else {
-        region_bytes + disk_room_for_each_link(config, stride).0
-    }
+    let disk = disk_room_for_each_link(config, stride).0;
+    let more = match memory_backed {
+        true => disk.min(memory_room_for_each_link(config, stride).unwrap_or(0)),
+        false => disk,
+    };
+    region_bytes + more
 }
 
 /// Bytes each link's file may take from memory now, whole strides and pages.

@@ -158,6 +158,10 @@ pub struct BurstOutcome {
     pub window_cut_to_bytes_per_link: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Every trigger the burst answers (its manifest's `triggers`): the one that opened it, and
+    /// those that joined it. So the fleet's `sealed` event names each of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub triggers: Vec<String>,
 }
 
 impl BurstOutcome {

@@ -132,6 +132,20 @@ impl BurstReach {
         (r.version, r.window.clone(), r.triggers.clone())
     }
 
+    /// Trigger `id` as this burst answers it, if it does.
+    pub fn answered_trigger(&self, id: &str) -> Option<AnsweredTrigger> {
+        self.lock()
+            .triggers
+            .iter()
+            .find(|t| t.trigger_id == id)
+            .cloned()
+    }
+
+    /// The id of the burst (its first trigger's).
+    pub fn burst_id(&self) -> String {
+        self.lock().triggers[0].trigger_id.clone()
+    }
+
     /// The burst's window as it is now.
     pub fn window(&self) -> TriggerInfo {
         self.lock().window.clone()
@@ -145,10 +159,28 @@ impl BurstReach {
 pub(crate) fn join(
     config: &RecordConfig,
     reach: Option<&BurstReach>,
+    burst_id: &str,
     id: &str,
     w: &TriggerInfo,
 ) -> Result<Joined, String> {
     let reach = reach.ok_or("no burst is being recorded")?;
+    if reach.burst_id() != burst_id {
+        return Err(format!(
+            "burst {burst_id} is no longer the one being recorded"
+        ));
+    }
+    let clock = config.clock();
+    if let Some(a) = reach.answered_trigger(id) {
+        // Delivered again (its answer lost): the same answer, nothing recorded twice.
+        let short = a.window_end_timestamp - a.covered_end_timestamp;
+        return Ok(Joined {
+            covered_start: a.covered_start_timestamp,
+            covered_end: a.covered_end_timestamp,
+            extended_by_s: 0.0,
+            not_covered_s: (short > 0).then(|| clock.seconds(short)),
+            not_covered_why: (short > 0).then(|| "the output had no room for it".to_string()),
+        });
+    }
     let burst = reach.window();
     let (start, end) = (burst.window_start_timestamp, burst.window_end_timestamp);
     if w.window_start_timestamp < start || w.window_start_timestamp >= end {
@@ -157,7 +189,6 @@ pub(crate) fn join(
             w.window_start_timestamp, w.window_end_timestamp
         ));
     }
-    let clock = config.clock();
     let step = config.frame_step_ticks();
     let wanted_end = w.window_end_timestamp.max(end);
     let wanted = link_files::link_region(config, (wanted_end - start) / step + 1);

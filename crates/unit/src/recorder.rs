@@ -475,7 +475,7 @@ impl Unit {
         // The window as recorded: its end where the last joined trigger moved it.
         let (_, window, triggers) = reach.answered();
         if triggers.len() > 1 {
-            seal.answer(window.clone(), triggers)?;
+            seal.set_answered(window.clone(), triggers);
         }
         let chunks_from_source = links.iter().map(|l| l.chunks_from_source()).sum();
         let writing_s = trigger_instant.elapsed().as_secs_f64();
@@ -533,23 +533,10 @@ impl Unit {
         })
     }
 
-    /// Trigger `id`, whose window is `w`, joins the burst being recorded when its window begins
-    /// inside that burst's: the burst's end moves out to hold it, as far as the output has room
-    /// (what does not fit is said in the answer). Err says why it cannot join (no burst, a
-    /// window that begins elsewhere, a burst that is ending): the caller waits or refuses, as
-    /// for any trigger during a burst.
-    pub fn join_burst(&self, id: &str, w: &TriggerInfo) -> Result<crate::protocol::Joined, String> {
-        let reach = self.reach.lock().expect("reach").clone();
-        crate::reach::join(&self.config, reach.as_deref(), id, w)
-    }
-
-    /// The window of the burst being recorded as it is now (its end moved by joined triggers).
-    pub fn burst_window(&self) -> Option<TriggerInfo> {
-        self.reach
-            .lock()
-            .expect("reach")
-            .as_ref()
-            .map(|r| r.window())
+    /// The reach of the burst being recorded (its window's end, the triggers it answers), while
+    /// its writers run: what a trigger joins (`reach::join`).
+    pub(crate) fn reach(&self) -> Option<Arc<BurstReach>> {
+        self.reach.lock().expect("reach").clone()
     }
 
     /// When the writers of `window` stop waiting for data that does not come: when the window's

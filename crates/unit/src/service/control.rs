@@ -255,6 +255,15 @@ impl Server {
             if config.output_dir.join(id).exists() {
                 return Err(format!("burst {id} already exists"));
             }
+            // One that joined a burst already sealed is refused; one that joined the burst
+            // being recorded gets its answer again (`join`).
+            let recording = self.recording().map(|r| r.burst_id);
+            if let Some(b) = self
+                .answered_by(id)
+                .filter(|b| Some(b) != recording.as_ref())
+            {
+                return Err(format!("trigger {id} was already recorded, in burst {b}"));
+            }
         }
         if self.busy.load(Ordering::Acquire) {
             return self.join(req, window);
@@ -301,6 +310,29 @@ impl Server {
         })
     }
 
+    /// The burst of this run that answered trigger `id` by joining it (the one being recorded, or
+    /// one of the last `MAX_BURSTS_SHOWN`), if any: a trigger delivered again is not recorded
+    /// twice.
+    pub fn answered_by(&self, id: &str) -> Option<String> {
+        if self
+            .unit
+            .reach()
+            .is_some_and(|r| r.answered_trigger(id).is_some())
+        {
+            return self
+                .current
+                .lock()
+                .expect("current")
+                .as_ref()
+                .map(|c| c.burst_id.clone());
+        }
+        let h = self.bursts.lock().expect("bursts");
+        h.recent
+            .iter()
+            .find(|b| b.triggers.iter().any(|t| t == id))
+            .map(|b| b.burst_id.clone())
+    }
+
     /// The next burst id of this unit's own (`BURST-0001`, ...).
     fn next_burst_id(&self) -> String {
         let mut n = self.counter.lock().expect("counter");
@@ -317,14 +349,12 @@ impl Server {
             return Err(RecordError::Busy.to_string());
         };
         let id = req.burst_id.clone().unwrap_or_else(|| self.next_burst_id());
-        let joined = self
-            .unit
-            .join_burst(&id, &window)
+        let reach = self.unit.reach();
+        let config = self.unit.config();
+        let joined = crate::reach::join(config, reach.as_deref(), &current.burst_id, &id, &window)
             .map_err(|why| format!("{} (it cannot join it: {why})", RecordError::Busy))?;
-        if let Some(now) = self.unit.burst_window() {
-            if let Some(c) = self.current.lock().expect("current").as_mut() {
-                c.window = now;
-            }
+        if let (Some(r), Some(c)) = (reach, self.current.lock().expect("current").as_mut()) {
+            c.window = r.window();
         }
         tracing::info!(burst = %current.burst_id, trigger = %id, joined = ?joined,
             "trigger joined the burst being recorded");
@@ -377,6 +407,12 @@ impl Server {
                     prepared_ahead: Some(rep.prepared_ahead),
                     window_cut_to_bytes_per_link: rep.window_cut_to_bytes_per_link,
                     error: None,
+                    triggers: rep
+                        .manifest
+                        .triggers
+                        .iter()
+                        .map(|t| t.trigger_id.clone())
+                        .collect(),
                 },
                 Err(e) => BurstOutcome {
                     burst_id: id.clone(),
