@@ -39,6 +39,9 @@ pub const COMMAND_DEADLINE: Duration = Duration::from_secs(8);
 /// How long one JetStream request of an operator's command may take before it is tried again
 /// (on a new connection, so possibly another server).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+/// The longest one attempt of an operator's command may take (connect, then its requests)
+/// before it is given up for a new one.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_millis(2500);
 
 pub(crate) async fn connect(opts: &NatsOptions) -> Result<jetstream::Context, FleetError> {
     let client = opts.connect().await.map_err(nats_error(opts))?;
@@ -84,10 +87,18 @@ where
     let mut attempts = 0;
     loop {
         attempts += 1;
-        match tokio::time::timeout_at(deadline, attempt()).await {
+        // Each attempt bounded on its own: one stuck on a server or a stream leader that went
+        // away mid-request is left for a new connection, which may reach another server.
+        let this_one = deadline.min(tokio::time::Instant::now() + ATTEMPT_TIMEOUT);
+        match tokio::time::timeout_at(this_one, attempt()).await {
             Ok(Ok(v)) => return Ok(v),
             Ok(Err(e)) => last = e,
-            Err(_) => {}
+            Err(_) => {
+                last = format!(
+                    "an attempt got no answer within {} s",
+                    ATTEMPT_TIMEOUT.as_secs_f64()
+                )
+            }
         }
         if tokio::time::Instant::now() + Duration::from_millis(200) >= deadline {
             return Err(nats_error(opts)(format!(

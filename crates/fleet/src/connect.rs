@@ -14,6 +14,8 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// paused (SIGSTOP) or cut-off server is left for another within ~3 pings, where the client
 /// library's default of 60 s would hold triggers for minutes.
 pub const PING_INTERVAL: Duration = Duration::from_secs(1);
+/// How long a connect waits for one server before it also tries the next (`connect`).
+pub const RACE_STAGGER: Duration = Duration::from_millis(150);
 
 /// How to reach NATS.
 #[derive(Clone, Debug)]
@@ -85,11 +87,12 @@ impl NatsOptions {
             .ping_interval(PING_INTERVAL))
     }
 
-    /// One connection to one of the servers, tried one after another from a different first
-    /// server each call, each for at most `CONNECT_TIMEOUT`; the client library moves the
-    /// connection to another server when that one fails. (The library bounds only the TCP
-    /// connect: a server that accepts but never answers, paused or overloaded, would hold the
-    /// handshake forever, so the whole handshake is bounded here.)
+    /// One connection to one of the servers. They are tried in a staggered race, from a different
+    /// first server each call: the next is tried `RACE_STAGGER` after the one before it, each for
+    /// at most `CONNECT_TIMEOUT` (the whole handshake), and the first to answer is kept. A paused
+    /// or cut-off server, whose TCP connect may succeed and whose handshake never answers, so
+    /// costs a caller `RACE_STAGGER`, not the whole timeout. The client library moves the
+    /// connection to another server when that one fails.
     pub(crate) async fn connect(&self) -> Result<async_nats::Client, String> {
         self.connect_notifying(None).await
     }
@@ -102,44 +105,67 @@ impl NatsOptions {
     ) -> Result<async_nats::Client, String> {
         let addrs = self.addrs();
         let first = (snbuf_quantity::now_unix_ns() / 1000) as usize % addrs.len();
-        let mut failures = Vec::new();
+        let mut tries = futures::stream::FuturesUnordered::new();
         for i in 0..addrs.len() {
-            let mut order = addrs.clone();
-            order.rotate_left((first + i) % addrs.len());
-            let server = order[0].clone();
-            let mut o = self
-                .connect_options()
-                .await
-                .map_err(|e| e.to_string())?
-                .retain_servers_order();
-            if let Some(n) = connected.clone() {
-                o = o.event_callback(move |event| {
-                    let n = n.clone();
-                    async move {
-                        if matches!(event, async_nats::Event::Connected) {
-                            n.notify_one();
-                        }
-                    }
-                });
-            }
-            let one = tokio::time::timeout(
-                CONNECT_TIMEOUT,
-                async_nats::connect_with_options(vec![server.clone()], o),
-            );
-            match one.await {
-                Ok(Ok(client)) => return Ok(client),
-                Ok(Err(e)) => failures.push(format!("{}: {e}", server_name(&server))),
-                Err(_) => failures.push(format!(
-                    "{}: no answer within {} s",
-                    server_name(&server),
-                    CONNECT_TIMEOUT.as_secs()
-                )),
+            let server = addrs[(first + i) % addrs.len()].clone();
+            let connected = connected.clone();
+            tries.push(async move {
+                tokio::time::sleep(RACE_STAGGER * i as u32).await;
+                let one = self.connect_one(server.clone(), connected, false);
+                match tokio::time::timeout(CONNECT_TIMEOUT, one).await {
+                    Ok(Ok(client)) => Ok(client),
+                    Ok(Err(e)) => Err(format!("{}: {e}", server_name(&server))),
+                    Err(_) => Err(format!(
+                        "{}: no answer within {} s",
+                        server_name(&server),
+                        CONNECT_TIMEOUT.as_secs()
+                    )),
+                }
+            });
+        }
+        let mut failures = Vec::new();
+        while let Some(tried) = futures::StreamExt::next(&mut tries).await {
+            match tried {
+                // The others are dropped, connections and all.
+                Ok(client) => return Ok(client),
+                Err(e) => failures.push(e),
             }
         }
         Err(format!(
             "cannot connect ({}); is nats-server running with -js?",
             failures.join("; ")
         ))
+    }
+
+    /// A connection to `server` (one of `servers`), unbounded in time: callers bound it. With
+    /// `only`, the client library reconnects to that server only, never to one it hears of.
+    pub(crate) async fn connect_one(
+        &self,
+        server: ServerAddr,
+        connected: Option<std::sync::Arc<tokio::sync::Notify>>,
+        only: bool,
+    ) -> Result<async_nats::Client, String> {
+        let mut o = self
+            .connect_options()
+            .await
+            .map_err(|e| e.to_string())?
+            .retain_servers_order();
+        if only {
+            o = o.ignore_discovered_servers();
+        }
+        if let Some(n) = connected {
+            o = o.event_callback(move |event| {
+                let n = n.clone();
+                async move {
+                    if matches!(event, async_nats::Event::Connected) {
+                        n.notify_one();
+                    }
+                }
+            });
+        }
+        async_nats::connect_with_options(vec![server], o)
+            .await
+            .map_err(|e| e.to_string())
     }
 
     /// The replica count for the fleet's streams: as asked, else 3 when the cluster has at least
@@ -156,7 +182,7 @@ impl NatsOptions {
     }
 }
 
-fn server_name(a: &ServerAddr) -> String {
+pub(crate) fn server_name(a: &ServerAddr) -> String {
     format!("{}:{}", a.host(), a.port())
 }
 

@@ -119,7 +119,16 @@ async fn run(
     };
     let mut js = jetstream::new(client.clone());
     js.set_timeout(REQUEST_TIMEOUT);
-    let fast = tokio::spawn(fast_path(client, js.clone(), link.clone()));
+    // The fast path on a connection to each server given, each kept to its server: a copy
+    // published anywhere in the cluster reaches the unit through every server that is up, so a
+    // server that dies, stops answering or is cut off costs nothing (the copies that come through
+    // the others are the same trigger, found in the journal). One URL: one connection, which
+    // follows the servers it hears of.
+    let mut fast: Vec<_> = opts
+        .addrs()
+        .into_iter()
+        .map(|server| tokio::spawn(fast_path(opts.clone(), server, js.clone(), link.clone())))
+        .collect();
     let beats = tokio::spawn(beats(js.clone(), link.clone()));
     let catch_ups = tokio::spawn({
         let (js, link) = (js.clone(), link.clone());
@@ -135,14 +144,42 @@ async fn run(
     while !link.stopping() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    for task in [consumer, fast, beats, catch_ups] {
+    fast.extend([consumer, beats, catch_ups]);
+    for task in fast {
         task.abort();
     }
 }
 
 /// The fast path: every trigger published on plain NATS, handled the moment it arrives.
-async fn fast_path(client: async_nats::Client, js: jetstream::Context, link: Arc<Link>) {
+async fn fast_path(
+    opts: NatsOptions,
+    server: async_nats::ServerAddr,
+    js: jetstream::Context,
+    link: Arc<Link>,
+) {
+    let only = opts.servers.len() > 1;
+    let mut said = false;
     while !link.stopping() {
+        let one = opts.connect_one(server.clone(), None, only);
+        let client = match tokio::time::timeout(crate::connect::CONNECT_TIMEOUT, one).await {
+            Ok(Ok(c)) => c,
+            failed => {
+                if !said {
+                    let why = match failed {
+                        Ok(Err(e)) => e,
+                        _ => "no answer".into(),
+                    };
+                    link.say(&format!(
+                        "NATS: fast path via {}: {why}; retrying",
+                        crate::connect::server_name(&server)
+                    ));
+                    said = true;
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        said = false;
         let mut sub = match client.subscribe(TRIGGER_FAST_SUBJECT).await {
             Ok(s) => s,
             Err(e) => {

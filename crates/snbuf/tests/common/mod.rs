@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod nats_cluster;
+pub mod netns;
 pub mod tmux;
 pub mod trials;
 

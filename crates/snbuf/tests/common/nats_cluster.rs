@@ -11,6 +11,10 @@ use super::{free_port, KillOnDrop};
 
 pub struct Server {
     pub name: String,
+    /// The address it listens on, and the network namespace it runs in (a `TestNet` host), if
+    /// not this one.
+    pub host: String,
+    pub netns: Option<String>,
     pub client_port: u16,
     route_port: u16,
     store: PathBuf,
@@ -51,12 +55,30 @@ impl Cluster {
     /// `n` servers in `dir`, started and with a JetStream metadata leader; None (the test skips)
     /// when nats-server is not installed and SNBUF_REQUIRE_NATS is not set.
     pub fn start(n: usize, dir: &Path) -> Option<Cluster> {
+        let hosts: Vec<(String, Option<String>)> =
+            (0..n).map(|_| ("127.0.0.1".to_string(), None)).collect();
+        Cluster::start_on(&hosts, dir)
+    }
+
+    /// A server on each of `hosts` (address, and the network namespace to run in, if any): on
+    /// hosts of their own each listens on the standard ports; on 127.0.0.1, on free ones.
+    pub fn start_on(hosts: &[(String, Option<String>)], dir: &Path) -> Option<Cluster> {
         let bin = super::nats_server_bin()?;
-        let servers = (1..=n)
+        let servers = (1..=hosts.len())
             .map(|i| Server {
                 name: format!("n{i}"),
-                client_port: free_port(),
-                route_port: free_port(),
+                host: hosts[i - 1].0.clone(),
+                netns: hosts[i - 1].1.clone(),
+                client_port: if hosts[i - 1].1.is_some() {
+                    4222
+                } else {
+                    free_port()
+                },
+                route_port: if hosts[i - 1].1.is_some() {
+                    6222
+                } else {
+                    free_port()
+                },
                 store: dir.join(format!("n{i}-store")),
                 log: dir.join(format!("n{i}.log")),
                 proc: None,
@@ -69,7 +91,7 @@ impl Cluster {
             config,
             servers,
         };
-        for i in 0..n {
+        for i in 0..hosts.len() {
             c.restart(i);
         }
         c.wait_healthy(Duration::from_secs(30))
@@ -86,7 +108,7 @@ impl Cluster {
     pub fn urls(&self) -> String {
         self.servers
             .iter()
-            .map(|s| format!("nats://127.0.0.1:{}", s.client_port))
+            .map(|s| format!("nats://{}:{}", s.host, s.client_port))
             .collect::<Vec<_>>()
             .join(",")
     }
@@ -96,7 +118,7 @@ impl Cluster {
         let routes: Vec<String> = self
             .servers
             .iter()
-            .map(|s| format!("nats-route://127.0.0.1:{}", s.route_port))
+            .map(|s| format!("nats-route://{}:{}", s.host, s.route_port))
             .collect();
         let s = &mut self.servers[i];
         assert!(s.proc.is_none(), "{} is already running", s.name);
@@ -105,15 +127,22 @@ impl Cluster {
             .append(true)
             .open(&s.log)
             .unwrap();
-        let mut cmd = Command::new(&self.bin);
+        let mut cmd = match &s.netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(&self.bin);
+                c
+            }
+            None => Command::new(&self.bin),
+        };
         cmd.arg("-c")
             .arg(&self.config)
             .env("SNBUF_NATS_NAME", &s.name)
-            .env("SNBUF_NATS_LISTEN", format!("127.0.0.1:{}", s.client_port))
+            .env("SNBUF_NATS_LISTEN", format!("{}:{}", s.host, s.client_port))
             .env("SNBUF_NATS_STORE", &s.store)
             .env(
                 "SNBUF_NATS_CLUSTER_LISTEN",
-                format!("127.0.0.1:{}", s.route_port),
+                format!("{}:{}", s.host, s.route_port),
             );
         for (k, r) in routes.iter().enumerate() {
             cmd.env(format!("SNBUF_NATS_ROUTE{}", k + 1), r);
@@ -126,7 +155,8 @@ impl Cluster {
         s.proc = Some(KillOnDrop(child));
         s.paused = false;
         let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", s.client_port)).is_err() {
+        let addr: std::net::SocketAddr = format!("{}:{}", s.host, s.client_port).parse().unwrap();
+        while std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_err() {
             assert!(Instant::now() < deadline, "{} did not start", s.name);
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -194,7 +224,7 @@ impl Cluster {
             }
             let c = async_nats::ConnectOptions::new()
                 .connection_timeout(Duration::from_secs(2))
-                .connect(format!("nats://127.0.0.1:{}", s.client_port))
+                .connect(format!("nats://{}:{}", s.host, s.client_port))
                 .await
                 .map_err(|e| format!("{}: {e}", s.name))?;
             let js = jetstream::new(c);
