@@ -83,7 +83,7 @@ where
     Fut: Future<Output = Result<T, String>>,
 {
     let deadline = tokio::time::Instant::now() + limit;
-    let mut last = String::from("no attempt finished");
+    let mut last;
     let mut attempts = 0;
     loop {
         attempts += 1;
