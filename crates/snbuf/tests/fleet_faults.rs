@@ -127,6 +127,10 @@ struct Sent {
     answer: String,
 }
 
+/// One `fleet status` call: when it began (s from the storm's start), how long it took, whether
+/// it succeeded, and what it said on stderr.
+type StatusCall = (f64, f64, bool, String);
+
 /// Runs `snbuf ARGS`, killed a little past `ANSWER_WITHIN` (a hang fails instead of stalling);
 /// returns whether it succeeded, its stdout, stderr and how long it took.
 fn timed_snbuf(args: &[&str]) -> (bool, String, String, f64) {
@@ -234,7 +238,7 @@ fn trial(k: u64, seed: u64, units: usize, seconds: u64, dir: &Path) -> Option<Va
             }
         })
     };
-    let status_calls: Arc<Mutex<Vec<(f64, f64, bool, String)>>> = Arc::default();
+    let status_calls: Arc<Mutex<Vec<StatusCall>>> = Arc::default();
     let watcher = {
         let (stop, calls, urls) = (stop.clone(), status_calls.clone(), urls.clone());
         std::thread::spawn(move || {
