@@ -388,30 +388,57 @@ def fleet():
     return "\n".join([caption_kept(path, r) + f" {server}.", "", *rows])
 
 
-FAULT_NAMES = {"KillServer": "server killed", "PauseServer": "server paused", "KillUnit": "unit killed",
+FAULT_NAMES = {"KillServer": "server killed", "PauseServer": "server paused",
+               "PartitionServer": "server cut off", "KillUnit": "unit killed",
                "RestartCluster": "cluster restarted"}
 
 
 def fleet_faults():
     path, r = newest_result("fleet_faults")
-    rows = ["| trial | units | storm | faults | triggers sent / accepted | recorded by every unit "
-            "| unit outcomes: recorded / missed | missed, why | recorded though not accepted "
-            "| left unsealed (unit killed) | duplicates | lost, one server down at a time "
-            "| lost, whole cluster killed | longest `fleet status` / `trigger` |",
-            "|---:|---:|---:|---|---|---:|---|---|---:|---:|---:|---:|---:|---|"]
+    rows = ["| trial | nats-server | units | storm | faults | triggers sent / stored "
+            "| recorded by every unit | unit outcomes: recorded / missed, unit down / cut short, unit killed "
+            "| duplicates | lost, one server down at a time | lost, whole cluster restarted "
+            "| longest deaf: server killed / paused / cut off | status calls failed (one server down) "
+            "| longest `fleet status` / `trigger` |",
+            "|---:|---|---:|---:|---|---|---:|---|---:|---:|---:|---|---|---|"]
     for x in r["rows"]:
         faults = ", ".join(f"{n} {FAULT_NAMES.get(k, k)}" for k, n in sorted(x["faults"].items()))
-        why = "; ".join(f"{n} {k}" for k, n in sorted(x["missed_by_reason"].items())) or "-"
-        rows.append(f"| {x['trial']} | {x['units']} | {x['storm_s']:.0f} s | {faults} "
-                    f"| {x['triggers_sent']} / {x['triggers_accepted']} | {x['recorded_by_every_unit']} "
-                    f"| {x['unit_recorded']} / {x['unit_missed']} | {why} | {x['unit_recorded_not_accepted']} "
-                    f"| {x['unsealed_bursts']} | {bold_zero(x['duplicates'])} "
-                    f"| {bold_zero(x['lost_one_server_down_at_a_time'])} "
-                    f"| {x.get('lost_during', {}).get('RestartCluster', 0)} "
+        deaf = x.get("deaf_max_s_by_fault", {})
+        deaf_cells = " / ".join(num(deaf.get(k), ".2f") + " s" if k in deaf else "–"
+                                for k in ["KillServer", "PauseServer", "PartitionServer"])
+        server = (x.get("nats_server") or "?").replace("nats-server: ", "")
+        rows.append(f"| {x['trial']} | {server} | {x['units']} | {x['storm_s']:.0f} s | {faults} "
+                    f"| {x['triggers_sent']} / {x['triggers_stored']} | {x['recorded_by_every_unit']} "
+                    f"| {x['unit_recorded']} / {x['unit_missed_unit_down']} / {x['unit_interrupted_by_kill']} "
+                    f"| {bold_zero(x['duplicates'])} | {bold_zero(x['lost_one_server_down_at_a_time'])} "
+                    f"| {x.get('lost_during', {}).get('RestartCluster', 0)} | {deaf_cells} "
+                    f"| {x['status_failed']} ({x['status_failed_outside_cluster_restart']}) "
                     f"| {x['longest_status_s']:.1f} s / {x['longest_trigger_s']:.1f} s |")
-    servers = {x.get("nats_server") for x in r["rows"]} - {None}
-    server = f" {', '.join(sorted(servers))}." if servers else ""
-    return "\n".join([caption_kept(path, r) + server, "", *rows])
+    networks = {x.get("network") for x in r["rows"]} - {None}
+    note = " Servers and units in network namespaces." if networks == {"namespaces"} else ""
+    return "\n".join([caption_kept(path, r) + note, "", *rows])
+
+
+def nats_sync():
+    path, r = newest_result("nats_sync")
+    by = {}
+    for x in r["rows"]:
+        by.setdefault(x["sync_interval"], []).append(x)
+    med = lambda mode, key: statistics.median(x[key] for x in by[mode])
+    rows = ["| `sync_interval` | publish to acknowledgement, p50 | p99 | mean "
+            f"| {r['rows'][0]['in_flight']} publishes in flight, all acknowledged |",
+            "|---|---:|---:|---:|---:|"]
+    for mode in ["default", "always"]:
+        label = "2 min (the server's default)" if mode == "default" else "`always` (deploy/)"
+        rows.append(f"| {label} | {med(mode, 'p50_ms'):.2f} ms | {med(mode, 'p99_ms'):.2f} ms "
+                    f"| {med(mode, 'mean_ms'):.2f} ms | {med(mode, 'burst_ms'):.1f} ms |")
+    rows.append(f"| always / default | {med('always', 'p50_ms') / med('default', 'p50_ms'):.1f}x "
+                f"| {med('always', 'p99_ms') / med('default', 'p99_ms'):.1f}x "
+                f"| {med('always', 'mean_ms') / med('default', 'mean_ms'):.1f}x "
+                f"| {med('always', 'burst_ms') / med('default', 'burst_ms'):.1f}x |")
+    server = r["rows"][0].get("nats_server", "nats-server")
+    return "\n".join([caption_kept(path, r) + f" {server}; medians of {len(by['always'])} repeats of "
+                      f"{r['rows'][0]['messages']} publishes each.", "", *rows])
 
 
 def show_burst():
@@ -546,7 +573,7 @@ def paper_app():
 
 
 TABLES = {"ingest": ingest, "ingest_nap": ingest_nap, "faults": faults, "fuzz": fuzz, "keepup": keepup, "fleet": fleet,
-          "fleet_faults": fleet_faults, "show": show_burst,
+          "fleet_faults": fleet_faults, "nats_sync": nats_sync, "show": show_burst,
           "paper_table2": paper_table2, "paper_latency": paper_latency, "paper_join": paper_join,
           "paper_kernels": paper_kernels, "paper_app": paper_app,
           "export_unthrottled": export_unthrottled, "export_rate": export_rate, "peers_pmem": peers_pmem,

@@ -38,16 +38,17 @@ pub(crate) async fn handle_trigger(
     };
     let id = t.trigger_id.clone();
     let config = link.server.unit().config();
-    let delay_s = now_unix_ns().saturating_sub(t.issued_unix_ns) as f64 / 1e9;
     // A burst in progress that this trigger cannot join holds the unit: the trigger waits for
     // it (its window stays in the buffer for about the buffer's length), heartbeats and the
     // other path going on, rather than being refused.
     let wait_until = Instant::now() + config.buffer;
     let mut progress_sent = Instant::now();
     loop {
-        let decided = {
+        let (decided, delay_s) = {
             let _one = link.decide.lock().await;
-            decide(link, &t, msg, delay_s)
+            // From its issue to this decision: what the journal keeps as how late it was handled.
+            let delay_s = now_unix_ns().saturating_sub(t.issued_unix_ns) as f64 / 1e9;
+            (decide(link, &t, msg, delay_s), delay_s)
         };
         match decided {
             Decision::Done(outcome) => return finish(js, link, &t, msg, outcome, delay_s).await,

@@ -117,6 +117,15 @@ const FAULTS: [Fault; 5] = [
     Fault::RestartCluster,
 ];
 
+/// Sets its flag when dropped.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 /// One trigger as the storm sent it.
 struct Sent {
     id: String,
@@ -214,6 +223,8 @@ fn trial(k: u64, seed: u64, units: usize, seconds: u64, dir: &Path) -> Option<Va
     let kinds = fault_kinds(net.is_some());
 
     let stop = Arc::new(AtomicBool::new(false));
+    // Whatever ends this function, a panic included, the storm and the watcher stop.
+    let _stop_on_exit = StopOnDrop(stop.clone());
     let sent: Arc<Mutex<Vec<Sent>>> = Arc::default();
     let start = Instant::now();
     let storm = {
@@ -412,7 +423,9 @@ fn trial(k: u64, seed: u64, units: usize, seconds: u64, dir: &Path) -> Option<Va
     o.insert("longest_status_s".into(), json!(longest_status));
     let longest_trigger = sent.iter().map(|s| s.seconds).fold(0.0, f64::max);
     o.insert("longest_trigger_s".into(), json!(longest_trigger));
-    drop(net); // the namespaces go
+    // The servers stop before their namespaces go.
+    drop(cluster);
+    drop(net);
     Some(r)
 }
 
@@ -458,11 +471,17 @@ fn stored_trigger_ids(urls: &str) -> BTreeSet<String> {
         let last = stream.info().await.unwrap().state.last_sequence;
         let mut ids = BTreeSet::new();
         for seq in 1..=last {
-            if let Ok(m) = stream.get_raw_message(seq).await {
-                let v: Value = serde_json::from_slice(&m.payload).unwrap_or(Value::Null);
-                if let Some(id) = v["trigger_id"].as_str() {
-                    ids.insert(id.to_string());
+            use async_nats::jetstream::stream::RawMessageErrorKind;
+            match stream.get_raw_message(seq).await {
+                Ok(m) => {
+                    let v: Value = serde_json::from_slice(&m.payload).unwrap_or(Value::Null);
+                    if let Some(id) = v["trigger_id"].as_str() {
+                        ids.insert(id.to_string());
+                    }
                 }
+                // Never stored under this sequence (a gap): nothing to read.
+                Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => {}
+                Err(e) => panic!("trigger stream sequence {seq}: {e}"),
             }
         }
         ids
@@ -486,17 +505,28 @@ struct Outcomes {
 /// The outcomes, read when they stop changing and every stored trigger has one on every unit
 /// (at most 90 s: redeliveries come within the acknowledgement wait).
 fn settle(fleet: &[Unit], sent: &[Sent], stored: &BTreeSet<String>, urls: &str) -> Outcomes {
-    let due = sent.iter().filter(|s| stored.contains(&s.id)).count() * fleet.len();
+    let pairs: Vec<(String, String)> = sent
+        .iter()
+        .filter(|s| stored.contains(&s.id))
+        .flat_map(|s| fleet.iter().map(|u| (u.id.clone(), s.id.clone())))
+        .collect();
     let deadline = Instant::now() + Duration::from_secs(90);
-    let mut last = (usize::MAX, usize::MAX);
+    let mut last = usize::MAX;
     loop {
         std::thread::sleep(Duration::from_secs(5));
         let o = read_outcomes(fleet, urls, false);
-        let now = (o.bursts.len(), o.missed.len());
-        if (now == last && now.0 + now.1 >= due) || Instant::now() > deadline {
+        // Every (unit, trigger) with an outcome, and nothing new since the last look (a
+        // redelivery, which is how a duplicate shows, comes within the acknowledgement wait).
+        let with_outcome = pairs
+            .iter()
+            .filter(|p| o.bursts.contains_key(*p) || o.missed.contains_key(*p))
+            .count();
+        let all = o.bursts.values().map(Vec::len).sum::<usize>()
+            + o.missed.values().map(Vec::len).sum::<usize>();
+        if (all == last && with_outcome == pairs.len()) || Instant::now() > deadline {
             return read_outcomes(fleet, urls, true);
         }
-        last = now;
+        last = all;
     }
 }
 
@@ -518,7 +548,9 @@ fn read_outcomes(fleet: &[Unit], urls: &str, verify: bool) -> Outcomes {
                 .flatten()
                 .filter_map(|t| t["trigger_id"].as_str().map(String::from))
                 .collect();
-            names.insert(burst.clone());
+            if let Some(id) = m["burst_id"].as_str() {
+                names.insert(id.to_string());
+            }
             let good = m["state"] == "sealed"
                 && (!verify || {
                     let o = common::snbuf(&["verify", e.path().to_str().unwrap()]);
@@ -576,36 +608,46 @@ fn reason_class(why: &str) -> &'static str {
     }
 }
 
-/// The fault under way when a trigger was sent at `at_s` (or up to 5 s before: its delivery and
-/// acknowledgement take that long), if any.
-fn fault_at(faults: &[Value], at_s: f64) -> String {
-    faults
-        .iter()
-        .find(|f| {
-            let (began, healed) = (
-                f["began_s"].as_f64().unwrap(),
-                f["healed_s"].as_f64().unwrap(),
-            );
-            at_s >= began - 5.0 && at_s <= healed
-        })
-        .map_or("none".into(), |f| f["fault"].as_str().unwrap().into())
+/// The fault under way when a trigger was sent at `at_s` (or up to 1 s before: a trigger sent
+/// just before a fault is delivered during it), if any.
+fn fault_of(faults: &[Value], at_s: f64) -> Option<&Value> {
+    faults.iter().find(|f| {
+        let (began, healed) = (
+            f["began_s"].as_f64().unwrap(),
+            f["healed_s"].as_f64().unwrap(),
+        );
+        at_s >= began - 1.0 && at_s <= healed
+    })
 }
 
-/// Whether unit `unit` was down when a trigger was issued at `at_s`, or was killed while it
-/// recorded it: then a missed or interrupted trigger is one nothing could have done better.
-fn unit_down(faults: &[Value], unit: &str, at_s: f64) -> bool {
+/// `fault_of`'s kind, or "none".
+fn fault_at(faults: &[Value], at_s: f64) -> String {
+    fault_of(faults, at_s).map_or("none".into(), |f| f["fault"].as_str().unwrap().into())
+}
+
+/// The kills of unit `unit`: (killed, up again) in seconds from the storm's start.
+fn kills<'a>(faults: &'a [Value], unit: &'a str) -> impl Iterator<Item = (f64, f64)> + 'a {
     faults
         .iter()
-        .filter(|f| f["fault"] == "KillUnit" && f["target"] == unit)
-        .any(|f| {
-            let (killed, up) = (
+        .filter(move |f| f["fault"] == "KillUnit" && f["target"] == unit)
+        .map(|f| {
+            (
                 f["began_s"].as_f64().unwrap(),
                 f["unit_up_s"].as_f64().unwrap(),
-            );
-            // Down from the kill until it was buffering again (1 s after its socket appeared),
-            // or killed within the trigger's window and seal.
-            (at_s >= killed && at_s <= up + 1.0) || (killed >= at_s && killed <= at_s + RECORDING_S)
+            )
         })
+}
+
+/// Whether unit `unit` was down when a trigger was issued at `at_s`: from its kill until it was
+/// buffering again (1 s after its socket appeared).
+fn down_at(faults: &[Value], unit: &str, at_s: f64) -> bool {
+    kills(faults, unit).any(|(killed, up)| at_s >= killed && at_s <= up + 1.0)
+}
+
+/// Whether unit `unit` was killed while it recorded a trigger issued at `at_s` (within its
+/// window and the time to seal it).
+fn killed_while_recording(faults: &[Value], unit: &str, at_s: f64) -> bool {
+    kills(faults, unit).any(|(killed, _)| killed > at_s && killed <= at_s + RECORDING_S)
 }
 
 /// One piece: every (trigger, unit) classified by one set of rules, the tallies they feed
@@ -624,8 +666,16 @@ fn check(
     let mut missed_by_reason: BTreeMap<&str, u64> = BTreeMap::new();
     let mut deaf_by_fault: BTreeMap<String, f64> = BTreeMap::new();
     let mut not_sent = Vec::new();
+    let mut no_journal = Vec::new();
+    let mut lost_acked_before_restart = Vec::new();
     for s in sent {
         let during = fault_at(faults, s.at_s);
+        // Acknowledged before a whole-cluster restart began: must be recorded after it.
+        let acked_before_restart = fault_of(faults, s.at_s).is_some_and(|f| {
+            f["fault"] == "RestartCluster"
+                && s.accepted
+                && s.at_s + s.seconds <= f["began_s"].as_f64().unwrap()
+        });
         if !stored.contains(&s.id) {
             // The cluster never stored it, and the sender said so: not sent. Only a whole
             // cluster down may cause that.
@@ -642,7 +692,8 @@ fn check(
             let key = (u.id.clone(), s.id.clone());
             let bursts = o.bursts.get(&key).map_or(&[][..], Vec::as_slice);
             let miss = o.missed.get(&key).map_or(&[][..], Vec::as_slice);
-            let down = unit_down(faults, &u.id, s.at_s);
+            let down = down_at(faults, &u.id, s.at_s);
+            let killed = killed_while_recording(faults, &u.id, s.at_s);
             if bursts.len() + miss.len() > 1 {
                 duplicates.push(format!(
                     "{} {}: bursts {bursts:?}, missed {miss:?}",
@@ -655,21 +706,26 @@ fn check(
             let verdict = match (bursts.first(), miss.first()) {
                 (Some((_, true)), _) => {
                     unit_recorded += 1;
-                    if !down {
-                        if let Some(d) = o.handled_after_s.get(&key) {
+                    match o.handled_after_s.get(&key) {
+                        Some(d) if !down => {
                             let worst = deaf_by_fault.entry(during.clone()).or_default();
                             *worst = worst.max(*d);
                         }
+                        Some(_) => {}
+                        None => no_journal.push(format!("{} {}", u.id, s.id)),
                     }
                     Ok(())
                 }
-                (Some((b, false)), _) if down => {
+                (Some(_), _) if killed => {
                     interrupted += 1;
-                    let _ = b;
                     Ok(())
                 }
                 (Some((b, false)), _) => Err(format!("burst {b} not sealed or not valid")),
                 (None, Some(_)) if down => {
+                    justified += 1;
+                    Ok(())
+                }
+                (None, Some(why)) if killed && why.contains("before its burst began") => {
                     justified += 1;
                     Ok(())
                 }
@@ -683,6 +739,9 @@ fn check(
                     u.id, s.id, s.at_s
                 ));
                 *lost_during.entry(during.clone()).or_default() += 1;
+                if acked_before_restart {
+                    lost_acked_before_restart.push(format!("{} {}", u.id, s.id));
+                }
             } else if bursts.is_empty() {
                 by_all = false;
             }
@@ -702,6 +761,8 @@ fn check(
         "stored_though_not_accepted": sent.iter().filter(|s| !s.accepted && stored.contains(&s.id)).count(),
         "not_accepted_answers": sent.iter().filter(|s| !s.accepted).map(|s| s.answer.as_str()).collect::<Vec<_>>(),
         "not_sent_outside_cluster_restart": not_sent,
+        // Acknowledged to the sender, and not in the stream at the end: a write the cluster lost.
+        "acknowledged_then_lost_by_cluster": sent.iter().filter(|s| s.accepted && !stored.contains(&s.id)).map(|s| s.id.as_str()).collect::<Vec<_>>(),
         "recorded_by_every_unit": recorded_by_all,
         "unit_recorded": unit_recorded,
         "unit_missed_unit_down": justified,
@@ -714,6 +775,8 @@ fn check(
         "lost_during": lost_during,
         "lost_one_server_down_at_a_time": one_server,
         "deaf_max_s_by_fault": deaf_by_fault,
+        "recorded_without_journal_line": no_journal,
+        "lost_acknowledged_before_cluster_restart": lost_acked_before_restart,
     })
 }
 
@@ -757,6 +820,12 @@ fn failures_of(r: &Value) -> Vec<String> {
             "not stored with at most one server down: {not_sent:?}"
         ));
     }
+    let forgotten = r["acknowledged_then_lost_by_cluster"].as_array().unwrap();
+    if !forgotten.is_empty() {
+        f.push(format!(
+            "acknowledged, then not in the stream: {forgotten:?}"
+        ));
+    }
     if !r["not_healed_within_90_s"].is_null() {
         f.push(format!(
             "the cluster did not heal: {}",
@@ -783,12 +852,21 @@ fn failures_of(r: &Value) -> Vec<String> {
             f.push(format!("{kind:?} never ran"));
         }
     }
-    // A running unit deaf for at most 1 s while one server is down, killed, paused or cut off.
-    for kind in ["KillServer", "PauseServer", "PartitionServer", "none"] {
-        if let Some(deaf) = r["deaf_max_s_by_fault"][kind].as_f64() {
-            if deaf > DEAF_AT_MOST_S {
-                f.push(format!("a running unit was deaf {deaf:.2} s during {kind}"));
-            }
+    // A running unit deaf for at most 1 s whenever the cluster is up (one server down, killed,
+    // paused or cut off, another unit killed, or no fault).
+    for (kind, deaf) in r["deaf_max_s_by_fault"].as_object().unwrap() {
+        let deaf = deaf.as_f64().unwrap();
+        if kind != "RestartCluster" && deaf > DEAF_AT_MOST_S {
+            f.push(format!("a running unit was deaf {deaf:.2} s during {kind}"));
+        }
+    }
+    for key in [
+        "recorded_without_journal_line",
+        "lost_acknowledged_before_cluster_restart",
+    ] {
+        let list = r[key].as_array().unwrap();
+        if !list.is_empty() {
+            f.push(format!("{key}: {list:?}"));
         }
     }
     if r["triggers_accepted"].as_u64() < Some(1) {

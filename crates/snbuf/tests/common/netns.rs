@@ -5,7 +5,10 @@
 //! it is cut off from, as a failed switch port or a cut fibre looks (nothing answers, no reset).
 //!
 //! Every address is one of these namespaces' own, in 198.18.0.0/15 (set aside for testing
-//! network devices, RFC 2544); nothing routes anywhere else. Everything is removed on drop.
+//! network devices, RFC 2544); nothing routes anywhere else. The test's namespace gets a
+//! blackhole route for that whole range, left in place: a command still running after its net
+//! is gone (a test that panicked) sends nothing off the machine. Everything else is removed on
+//! drop.
 //! Needs root, `ip` (iproute2) and `nft` (nftables): without them, `TestNet::create` says why
 //! and the caller runs without partitions, unless SNBUF_REQUIRE_ROOT is set (CI), where it fails.
 
@@ -22,6 +25,7 @@ pub struct TestNet {
     /// The third byte of the /24 this net uses: 198.18.N.0/24.
     subnet: u8,
     pub hosts: Vec<Host>,
+    bridge_made: bool,
 }
 
 pub struct Host {
@@ -78,18 +82,27 @@ impl TestNet {
             eprintln!("skip: network partitions need root, ip and nft ({why})");
             return None;
         }
-        let pid = std::process::id();
-        let subnet = (pid % 250 + 1) as u8;
-        let tag = format!("{:x}", pid % 0xfffff);
+        // Nothing for 198.18/15 leaves this machine, whatever happens to the bridge.
+        if let Err(e) = run("ip", &["route", "replace", "blackhole", "198.18.0.0/15"]) {
+            assert!(
+                std::env::var_os("SNBUF_REQUIRE_ROOT").is_none(),
+                "SNBUF_REQUIRE_ROOT is set but routes cannot be set here: {e}"
+            );
+            eprintln!("skip: network partitions need to set routes ({e})");
+            return None;
+        }
+        let (tag, subnet) = free_tag_and_subnet();
         let mut net = TestNet {
             bridge: format!("sb{tag}br"),
             tag,
             subnet,
             hosts: Vec::new(),
+            bridge_made: false,
         };
         // Whatever fails from here is undone by drop.
         let made = (|| -> Result<(), String> {
             run("ip", &["link", "add", &net.bridge, "type", "bridge"])?;
+            net.bridge_made = true;
             run("ip", &["link", "set", &net.bridge, "up"])?;
             let gw = format!("{}/24", net.gateway_ip());
             run("ip", &["addr", "add", &gw, "dev", &net.bridge])?;
@@ -99,6 +112,15 @@ impl TestNet {
             Ok(())
         })();
         if let Err(e) = made {
+            assert!(
+                std::env::var_os("SNBUF_REQUIRE_ROOT").is_none() || net.bridge_made,
+                "SNBUF_REQUIRE_ROOT is set but the test network cannot be made: {e}"
+            );
+            if !net.bridge_made {
+                // Root without the right to make interfaces (a container): no partitions here.
+                eprintln!("skip: network partitions: {e}");
+                return None;
+            }
             panic!("could not make the test network: {e}");
         }
         Some(net)
@@ -202,13 +224,53 @@ impl TestNet {
 }
 
 impl Drop for TestNet {
+    /// The veth pairs first (deleting the root end removes both at once, whatever still runs in
+    /// the namespace), then the namespaces and the bridge.
     fn drop(&mut self) {
-        // Removing a namespace removes its end of the veth pair, and so the pair.
         for h in &self.hosts {
+            let _ = run("ip", &["link", "del", &format!("sb{}{}", self.tag, h.name)]);
             let _ = run("ip", &["netns", "del", &h.netns]);
         }
         let _ = run("ip", &["link", "del", &self.bridge]);
     }
+}
+
+/// A tag no interface or namespace of this machine has, and a /24 of 198.18.0.0/16 no interface
+/// has an address in: another run's, or one a killed run left behind, is never shared.
+fn free_tag_and_subnet() -> (String, u8) {
+    let links = std::fs::read_dir("/sys/class/net")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    let namespaces = std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    let mut cmd = Command::new("ip");
+    cmd.args(["-4", "-o", "addr", "show"]);
+    let addrs =
+        String::from_utf8_lossy(&output_within(cmd, Duration::from_secs(20)).stdout).into_owned();
+    let start = std::process::id() as u64 ^ snbuf_quantity::now_unix_ns();
+    for k in 0..4096u64 {
+        let n = start.wrapping_add(k);
+        let tag = format!("{:04x}", n % 0x10000);
+        let subnet = (n % 250 + 1) as u8;
+        let taken = links
+            .iter()
+            .chain(&namespaces)
+            .any(|l| l.starts_with(&format!("sb{tag}")))
+            || addrs.contains(&format!(" 198.18.{subnet}."));
+        if !taken {
+            return (tag, subnet);
+        }
+    }
+    panic!("no free tag and subnet for a test network");
 }
 
 /// Whether this process runs as root (from /proc: no unsafe call for it).
