@@ -408,7 +408,9 @@ def fleet_faults():
                                 for k in ["KillServer", "PauseServer", "PartitionServer"])
         server = (x.get("nats_server") or "?").replace("nats-server: ", "")
         rows.append(f"| {x['trial']} | {server} | {x['units']} | {x['storm_s']:.0f} s | {faults} "
-                    f"| {x['triggers_sent']} / {x['triggers_stored']} | {x['recorded_by_every_unit']} "
+                    f"| {x['triggers_sent']} / {x['triggers_stored']}"
+                    f"{' (' + str(x['retried_and_accepted']) + ' on the printed retry)' if x.get('retried_and_accepted') else ''} "
+                    f"| {x['recorded_by_every_unit']} "
                     f"| {x['unit_recorded']} / {x['unit_missed_unit_down']} / {x['unit_interrupted_by_kill']} "
                     f"| {bold_zero(x['duplicates'])} | {bold_zero(x['lost_one_server_down_at_a_time'])} "
                     f"| {x.get('lost_during', {}).get('RestartCluster', 0)} | {deaf_cells} "

@@ -791,3 +791,115 @@ fn events_stream_message(url: &str, seq: u64) -> Value {
         serde_json::from_slice(&m.payload).unwrap()
     })
 }
+
+/// A second alert for the same event, sent over NATS while the first one's burst records: it
+/// joins that burst on every unit (its end moved out), each unit's journal notes the burst that
+/// records it, the fleet hears a `joined` event, and the sealed burst names both triggers and
+/// holds the later one's window to its end, nothing lost.
+#[test]
+fn an_overlapping_trigger_over_nats_joins_the_burst_on_every_unit() {
+    let root = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let Some(_nats) = nats_server(port, &root.path().join("js")) else {
+        return;
+    };
+    let url = format!("nats://127.0.0.1:{port}");
+    let units: Vec<Unit> = ["j1", "j2"]
+        .iter()
+        .map(|id| start_unit(root.path(), id, &url))
+        .collect();
+    wait_fleet(&url, &["j1", "j2"], |u| u["missing"] == false);
+    std::thread::sleep(Duration::from_millis(800));
+    let o = snbuf(&[
+        "trigger",
+        "--nats",
+        &url,
+        "--burst-id",
+        "sn-a",
+        "--post",
+        "3s",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::thread::sleep(Duration::from_millis(1000));
+    let o = snbuf(&[
+        "trigger",
+        "--nats",
+        &url,
+        "--burst-id",
+        "snews-a",
+        "--post",
+        "4s",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for u in &units {
+        let m = wait_sealed_within(&u.out.join("sn-a"), Duration::from_secs(30));
+        let ids: Vec<&str> = m["triggers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["trigger_id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, ["sn-a", "snews-a"], "{}", u.out.display());
+        let joined = &m["triggers"][1];
+        assert_eq!(
+            m["trigger"]["window_end_timestamp"], joined["window_end_timestamp"],
+            "the burst's end moved to the joined trigger's"
+        );
+        for l in m["links"].as_array().unwrap() {
+            assert_eq!(l["lost_frames"], 0, "{l}");
+        }
+        assert!(!u.out.join("snews-a").exists(), "no burst of its own");
+        let journal = std::fs::read_to_string(u.out.join("fleet-triggers.jsonl")).unwrap();
+        assert!(
+            journal
+                .lines()
+                .any(|l| l.contains("\"snews-a\"") && l.contains("\"burst_id\":\"sn-a\"")),
+            "{journal}"
+        );
+        assert_eq!(
+            snbuf(&["verify", u.out.join("sn-a").to_str().unwrap()])
+                .status
+                .code(),
+            Some(0)
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let ev = events(&url);
+        let joined = ev
+            .iter()
+            .filter(|e| e["event"] == "joined" && e["trigger_id"] == "snews-a")
+            .count();
+        let sealed: Vec<&Value> = ev
+            .iter()
+            .filter(|e| e["event"] == "sealed" && e["burst_id"] == "sn-a")
+            .collect();
+        if joined == 2 && sealed.len() == 2 {
+            assert!(sealed
+                .iter()
+                .all(|e| e["detail"]["triggers"] == serde_json::json!(["sn-a", "snews-a"])));
+            break;
+        }
+        assert!(Instant::now() < deadline, "{ev:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Waits until `dir` holds a sealed burst, for at most `limit`.
+fn wait_sealed_within(dir: &Path, limit: Duration) -> Value {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Ok(t) = std::fs::read_to_string(dir.join("manifest.json")) {
+            let m: Value = serde_json::from_str(&t).unwrap();
+            if m["state"] == "sealed" {
+                return m;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} was never sealed",
+            dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
