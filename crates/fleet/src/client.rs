@@ -39,9 +39,12 @@ pub const COMMAND_DEADLINE: Duration = Duration::from_secs(8);
 /// How long one JetStream request of an operator's command may take before it is tried again
 /// (on a new connection, so possibly another server).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
-/// The longest one attempt of an operator's command may take (connect, then its requests)
+/// The longest one attempt of `trigger --nats` may take (connect, publish, acknowledgement)
 /// before it is given up for a new one.
-const ATTEMPT_TIMEOUT: Duration = Duration::from_millis(2500);
+const PUBLISH_ATTEMPT_TIMEOUT: Duration = Duration::from_millis(2500);
+/// The same for a read (`fleet status`, `fleet events`, `fleet setup`): room for a large
+/// fleet's read (`READ_DEADLINE`), and two attempts within `COMMAND_DEADLINE`.
+const READ_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(4);
 
 pub(crate) async fn connect(opts: &NatsOptions) -> Result<jetstream::Context, FleetError> {
     let client = opts.connect().await.map_err(nats_error(opts))?;
@@ -69,13 +72,14 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, String>>,
 {
-    within(opts, COMMAND_DEADLINE, attempt).await
+    within(opts, COMMAND_DEADLINE, READ_ATTEMPT_TIMEOUT, attempt).await
 }
 
-/// `within_deadline` with a deadline of its own.
+/// `within_deadline` with a deadline of its own, and `per_attempt` for each attempt.
 async fn within<T, F, Fut>(
     opts: &NatsOptions,
     limit: Duration,
+    per_attempt: Duration,
     mut attempt: F,
 ) -> Result<T, FleetError>
 where
@@ -89,14 +93,14 @@ where
         attempts += 1;
         // Each attempt bounded on its own: one stuck on a server or a stream leader that went
         // away mid-request is left for a new connection, which may reach another server.
-        let this_one = deadline.min(tokio::time::Instant::now() + ATTEMPT_TIMEOUT);
+        let this_one = deadline.min(tokio::time::Instant::now() + per_attempt);
         match tokio::time::timeout_at(this_one, attempt()).await {
             Ok(Ok(v)) => return Ok(v),
             Ok(Err(e)) => last = e,
             Err(_) => {
                 last = format!(
                     "an attempt got no answer within {} s",
-                    ATTEMPT_TIMEOUT.as_secs_f64()
+                    per_attempt.as_secs_f64()
                 )
             }
         }
@@ -266,7 +270,7 @@ async fn publish_trigger(
 ) -> Result<TriggerAccepted, FleetError> {
     let body = bytes::Bytes::from(serde_json::to_vec(t).expect("serialises"));
     let mut attempts = 0u32;
-    within(opts, PUBLISH_DEADLINE, || {
+    within(opts, PUBLISH_DEADLINE, PUBLISH_ATTEMPT_TIMEOUT, || {
         attempts += 1;
         let (body, attempts) = (body.clone(), attempts);
         async move {
@@ -354,7 +358,7 @@ pub fn fleet_status(opts: &NatsOptions) -> Result<Vec<UnitView>, FleetError> {
 }
 
 /// The longest a read of the fleet's state may take, whatever the fleet publishes meanwhile.
-pub const READ_DEADLINE: Duration = Duration::from_secs(8);
+pub const READ_DEADLINE: Duration = READ_ATTEMPT_TIMEOUT;
 /// How many last-message requests one status read keeps in flight.
 const GETS_IN_FLIGHT: usize = 32;
 

@@ -38,6 +38,8 @@ pub(crate) async fn handle_trigger(
     };
     let id = t.trigger_id.clone();
     let config = link.server.unit().config();
+    // How late it came (issue to delivery): what `late` says, whatever it then waits for.
+    let arrived_s = now_unix_ns().saturating_sub(t.issued_unix_ns) as f64 / 1e9;
     // A burst in progress that this trigger cannot join holds the unit: the trigger waits for
     // it (its window stays in the buffer for about the buffer's length), heartbeats and the
     // other path going on, rather than being refused.
@@ -51,7 +53,7 @@ pub(crate) async fn handle_trigger(
             (decide(link, &t, msg, delay_s), delay_s)
         };
         match decided {
-            Decision::Done(outcome) => return finish(js, link, &t, msg, outcome, delay_s).await,
+            Decision::Done(outcome) => return finish(js, link, &t, msg, outcome, arrived_s).await,
             Decision::Busy(_) if Instant::now() < wait_until && !link.stopping() => {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 if progress_sent.elapsed() > Duration::from_secs(1) {
@@ -65,7 +67,7 @@ pub(crate) async fn handle_trigger(
             Decision::Busy(why) => {
                 let why = format!("refused: {why}");
                 let kept = keep_missed(link, (&id, stream_seq(msg)), &why, delay_s, msg);
-                return finish(js, link, &t, msg, kept, delay_s).await;
+                return finish(js, link, &t, msg, kept, arrived_s).await;
             }
         }
     }
@@ -196,14 +198,15 @@ fn keep_missed(
     Ok(Handling::Missed(why.into()))
 }
 
-/// Says and publishes what became of trigger `t`, once decided.
+/// Says and publishes what became of trigger `t`, once decided; `arrived_s` is how late it was
+/// delivered (a `late` event past 2 s).
 async fn finish(
     js: &jetstream::Context,
     link: &Link,
     t: &TriggerMessage,
     msg: Option<&jetstream::Message>,
     outcome: Result<Handling, String>,
-    delay_s: f64,
+    arrived_s: f64,
 ) -> Result<(), String> {
     let id = &t.trigger_id;
     let say = |line: String| link.say(&format!("NATS trigger {id}: {line}"));
@@ -239,7 +242,7 @@ async fn finish(
                 ),
             };
             say(format!(
-                "{what} (came {came}, {delay_s:.3} s after it was sent)"
+                "{what} (came {came}, {arrived_s:.3} s after it was sent)"
             ));
             if let Some(j) = &reply.joined {
                 let detail = json!({"burst_id": reply.burst_id, "covered_start": j.covered_start,
@@ -248,9 +251,9 @@ async fn finish(
                 let _ = publish_event(js, link, "joined", Some(&reply.burst_id), Some(id), detail)
                     .await;
             }
-            if delay_s > 2.0 {
-                let why = format!("delivered {delay_s:.1} s after it was issued (this unit was not running or not connected): recording what is left of its window");
-                let detail = json!({"reason": why, "delay_s": delay_s});
+            if arrived_s > 2.0 {
+                let why = format!("delivered {arrived_s:.1} s after it was issued (this unit was not running or not connected): recording what is left of its window");
+                let detail = json!({"reason": why, "delay_s": arrived_s});
                 let _ = publish_event(js, link, "late", Some(id), Some(id), detail).await;
             }
         }

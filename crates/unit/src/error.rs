@@ -37,7 +37,7 @@ pub enum RecordError {
     Burst(#[from] snbuf_burst::BurstError),
     #[error("verify the sealed burst: {0}")]
     Verify(#[from] snbuf_burst::verify::BurstDirError),
-    #[error("a burst is being recorded; this trigger is refused (each trigger is its own burst: retry when it is sealed)")]
+    #[error("a burst is being recorded; this trigger is refused (retry when it is sealed)")]
     Busy,
 }
 

@@ -336,9 +336,8 @@ impl Unit {
     }
 
     /// Records the burst of `window` (from `window`), blocking until it is durable, sealed and
-    /// verified. A trigger that arrives while another burst is being recorded is refused (not
-    /// merged): each trigger is its own burst, and the caller can retry once the current one is
-    /// sealed.
+    /// verified (its end where the triggers that joined it moved it: `reach`). One burst at a
+    /// time: a second call while one records is refused.
     pub fn trigger(
         &self,
         window: &TriggerInfo,

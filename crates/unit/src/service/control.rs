@@ -4,8 +4,9 @@
 //!
 //! Requests and replies are typed in `protocol`:
 //! - `{"cmd":"trigger","at":"now"|TICKS,"pre_s":2.0,"post_s":3.0,"burst_id":"..."}` → accepted at
-//!   once with the window decided then (`TriggerReply`), recorded in the background; refused
-//!   while another burst is being recorded (each trigger is its own burst).
+//!   once with the window decided then (`TriggerReply`), recorded in the background. While a
+//!   burst is being recorded, one whose window begins inside that burst's joins it (`joined`
+//!   in the reply); any other is refused.
 //! - `{"cmd":"status"}` → the unit, its links as measured, the burst being recorded (live per
 //!   link, with each link's durable watermark) and the last 100 bursts (`UnitStatus`).
 //! - `{"cmd":"shutdown"}` → stops once the burst in progress, if any, is sealed.
