@@ -126,6 +126,11 @@ impl BurstReach {
         Ok(())
     }
 
+    /// Bumped at each join: whether `answered` has news.
+    pub fn version(&self) -> u64 {
+        self.lock().version
+    }
+
     /// The window and the triggers answered, with a version that changes at each join.
     pub fn answered(&self) -> (u64, TriggerInfo, Vec<AnsweredTrigger>) {
         let r = self.lock();

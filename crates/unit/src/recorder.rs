@@ -455,8 +455,9 @@ impl Unit {
         while writers.running() {
             std::thread::sleep(Duration::from_millis(20));
             // A trigger joined: the manifest names it, and the window it now records, at once.
-            let (version, now, triggers) = reach.answered();
-            if version != answered_version {
+            // (The window and the list are copied only when they changed.)
+            if reach.version() != answered_version {
+                let (version, now, triggers) = reach.answered();
                 answered_version = version;
                 if let Err(e) = seal.answer(now, triggers) {
                     tracing::error!(error = %e, "the manifest could not name a trigger that joined; it does at the seal");
