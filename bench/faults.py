@@ -17,6 +17,7 @@ import threading
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 COMMON = ["--links", "3", "--rate-per-link", "20MB/s", "--buffer", "1s", "--pre", "500ms",
@@ -26,10 +27,16 @@ SCENARIOS = [
     ("EIO on a write, link 2, past 6 MiB", "uring", ["--inject-fault", "write-eio:link=2,after=6MiB"], None),
     ("disk full: a 24 MiB tmpfs for the window", "nt", [], "size=24M"),
     ("slow medium: 6 MB/s per link against 20 MB/s of input", "direct", ["--inject-fault", "slow:rate=6MB/s"], None),
-    ("a device that stops completing, link 0, past 2 MiB", "uring",
-     ["--inject-fault", "stall:link=0,after=2MiB", "--completion-deadline", "2s"], None),
-    ("the same, one writer per link", "uring",
-     ["--inject-fault", "stall:link=0,after=2MiB", "--completion-deadline", "2s", "--writers", "3"], None),
+    # A device that stops completing: with the default method (io_uring, one writer for every
+    # link) and the default deadline (half the buffer, at least 1 s), then each block method, and
+    # a stall of five buffer lengths. The healthy links must lose nothing.
+    ("a device that stops completing, link 0, past 2 MiB; default method and deadline", None,
+     ["--inject-fault", "stall:link=0,after=2MiB"], None),
+    ("the same", "uring", ["--inject-fault", "stall:link=0,after=2MiB"], None),
+    ("the same", "direct", ["--inject-fault", "stall:link=0,after=2MiB"], None),
+    ("the same", "buffered", ["--inject-fault", "stall:link=0,after=2MiB"], None),
+    ("the same, stalled for five buffer lengths", "uring",
+     ["--inject-fault", "stall:link=0,after=2MiB", "--completion-deadline", "5s"], None),
 ]
 
 
@@ -59,8 +66,11 @@ def run(snbuf, name, method, extra, tmpfs):
             subprocess.run(["mount", "-t", "tmpfs", "-o", tmpfs, "tmpfs", out], check=True, timeout=60)
         try:
             js = os.path.join(d, "summary.json")
-            cmd = [snbuf, "record", *COMMON, "--method", method, "--output", out, "--json", js, *extra]
+            chosen = ["--method", method] if method else []
+            cmd = [snbuf, "record", *COMMON, *chosen, "--output", out, "--json", js, *extra]
+            started = time.monotonic()
             p, peak_kib = run_measured(cmd, timeout_s=300)
+            seconds = time.monotonic() - started
             summary = json.load(open(js)) if os.path.exists(js) else {}
         finally:
             if tmpfs:
@@ -68,7 +78,8 @@ def run(snbuf, name, method, extra, tmpfs):
     warnings = [l.strip() for l in p.stderr.splitlines() if "warning" in l.lower() or "has room for" in l]
     shown = " ".join(a if a != out else "OUT" for a in cmd[1:] if a not in (js,))
     return {
-        "scenario": name, "method": method, "command": "snbuf " + shown.replace(snbuf, "snbuf"),
+        "scenario": name, "method": summary.get("method") or method or "default",
+        "method_chosen": method is None, "seconds": round(seconds, 1), "command": "snbuf " + shown.replace(snbuf, "snbuf"),
         "tmpfs": tmpfs, "exit_code": p.returncode, "burst_state": summary.get("state"),
         "valid": summary.get("valid"), "first_warning": warnings[0] if warnings else None,
         "peak_rss_kib": peak_kib,

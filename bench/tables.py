@@ -249,8 +249,8 @@ def soak():
 
 def faults():
     path, r = newest_result("faults")
-    rows = ["| fault (method) | exit | burst | per link: state, frames kept / counted lost, error | first warning "
-            "| peak RSS (latency buffers) |", "|---|---:|---|---|---|---|"]
+    rows = ["| fault (method) | exit | time | burst | per link: state, frames kept / counted lost, error "
+            "| first warning | peak RSS (latency buffers) |", "|---|---:|---:|---|---|---|---|"]
     for x in r["rows"]:
         links = "<br>".join(
             f"{l['link']}: {l['state']}, {thousands(l['frames'] or 0)} / {thousands(l['lost_frames'] or 0)}"
@@ -259,7 +259,9 @@ def faults():
         rss = (f"{x['peak_rss_kib'] / 1024:.0f} MiB ({(x['buffer_memory_bytes'] or 0) / (1 << 20):.0f} MiB)"
                if x.get("peak_rss_kib") else "–")
         warning = re.sub(r"/tmp/[^ ]*out", "OUT", x["first_warning"] or "–")
-        rows.append(f"| {x['scenario']} ({x['method']}) | {x['exit_code']} | {x['burst_state']} | {links} "
+        method = x["method"] + (", the default" if x.get("method_chosen") else "")
+        took = f"{x['seconds']:.1f} s" if x.get("seconds") is not None else "–"
+        rows.append(f"| {x['scenario']} ({method}) | {x['exit_code']} | {took} | {x['burst_state']} | {links} "
                     f"| {warning} | {rss} |")
     cmds = "; ".join(f"`{x['command']}`" + (f" on a tmpfs of {x['tmpfs']}" if x.get("tmpfs") else "")
                      for x in r["rows"])

@@ -11,6 +11,7 @@ use snbuf_persist::{PersistError, Sink};
 use snbuf_platform::memory::{AlignedBuf, PageSize};
 use snbuf_platform::HeldMemory;
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::chunk::{
     crc32c, crc32c_from_memory, stride_for, ChunkHeader, FORMAT_VERSION, HEADER_BYTES,
@@ -249,7 +250,16 @@ impl<S: Sink> ChunkWriter<S> {
     /// Waits until no write of the staged payload reads the caller's memory any more. Every
     /// write is waited for, even after an error (which fails the writer).
     pub fn wait_staged(&mut self) -> Result<(), WriteError> {
-        let waited = self.sink.wait_in_place();
+        self.wait_staged_within(None).map(drop)
+    }
+
+    /// `wait_staged`, giving up at `limit` with `Ok(false)` while the write is still in flight
+    /// (`Sink::wait_in_place_within`): one thread waits on several links' devices in turn.
+    pub fn wait_staged_within(&mut self, limit: Option<Instant>) -> Result<bool, WriteError> {
+        let waited = self.sink.wait_in_place_within(limit);
+        if matches!(waited, Ok(false)) {
+            return Ok(false);
+        }
         if let Some(staged) = &mut self.staged {
             staged.awaiting_write = false;
         }
@@ -463,19 +473,34 @@ impl<S: Sink> ChunkWriter<S> {
     /// Returns once what `start_persist` covered is durable, with how many chunks that
     /// acknowledged (0 if there was nothing to persist).
     pub fn finish_persist(&mut self) -> Result<u64, WriteError> {
+        self.finish_persist_within(None)
+            .map(|acknowledged| acknowledged.expect("no limit: the persist is over"))
+    }
+
+    /// `finish_persist`, giving up at `limit` with `Ok(None)` while the persist is still in
+    /// flight (`Sink::finish_persist_within`).
+    pub fn finish_persist_within(
+        &mut self,
+        limit: Option<Instant>,
+    ) -> Result<Option<u64>, WriteError> {
         if self.failed {
             return Err(WriteError::Failed { link: self.link });
         }
-        let Some(covered) = self.persist_started.take() else {
-            return Ok(0);
+        let Some(covered) = self.persist_started else {
+            return Ok(Some(0));
         };
-        if let Err(e) = self.sink.finish_persist() {
+        let over = self.sink.finish_persist_within(limit);
+        if matches!(over, Ok(false)) {
+            return Ok(None);
+        }
+        self.persist_started = None;
+        if let Err(e) = over {
             let offset = self.totals.file_bytes;
             return Err(self.fail(e, offset));
         }
         let acknowledged = covered.chunks - self.totals.chunks;
         self.totals = covered;
-        Ok(acknowledged)
+        Ok(Some(acknowledged))
     }
 
     /// Chunks appended so far whose payload a block device took from the caller's memory, in
@@ -484,7 +509,6 @@ impl<S: Sink> ChunkWriter<S> {
         self.chunks_from_source
     }
 
-    /// Chunks appended but not yet acknowledged.
     /// Grows the file to `region_bytes` (`Sink::grow`): room for a window that moved out. On
     /// an error nothing was written and the file is as it was.
     pub fn grow(&mut self, region_bytes: u64) -> Result<(), PersistError> {
@@ -496,6 +520,7 @@ impl<S: Sink> ChunkWriter<S> {
         self.sink.report().region_bytes
     }
 
+    /// Chunks appended but not yet acknowledged.
     pub fn pending_chunks(&self) -> u64 {
         self.written.chunks - self.totals.chunks
     }

@@ -221,6 +221,17 @@ impl<S: Sink> LinkWriter<S> {
         self.with_writer(|w| w.wait_staged())
     }
 
+    /// `wait_staged`, giving up at `limit` with `Ok(false)` while the write is in flight.
+    pub fn wait_staged_within(
+        &mut self,
+        limit: Option<std::time::Instant>,
+    ) -> Result<bool, WriteError> {
+        if self.writer.is_none() {
+            return Ok(true);
+        }
+        self.with_writer(|w| w.wait_staged_within(limit))
+    }
+
     /// Appends the staged payload as a chunk that becomes durable at the next `persist`.
     pub fn append_staged(
         &mut self,
@@ -247,7 +258,14 @@ impl<S: Sink> LinkWriter<S> {
         self.with_writer(|w| w.finish_persist())
     }
 
-    /// Chunks appended but not yet acknowledged.
+    /// `finish_persist`, giving up at `limit` with `Ok(None)` while the persist is in flight.
+    pub fn finish_persist_within(
+        &mut self,
+        limit: Option<std::time::Instant>,
+    ) -> Result<Option<u64>, WriteError> {
+        self.with_writer(|w| w.finish_persist_within(limit))
+    }
+
     /// Chunks whose payload went to a block device from the caller's memory (`ChunkWriter`).
     pub fn chunks_from_source(&self) -> u64 {
         self.writer
@@ -265,6 +283,7 @@ impl<S: Sink> LinkWriter<S> {
         }
     }
 
+    /// Chunks appended but not yet acknowledged.
     pub fn pending_chunks(&self) -> u64 {
         self.writer
             .as_ref()

@@ -98,12 +98,23 @@ impl<S: Sink> Sink for Latched<S> {
         }
     }
 
+    fn wait_in_place_within(&mut self, limit: Option<std::time::Instant>) -> Result<bool> {
+        match self.inner.wait_in_place_within(limit) {
+            Ok(done) => Ok(done),
+            Err(e) => Err(self.record(e)),
+        }
+    }
+
     fn start_persist(&mut self) -> Result<()> {
         latched_call!(self, self.inner.start_persist())
     }
 
     fn finish_persist(&mut self) -> Result<()> {
         latched_call!(self, self.inner.finish_persist())
+    }
+
+    fn finish_persist_within(&mut self, limit: Option<std::time::Instant>) -> Result<bool> {
+        latched_call!(self, self.inner.finish_persist_within(limit))
     }
 
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {

@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::error::Result;
 use crate::medium::Medium;
@@ -61,6 +61,15 @@ pub struct SinkConfig {
 /// timeout (30 s, /sys/block/*/queue/io_timeout), after which the kernel itself aborts or
 /// retries a request, with as much again for its retry.
 pub const DEFAULT_COMPLETION_DEADLINE: Duration = Duration::from_secs(60);
+
+/// The completion deadline of a recorder whose latency buffer holds `buffer` of data: half of
+/// it, between 1 s and `DEFAULT_COMPLETION_DEADLINE`. Why half: a link whose device has not
+/// answered for that long has already lost what the buffer could not hold; failing it then
+/// leaves the other half of the buffer to the unit's other outputs and links, and the burst is
+/// sealed with its loss counted instead of waiting on a device that stopped.
+pub fn completion_deadline_for_buffer(buffer: Duration) -> Duration {
+    (buffer / 2).clamp(Duration::from_secs(1), DEFAULT_COMPLETION_DEADLINE)
+}
 
 /// The memory `SinkConfig::source` names, kept allocated by the sink that registered it.
 #[derive(Clone)]
@@ -227,6 +236,16 @@ pub trait Sink: Send {
         Ok(())
     }
 
+    /// `wait_in_place`, giving up at `limit` (when given) with `Ok(false)` if writes are still
+    /// in flight: one thread waits on several files in turn, and a device that stopped
+    /// answering holds none of the others. `Ok(true)` and `Err` are `wait_in_place`'s answers.
+    /// A request's own completion deadline counts from its submission, however many waits it
+    /// spans. Methods that write before `start_in_place` returns answer at once.
+    fn wait_in_place_within(&mut self, limit: Option<Instant>) -> Result<bool> {
+        let _ = limit;
+        self.wait_in_place().map(|()| true)
+    }
+
     /// `persist` in two halves, so that one thread can have several files' flushes in flight:
     /// `start_persist` covers every earlier write, `finish_persist` returns when they are durable
     /// (nothing counts as durable before it returns `Ok`). Methods without a queue do the whole
@@ -237,6 +256,13 @@ pub trait Sink: Send {
 
     fn finish_persist(&mut self) -> Result<()> {
         Ok(())
+    }
+
+    /// `finish_persist`, giving up at `limit` (when given) with `Ok(false)` while the persist
+    /// is still in flight (see `wait_in_place_within`).
+    fn finish_persist_within(&mut self, limit: Option<Instant>) -> Result<bool> {
+        let _ = limit;
+        self.finish_persist().map(|()| true)
     }
 
     /// Reads `buf.len()` bytes at `offset` (relative to the region), bypassing the page cache
@@ -323,6 +349,12 @@ impl<S: Sink + ?Sized> Sink for Box<S> {
     }
     fn finish_persist(&mut self) -> Result<()> {
         (**self).finish_persist()
+    }
+    fn wait_in_place_within(&mut self, limit: Option<Instant>) -> Result<bool> {
+        (**self).wait_in_place_within(limit)
+    }
+    fn finish_persist_within(&mut self, limit: Option<Instant>) -> Result<bool> {
+        (**self).finish_persist_within(limit)
     }
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
         (**self).read_at(offset, buf)

@@ -61,6 +61,10 @@ pub(crate) struct LiveLink {
     durable_chunks: AtomicU64,
     durable_until: AtomicU64,
     lost_frames: AtomicU64,
+    /// Window frames the link has overwritten while its writer waited on the device, not yet
+    /// in `lost_frames` (the writer counts them for good when it reads again, or fails the
+    /// link): shown as lost now, so a stall's loss is seen as it happens.
+    overwritten_frames: AtomicU64,
     /// Sequence number of the next frame the writer reads from the buffer (u64::MAX once done).
     cursor: AtomicU64,
     failed: AtomicBool,
@@ -85,6 +89,11 @@ impl LiveLink {
 
     pub fn add_lost(&self, frames: u64) {
         self.lost_frames.fetch_add(frames, Ordering::Relaxed);
+    }
+
+    /// Window frames overwritten while the writer waits on the device (see the field).
+    pub fn set_overwritten(&self, frames: u64) {
+        self.overwritten_frames.store(frames, Ordering::Relaxed);
     }
 
     pub fn set_cursor(&self, seq: u64) {
@@ -126,13 +135,16 @@ impl LiveLink {
             durable_frames: self.durable_frames(),
             durable_chunks: self.durable_chunks(),
             durable_until_timestamp: self.durable_until(),
-            lost_frames: self.lost_frames(),
+            lost_frames: self.lost_frames() + self.overwritten_frames.load(Ordering::Relaxed),
             buffer_fill_frames: fill_frames,
-            // A failed link writes nothing more: nothing of it is at risk.
+            // A failed link writes nothing more: nothing of it is at risk. What the buffer no
+            // longer holds is not at risk either: it is lost.
             backlog_frames: if failed {
                 0
             } else {
-                written.saturating_sub(self.cursor.load(Ordering::Relaxed))
+                written
+                    .saturating_sub(self.cursor.load(Ordering::Relaxed))
+                    .min(fill_frames)
             },
             failed,
             ingest: None,
@@ -162,6 +174,12 @@ mod tests {
             (3, 30, Some(1300))
         );
         assert_eq!((c.lost_frames, c.backlog_frames, c.link), (3, 15, 4));
+        // A writer stalled behind what the buffer holds: the overwritten frames show as lost,
+        // and the backlog is at most what the buffer holds.
+        l.set_overwritten(7);
+        let c = l.snapshot(4, 140, 100);
+        assert_eq!((c.lost_frames, c.backlog_frames), (10, 100));
+        assert_eq!(l.lost_frames(), 3, "counted for good only by the writer");
         l.fail();
         assert_eq!(l.snapshot(4, 40, 40).backlog_frames, 0);
 

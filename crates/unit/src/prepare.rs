@@ -9,7 +9,7 @@
 //! opens its files itself, without populating the mapping, as before.
 
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use snbuf_burst::PreparedBurst;
 use snbuf_persist::sink::SourceMemory;
@@ -18,6 +18,9 @@ use snbuf_persist::Sink;
 use crate::config::RecordConfig;
 use crate::error::RecordError;
 use crate::link_files::{link_region, max_payload_bytes, open_link_sink};
+
+/// How often a trigger looks whether the preparation it waits for is done.
+const PREPARE_POLL: Duration = Duration::from_millis(2);
 
 /// A prepared burst and what it was sized for.
 pub(crate) struct Prepared {
@@ -47,7 +50,7 @@ impl NextBurst {
         post: Duration,
         sources: Vec<SourceMemory>,
     ) {
-        self.take();
+        self.take(config.completion_deadline);
         let config = config.clone();
         let frames = ((pre + post).as_secs_f64() * config.link_frames_per_s()).ceil() as u64 + 1;
         let spawned = std::thread::Builder::new()
@@ -59,14 +62,30 @@ impl NextBurst {
         }
     }
 
-    /// The prepared burst, waiting for a preparation under way (it does the work a trigger
-    /// would otherwise do itself, and started earlier). `None` if nothing was prepared or the
-    /// preparation failed (the trigger then opens its files, and reports any error itself).
-    pub fn take(&mut self) -> Option<Prepared> {
-        match std::mem::take(self) {
-            NextBurst::None => None,
-            NextBurst::Preparing(h) => h.join().ok().and_then(|r| r.ok()),
+    /// The prepared burst, waiting up to `deadline` for a preparation under way (it does the
+    /// work a trigger would otherwise do itself, and started earlier). `None` if nothing was
+    /// prepared, the preparation failed, or it is not done by then: the trigger then opens its
+    /// files, and reports any error itself. A preparation left behind (a stalled device) goes
+    /// on by itself; its files are removed when it ends (`PreparedBurst`'s drop).
+    pub fn take(&mut self, deadline: Duration) -> Option<Prepared> {
+        let h = match std::mem::take(self) {
+            NextBurst::None => return None,
+            NextBurst::Preparing(h) => h,
+        };
+        let give_up = Instant::now() + deadline;
+        while !h.is_finished() {
+            if Instant::now() >= give_up {
+                if !deadline.is_zero() {
+                    tracing::warn!(
+                        waited_s = deadline.as_secs_f64(),
+                        "the next burst's files are not ready in time: the trigger opens its own"
+                    );
+                }
+                return None;
+            }
+            std::thread::sleep(PREPARE_POLL);
         }
+        h.join().ok().and_then(|r| r.ok())
     }
 
     pub fn is_preparing(&self) -> bool {
@@ -114,4 +133,30 @@ fn prepare(
         region_bytes,
         survives_power_loss,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_preparation_stuck_on_its_device_is_left_at_the_deadline() {
+        let (stuck, release) = std::sync::mpsc::channel::<()>();
+        let h = std::thread::spawn(move || {
+            let _ = release.recv_timeout(Duration::from_secs(30));
+            Err(RecordError::NoSpace {
+                dir: std::path::PathBuf::from("/nowhere"),
+            })
+        });
+        let mut next = NextBurst::Preparing(h);
+        let asked = Instant::now();
+        assert!(next.take(Duration::from_millis(100)).is_none());
+        let waited = asked.elapsed();
+        assert!(
+            waited < Duration::from_secs(10),
+            "the trigger went on without it ({waited:?})"
+        );
+        assert_eq!(next.state(), "none");
+        drop(stuck);
+    }
 }

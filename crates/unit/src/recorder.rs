@@ -382,7 +382,12 @@ impl Unit {
         let config = &self.config;
         let fb = config.frame_type.frame_bytes() as usize;
         let window = window.clone();
-        let prepared = self.next.lock().expect("next burst").take();
+        // A preparation stuck on its device is waited for no longer than a write would be.
+        let prepared = self
+            .next
+            .lock()
+            .expect("next burst")
+            .take(config.completion_deadline);
         let identities = self.link_identities();
         let sources = sources_of(&self.buffers);
         let opened = open_burst(config, burst_id, &window, identities, prepared, &sources)?;
@@ -607,7 +612,7 @@ impl Unit {
         }
         // An unused preparation removes its files when dropped.
         if let Ok(mut next) = self.next.lock() {
-            next.take();
+            next.take(self.config.completion_deadline);
         }
     }
 }

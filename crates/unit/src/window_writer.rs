@@ -33,6 +33,12 @@ pub(crate) type DynLink = LinkWriter<Box<dyn Sink>>;
 const MIN_IDLE_SLEEP: Duration = Duration::from_micros(200);
 const MAX_IDLE_SLEEP: Duration = Duration::from_millis(5);
 
+/// How long one round of the writer's loop waits for the most recently started write or flush
+/// of its links (the others are only looked at): one not over by then is looked at again next
+/// round. A device that stopped answering soon has the oldest request: it never holds its
+/// neighbours, and its completion deadline fails only its own link.
+const DEVICE_WAIT_PER_ROUND: Duration = Duration::from_millis(2);
+
 /// What every writer of a burst needs to know about the window and its chunks.
 #[derive(Clone)]
 pub(crate) struct WindowJob {
@@ -80,6 +86,8 @@ struct Cursor {
     /// for frames), and whether that persist was started.
     persist_due: bool,
     persist_started: bool,
+    /// The window's end was reached: the link is done once what is pending is durable.
+    finishing: bool,
     done: bool,
     /// The file room this link was last grown to (0: as opened).
     grown_to: u64,
@@ -93,6 +101,10 @@ struct LinkWork<'a> {
     held: Arc<dyn HeldMemory>,
     live: &'a LiveLink,
     c: Cursor,
+    /// The chunk whose write is in flight, if any (finished once its device is done).
+    started: Option<StartedChunk>,
+    /// When the write or flush now in flight was started.
+    in_flight_since: Option<Instant>,
 }
 
 /// What one turn on a link came to.
@@ -145,10 +157,12 @@ pub(crate) fn write_window(
                 buf,
                 live,
                 c: Cursor::default(),
+                started: None,
+                in_flight_since: None,
             }
         })
         .collect();
-    let mut started = Vec::with_capacity(work.len());
+    let mut order: Vec<usize> = Vec::with_capacity(work.len());
     while work.iter().any(|w| !w.c.done) {
         let mut progressed = false;
         // The fewest frames any link still needs for a full chunk: how long to sleep.
@@ -156,11 +170,13 @@ pub(crate) fn write_window(
         // Every link's chunk is started before any is waited for, and so are the persists: on
         // io_uring one writer keeps all its links' writes (and then flushes) in flight at once.
         // Other methods write in `turn` and persist in `start_flush`, one link after the other.
-        for (i, w) in work.iter_mut().enumerate().filter(|(_, w)| !w.c.done) {
+        // A link whose write or flush is still in flight (a slow or stalled device) sits out.
+        for w in work.iter_mut().filter(|w| w.ready_for_turn()) {
             match w.turn(job) {
                 Turn::Progressed => progressed = true,
                 Turn::Started(chunk) => {
-                    started.push((i, chunk));
+                    w.started = Some(chunk);
+                    w.in_flight_since = Some(Instant::now());
                     progressed = true
                 }
                 Turn::Waiting { frames_missing } => {
@@ -168,16 +184,34 @@ pub(crate) fn write_window(
                 }
             }
         }
-        for (i, chunk) in started.drain(..) {
-            work[i].finish_chunk(chunk, job);
-        }
-        for w in work.iter_mut().filter(|w| w.c.persist_due && !w.c.done) {
+        for w in work.iter_mut().filter(|w| w.flush_can_start()) {
             w.start_flush();
         }
-        for w in work.iter_mut().filter(|w| w.c.persist_started) {
-            w.finish_flush();
+        // The devices: the most recently started write or flush is waited for (a while at
+        // most), every other one only looked at. A device that stopped answering has the
+        // oldest request, so it never holds a healthy link.
+        let mut limit = Instant::now() + DEVICE_WAIT_PER_ROUND;
+        youngest_first(&work, &mut order);
+        for &i in &order {
+            let w = &mut work[i];
+            progressed |= if w.started.is_some() {
+                w.finish_chunk_by(limit, job)
+            } else {
+                w.finish_flush_by(Some(limit))
+            };
+            limit = Instant::now();
         }
-        if !progressed {
+        // What the chunks just written asked for is started now, waited for next round.
+        for w in work.iter_mut().filter(|w| w.flush_can_start()) {
+            w.start_flush();
+        }
+        for w in work.iter().filter(|w| !w.ready_for_turn() && !w.c.done) {
+            w.show_overwritten(job);
+        }
+        let in_flight = work
+            .iter()
+            .any(|w| w.started.is_some() || w.c.persist_started);
+        if !progressed && !in_flight {
             // Caught up: sleep until the first link could have a full chunk, not in short
             // polls. With ten writers on two cores, 200 us polls cost more CPU in context
             // switches than the copies did. Bounded both ways: a link may run ahead of its
@@ -190,6 +224,15 @@ pub(crate) fn write_window(
         w.finish(job);
     }
     work.into_iter().map(|w| w.lw).collect()
+}
+
+/// The links with a write or flush in flight, the one started last first.
+fn youngest_first(work: &[LinkWork], order: &mut Vec<usize>) {
+    order.clear();
+    order.extend(
+        (0..work.len()).filter(|&i| work[i].started.is_some() || work[i].c.persist_started),
+    );
+    order.sort_by_key(|&i| std::cmp::Reverse(work[i].in_flight_since));
 }
 
 impl LinkWork<'_> {
@@ -321,22 +364,53 @@ impl LinkWork<'_> {
         })
     }
 
-    /// Waits for the chunk `turn` started, checks that the ring still held its frames when the
-    /// write ended (the device read them by DMA until then), and appends it, or skips what the
-    /// link overwrote meanwhile (that payload is never appended: no header points at it).
+    /// Whether the link can take its turn: not done, and nothing of it in flight.
+    fn ready_for_turn(&self) -> bool {
+        !self.c.done && !self.c.finishing && self.started.is_none() && !self.c.persist_started
+    }
+
+    /// Whether what is pending should be made durable now: asked for, and no write in flight.
+    fn flush_can_start(&self) -> bool {
+        (self.c.persist_due || self.c.finishing)
+            && !self.c.done
+            && self.started.is_none()
+            && !self.c.persist_started
+    }
+
+    /// Waits until `limit` at most for the write of the chunk `turn` started; once it is over,
+    /// finishes the chunk. Returns whether it was over.
+    fn finish_chunk_by(&mut self, limit: Instant, job: &WindowJob) -> bool {
+        match self.lw.wait_staged_within(Some(limit)) {
+            Ok(false) => false,
+            Ok(true) => {
+                let chunk = self.started.take().expect("a chunk in flight");
+                self.finish_chunk(chunk, job);
+                true
+            }
+            Err(e) => {
+                // The write failed or never completed (a stalled device): the link is failed
+                // whether or not the ring still holds the frames (after a long stall it does
+                // not).
+                self.started = None;
+                self.fail(e);
+                true
+            }
+        }
+    }
+
+    /// Once the write of the chunk `turn` started is over: checks that the ring still held its
+    /// frames when the write ended (the device read them by DMA until then), and appends it,
+    /// or skips what the link overwrote meanwhile (that payload is never appended: no header
+    /// points at it).
     fn finish_chunk(&mut self, chunk: StartedChunk, job: &WindowJob) {
         let StartedChunk { next, end, read } = chunk;
-        let waited = self.lw.wait_staged();
         match read.and_then(|r| self.buf.still_holds(next).map(|()| r)) {
-            Ok((n, mut batch)) => {
+            Ok((n, batch)) => {
                 // A reader never passes what the link has written.
                 assert!(
                     next + n as u64 <= self.buf.written(),
                     "read past the written frames"
                 );
-                if let (Ok(()), Err(e)) = (&batch.staged, waited) {
-                    batch.staged = Err(e);
-                }
                 self.take_batch(next, n, batch, job, end);
             }
             Err(ReadError::Overwritten { oldest }) => {
@@ -415,7 +489,27 @@ impl LinkWork<'_> {
         self.live.set_cursor(seq);
     }
 
+    /// While the writer waits on this link's device: the window frames the link has overwritten
+    /// since, shown as lost at once (the writer counts them when it reads again, or when the
+    /// link fails; they can only be lost: the buffer no longer holds them).
+    fn show_overwritten(&self, job: &WindowJob) {
+        let Ok(oldest_ts) = self.buf.timestamp_at(self.buf.oldest()) else {
+            return;
+        };
+        let expect = self
+            .c
+            .expect_ts
+            .unwrap_or(job.window.window_start_timestamp);
+        let we = job.reach.now().end;
+        self.live.set_overwritten(frames_between(
+            expect,
+            oldest_ts.min(we),
+            job.ticks_per_frame,
+        ));
+    }
+
     fn count_lost(&mut self, frames: u64) {
+        self.live.set_overwritten(0);
         if frames > 0 {
             self.lw.add_lost_frames(frames);
             self.live.add_lost(frames);
@@ -423,19 +517,17 @@ impl LinkWork<'_> {
         }
     }
 
-    /// The window's end was reached: acknowledge what is pending, and this link is done.
+    /// The window's end was reached: once what is pending is durable (a flush the writer's
+    /// loop starts and waits for), this link is done.
     fn finish_window(&mut self) {
-        if !self.flush() {
-            return;
-        }
-        self.c.done = true;
+        self.c.finishing = true;
         self.live.set_cursor(u64::MAX);
     }
 
     /// Persists what is pending and counts it as durable; on failure the link is failed and
     /// done (its error is in its manifest record). Returns false on failure.
     fn flush(&mut self) -> bool {
-        self.start_flush() && self.finish_flush()
+        self.start_flush() && self.finish_flush_by(None) && !self.c.done
     }
 
     /// The first half of `flush`: the persist of what is pending is started (on io_uring the
@@ -443,25 +535,34 @@ impl LinkWork<'_> {
     fn start_flush(&mut self) -> bool {
         self.c.persist_due = false;
         if self.lw.pending_chunks() == 0 {
+            self.c.done |= self.c.finishing;
             return true;
         }
         match self.lw.start_persist() {
             Ok(()) => {
                 self.c.persist_started = true;
+                self.in_flight_since = Some(Instant::now());
                 true
             }
             Err(e) => self.persist_failed(e),
         }
     }
 
-    /// The second half of `flush`: once the persist returned, what it covered is acknowledged.
-    fn finish_flush(&mut self) -> bool {
-        if !std::mem::take(&mut self.c.persist_started) {
+    /// The second half of `flush`, waiting until `limit` at most: once the persist returned,
+    /// what it covered is acknowledged (and a link at its window's end is done). Returns
+    /// whether the persist is over.
+    fn finish_flush_by(&mut self, limit: Option<Instant>) -> bool {
+        if !self.c.persist_started {
             return true;
         }
         // Nothing was appended since `start_flush`: all that is pending is covered.
         let chunks = self.lw.pending_chunks();
-        match self.lw.finish_persist() {
+        let over = self.lw.finish_persist_within(limit);
+        if matches!(over, Ok(None)) {
+            return false;
+        }
+        self.c.persist_started = false;
+        match over.map(|a| a.expect("over")) {
             Ok(acknowledged) => {
                 assert_eq!(
                     acknowledged, chunks,
@@ -473,15 +574,20 @@ impl LinkWork<'_> {
                     .acknowledge(chunks, self.c.pending_frames, self.c.pending_until);
                 self.c.pending_frames = 0;
                 self.c.lost_pending = 0;
+                self.c.done |= self.c.finishing;
                 true
             }
-            Err(e) => self.persist_failed(e),
+            Err(e) => {
+                self.persist_failed(e);
+                true
+            }
         }
     }
 
     /// A persist failed: the link is failed and done (its error is in its manifest record).
     fn persist_failed(&mut self, e: WriteError) -> bool {
         tracing::error!(link = self.lw.link(), error = %e, "link failed: persist");
+        self.live.set_overwritten(0);
         self.live.fail();
         self.c.done = true;
         false
@@ -492,6 +598,7 @@ impl LinkWork<'_> {
     /// already failed the link (latched, in its manifest record).
     fn fail(&mut self, e: WriteError) {
         tracing::error!(link = self.lw.link(), error = %e, "link failed: write");
+        self.live.set_overwritten(0);
         if matches!(e, WriteError::Full { .. }) && self.flush() {
             self.lw.fail(&e);
         }

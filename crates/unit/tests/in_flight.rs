@@ -183,3 +183,45 @@ fn a_device_that_stops_completing_fails_its_link_at_the_deadline_and_the_rest_re
     assert_eq!((l1.data.frames, l1.lost_frames), (window, 0), "{l1:?}");
     assert_eq!(l1.state, LinkState::Ok);
 }
+
+/// A stall of five buffer lengths, on every method the fault acts on, with one writer for
+/// both links (the default for io_uring): the stalled link's window is counted to the frame
+/// (durable + lost = the window, which the writer also asserts: no panic), the writer never
+/// waits on it for the healthy link, which records its whole window, and the burst seals.
+#[test]
+fn a_stall_of_several_buffer_lengths_is_counted_to_the_frame_and_holds_no_other_link() {
+    for method in [Method::Uring, Method::Direct, Method::Buffered] {
+        if method == Method::Uring && !uring_here() {
+            continue;
+        }
+        let out = tempfile::tempdir().unwrap();
+        let stall = FaultKind::Stall {
+            after_bytes: 64 << 10,
+        };
+        let buffer = Duration::from_millis(200);
+        let cfg = RecordConfig {
+            method,
+            writers: 1,
+            completion_deadline: buffer * 5,
+            ..config(out.path(), stall, buffer)
+        };
+        let step = cfg.frame_step_ticks();
+        let r = record(&cfg, |_| {}).unwrap();
+        let window = window_frames(&r, step);
+        let (l0, l1) = (&r.manifest.links[0], &r.manifest.links[1]);
+        assert_eq!(l0.state, LinkState::Failed, "{method}: {l0:?}");
+        assert_eq!(
+            l0.data.frames + l0.lost_frames,
+            window,
+            "{method}: link 0, durable + lost"
+        );
+        assert!(l0.lost_frames > 0, "{method}: the stall lost frames");
+        assert_eq!(frames_are_the_links(&r, 0, step), l0.data.frames);
+        assert_eq!(
+            (l1.data.frames, l1.lost_frames, l1.state),
+            (window, 0, LinkState::Ok),
+            "{method}: the healthy link, on the same writer, records its whole window"
+        );
+        assert_eq!(frames_are_the_links(&r, 1, step), window);
+    }
+}

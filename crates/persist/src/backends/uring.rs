@@ -84,9 +84,11 @@ pub struct UringSink {
     queue_depth: u32,
     /// Reused completion buffer: reaping allocates nothing.
     completions: Vec<(u64, i32)>,
-    /// An fdatasync was submitted by `start_persist`, and its result once it completed.
-    fsync_in_flight: bool,
+    /// The result of the fdatasync `start_persist` submitted, once it completed.
     fsync_result: Option<i32>,
+    /// When the persist in flight was started (`SyncMode::Dsync`: its writes are the persist),
+    /// for its completion deadline.
+    persist_started: Option<Instant>,
     /// The owners of caller memory that requests in flight read (`start_in_place`).
     held: Vec<Arc<dyn HeldMemory>>,
     /// `SinkConfig::source` when registered as buffer `SOURCE_BUFFER_INDEX`: its addresses, and
@@ -162,8 +164,8 @@ impl UringSink {
             unsubmitted: 0,
             queue_depth: qd,
             completions: Vec::with_capacity(2 * qd as usize),
-            fsync_in_flight: false,
             fsync_result: None,
+            persist_started: None,
             held: Vec::new(),
             source,
             completion_deadline,
@@ -248,36 +250,72 @@ impl UringSink {
         Ok(())
     }
 
-    /// Submits what is pending and waits for `want` completions, at most the completion
-    /// deadline.
-    fn submit(&mut self, want: usize) -> Result<()> {
-        let deadline = self.completion_deadline.map(|d| Instant::now() + d);
+    /// When the device has run out of time: the completion deadline after the oldest request
+    /// still in flight was submitted (a wait now, for a synchronous read). A request is given
+    /// its deadline however many shorter waits (`wait_in_place_within`) it spans.
+    fn stall_deadline(&self) -> Option<Instant> {
+        let d = self.completion_deadline?;
+        let oldest = self
+            .in_flight
+            .iter()
+            .filter_map(|f| f.submitted)
+            .chain(self.persist_started)
+            .min()
+            .unwrap_or_else(Instant::now);
+        Some(oldest + d)
+    }
+
+    /// Submits what is pending and waits for `want` completions, until `limit` at most and
+    /// never past the stall deadline (then `Stalled`). Ok(false): `limit` came first.
+    fn submit_by(&mut self, want: usize, limit: Option<Instant>) -> Result<bool> {
+        let stall = self.stall_deadline();
+        let deadline = match (stall, limit) {
+            (Some(s), Some(l)) => Some(s.min(l)),
+            (s, l) => s.or(l),
+        };
         match submit_and_wait_until(&mut self.ring, want, deadline) {
             Ok(got) => {
                 // Submitted either way (the kernel took the SQEs before it waited).
                 self.unsubmitted = 0;
-                self.stalled |= !got;
                 if got {
-                    Ok(())
-                } else {
-                    Err(PersistError::Stalled {
+                    return Ok(true);
+                }
+                if stall.is_some_and(|s| Instant::now() >= s) {
+                    self.stalled = true;
+                    return Err(PersistError::Stalled {
                         op: "io_uring wait",
                         path: self.report.path.clone(),
                         waited: self.completion_deadline.unwrap_or_default(),
-                    })
+                    });
                 }
+                Ok(false)
             }
             Err(e) => Err(PersistError::io("io_uring_enter", &self.report.path, e)),
         }
     }
 
+    fn submit(&mut self, want: usize) -> Result<()> {
+        self.submit_by(want, None).map(drop)
+    }
+
     /// Waits for at least one completion and processes all that are ready. Returns the result of
     /// the read if its completion was among them; an fsync's is kept in `fsync_result`.
     fn reap(&mut self) -> Result<Option<i32>> {
+        loop {
+            if let Some(read) = self.reap_by(None)? {
+                return Ok(read);
+            }
+        }
+    }
+
+    /// `reap`, waiting until `limit` at most: None if nothing completed by then.
+    fn reap_by(&mut self, limit: Option<Instant>) -> Result<Option<Option<i32>>> {
         // Completions already posted need no system call; otherwise submit what is pending and
         // wait for one in a single io_uring_enter.
         if self.ring.completion().is_empty() {
-            self.submit(1)?;
+            if !self.submit_by(1, limit)? {
+                return Ok(None);
+            }
         } else if self.unsubmitted > 0 {
             self.submit(0)?;
         }
@@ -336,7 +374,7 @@ impl UringSink {
         self.completions = completions;
         match first_error {
             Some(e) => Err(e),
-            None => Ok(read_result),
+            None => Ok(Some(read_result)),
         }
     }
 
@@ -352,26 +390,33 @@ impl UringSink {
     /// gives up at the first wait past its deadline, and if io_uring_enter itself keeps failing
     /// (no completion arrives), after `MAX_FAILED_WAITS` attempts, with the error (the sink is
     /// failed then anyway; what may still read the memory is kept, see `wait_in_place`).
-    fn wait_all_writes_through_errors(&mut self) -> Result<()> {
+    fn wait_all_writes_through_errors(&mut self, limit: Option<Instant>) -> Result<bool> {
         const MAX_FAILED_WAITS: u32 = 1000;
         let mut first_error = None;
         let mut failed_waits = 0;
         while self.in_flight_count > 0 && failed_waits < MAX_FAILED_WAITS {
             let before = self.in_flight_count;
-            if let Err(e) = self.reap() {
-                let stalled = matches!(e, PersistError::Stalled { .. });
-                first_error.get_or_insert(e);
-                if stalled {
-                    break;
-                }
-                if self.in_flight_count == before {
-                    failed_waits += 1;
+            // After an error the rest is waited for to the stall deadline, not to `limit`.
+            let by = if first_error.is_none() { limit } else { None };
+            match self.reap_by(by) {
+                Ok(Some(_)) => {}
+                // `limit` came first: still in flight, nothing failed.
+                Ok(None) => return Ok(false),
+                Err(e) => {
+                    let stalled = matches!(e, PersistError::Stalled { .. });
+                    first_error.get_or_insert(e);
+                    if stalled {
+                        break;
+                    }
+                    if self.in_flight_count == before {
+                        failed_waits += 1;
+                    }
                 }
             }
         }
         match first_error {
             Some(e) => Err(e),
-            None => Ok(()),
+            None => Ok(true),
         }
     }
 
@@ -478,8 +523,12 @@ impl Sink for UringSink {
     }
 
     fn wait_in_place(&mut self) -> Result<()> {
-        // The parts are the caller's memory: nothing may still read them once this returns.
-        let waited = self.wait_all_writes_through_errors();
+        self.wait_in_place_within(None).map(drop)
+    }
+
+    fn wait_in_place_within(&mut self, limit: Option<Instant>) -> Result<bool> {
+        // The parts are the caller's memory: nothing may still read them once this says so.
+        let waited = self.wait_all_writes_through_errors(limit);
         if self.in_flight_count == 0 {
             self.held.clear();
         }
@@ -492,16 +541,18 @@ impl Sink for UringSink {
     }
 
     fn start_persist(&mut self) -> Result<()> {
-        // Completions are unordered and an fsync is only ordered after writes that completed
-        // before it was submitted: so wait for all of them first.
-        self.wait_all_writes()?;
-        if self.sync_mode == SyncMode::Dsync {
-            return Ok(());
-        }
         assert!(
-            !self.fsync_in_flight,
+            self.persist_started.is_none(),
             "start_persist twice without finish_persist"
         );
+        self.persist_started = Some(Instant::now());
+        if self.sync_mode == SyncMode::Dsync {
+            // O_DSYNC: each write is durable when it completes; the persist is their wait.
+            return Ok(());
+        }
+        // Completions are unordered, and an fsync covers only writes that completed before it
+        // started: IO_DRAIN holds it in the kernel until every write submitted before it is
+        // over, so this thread need not wait here (a stalled device holds no other file).
         let sqe = if self.registered_file {
             opcode::Fsync::new(types::Fixed(0))
         } else {
@@ -509,32 +560,43 @@ impl Sink for UringSink {
         }
         .flags(types::FsyncFlags::DATASYNC)
         .build()
+        .flags(squeue::Flags::IO_DRAIN)
         .user_data(FSYNC_TAG);
         self.fsync_result = None;
-        self.push(sqe)?;
-        self.fsync_in_flight = true;
-        Ok(())
+        self.push(sqe)
     }
 
     fn finish_persist(&mut self) -> Result<()> {
-        if !self.fsync_in_flight {
-            return Ok(());
+        self.finish_persist_within(None).map(drop)
+    }
+
+    fn finish_persist_within(&mut self, limit: Option<Instant>) -> Result<bool> {
+        if self.persist_started.is_none() {
+            return Ok(true);
         }
-        // Only the fsync is in flight (no write comes between the halves): each reap waits for
-        // a completion the kernel owes.
-        while self.fsync_result.is_none() {
-            self.reap()?;
+        // The writes the persist covers complete first (their errors are the persist's), then
+        // the fsync.
+        loop {
+            let over = match self.sync_mode {
+                SyncMode::Dsync => self.in_flight_count == 0,
+                SyncMode::Fdatasync => self.fsync_result.is_some(),
+            };
+            if over {
+                break;
+            }
+            if self.reap_by(limit)?.is_none() {
+                return Ok(false);
+            }
         }
-        self.fsync_in_flight = false;
-        let res = self.fsync_result.take().expect("the fsync completed");
-        if res < 0 {
-            return Err(PersistError::io(
+        self.persist_started = None;
+        match self.fsync_result.take() {
+            Some(res) if res < 0 => Err(PersistError::io(
                 "io_uring fdatasync",
                 &self.report.path,
                 std::io::Error::from_raw_os_error(-res),
-            ));
+            )),
+            _ => Ok(true),
         }
-        Ok(())
     }
 
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {

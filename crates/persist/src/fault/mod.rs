@@ -221,7 +221,8 @@ struct LateWrite {
     offset: u64,
     parts: Vec<(usize, usize)>,
     _held: Arc<dyn HeldMemory>,
-    /// None: never.
+    /// When it was started, and how long after that it completes (None: never).
+    started: Instant,
     completes_after: Option<Duration>,
 }
 
@@ -266,21 +267,33 @@ impl<S: Sink> Faulty<S> {
         })
     }
 
-    /// Carries out the late writes once they are due, or gives up at the completion deadline.
-    fn complete_late_writes(&mut self) -> Result<()> {
-        let due = self.late.iter().map(|w| w.completes_after).max().flatten();
-        let never = self.late.iter().any(|w| w.completes_after.is_none());
-        let wait = match (never, due) {
-            (false, Some(d)) if d <= self.completion_deadline => d,
-            _ => self.completion_deadline,
-        };
-        std::thread::sleep(wait);
-        if never || due.is_some_and(|d| d > self.completion_deadline) {
+    /// When the late writes are over: all carried out, or given up at the completion deadline
+    /// counted from the first one's start.
+    fn late_writes_over_at(&self) -> Option<Instant> {
+        let first = self.late.iter().map(|w| w.started).min()?;
+        let gives_up = first + self.completion_deadline;
+        let due = self
+            .late
+            .iter()
+            .map(|w| w.completes_after.map(|d| w.started + d))
+            .collect::<Option<Vec<_>>>()
+            .and_then(|d| d.into_iter().max());
+        Some(due.map_or(gives_up, |d| d.min(gives_up)))
+    }
+
+    /// Carries out the late writes once they are due (`late_writes_over_at` has passed), or
+    /// reports the stall of those the deadline came first for.
+    fn finish_late_writes(&mut self) -> Result<()> {
+        let stalled = self.late.iter().any(|w| {
+            w.completes_after
+                .is_none_or(|d| d > self.completion_deadline)
+        });
+        if stalled {
             self.late.clear();
             return Err(PersistError::Stalled {
                 op: "write completion (injected fault)",
                 path: self.inner.report().path.clone(),
-                waited: wait,
+                waited: self.completion_deadline,
             });
         }
         for w in std::mem::take(&mut self.late) {
@@ -361,6 +374,7 @@ impl<S: Sink> Sink for Faulty<S> {
                         .map(|p| (p.as_ptr() as usize, p.len()))
                         .collect(),
                     _held: held.clone(),
+                    started: Instant::now(),
                     completes_after,
                 });
                 self.written_bytes = end;
@@ -379,17 +393,31 @@ impl<S: Sink> Sink for Faulty<S> {
     }
 
     fn wait_in_place(&mut self) -> Result<()> {
-        // Waited for whatever happens: the caller may reuse the memory once this returns.
-        let late = if self.late.is_empty() {
-            Ok(())
-        } else {
-            self.complete_late_writes()
+        self.wait_in_place_within(None).map(drop)
+    }
+
+    fn wait_in_place_within(&mut self, limit: Option<Instant>) -> Result<bool> {
+        // Waited for whatever happens: the caller may reuse the memory once this says so.
+        let late = match self.late_writes_over_at() {
+            None => Ok(()),
+            Some(over) => {
+                let wake = limit.map_or(over, |l| l.min(over));
+                std::thread::sleep(wake.saturating_duration_since(Instant::now()));
+                if Instant::now() < over {
+                    return Ok(false);
+                }
+                self.finish_late_writes()
+            }
         };
-        let waited = self.inner.wait_in_place().and(late);
+        let waited = match self.inner.wait_in_place_within(limit) {
+            Ok(false) if late.is_ok() => return Ok(false),
+            Ok(_) => late,
+            Err(e) => Err(e),
+        };
         if let Some(errno) = self.failed_completion.take() {
             return Err(self.injected("write completion (injected fault)", errno));
         }
-        waited
+        waited.map(|()| true)
     }
 
     fn persist(&mut self) -> Result<()> {

@@ -147,10 +147,11 @@ pub struct RecordArgs {
     /// (each persist is done only at the next), lost-dir-sync (no directory fsync).
     #[arg(long, value_name = "FAULT")]
     pub inject_fault: Vec<String>,
-    /// How long a write or flush in flight may go without completing before its link is
-    /// failed (the rest of the unit goes on): a device that stops answering must not hang a
-    /// writer. Default 60s, twice the block layer's own request timeout. Bounds io_uring's
-    /// waits; pwrite, fdatasync and msync block in the kernel, where nothing can bound them.
+    /// How long a write or flush may go without completing before its link is failed, its
+    /// loss counted (the other links go on; a stalled device never holds them): a device that
+    /// stops answering must not hang the unit. Default: half of --buffer, between 1s and 60s.
+    /// io_uring's waits end there. A pwrite, fdatasync or msync blocked in the kernel cannot be
+    /// cut short: those methods run one writer per link by default, so it holds only its own.
     #[arg(long, value_name = "TIME", value_parser = parse_duration_nonzero)]
     pub completion_deadline: Option<std::time::Duration>,
     /// The `[s3]` table of the config file (export settings and credentials); not an option.

@@ -202,7 +202,7 @@ fn build_config(
             .collect::<Result<_, SetupError>>()?,
         completion_deadline: args
             .completion_deadline
-            .unwrap_or(snbuf_persist::sink::DEFAULT_COMPLETION_DEADLINE),
+            .unwrap_or(snbuf_persist::sink::completion_deadline_for_buffer(buffer)),
     };
     config
         .validate()
