@@ -283,6 +283,11 @@ impl<S: Sink> LinkWriter<S> {
         }
     }
 
+    /// The bytes of file this link may fill now (0 once failed).
+    pub fn region_bytes(&self) -> u64 {
+        self.writer.as_ref().map_or(0, |w| w.region_bytes())
+    }
+
     /// Chunks appended but not yet acknowledged.
     pub fn pending_chunks(&self) -> u64 {
         self.writer

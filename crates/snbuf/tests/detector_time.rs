@@ -357,3 +357,150 @@ fn http_get(port: u16, path: &str) -> String {
     let _ = s.read_to_string(&mut body);
     body
 }
+
+/// Sends `links` WIBEth links to `port` at `frames_per_s` each, their timestamps contiguous
+/// (the frame type's own step: a detector replayed slowly, or a test stand) from `first_ts`,
+/// until `stop` or 60 s.
+fn send_contiguous(
+    port: u16,
+    links: u32,
+    frames_per_s: f64,
+    first_ts: u64,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket.connect(("127.0.0.1", port)).unwrap();
+        let step = FrameType::WibEth.ticks_per_frame();
+        let mut gens: Vec<_> = (0..links)
+            .map(|l| {
+                let mut g = snbuf_readout::FrameGen::new(
+                    FrameType::WibEth,
+                    l,
+                    &snbuf_readout::Payload::Emulated,
+                )
+                .unwrap();
+                g.set_stream(l as u8);
+                g
+            })
+            .collect();
+        let started = Instant::now();
+        for k in 0u64.. {
+            if stop.load(std::sync::atomic::Ordering::Relaxed)
+                || started.elapsed() > Duration::from_secs(60)
+            {
+                return;
+            }
+            let due = started + Duration::from_secs_f64(k as f64 / frames_per_s);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            for g in &mut gens {
+                let _ = socket.send(g.frame_at(first_ts + k * step));
+            }
+        }
+    })
+}
+
+#[test]
+fn a_stream_slower_than_the_detector_keeps_its_own_spacing() {
+    // Two WIBEth links at 1000 frames/s each, timestamps contiguous: 7.2 MB/s per link, as the
+    // unit is configured, but the detector's clock advances 0.033 s a second. The frames are
+    // 2048 ticks apart (WIBEth's own step), not the 62,500 a sub-sampled 7.2 MB/s link would
+    // have: the burst files are sized for that, and the window is counted in it.
+    let root = tempfile::tempdir().unwrap();
+    let port = free_udp_port();
+    let (_server, out, socket) = serve(
+        root.path(),
+        port,
+        &[
+            "--frame",
+            "wibeth",
+            "--links",
+            "2",
+            "--rate-per-link",
+            "7.2MB/s",
+            "--buffer",
+            "4s",
+            "--pre",
+            "1s",
+            "--post",
+            "1s",
+            "--method",
+            "direct",
+        ],
+    );
+    let clock = snbuf_frames::DetectorClock::of(FrameType::WibEth);
+    let step = FrameType::WibEth.ticks_per_frame();
+    let now_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    let first_ts = clock.ticks_at_unix_ns(now_ns) / step * step;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sender = send_contiguous(port, 2, 1000.0, first_ts, stop.clone());
+    // Long enough for the unit to measure the stream's clock (it gives a link that long to
+    // bring its window by the wall clock).
+    std::thread::sleep(Duration::from_secs(3));
+    let newest = ask(&socket, &json!({"cmd": "status"}))["newest_timestamp"]
+        .as_u64()
+        .unwrap();
+    // 50 ms of the detector's clock each side: 1,526 frames, 1.5 s of this stream after the
+    // trigger. The part before is in the 4,000 frames the buffer holds.
+    let o = snbuf(&[
+        "trigger",
+        "--socket",
+        socket.to_str().unwrap(),
+        "--at",
+        &newest.to_string(),
+        "--pre",
+        "50ms",
+        "--post",
+        "50ms",
+        "--burst-id",
+        "slow",
+        "--wait",
+    ]);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    sender.join().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let m = Manifest::read(&out.join("slow")).unwrap();
+    assert_eq!(
+        m.frame.as_ref().and_then(|f| f.frame_step_ticks),
+        Some(step),
+        "the stream's own step"
+    );
+    let w = m.trigger.clone().unwrap();
+    let window = (w.window_end_timestamp - w.window_start_timestamp) / step;
+    assert!((3000..3100).contains(&window), "{window} frames");
+    let v = snbuf(&["verify", out.join("slow").to_str().unwrap()]);
+    assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stdout));
+    for (l, rec) in m.links.iter().enumerate() {
+        assert_eq!(
+            (rec.data.frames, rec.lost_frames),
+            (window, 0),
+            "link {l}: the whole window, none lost: {rec:?}"
+        );
+        // Byte for byte the frames sent.
+        let bytes = std::fs::read(out.join("slow").join(&rec.file)).unwrap();
+        let report = snbuf_burst::scan(&bytes[..], snbuf_burst::Expect::default()).unwrap();
+        let mut sent = snbuf_readout::FrameGen::new(
+            FrameType::WibEth,
+            l as u32,
+            &snbuf_readout::Payload::Emulated,
+        )
+        .unwrap();
+        sent.set_stream(l as u8);
+        let fb = FrameType::WibEth.frame_bytes() as usize;
+        let layout = FrameType::WibEth.layout();
+        let mut n = 0;
+        for c in &report.chunks {
+            let start = (c.offset + c.payload_offset) as usize;
+            for f in bytes[start..start + c.payload_bytes as usize].chunks(fb) {
+                assert_eq!(sent.frame_at(layout.timestamp(f)), f, "link {l}");
+                n += 1;
+            }
+        }
+        assert_eq!(n, window);
+    }
+}

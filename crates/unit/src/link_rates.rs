@@ -164,6 +164,27 @@ impl RateMeter {
 }
 
 /// The newest frame's timestamp a buffer holds.
+/// How many of a link's newest frames its step is measured over.
+const STEP_SAMPLE_FRAMES: u64 = 256;
+
+/// The step between a link's frames as its stream has them: the smallest rise from one
+/// timestamp to the next among its newest `STEP_SAMPLE_FRAMES` frames (a lost frame only makes a
+/// rise larger). None before two frames, or if the link overwrote them while they were read.
+pub(crate) fn measured_step_of(b: &LatencyBuffer) -> Option<u64> {
+    let w = b.written();
+    let from = w.saturating_sub(STEP_SAMPLE_FRAMES).max(b.oldest());
+    let mut step: Option<u64> = None;
+    let mut last: Option<u64> = None;
+    for seq in from..w {
+        let ts = b.timestamp_at(seq).ok()?;
+        if let Some(l) = last.filter(|&l| ts > l) {
+            step = Some(step.map_or(ts - l, |s| s.min(ts - l)));
+        }
+        last = Some(ts);
+    }
+    step
+}
+
 pub(crate) fn newest_of(b: &LatencyBuffer) -> Option<u64> {
     let w = b.written();
     (w > 0).then(|| b.timestamp_at(w - 1).ok()).flatten()

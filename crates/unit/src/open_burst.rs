@@ -30,7 +30,8 @@ pub(crate) struct OpenedBurst {
     pub region_bytes: u64,
 }
 
-/// The burst `burst_id` for `window`, from `prepared` when it fits.
+/// The burst `burst_id` for `window` on links whose frames are `step` ticks apart, from
+/// `prepared` when it fits.
 ///
 /// One piece: the choice between the prepared files and new ones and the space check share the
 /// window's sizes and are made together.
@@ -41,9 +42,9 @@ pub(crate) fn open_burst(
     identities: Vec<LinkIdentity>,
     prepared: Option<Prepared>,
     sources: &[SourceMemory],
+    step: u64,
 ) -> Result<OpenedBurst, RecordError> {
     let ft = config.frame_type;
-    let step = config.frame_step_ticks();
     let window_frames = (window.window_end_timestamp - window.window_start_timestamp) / step + 1;
     let plan = link_region(config, window_frames);
     let spec = BurstSpec {

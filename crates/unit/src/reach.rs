@@ -18,6 +18,8 @@ use crate::protocol::Joined;
 
 pub(crate) struct BurstReach {
     inner: Mutex<Reach>,
+    /// Ticks between a link's frames in this burst: its window grows in them.
+    step_ticks: u64,
 }
 
 struct Reach {
@@ -48,8 +50,10 @@ impl BurstReach {
         first: AnsweredTrigger,
         give_up_at: Instant,
         region_bytes: u64,
+        step_ticks: u64,
     ) -> BurstReach {
         BurstReach {
+            step_ticks,
             inner: Mutex::new(Reach {
                 window,
                 give_up_at,
@@ -194,7 +198,7 @@ pub(crate) fn join(
             w.window_start_timestamp, w.window_end_timestamp
         ));
     }
-    let step = config.frame_step_ticks();
+    let step = reach.step_ticks;
     let wanted_end = w.window_end_timestamp.max(end);
     let wanted = link_files::link_region(config, (wanted_end - start) / step + 1);
     let now = reach.now();
@@ -239,6 +243,7 @@ mod tests {
             AnsweredTrigger::whole("t1", &w),
             Instant::now(),
             4 << 20,
+            25,
         )
     }
 

@@ -14,10 +14,12 @@ use std::time::{Duration, Instant};
 use snbuf_burst::{verify_burst, LinkIdentity, TriggerInfo};
 use snbuf_readout::{latency_buffer_on_node, LatencyBuffer};
 
-use crate::config::RecordConfig;
+use crate::config::{RecordConfig, Source};
 use crate::counters::{LinkCounters, LiveLink, Progress};
 use crate::error::RecordError;
-use crate::link_rates::{measure_links, newest_of, oldest_of, LinkRate, RateMeter};
+use crate::link_rates::{
+    measure_links, measured_step_of, newest_of, oldest_of, LinkRate, RateMeter,
+};
 use crate::links::{Links, SourceTotals};
 use crate::open_burst::open_burst;
 use crate::prepare::NextBurst;
@@ -315,10 +317,28 @@ impl Unit {
         self.config.buffer_frames()
     }
 
+    /// Ticks between a link's frames. The emulator's are the configured rate's (a sub-sampled
+    /// detector below the frame type's own rate). A stream from the network has the spacing
+    /// its sender gave it, whatever rate the unit was configured for (that sizes buffers and
+    /// socket memory only): a detector replayed slowly sends fewer frames a second, not frames
+    /// further apart. So it is measured on the buffers (the finest step any link has), and is
+    /// the frame type's own until frames have come.
+    pub fn frame_step_ticks(&self) -> u64 {
+        match self.config.source {
+            Source::Emulated { .. } => self.config.frame_step_ticks(),
+            Source::Udp(_) => self
+                .buffers
+                .iter()
+                .filter_map(measured_step_of)
+                .min()
+                .unwrap_or(self.config.frame_type.ticks_per_frame()),
+        }
+    }
+
     /// The detector clock this unit's windows are cut in.
     pub fn clock(&self) -> WindowClock {
         WindowClock {
-            frame_step_ticks: self.config.frame_step_ticks(),
+            frame_step_ticks: self.frame_step_ticks(),
             clock: self.config.clock(),
             buffer: self.config.buffer,
         }
@@ -390,13 +410,18 @@ impl Unit {
             .take(config.completion_deadline);
         let identities = self.link_identities();
         let sources = sources_of(&self.buffers);
-        let opened = open_burst(config, burst_id, &window, identities, prepared, &sources)?;
+        // The step is decided once for the burst (a stream's is measured: `frame_step_ticks`).
+        let step = self.frame_step_ticks();
+        let opened = open_burst(
+            config, burst_id, &window, identities, prepared, &sources, step,
+        )?;
         let (mut seal, link_writers) = opened.burst.split();
         let reach = Arc::new(BurstReach::new(
             window.clone(),
             snbuf_burst::AnsweredTrigger::whole(burst_id, &window),
             self.give_up_at(&window),
             opened.region_bytes,
+            step,
         ));
         *self.reach.lock().expect("reach") = Some(reach.clone());
 
@@ -420,7 +445,7 @@ impl Unit {
             live,
             &WindowJob {
                 window: window.clone(),
-                ticks_per_frame: config.frame_step_ticks(),
+                ticks_per_frame: step,
                 chunk_frames: config.chunk_frames,
                 block_frames: crate::chunking::block_frames(config.frame_bytes()),
                 crcs: snbuf_burst::chunk::FrameCrcCombiner::new(config.frame_type.frame_bytes()),
@@ -554,6 +579,16 @@ impl Unit {
             .config
             .clock()
             .seconds(window.window_end_timestamp.saturating_sub(newest));
+        // A stream whose data clock runs slower than the wall clock (a detector replayed slowly,
+        // a test stand) takes longer by the wall clock to reach the window's end: as measured.
+        let slowest = self
+            .link_rates()
+            .iter()
+            .filter_map(|r| r.clock_ratio)
+            .filter(|r| r.is_finite() && *r > 0.0)
+            .fold(1.0_f64, f64::min)
+            .max(1e-3);
+        let ahead_s = ahead_s / slowest;
         Instant::now()
             + Duration::from_secs_f64(ahead_s.min(86_400.0))
             + self.config.buffer

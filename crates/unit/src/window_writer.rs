@@ -39,6 +39,9 @@ const MAX_IDLE_SLEEP: Duration = Duration::from_millis(5);
 /// neighbours, and its completion deadline fails only its own link.
 const DEVICE_WAIT_PER_ROUND: Duration = Duration::from_millis(2);
 
+/// The least a full link file grows by (`grow_for_more`).
+const GROW_AT_LEAST_BYTES: u64 = 16 << 20;
+
 /// What every writer of a burst needs to know about the window and its chunks.
 #[derive(Clone)]
 pub(crate) struct WindowJob {
@@ -451,6 +454,11 @@ impl LinkWork<'_> {
             return;
         }
         if let Err(e) = staged {
+            if matches!(e, WriteError::Full { .. }) && self.grow_for_more() {
+                // Read again next turn, into the room just made (the ring still has them, or
+                // their loss is counted by timestamp as for any frames overwritten).
+                return;
+            }
             self.fail(e);
             return;
         }
@@ -481,6 +489,31 @@ impl LinkWork<'_> {
             // a trigger moved the end out meanwhile: then the link goes on).
             self.count_lost(frames_between(last + tpf, we, tpf));
             self.finish_window();
+        }
+    }
+
+    /// The link brought more frames than its file was sized for (a stream denser than
+    /// planned): grows the file by a quarter (at least 16 MiB), as far as the output has room.
+    /// Returns whether it grew; if not, says why, and the link stops full.
+    fn grow_for_more(&mut self) -> bool {
+        let now = self.lw.region_bytes();
+        let to = now + (now / 4).max(GROW_AT_LEAST_BYTES);
+        match self.lw.grow(to) {
+            Ok(()) if self.lw.region_bytes() > now => {
+                tracing::info!(
+                    link = self.lw.link(),
+                    from_bytes = now,
+                    to_bytes = to,
+                    "the link brought more frames than its file was sized for: it grew"
+                );
+                true
+            }
+            Ok(()) => false,
+            Err(e) => {
+                tracing::error!(link = self.lw.link(), at_bytes = now, error = %e,
+                    "the link's file is full and cannot grow");
+                false
+            }
         }
     }
 

@@ -382,10 +382,7 @@ impl Server {
             let unit_id = unit.config().unit_id.clone().unwrap_or_default();
             let span = tracing::info_span!("burst", unit = %unit_id, burst = %id);
             let _in_burst = span.enter();
-            let step_s = unit
-                .config()
-                .clock()
-                .seconds(unit.config().frame_step_ticks());
+            let step_s = unit.config().clock().seconds(unit.frame_step_ticks());
             let outcome = match unit.trigger(&window, &id, |_| {}) {
                 Ok(rep) => BurstOutcome {
                     burst_id: id.clone(),
@@ -492,7 +489,7 @@ impl Server {
             links: c.links,
             frame_type: c.frame_type.name(),
             clock_hz: c.clock().hz(),
-            frame_step_ticks: c.frame_step_ticks(),
+            frame_step_ticks: u.frame_step_ticks(),
             rate_bytes_per_s_per_link: c.link_bytes_per_s(),
             buffer_s: c.buffer.as_secs_f64(),
             buffer_memory_bytes: u.buffer_memory_bytes(),
