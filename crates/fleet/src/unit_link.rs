@@ -47,7 +47,9 @@ impl UnitLink {
         let stop = Arc::new(AtomicBool::new(false));
         let link = Arc::new(Link {
             unit: unit_id,
-            published: std::sync::atomic::AtomicU64::new(server.recent_bursts().0),
+            // Every burst the server holds is announced: before any trigger, those are the
+            // interrupted bursts it recovered at its start.
+            published: std::sync::atomic::AtomicU64::new(0),
             server,
             log,
             book: Mutex::new(Book {

@@ -18,6 +18,21 @@ use crate::unit_config::{clock_line, config_from_args, record_error};
 pub fn run(args: RecordArgs) -> anyhow::Result<()> {
     let (config, why) = config_from_args(&args)?;
     print_plan(&config, &why.method, &why.writers);
+    // Bursts a unit left unsealed here when it stopped are recovered first (as `serve` does at
+    // its start); a burst another unit is recording now is left alone.
+    let hz = Some(config.clock().hz());
+    for b in snbuf_unit::interrupted::recover_all(&config.output_dir, hz) {
+        eprintln!(
+            "  recovered {}: interrupted when its unit stopped; {} frames kept, {} lost, {}",
+            b.burst_id,
+            b.frames.unwrap_or(0),
+            b.lost_frames.unwrap_or(0),
+            match &b.error {
+                None => "valid".to_string(),
+                Some(why) => format!("NOT VALID: {why}"),
+            }
+        );
+    }
     let fb = config.frame_type.frame_bytes() as f64;
     let mut last: Option<(Duration, u64, u64)> = None;
     let report = record(&config, |p: &Progress| {

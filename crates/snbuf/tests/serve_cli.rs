@@ -236,3 +236,116 @@ fn a_trigger_to_no_server_fails_with_one_line() {
     ]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// The unit's status, as JSON.
+fn status(socket: &Path) -> serde_json::Value {
+    serde_json::from_str(&raw(socket, "{\"cmd\":\"status\"}\n")).unwrap()
+}
+
+#[test]
+fn a_unit_killed_mid_burst_recovers_it_at_its_next_start_and_exports_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let export = dir.path().join("export");
+    std::fs::create_dir(&export).unwrap();
+    let to = format!("file://{}", export.display());
+    let options = [
+        "--links",
+        "2",
+        "--rate-per-link",
+        "5MB/s",
+        "--buffer",
+        "2s",
+        "--pre",
+        "500ms",
+        "--post",
+        "20s",
+        "--method",
+        "direct",
+        "--export-to",
+        &to,
+    ];
+    let (mut cmd, out, socket) = common::serve_command(dir.path(), &options);
+    let mut server = KillOnDrop(cmd.spawn().unwrap());
+    wait_for_socket(&socket);
+    std::thread::sleep(Duration::from_millis(800));
+    let s = socket.to_str().unwrap();
+    let o = snbuf(&["trigger", "--socket", s, "--burst-id", "cut"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // What the unit has promised: chunks durable on each link, once some are.
+    let until = Instant::now() + Duration::from_secs(20);
+    let promised: Vec<u64> = loop {
+        let st = status(&socket);
+        let durable: Vec<u64> = st["recording"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|l| l["durable_chunks"].as_u64().unwrap_or(0))
+            .collect();
+        if durable.len() == 2 && durable.iter().all(|&c| c >= 3) {
+            break durable;
+        }
+        assert!(Instant::now() < until, "no chunks durable in 20 s: {st}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // Killed 2 s into a 20 s window: the burst is left unsealed.
+    server.0.kill().unwrap();
+    server.0.wait().unwrap();
+    let ls = snbuf(&["ls", out.to_str().unwrap()]);
+    assert!(
+        String::from_utf8_lossy(&ls.stdout).contains("interrupted"),
+        "{}",
+        String::from_utf8_lossy(&ls.stdout)
+    );
+
+    // Started again on the same output: nobody runs `snbuf recover`.
+    let (mut cmd, _, _) = common::serve_command(dir.path(), &options);
+    let mut server = KillOnDrop(cmd.spawn().unwrap());
+    wait_for_socket(&socket);
+    let st = status(&socket);
+    let b = st["bursts"]
+        .as_array()
+        .and_then(|v| v.iter().find(|b| b["burst_id"] == "cut"))
+        .unwrap_or_else(|| panic!("the recovered burst is among the unit's bursts: {st}"))
+        .clone();
+    assert_eq!(b["state"], "recovered", "{b}");
+    assert_eq!(b["valid"], true, "{b}");
+    assert!(
+        b["lost_frames"].as_u64().unwrap() > 0,
+        "the rest counted lost: {b}"
+    );
+    let m = snbuf_burst::Manifest::read(&out.join("cut")).unwrap();
+    assert_eq!(m.state, snbuf_burst::BurstState::Recovered);
+    for (l, promised) in m.links.iter().zip(&promised) {
+        assert!(
+            l.data.chunks >= *promised,
+            "link {}: {} chunks kept, {promised} were acknowledged",
+            l.link,
+            l.data.chunks
+        );
+    }
+    let v = snbuf(&["verify", out.join("cut").to_str().unwrap()]);
+    assert_eq!(
+        v.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&v.stdout)
+    );
+    // Handed to the exporter as any sealed burst is.
+    let until = Instant::now() + Duration::from_secs(30);
+    while !out.join("cut").join(snbuf_export::EXPORTED).exists() {
+        assert!(
+            Instant::now() < until,
+            "the recovered burst was not exported in 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    server.0.kill().unwrap();
+    server.0.wait().unwrap();
+
+    // Idempotent: the next start finds nothing to recover.
+    let (mut cmd, _, _) = common::serve_command(dir.path(), &options);
+    let _server = KillOnDrop(cmd.spawn().unwrap());
+    wait_for_socket(&socket);
+    let st = status(&socket);
+    assert_eq!(st["bursts"].as_array().map(Vec::len), Some(0), "{st}");
+}

@@ -8,7 +8,8 @@
 //! `link_files` (the next burst's files, ahead of its trigger), `open_burst` (a trigger's
 //! files), `writers` (the threads that persist a window) and `window_writer` (what each of
 //! them does), `recorder` (the running unit), `record` (one recording start to end), `report`
-//! (what it came to), `status_file` (the live state as JSON). Around it, the service shell of
+//! (what it came to), `status_file` (the live state as JSON), `interrupted` (bursts a stopped
+//! unit left unsealed, recovered at the next start). Around it, the service shell of
 //! `snbuf serve` (`service`): `control` (the Unix socket), `metrics` (Prometheus), `systemd`
 //! (readiness, watchdog and status for `Type=notify`).
 
@@ -18,6 +19,7 @@ pub mod chunking;
 pub mod config;
 pub mod counters;
 pub mod error;
+pub mod interrupted;
 mod link_files;
 pub mod link_rates;
 pub mod links;

@@ -416,6 +416,11 @@ impl Unit {
             config, burst_id, &window, identities, prepared, &sources, step,
         )?;
         let (mut seal, link_writers) = opened.burst.split();
+        // Until this returns, no unit starting on this output takes the burst for interrupted.
+        // A file system without locks records all the same (said, never refused).
+        let _recording = crate::interrupted::hold(seal.dir())
+            .inspect_err(|e| tracing::warn!(error = %e, "the burst's directory cannot be locked"))
+            .ok();
         let reach = Arc::new(BurstReach::new(
             window.clone(),
             snbuf_burst::AnsweredTrigger::whole(burst_id, &window),

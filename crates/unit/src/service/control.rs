@@ -50,6 +50,18 @@ struct BurstHistory {
 /// How many past bursts `status` lists.
 const MAX_BURSTS_SHOWN: usize = 100;
 
+impl BurstHistory {
+    /// A burst is over: counted, and kept among the recent ones.
+    fn push(&mut self, outcome: BurstOutcome) {
+        self.total += 1;
+        *self.by_state.entry(outcome.state.clone()).or_default() += 1;
+        if self.recent.len() == MAX_BURSTS_SHOWN {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(outcome);
+    }
+}
+
 pub struct Server {
     unit: Arc<Unit>,
     socket: PathBuf,
@@ -122,6 +134,21 @@ impl Server {
 
     pub fn unit(&self) -> &Unit {
         &self.unit
+    }
+
+    /// Recovers every burst a stopped unit left unsealed in the output (`interrupted`), before
+    /// any trigger: each counts as a finished burst (state `recovered`), so the log, the fleet's
+    /// events and the exporter see it as they see any other. Returns how many.
+    pub fn recover_interrupted(&self) -> usize {
+        let config = self.unit.config();
+        let outcomes =
+            crate::interrupted::recover_all(&config.output_dir, Some(config.clock().hz()));
+        let n = outcomes.len();
+        let mut bursts = self.bursts.lock().expect("bursts");
+        for outcome in outcomes {
+            bursts.push(outcome);
+        }
+        n
     }
 
     /// Stops taking triggers and ends `run` once the burst in progress is sealed (a drain):
@@ -429,14 +456,7 @@ impl Server {
             } else {
                 tracing::error!(outcome = ?outcome, "burst not sealed clean");
             }
-            let mut bursts = bursts.lock().expect("bursts");
-            bursts.total += 1;
-            *bursts.by_state.entry(outcome.state.clone()).or_default() += 1;
-            if bursts.recent.len() == MAX_BURSTS_SHOWN {
-                bursts.recent.pop_front();
-            }
-            bursts.recent.push_back(outcome);
-            drop(bursts);
+            bursts.lock().expect("bursts").push(outcome);
             // Arm for the next trigger: its files are prepared in the background.
             unit.prepare_next();
             *current.lock().expect("current") = None;

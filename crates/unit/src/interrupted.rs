@@ -1,0 +1,172 @@
+//! Bursts a unit left unsealed when it stopped (killed, crashed, the power cut), recovered when
+//! a unit starts on the same output: nobody need be there to run `snbuf recover`.
+//!
+//! Each is recovered exactly as `snbuf recover` does it (`snbuf_burst::recover_burst`: per link
+//! the longest valid prefix of sequence-contiguous chunks, the rest cut off and the window's
+//! missing frames counted lost), which seals it `recovered`; then it is verified. Idempotent: a
+//! unit stopped during a recovery leaves the burst `recording` (the manifest is replaced
+//! atomically, last), and the next start recovers it again. The caller reports each as a burst
+//! of its own (log, fleet event, export).
+//!
+//! A burst being recorded is never touched: its recorder holds a lock on the burst's directory
+//! (`hold`) until it is sealed, which the kernel releases when that process dies, however it
+//! dies. So two units on one output (or `record` beside `serve`) leave each other's live
+//! bursts alone.
+
+use std::path::{Path, PathBuf};
+
+use snbuf_burst::manifest::link_of_file_name;
+use snbuf_burst::{recover_burst, verify_burst, BurstState, Manifest};
+
+use crate::protocol::BurstOutcome;
+
+/// The bursts under `output` that a stopped unit left unsealed: a manifest still `recording`,
+/// or link files and no manifest. Hidden entries (prepared files, the unit's own) are not bursts.
+pub fn find(output: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(output) else {
+        return Vec::new();
+    };
+    let mut found: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .filter(|p| match Manifest::read(p) {
+            Ok(m) => m.state == BurstState::Recording,
+            Err(_) => has_link_files(p),
+        })
+        .filter(|p| !recorded_now(p))
+        .collect();
+    found.sort();
+    found
+}
+
+/// Marks `dir` as a burst being recorded, for as long as the returned handle lives (or the
+/// process does).
+pub(crate) fn hold(dir: &Path) -> std::io::Result<std::fs::File> {
+    let f = std::fs::File::open(dir)?;
+    f.lock()?;
+    Ok(f)
+}
+
+/// Whether a live recorder holds `dir` (`hold`).
+fn recorded_now(dir: &Path) -> bool {
+    match std::fs::File::open(dir) {
+        Ok(f) => matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock)),
+        Err(_) => false,
+    }
+}
+
+fn has_link_files(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|e| link_of_file_name(&e.file_name().to_string_lossy()).is_some())
+    })
+}
+
+/// Recovers and verifies every burst `find` returns; one outcome each, state `recovered` (or
+/// `error`, with why, when it could not be recovered: it is left as it was).
+pub fn recover_all(output: &Path, clock_hz: Option<u64>) -> Vec<BurstOutcome> {
+    find(output)
+        .into_iter()
+        .map(|dir| recover_one(&dir, clock_hz))
+        .collect()
+}
+
+fn recover_one(dir: &Path, clock_hz: Option<u64>) -> BurstOutcome {
+    let burst_id = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let failed = |why: String| {
+        tracing::error!(burst = %burst_id, "an interrupted burst could not be recovered: {why}");
+        BurstOutcome {
+            burst_id: burst_id.clone(),
+            state: "error".into(),
+            dir: Some(dir.to_path_buf()),
+            error: Some(why),
+            ..BurstOutcome::default()
+        }
+    };
+    let report = match recover_burst(dir, false) {
+        Ok(r) => r,
+        Err(e) => return failed(e.to_string()),
+    };
+    let manifest = match Manifest::read(dir) {
+        Ok(m) => m,
+        Err(e) => return failed(format!("after recovery: {e}")),
+    };
+    let verify = verify_burst(dir);
+    let valid = verify.as_ref().is_ok_and(|v| v.valid);
+    let frames: u64 = manifest.links.iter().map(|l| l.data.frames).sum();
+    let lost_frames: u64 = manifest.links.iter().map(|l| l.lost_frames).sum();
+    let step_s = manifest
+        .frame
+        .as_ref()
+        .map(|f| f.step_ticks() as f64 / clock_hz.unwrap_or(f.clock_hz).max(1) as f64);
+    let lost_s = step_s.map(|s| {
+        manifest
+            .links
+            .iter()
+            .map(|l| l.lost_frames)
+            .max()
+            .unwrap_or(0) as f64
+            * s
+    });
+    tracing::warn!(
+        burst = %burst_id,
+        frames,
+        lost_frames,
+        dropped_pieces = report.dropped.len(),
+        valid,
+        "a burst interrupted when the unit stopped was recovered: every chunk that was durable \
+         is kept, the rest of its window counted lost"
+    );
+    BurstOutcome {
+        burst_id,
+        state: manifest.state.name().into(),
+        dir: Some(dir.to_path_buf()),
+        frames: Some(frames),
+        lost_frames: Some(lost_frames),
+        lost_s,
+        valid,
+        window: manifest.trigger.clone(),
+        error: match verify {
+            Ok(v) if v.valid => None,
+            Ok(v) if v.problems.is_empty() => Some(format!("{} problem(s)", v.problem_count())),
+            Ok(v) => Some(v.problems.join("; ")),
+            Err(e) => Some(e.to_string()),
+        },
+        triggers: manifest
+            .triggers
+            .iter()
+            .map(|t| t.trigger_id.clone())
+            .collect(),
+        ..BurstOutcome::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_left_unsealed_is_found_unless_its_recorder_still_holds_it() {
+        let out = tempfile::tempdir().unwrap();
+        let burst = out.path().join("b1");
+        std::fs::create_dir(&burst).unwrap();
+        std::fs::write(burst.join("link-0000.dat"), [0u8; 512]).unwrap();
+        // Neither bursts nor interrupted: hidden entries, plain files, empty directories.
+        std::fs::create_dir(out.path().join(".prepared-1")).unwrap();
+        std::fs::create_dir(out.path().join("empty")).unwrap();
+        std::fs::write(out.path().join("snbuf.sock"), b"").unwrap();
+        let held = hold(&burst).unwrap();
+        assert!(
+            find(out.path()).is_empty(),
+            "a live recorder's burst is left alone"
+        );
+        drop(held);
+        assert_eq!(find(out.path()), vec![burst]);
+    }
+}
