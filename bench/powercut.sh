@@ -7,6 +7,8 @@
 #
 # usage: bench/powercut.sh [TRIALS_PER_METHOD (default 100)] [SEED (default: the time)]
 #        env FS=ext4|xfs|ext4,xfs (default ext4), METHODS=direct,uring,buffered,msync, JOBS=1|2,
+#        PROGRAMS=record,serve (default record; serve: cut mid-burst, then booted again and
+#        started again, it must recover the burst itself),
 #        APPEND=1 (add to the day's kept result instead of replacing it)
 # The tallies are kept in bench/results/powercut/<date>-<host>.json (bench/tables.py makes
 # RELIABILITY.md's table from it).
@@ -17,6 +19,7 @@ seed="${2:-$(date +%s)}"
 filesystems="${FS:-ext4}"
 methods="${METHODS:-direct,uring,buffered,msync}"
 jobs="${JOBS:-1}"
+programs="${PROGRAMS:-record}"
 need=()
 for p in qemu-system-x86_64:qemu-system-x86 nbdkit:nbdkit cpio:cpio mkfs.xfs:xfsprogs; do
   command -v "${p%%:*}" >/dev/null || need+=("${p#*:}")
@@ -49,7 +52,9 @@ for fs in "${fss[@]}"; do
     (status=0
       IFS=,; SNBUF_REQUIRE_QEMU=1 SNBUF_POWERCUT_FS="$fs" SNBUF_POWERCUT_TRIALS="$trials" \
       SNBUF_POWERCUT_SEED="$seed" SNBUF_POWERCUT_METHODS="${mine[*]}" SNBUF_POWERCUT_RESULT="$lines" \
-      cargo test --release -q -p snbuf --test powercut "power_cuts_on_$fs" -- --nocapture >"$out" 2>&1 ||
+      SNBUF_POWERCUT_PROGRAMS="$programs" \
+      cargo test --release -q -p snbuf --test powercut "power_cuts_on_$fs" -- --nocapture \
+        --test-threads 1 >"$out" 2>&1 ||
         status=1
       grep -oE 'power cuts \(.*|promises broken.*|panicked.*|test result.*|"[^"]*seed[^"]*"' "$out"
       [ $status = 0 ] || echo "FAILED: the whole output is in $out"
@@ -65,5 +70,5 @@ SNBUF_REQUIRE_QEMU=1 SNBUF_POWERCUT_RESULT="$lines" \
   grep -oE '[a-z-]+: caught in trial.*|panicked.*|test result.*' || rc=1
 # APPEND=1 adds this run's rows to the day's kept file (another method or file system).
 python3 bench/keep.py powercut "$lines" ${APPEND:+--append} --seconds $(($(date +%s) - start)) \
-  --command "FS=$filesystems METHODS=$methods JOBS=$jobs bench/powercut.sh $trials $seed"
+  --command "FS=$filesystems METHODS=$methods JOBS=$jobs PROGRAMS=$programs bench/powercut.sh $trials $seed"
 exit $rc

@@ -15,11 +15,17 @@
 //! "sealed". Every method and file system draws its own stream of seeds. The trials are shown to
 //! catch three broken recorders (`--inject-fault lost-flush`, `late-flush`, `lost-dir-sync`).
 //!
+//! `serve` is cut the same way mid-burst, then the guest boots again on the disk and starts
+//! `serve`, which must recover and seal the burst itself before it answers; its plug is pulled
+//! again, and the checks run.
+//!
 //! CI runs one trial per method on ext4 (direct, uring, buffered, msync) and on xfs (direct,
-//! msync), each cut mid-recording; `bench/powercut.sh [N] [SEED]` runs N per method:
-//! `SNBUF_POWERCUT_TRIALS`, `_SEED`, `_FS`, `_METHODS`; with `SNBUF_POWERCUT_RESULT=FILE` each
-//! method's tally is appended to FILE as one JSON line. Without QEMU, nbdkit, busybox-static, cpio and a kernel the tests skip, unless
-//! SNBUF_REQUIRE_QEMU is set (CI): then they fail. The host must be root (loop mounts).
+//! msync), each cut mid-recording, and one of `serve` (direct, ext4). `bench/powercut.sh [N]
+//! [SEED]` runs N per method: `SNBUF_POWERCUT_TRIALS`, `_SEED`, `_FS`, `_METHODS`, and
+//! `_PROGRAMS` (record,serve); with `SNBUF_POWERCUT_RESULT=FILE` each method's tally is
+//! appended to FILE as one JSON line. Without QEMU, nbdkit, busybox-static, cpio and a kernel
+//! the tests skip, unless SNBUF_REQUIRE_QEMU is set (CI): then they fail. The host must be root
+//! (loop mounts).
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -82,6 +88,9 @@ fn phase_rank(phase: &str) -> u32 {
 }
 
 struct Trial {
+    /// `record`, or `serve` (one trigger; after the cut the guest boots again and starts
+    /// `serve` on the same disk, which must recover the burst itself).
+    program: &'static str,
     fs: &'static str,
     method: &'static str,
     links: &'static str,
@@ -130,9 +139,10 @@ fn tail(console: &[String]) -> String {
     console[console.len().saturating_sub(40)..].join("\n")
 }
 
-fn run_trial(tools: &vm::Tools, guest: &vm::Guest, t: &Trial, tally: &mut Tally) {
-    let disk = vm::Disk::new(t.fs);
+/// The guest's parameters for `t`, in `mode`.
+fn params<'a>(t: &'a Trial, mode: &'a str) -> Vec<(&'a str, &'a str)> {
     let mut params = vec![
+        ("mode", mode),
         ("fs", t.fs),
         ("method", t.method),
         ("links", t.links),
@@ -141,7 +151,15 @@ fn run_trial(tools: &vm::Tools, guest: &vm::Guest, t: &Trial, tally: &mut Tally)
     if let Some(f) = t.fault {
         params.push(("fault", f));
     }
-    let mut vm = guest.boot(tools, disk, &params).expect("QEMU starts");
+    params
+}
+
+/// One piece: one trial from boot to the checks, its steps sharing what the host heard.
+fn run_trial(tools: &vm::Tools, guest: &vm::Guest, t: &Trial, tally: &mut Tally) {
+    let disk = vm::Disk::new(t.fs);
+    let mut vm = guest
+        .boot(tools, disk, &params(t, t.program))
+        .expect("QEMU starts");
     if let Err(e) = vm.wait_for_line("@@ ready", BOOT_DEADLINE) {
         panic!(
             "{}: the guest did not come up: {e}\n{}",
@@ -205,8 +223,23 @@ fn run_trial(tools: &vm::Tools, guest: &vm::Guest, t: &Trial, tally: &mut Tally)
         );
     }
     *tally.cut_points.entry(heard.cut_point()).or_default() += 1;
-    let disk = disk.expect("the trial's disk");
+    let mut disk = disk.expect("the trial's disk");
+    if t.program == "serve" {
+        disk = restart_serve(tools, guest, disk, t, &heard);
+    }
     let mounted = LoopMount::new(&disk.image, disk.fs);
+    if t.program == "serve" {
+        // What the restarted unit recovered was made durable before it said so: the disk,
+        // cut again, holds the burst sealed, before the host's own recover touches it.
+        let m = snbuf_burst::Manifest::read(&mounted.path().join("snbuf/t"));
+        assert!(
+            m.as_ref()
+                .is_ok_and(|m| m.state != snbuf_burst::BurstState::Recording),
+            "{}: after the restart and a second cut the burst is {:?}",
+            t.label,
+            m.map(|m| m.state)
+        );
+    }
     let checked_before = tally.acked_chunks_checked;
     check_burst(
         &|args| common::snbuf(args),
@@ -229,6 +262,55 @@ fn run_trial(tools: &vm::Tools, guest: &vm::Guest, t: &Trial, tally: &mut Tally)
             tail(&vm.console)
         );
     }
+}
+
+/// After the cut: the guest boots again on the same disk and starts `serve`, which must have
+/// recovered and sealed the burst it was recording before it answers (nobody runs `snbuf
+/// recover`). Its plug is pulled in turn once it said so; returns the disk.
+fn restart_serve(
+    tools: &vm::Tools,
+    guest: &vm::Guest,
+    disk: vm::Disk,
+    t: &Trial,
+    heard: &Heard,
+) -> vm::Disk {
+    let mut vm = guest
+        .boot(tools, disk, &params(t, "restart"))
+        .expect("QEMU starts again");
+    let line = vm
+        .wait_for_line("@@ restarted ", BOOT_DEADLINE + RUN_DEADLINE)
+        .unwrap_or_else(|e| {
+            panic!(
+                "{}: serve did not come back: {e}\n{}",
+                t.label,
+                tail(&vm.console)
+            )
+        });
+    let status: Value = serde_json::from_str(&line["@@ restarted ".len()..])
+        .unwrap_or_else(|e| panic!("{}: {e}: {line}", t.label));
+    let burst = status["bursts"]
+        .as_array()
+        .and_then(|b| b.iter().find(|b| b["burst_id"] == "t"))
+        .cloned();
+    let sealed_before = heard.promised.sealed || heard.phase == "sealed";
+    match burst {
+        // Recovered and sealed by the unit itself, valid.
+        Some(b) => assert!(
+            b["state"] == "recovered" && b["valid"] == true,
+            "{}: after the restart the burst is {b}\n{}",
+            t.label,
+            tail(&vm.console)
+        ),
+        None => assert!(
+            sealed_before,
+            "{}: cut {} and serve did not recover the burst: {status}\n{}",
+            t.label,
+            heard.cut_point(),
+            tail(&vm.console)
+        ),
+    }
+    let (disk, _) = vm.cut();
+    disk.expect("the trial's disk")
 }
 
 /// A disk image mounted on the host (its journal replayed); unmounted on drop.
@@ -286,11 +368,19 @@ fn rig(fs: &str) -> Option<(vm::Tools, &'static vm::Guest)> {
 
 /// Random power cuts on `fs`, `default_trials` per method of `default_methods` unless the
 /// environment says otherwise; every promise must hold.
-fn power_cuts(fs: &'static str, default_methods: &[&'static str], default_trials: u64) {
+fn power_cuts(
+    program: &'static str,
+    fs: &'static str,
+    default_methods: &[&'static str],
+    default_trials: u64,
+) {
     let fs = match std::env::var("SNBUF_POWERCUT_FS") {
         Ok(only) if only != fs => return,
         _ => fs,
     };
+    if std::env::var("SNBUF_POWERCUT_PROGRAMS").is_ok_and(|p| !p.split(',').any(|p| p == program)) {
+        return;
+    }
     let Some((tools, guest)) = rig(fs) else {
         return;
     };
@@ -307,27 +397,38 @@ fn power_cuts(fs: &'static str, default_methods: &[&'static str], default_trials
     for method in methods {
         let mut tally = Tally::default();
         for k in 0..trials {
-            let cut = random_cut(
-                k,
-                &mut snbuf_platform::rng::Rng::new(trial_seed(seed, &format!("{fs}/{method}"), k)),
-            );
+            // `record`'s trials keep their seeds of before; `serve`'s have their own, and are
+            // all cut mid-recording (what its restart must recover).
+            let stream = match program {
+                "record" => format!("{fs}/{method}"),
+                _ => format!("{fs}/{program}/{method}"),
+            };
+            let mut rng = snbuf_platform::rng::Rng::new(trial_seed(seed, &stream, k));
+            let cut = match program {
+                "record" => random_cut(k, &mut rng),
+                _ => Cut::MidRecording {
+                    delay_ms: rng.below(MID_RECORDING_SPAN_MS),
+                },
+            };
             let t = Trial {
+                program,
                 fs,
                 method,
                 links: LINKS,
                 rate: RATE,
                 fault: None,
                 cut,
-                label: format!("{fs}/{method} trial {k} (seed {seed}, {cut:?})"),
+                label: format!("{program} {fs}/{method} trial {k} (seed {seed}, {cut:?})"),
             };
             run_trial(&tools, guest, &t, &mut tally);
         }
         println!(
             "{} [{}]",
-            tally.line(&format!("power cuts ({fs}, {method})")),
+            tally.line(&format!("power cuts ({program}, {fs}, {method})")),
             guest.accel
         );
         let mut line = tally.json();
+        line["program"] = program.into();
         line["fs"] = fs.into();
         line["method"] = method.into();
         line["seed"] = seed.into();
@@ -342,12 +443,24 @@ fn power_cuts(fs: &'static str, default_methods: &[&'static str], default_trials
 
 #[test]
 fn power_cuts_on_ext4_lose_nothing_acknowledged() {
-    power_cuts("ext4", &["direct", "uring", "buffered", "msync"], 1);
+    power_cuts(
+        "record",
+        "ext4",
+        &["direct", "uring", "buffered", "msync"],
+        1,
+    );
 }
 
 #[test]
 fn power_cuts_on_xfs_lose_nothing_acknowledged() {
-    power_cuts("xfs", &["direct", "msync"], 1);
+    power_cuts("record", "xfs", &["direct", "msync"], 1);
+}
+
+/// `serve` cut mid-burst, booted again, started again: the burst is recovered, sealed and
+/// verified by the unit itself, with every chunk it acknowledged.
+#[test]
+fn serve_power_cuts_on_ext4_are_recovered_at_the_next_start() {
+    power_cuts("serve", "ext4", &["direct"], 1);
 }
 
 /// A broken recorder must fail the trials: `fault` cut at `cut`, up to 4 trials, until `caught`
@@ -366,6 +479,7 @@ fn caught(
     let mut tally = Tally::default();
     for k in 0..4 {
         let t = Trial {
+            program: "record",
             fs: "ext4",
             method: "direct",
             links,

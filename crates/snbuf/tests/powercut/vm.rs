@@ -26,7 +26,9 @@ const MODULES: &[&str] = &["virtio_pci", "virtio_blk", "crc32c_generic", "ext4",
 /// environment variables. Lines for the host start with "@@": `ready` once the data disk is
 /// mounted, `status <json>` for each new state of the recorder's status file (its durable
 /// watermark: every line the host has received is a promise), `exit <code>` when it is done,
-/// `fail <why>` when the guest cannot run the trial.
+/// `fail <why>` when the guest cannot run the trial. It runs `snbuf record`; with `mode=serve`,
+/// `snbuf serve` and one trigger instead; with `mode=restart`, `snbuf serve` on the disk a cut
+/// left, and `restarted <status json>` once it answers (it has recovered what was interrupted).
 const INIT: &str = r#"#!/bin/busybox sh
 /bin/busybox --install -s /bin
 export PATH=/bin
@@ -44,6 +46,33 @@ mount -t "$snbuf_fs" /dev/vda /data || { echo "@@ fail mount $snbuf_fs"; powerof
 echo "@@ ready"
 fault=""
 [ -n "$snbuf_fault" ] && fault="--inject-fault $snbuf_fault"
+if [ "$snbuf_mode" = serve ] || [ "$snbuf_mode" = restart ]; then
+  /bin/snbuf serve --output /data/snbuf --socket /run/s.sock --status-file /run/status.json \
+    --method "$snbuf_method" --rate-per-link "$snbuf_rate" \
+    --links "$snbuf_links" --writers "$snbuf_links" --buffer 1s --pre 500ms --post 2s \
+    --chunk-frames 16 --chunks-per-persist 1 > /run/serve.log 2>&1 &
+  n=0
+  until /bin/snbuf status --socket /run/s.sock > /dev/null 2>&1; do
+    n=$((n + 1))
+    [ $n -gt 600 ] && { echo "@@ fail serve did not answer"; tail -n 20 /run/serve.log | sed 's/^/@@ log /'; poweroff -f; }
+    usleep 100000
+  done
+  if [ "$snbuf_mode" = restart ]; then
+    # It answers once it has recovered what it was recording when the power went.
+    echo "@@ restarted $(/bin/snbuf status --socket /run/s.sock --json | tr -d '\n')"
+    tail -n 20 /run/serve.log | sed 's/^/@@ log /'
+    while true; do sleep 60; done
+  fi
+  usleep 1200000
+  /bin/snbuf trigger --socket /run/s.sock --burst-id t > /run/trigger.log 2>&1 ||
+    { echo "@@ fail trigger: $(cat /run/trigger.log)"; poweroff -f; }
+  last=""
+  while true; do
+    s=$(cat /run/status.json 2>/dev/null)
+    [ -n "$s" ] && [ "$s" != "$last" ] && { echo "@@ status $s"; last="$s"; }
+    usleep 10000
+  done
+fi
 /bin/snbuf record --output /data/snbuf --burst-id t --status-file /run/status.json \
   --method "$snbuf_method" --rate-per-link "$snbuf_rate" $fault \
   --links "$snbuf_links" --writers "$snbuf_links" --buffer 1s --pre 500ms --post 2s --trigger-after 1500ms \
@@ -333,6 +362,8 @@ impl Disk {
     }
 
     fn serve(&mut self, tools: &Tools) {
+        // A disk served again after a cut: its last server's socket is left behind.
+        let _ = std::fs::remove_file(self.socket());
         let child = Command::new(&tools.nbdkit)
             .args(["-f", "--exit-with-parent", "-U"])
             .arg(self.socket())
