@@ -9,8 +9,15 @@
 //!   lost with a connection is sent again, and JetStream's message id keeps it single.
 //!
 //! One JSON object per line, appended: `{"trigger_id", "outcome": "recording"|"missed",
-//! "reason", "delay_s"}` when handled, `{"trigger_id", "published": true}` once its report is
-//! stored. A torn last line (a crash mid-append) is cut off; any other bad line is an error.
+//! "reason", "delay_s", "at_unix_ns"}` when handled, `{"trigger_id", "published": true}` once
+//! its report is stored. A torn last line (a crash mid-append) is cut off; any other bad line is
+//! an error.
+//!
+//! It does not grow for ever: once it holds `COMPACT_AT_LINES` lines it is rewritten (a new
+//! file renamed over it, synced) with what JetStream could still deliver again (triggers handled
+//! within `KEEP_FOR`) and every report still owed; a first line carries the count of missed
+//! triggers dropped and the highest stream sequence. A crash during the rewrite leaves the old
+//! file whole.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -38,13 +45,25 @@ pub struct Handled {
     /// Its `missed` event is stored in JetStream (always true for `recording`: a burst reports
     /// itself when it ends).
     pub published: bool,
+    /// When it was handled (0: before the journal kept it).
+    pub at_unix_ns: u64,
     /// The burst that records it, when that is not the one named after it (a trigger that
     /// joined the burst being recorded).
     pub burst_id: Option<String>,
 }
 
+/// How long a handled trigger is kept: JetStream may deliver a trigger again as long as its
+/// stream keeps it (`layout::TRIGGER_MAX_AGE`), to a unit that was down meanwhile; twice that.
+pub const KEEP_FOR: std::time::Duration =
+    std::time::Duration::from_secs(2 * crate::layout::TRIGGER_MAX_AGE.as_secs());
+
+/// The journal is rewritten once it holds this many lines (a trigger a minute for a week).
+pub const COMPACT_AT_LINES: usize = 10_000;
+
 #[derive(Serialize, Deserialize)]
 struct Line {
+    /// Empty on the first line of a rewritten journal (`carried_missed`).
+    #[serde(default)]
     trigger_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     outcome: Option<Outcome>,
@@ -60,6 +79,12 @@ struct Line {
     /// The burst that records it, when not the one named after it (it joined another).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     burst_id: Option<String>,
+    /// When it was handled (absent in journals written before it was kept: 0, the oldest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    at_unix_ns: Option<u64>,
+    /// The first line of a rewritten journal: missed triggers no longer listed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    carried_missed: Option<u64>,
 }
 
 pub struct TriggerJournal {
@@ -68,6 +93,13 @@ pub struct TriggerJournal {
     handled: BTreeMap<String, Handled>,
     /// The highest trigger-stream sequence handled: a consumer made anew starts after it.
     last_stream_seq: Option<u64>,
+    /// Missed triggers dropped by rewrites (still counted by `missed`).
+    carried_missed: u64,
+    /// Lines in the file, and how many make it due for a rewrite (twice what the last rewrite
+    /// kept, at least `COMPACT_AT_LINES`: a journal that must keep much is not rewritten at
+    /// every line).
+    lines: usize,
+    compact_at: usize,
 }
 
 impl TriggerJournal {
@@ -83,6 +115,7 @@ impl TriggerJournal {
         };
         let mut handled = BTreeMap::new();
         let mut last_stream_seq: Option<u64> = None;
+        let mut carried_missed = 0;
         let lines: Vec<&str> = text.lines().collect();
         for (n, line) in lines.iter().enumerate() {
             let l: Line = match serde_json::from_str(line) {
@@ -93,6 +126,9 @@ impl TriggerJournal {
             };
             last_stream_seq = last_stream_seq.max(l.stream_seq);
             match l.outcome {
+                _ if l.carried_missed.is_some() => {
+                    carried_missed += l.carried_missed.unwrap_or(0);
+                }
                 Some(outcome) => {
                     handled.insert(
                         l.trigger_id,
@@ -100,8 +136,9 @@ impl TriggerJournal {
                             outcome,
                             reason: l.reason,
                             delay_s: l.delay_s,
-                            published: outcome == Outcome::Recording,
+                            published: outcome == Outcome::Recording || l.published,
                             burst_id: l.burst_id,
+                            at_unix_ns: l.at_unix_ns.unwrap_or(0),
                         },
                     );
                 }
@@ -136,6 +173,9 @@ impl TriggerJournal {
             file,
             handled,
             last_stream_seq,
+            carried_missed,
+            lines: lines.len(),
+            compact_at: COMPACT_AT_LINES,
         };
         let orphans: Vec<String> = j
             .handled
@@ -150,7 +190,77 @@ impl TriggerJournal {
             let why = "the unit stopped after taking the trigger, before its burst began";
             j.record(&id, Outcome::Missed, Some(why.into()), 0.0, None, None)?;
         }
+        if j.lines >= j.compact_at {
+            j.compact(snbuf_quantity::now_unix_ns())?;
+        }
         Ok(j)
+    }
+
+    /// Rewrites the journal with what it must still hold at `now_unix_ns` (see the module
+    /// comment): a new file, synced, renamed over the old one, the directory synced; then this
+    /// journal appends to it. On an error the old file is whole and still appended to.
+    pub fn compact(&mut self, now_unix_ns: u64) -> Result<(), String> {
+        let keep_from = now_unix_ns.saturating_sub(KEEP_FOR.as_nanos() as u64);
+        let (kept, dropped): (BTreeMap<String, Handled>, BTreeMap<String, Handled>) =
+            std::mem::take(&mut self.handled)
+                .into_iter()
+                .partition(|(_, h)| !h.published || h.at_unix_ns >= keep_from);
+        let dropped_missed = dropped
+            .values()
+            .filter(|h| h.outcome == Outcome::Missed)
+            .count() as u64;
+        let carried = self.carried_missed + dropped_missed;
+        let mut text = Vec::new();
+        let mut put = |line: &Line| {
+            text.extend(serde_json::to_vec(line).expect("journal lines serialise"));
+            text.push(b'\n');
+        };
+        put(&Line {
+            trigger_id: String::new(),
+            outcome: None,
+            reason: None,
+            delay_s: 0.0,
+            published: false,
+            stream_seq: self.last_stream_seq,
+            burst_id: None,
+            at_unix_ns: Some(now_unix_ns),
+            carried_missed: Some(carried),
+        });
+        for (id, h) in &kept {
+            put(&Line {
+                trigger_id: id.clone(),
+                outcome: Some(h.outcome),
+                reason: h.reason.clone(),
+                delay_s: h.delay_s,
+                published: h.published && h.outcome == Outcome::Missed,
+                stream_seq: None,
+                burst_id: h.burst_id.clone(),
+                at_unix_ns: Some(h.at_unix_ns),
+                carried_missed: None,
+            });
+        }
+        let say = |e: &dyn std::fmt::Display| format!("{}: {e}", self.path.display());
+        let rewritten = snbuf_persist::replace::replace_file(
+            &self.path,
+            &text,
+            snbuf_persist::replace::ReplaceDurability::Durable,
+        )
+        .and_then(|()| OpenOptions::new().append(true).open(&self.path));
+        match rewritten {
+            Ok(file) => {
+                self.file = file;
+                self.handled = kept;
+                self.carried_missed = carried;
+                self.lines = 1 + self.handled.len();
+                self.compact_at = COMPACT_AT_LINES.max(2 * self.lines);
+                Ok(())
+            }
+            Err(e) => {
+                // Nothing lost: the entries are put back, and the old file is still in use.
+                self.handled = kept.into_iter().chain(dropped).collect();
+                Err(say(&e))
+            }
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -180,6 +290,7 @@ impl TriggerJournal {
         burst: Option<&str>,
     ) -> Result<(), String> {
         let burst_id = burst.filter(|b| *b != id).map(str::to_string);
+        let at_unix_ns = snbuf_quantity::now_unix_ns();
         self.append(&Line {
             trigger_id: id.into(),
             outcome: Some(outcome),
@@ -188,6 +299,8 @@ impl TriggerJournal {
             published: false,
             stream_seq,
             burst_id: burst_id.clone(),
+            at_unix_ns: Some(at_unix_ns),
+            carried_missed: None,
         })?;
         self.last_stream_seq = self.last_stream_seq.max(stream_seq);
         self.handled.insert(
@@ -198,6 +311,7 @@ impl TriggerJournal {
                 delay_s,
                 published: outcome == Outcome::Recording,
                 burst_id,
+                at_unix_ns,
             },
         );
         Ok(())
@@ -213,6 +327,8 @@ impl TriggerJournal {
             published: true,
             stream_seq: None,
             burst_id: None,
+            at_unix_ns: None,
+            carried_missed: None,
         })?;
         if let Some(h) = self.handled.get_mut(id) {
             h.published = true;
@@ -222,10 +338,12 @@ impl TriggerJournal {
 
     /// How many triggers this unit missed, over its whole life.
     pub fn missed(&self) -> u64 {
-        self.handled
-            .values()
-            .filter(|h| h.outcome == Outcome::Missed)
-            .count() as u64
+        self.carried_missed
+            + self
+                .handled
+                .values()
+                .filter(|h| h.outcome == Outcome::Missed)
+                .count() as u64
     }
 
     /// The missed triggers whose event is not yet stored, oldest id first.
@@ -245,7 +363,16 @@ impl TriggerJournal {
         self.file
             .write_all(&bytes)
             .and_then(|()| self.file.sync_data())
-            .map_err(|e| format!("{}: {e}", self.path.display()))
+            .map_err(|e| format!("{}: {e}", self.path.display()))?;
+        self.lines += 1;
+        if self.lines >= self.compact_at {
+            // The line above is durable whatever comes of this: a failed rewrite is said, and
+            // tried again at the next line.
+            if let Err(e) = self.compact(snbuf_quantity::now_unix_ns()) {
+                tracing::warn!("the trigger journal could not be rewritten: {e}");
+            }
+        }
+        Ok(())
     }
 }
 
@@ -311,6 +438,81 @@ mod tests {
         let owed: Vec<String> = j.owed().into_iter().map(|(id, _)| id).collect();
         assert_eq!(owed, ["t-gone", "t-join-gone", "t-miss"]);
         assert!(j.get("t-never").is_none());
+    }
+
+    /// A journal line as an older unit, or `days` ago, wrote it.
+    fn old_line(id: &str, outcome: &str, days: u64, now: u64) -> String {
+        let at = now - days * 86_400 * 1_000_000_000;
+        format!(r#"{{"trigger_id":"{id}","outcome":"{outcome}","delay_s":0.5,"at_unix_ns":{at}}}"#)
+    }
+
+    #[test]
+    fn a_rewrite_keeps_what_jetstream_could_still_deliver_and_every_report_owed() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = snbuf_quantity::now_unix_ns();
+        std::fs::create_dir(dir.path().join("new-rec")).unwrap();
+        let text = [
+            old_line("old-rec", "recording", 5, now),
+            old_line("old-miss", "missed", 5, now),
+            r#"{"trigger_id":"old-miss","published":true}"#.to_string(),
+            old_line("old-owed", "missed", 5, now),
+            old_line("new-rec", "recording", 1, now),
+            r#"{"trigger_id":"pre","outcome":"missed","delay_s":1.0,"stream_seq":41}"#.into(),
+            r#"{"trigger_id":"pre","published":true}"#.into(),
+        ]
+        .join("\n")
+            + "\n";
+        let path = dir.path().join(FILE_NAME);
+        std::fs::write(&path, text).unwrap();
+        // old-rec's burst directory is gone: at open it is taken for an orphan, a missed
+        // trigger whose report is owed (so kept by the rewrite).
+        let mut j = TriggerJournal::open(dir.path()).unwrap();
+        assert_eq!(
+            j.missed(),
+            3 + 1,
+            "old-miss, old-owed, pre, and old-rec as an orphan"
+        );
+        j.compact(now).unwrap();
+        // Kept: the recent one, and every report not yet stored; dropped: what JetStream no
+        // longer holds, its missed ones still counted.
+        assert!(j.get("new-rec").is_some());
+        assert!(j.get("old-owed").is_some_and(|h| !h.published));
+        assert!(j.get("old-miss").is_none() && j.get("pre").is_none());
+        assert_eq!(j.missed(), 4);
+        assert_eq!(j.last_stream_seq(), Some(41));
+        j.record("after", Outcome::Missed, None, 0.0, Some(50), None)
+            .unwrap();
+        drop(j);
+        let j = TriggerJournal::open(dir.path()).unwrap();
+        assert_eq!(j.missed(), 5, "the count survives the rewrite and a reopen");
+        assert_eq!(j.last_stream_seq(), Some(50));
+        assert!(j.get("new-rec").is_some() && j.get("after").is_some());
+        let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+        assert!(lines <= 6, "{lines} lines");
+    }
+
+    #[test]
+    fn a_journal_past_its_size_is_rewritten_when_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = snbuf_quantity::now_unix_ns();
+        let text: String = (0..COMPACT_AT_LINES)
+            .map(|k| old_line(&format!("t{k}"), "missed", 3, now) + "\n")
+            .collect();
+        let path = dir.path().join(FILE_NAME);
+        std::fs::write(&path, text).unwrap();
+        let j = TriggerJournal::open(dir.path()).unwrap();
+        assert_eq!(j.missed(), COMPACT_AT_LINES as u64);
+        // Every one was owed (never published): all kept. Once stored, they go.
+        drop(j);
+        let mut j = TriggerJournal::open(dir.path()).unwrap();
+        for k in 0..COMPACT_AT_LINES {
+            j.mark_published(&format!("t{k}")).unwrap();
+        }
+        drop(j);
+        let j = TriggerJournal::open(dir.path()).unwrap();
+        assert_eq!(j.missed(), COMPACT_AT_LINES as u64);
+        let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+        assert!(lines < 10, "{lines} lines: the journal does not only grow");
     }
 
     #[test]

@@ -9,6 +9,10 @@ use async_nats::jetstream::{self, stream::Config};
 
 use crate::schema::*;
 
+/// How long the trigger stream keeps a trigger (and may deliver it again to a unit that did not
+/// acknowledge it): a trigger older than a day cannot reach any buffer.
+pub const TRIGGER_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
+
 /// How long JetStream remembers a message id to drop a second publish of it: covers every
 /// retry of `trigger --nats` and of a unit's events (each well under a minute).
 pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(10 * 60);
@@ -24,8 +28,7 @@ pub fn wanted(replicas: usize) -> [Config; 3] {
     };
     [
         Config {
-            // A trigger older than a day cannot reach any buffer.
-            max_age: Duration::from_secs(24 * 3600),
+            max_age: TRIGGER_MAX_AGE,
             ..base(TRIGGER_STREAM, TRIGGER_SUBJECT)
         },
         Config {

@@ -151,3 +151,21 @@ impl FastHandled {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fast_path_ids_are_bounded_and_the_newest_kept() {
+        let mut f = FastHandled::default();
+        for k in 0..3 * FAST_HANDLED_MAX {
+            f.insert(&format!("t{k}"));
+        }
+        assert_eq!(f.ids.len(), FAST_HANDLED_MAX);
+        let newest = format!("t{}", 3 * FAST_HANDLED_MAX - 1);
+        assert!(f.remove(&newest), "the newest is known");
+        assert!(!f.remove("t0"), "the oldest went");
+        assert!(!f.remove(&newest), "forgotten once taken");
+    }
+}

@@ -39,10 +39,25 @@ fn run_trials(method: &str) {
     let mut tally = Tally::default();
     for k in 0..trials {
         let mut rng = snbuf_platform::rng::Rng::new(trial_seed(seed, method, k));
-        // From just after the start to about when a normal run ends (2.3-2.6 s here), so that
+        // The first trial is killed mid-recording, up to 300 ms after the recorder first said a
+        // chunk was durable, so that acknowledged chunks are always checked. The others from
+        // just after the start to about when a normal run ends (2.3-2.6 s here), so that
         // buffering, recording, sealing and verifying are all hit.
-        let kill_after = Duration::from_millis(100 + rng.below(2400));
-        trial(method, kill_after, &mut tally);
+        let kill = if k == 0 {
+            Kill::AfterFirstAck(Duration::from_millis(rng.below(300)))
+        } else {
+            Kill::After(Duration::from_millis(100 + rng.below(2400)))
+        };
+        let checked_before = tally.acked_chunks_checked;
+        trial(method, kill, &mut tally);
+        if k == 0 {
+            assert!(
+                tally.acked_chunks_checked > checked_before,
+                "{method}: killed mid-recording, yet no acknowledged chunk was checked \
+                 (did the recorder report any?): {}",
+                tally.line("so far")
+            );
+        }
     }
     println!("{}", tally.line(&format!("crash trials ({method})")));
     let mut line = tally.json();
@@ -52,7 +67,17 @@ fn run_trials(method: &str) {
     assert!(tally.clean(), "promises broken: {:#?}", tally.failures);
 }
 
-fn trial(method: &str, kill_after: Duration, tally: &mut Tally) {
+/// When a trial's recorder is killed.
+#[derive(Clone, Copy, Debug)]
+enum Kill {
+    /// This long after it started.
+    After(Duration),
+    /// This long after its status file first showed a chunk durable (within 20 s, or the
+    /// trial fails: a recorder that reports nothing must not pass).
+    AfterFirstAck(Duration),
+}
+
+fn trial(method: &str, kill: Kill, tally: &mut Tally) {
     // nt needs a mapped file; /dev/shm stands in for persistent memory where it exists.
     let out = if method == "nt" && Path::new("/dev/shm").is_dir() {
         tempfile::tempdir_in("/dev/shm").unwrap()
@@ -94,10 +119,27 @@ fn trial(method: &str, kill_after: Duration, tally: &mut Tally) {
         .expect("snbuf runs");
     let start = Instant::now();
     let mut exited = false;
-    while start.elapsed() < kill_after {
+    let mut kill_at = match kill {
+        Kill::After(d) => Some(start + d),
+        Kill::AfterFirstAck(_) => None,
+    };
+    while kill_at.is_none_or(|k| Instant::now() < k) {
         if child.try_wait().unwrap().is_some() {
             exited = true;
             break;
+        }
+        if let (None, Kill::AfterFirstAck(delay)) = (kill_at, kill) {
+            let acked = std::fs::read_to_string(&status_path)
+                .ok()
+                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                .is_some_and(|s| Promises::from_status(&s).chunks() > 0);
+            if acked {
+                kill_at = Some(Instant::now() + delay);
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "{method}: the recorder reported no durable chunk in 20 s"
+            );
         }
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -128,7 +170,7 @@ fn trial(method: &str, kill_after: Duration, tally: &mut Tally) {
         &data.join("t"),
         &promised,
         frame_step_for("20MB/s"),
-        &format!("{method} killed after {kill_after:?}"),
+        &format!("{method} killed {kill:?}"),
         tally,
     );
 }

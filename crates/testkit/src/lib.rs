@@ -43,8 +43,8 @@ pub fn try_output_within(
         rx
     };
     // What a stream printed: a grandchild that kept the pipe open must not make this wait.
-    let printed = |rx: std::sync::mpsc::Receiver<Vec<u8>>| {
-        rx.recv_timeout(Duration::from_secs(5)).unwrap_or_default()
+    let printed = |rx: &std::sync::mpsc::Receiver<Vec<u8>>| {
+        rx.recv_timeout(PIPE_CLOSE_GRACE).unwrap_or_default()
     };
     let out = drain(Box::new(child.stdout.take().expect("piped")));
     let err = drain(Box::new(child.stderr.take().expect("piped")));
@@ -59,18 +59,32 @@ pub fn try_output_within(
             let _ = child.wait();
             panic!(
                 "{cmd:?} still ran after {deadline:?}; it printed:\n{}\n{}",
-                String::from_utf8_lossy(&printed(out)),
-                String::from_utf8_lossy(&printed(err))
+                String::from_utf8_lossy(&printed(&out)),
+                String::from_utf8_lossy(&printed(&err))
             );
         }
         std::thread::sleep(Duration::from_millis(20));
     };
+    // The command ended: its output is whole once the pipes close. A process it left behind
+    // that holds them open would make the output look empty, and a test that checks what was
+    // not printed pass for nothing: that fails the test, loudly.
+    let whole = |rx: &std::sync::mpsc::Receiver<Vec<u8>>, which: &str| {
+        rx.recv_timeout(PIPE_CLOSE_GRACE).unwrap_or_else(|_| {
+            panic!(
+                "{cmd:?} ended ({status}), but a process it started still holds its {which} \
+                 open {PIPE_CLOSE_GRACE:?} later: its output cannot be read whole"
+            )
+        })
+    };
     Ok(Output {
         status,
-        stdout: printed(out),
-        stderr: printed(err),
+        stdout: whole(&out, "stdout"),
+        stderr: whole(&err, "stderr"),
     })
 }
+
+/// How long after a command ended its output pipes may stay open.
+const PIPE_CLOSE_GRACE: Duration = Duration::from_secs(5);
 
 /// Whether `cmd` ran and succeeded within `deadline` (false when it cannot start); a command
 /// still running then fails the test.
@@ -188,6 +202,20 @@ mod tests {
             Command::new("/nonexistent/program"),
             Duration::from_secs(1)
         ));
+    }
+
+    #[test]
+    fn a_command_that_leaves_a_process_holding_its_output_fails_the_test() {
+        // The shell ends at once; the sleep it started keeps stdout open: what the shell
+        // printed cannot be known whole, so no test may read it as empty.
+        let mut c = Command::new("sh");
+        c.args(["-c", "echo printed; sleep 8 & exit 0"]);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            output_within(c, Duration::from_secs(20))
+        }));
+        let why = r.expect_err("fails loudly");
+        let why = why.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(why.contains("still holds its stdout open"), "{why}");
     }
 
     #[test]
