@@ -79,7 +79,7 @@ def run(snbuf, name, method, extra, tmpfs):
     shown = " ".join(a if a != out else "OUT" for a in cmd[1:] if a not in (js,))
     return {
         "scenario": name, "method": summary.get("method") or method or "default",
-        "method_chosen": method is None, "seconds": round(seconds, 1), "command": "snbuf " + shown.replace(snbuf, "snbuf"),
+        "method_chosen": method is None, "wall_seconds": round(seconds, 1), "command": "snbuf " + shown.replace(snbuf, "snbuf"),
         "tmpfs": tmpfs, "exit_code": p.returncode, "burst_state": summary.get("state"),
         "valid": summary.get("valid"), "first_warning": warnings[0] if warnings else None,
         "peak_rss_kib": peak_kib,

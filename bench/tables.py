@@ -276,7 +276,7 @@ def faults():
                if x.get("peak_rss_kib") else "–")
         warning = re.sub(r"/tmp/[^ ]*out", "OUT", x["first_warning"] or "–")
         method = x["method"] + (", the default" if x.get("method_chosen") else "")
-        took = f"{x['seconds']:.1f} s" if x.get("seconds") is not None else "–"
+        took = f"{x['wall_seconds']:.1f} s" if x.get("wall_seconds") is not None else "–"
         rows.append(f"| {x['scenario']} ({method}) | {x['exit_code']} | {took} | {x['burst_state']} | {links} "
                     f"| {warning} | {rss} |")
     cmds = "; ".join(f"`{x['command']}`" + (f" on a tmpfs of {x['tmpfs']}" if x.get("tmpfs") else "")
