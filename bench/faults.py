@@ -37,6 +37,10 @@ SCENARIOS = [
     ("the same", "buffered", ["--inject-fault", "stall:link=0,after=2MiB"], None),
     ("the same, stalled for five buffer lengths", "uring",
      ["--inject-fault", "stall:link=0,after=2MiB", "--completion-deadline", "5s"], None),
+    # A write that blocks in the kernel and never returns: only the watchdog gets the link out.
+    ("a write stuck in the kernel, link 0, past 2 MiB", "direct",
+     ["--inject-fault", "hang:link=0,after=2MiB"], None),
+    ("the same", "msync", ["--inject-fault", "hang:link=0,after=2MiB"], None),
 ]
 
 

@@ -162,6 +162,17 @@ impl<S: Sink> LinkWriter<S> {
         self.record.link
     }
 
+    /// The link as it stands, without its sink: what a seal needs of a link whose writer can
+    /// no longer be waited for (stuck in the kernel). Its record counts what was acknowledged.
+    pub fn without_sink(&self) -> LinkWriter<S> {
+        LinkWriter {
+            writer: None,
+            record: self.record.clone(),
+            opened_in: self.opened_in.clone(),
+            dir: self.dir.clone(),
+        }
+    }
+
     pub fn record(&self) -> &LinkRecord {
         &self.record
     }

@@ -6,10 +6,11 @@
 //! The recorder, by concept: `config` (what a unit is set up with), `window` (trigger-window
 //! arithmetic, pure), `counters` (per-link figures and the durable watermark), `prepare` and
 //! `link_files` (the next burst's files, ahead of its trigger), `open_burst` (a trigger's
-//! files), `writers` (the threads that persist a window) and `window_writer` (what each of
-//! them does), `recorder` (the running unit), `record` (one recording start to end), `report`
-//! (what it came to), `status_file` (the live state as JSON), `interrupted` (bursts a stopped
-//! unit left unsealed, recovered at the next start). Around it, the service shell of
+//! files), `writers` (the threads that persist a window), `window_writer` (what each of them
+//! does), `watchdog` (a writer stuck in the kernel, given up), `recorder` (the running unit),
+//! `record` (one recording start to end), `report` (what it came to), `status_file` (the live
+//! state as JSON), `interrupted` (bursts a stopped unit left unsealed, recovered at the next
+//! start). Around it, the service shell of
 //! `snbuf serve` (`service`): `control` (the Unix socket), `metrics` (Prometheus), `systemd`
 //! (readiness, watchdog and status for `Type=notify`).
 
@@ -32,6 +33,7 @@ pub mod recorder;
 pub mod report;
 pub mod service;
 pub mod status_file;
+mod watchdog;
 pub mod window;
 mod window_writer;
 mod writers;

@@ -487,8 +487,10 @@ impl Unit {
         report_status("recording", true);
         let mut next_tick = Instant::now() + Duration::from_secs(1);
         let mut answered_version = 0;
+        let silence_allowed = crate::watchdog::silence_allowed(config.completion_deadline);
         while writers.running() {
             std::thread::sleep(Duration::from_millis(20));
+            writers.watch(silence_allowed);
             // A trigger joined: the manifest names it, and the window it now records, at once.
             // (The window and the list are copied only when they changed.)
             if reach.version() != answered_version {

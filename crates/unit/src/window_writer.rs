@@ -21,6 +21,7 @@ use snbuf_readout::{LatencyBuffer, Lookup, ReadError};
 
 use crate::chunking::frames_for_next_chunk;
 use crate::counters::LiveLink;
+use crate::watchdog::WriterWatch;
 use crate::window::{
     frames_before, frames_between, frames_in_window, frames_missing_inside, on_grid,
 };
@@ -99,6 +100,9 @@ struct Cursor {
 /// One link as its writer works on it.
 struct LinkWork<'a> {
     lw: DynLink,
+    /// Its place among its writer's links, and the writer's watchdog.
+    index: usize,
+    watch: &'a WriterWatch,
     buf: &'a LatencyBuffer,
     /// `buf`'s memory, for a sink that writes from it after the read returned.
     held: Arc<dyn HeldMemory>,
@@ -143,19 +147,25 @@ struct Batch {
 }
 
 /// Persists the window of each of `links` (reading from `bufs`, same order); returns the links.
+/// Beats on `watch` each round; once the watchdog gave this writer up (it was stuck in a call
+/// longer than allowed, and the burst was sealed without it), it returns at once.
 pub(crate) fn write_window(
     links: Vec<DynLink>,
     bufs: &[LatencyBuffer],
     live: &[LiveLink],
     job: &WindowJob,
+    watch: &WriterWatch,
 ) -> Vec<DynLink> {
     let mut work: Vec<LinkWork> = links
         .into_iter()
         .zip(bufs)
-        .map(|(lw, buf)| {
+        .enumerate()
+        .map(|(index, (lw, buf))| {
             let live = &live[lw.link() as usize];
             LinkWork {
                 lw,
+                index,
+                watch,
                 held: buf.held_memory(),
                 buf,
                 live,
@@ -167,6 +177,10 @@ pub(crate) fn write_window(
         .collect();
     let mut order: Vec<usize> = Vec::with_capacity(work.len());
     while work.iter().any(|w| !w.c.done) {
+        watch.beat();
+        if watch.given_up() {
+            return work.into_iter().map(|w| w.lw).collect();
+        }
         let mut progressed = false;
         // The fewest frames any link still needs for a full chunk: how long to sleep.
         let mut fewest_missing = job.chunk_frames as u64;
@@ -605,6 +619,7 @@ impl LinkWork<'_> {
                 // durable before its persist returned.
                 self.live
                     .acknowledge(chunks, self.c.pending_frames, self.c.pending_until);
+                self.watch.acknowledged(self.index, &self.lw);
                 self.c.pending_frames = 0;
                 self.c.lost_pending = 0;
                 self.c.done |= self.c.finishing;
@@ -675,6 +690,39 @@ impl LinkWork<'_> {
             );
         }
     }
+}
+
+/// A link whose writer the watchdog gave up (stuck in a call on its device): failed with why,
+/// and every frame of its window not acknowledged counted lost, in its record and live. Then,
+/// as for any link, durable + lost = the window's frames.
+pub(crate) fn give_up_link(lw: &mut DynLink, live: &LiveLink, job: &WindowJob, silent: Duration) {
+    let mut we = job.reach.now().end;
+    while !job.reach.close_at(we) {
+        we = job.reach.now().end;
+    }
+    let ws = job.window.window_start_timestamp;
+    let tpf = job.ticks_per_frame;
+    let record = lw.record().clone();
+    let anchor = record.data.first_timestamp.unwrap_or(ws);
+    let window = if we > ws {
+        frames_in_window(ws, we, anchor, tpf)
+    } else {
+        0
+    };
+    let counted = record.data.frames + record.lost_frames;
+    lw.add_lost_frames(window.saturating_sub(counted));
+    live.fail();
+    live.set_overwritten(0);
+    live.add_lost(window.saturating_sub(live.durable_frames() + live.lost_frames()));
+    let path = std::path::PathBuf::from(&job.burst_id).join(&record.file);
+    lw.fail(&WriteError::Persist {
+        link: record.link,
+        cause: snbuf_persist::PersistError::Stalled {
+            op: "a write or flush blocked in the kernel (the watchdog gave its writer up)",
+            path,
+            waited: Duration::from_millis(silent.as_millis() as u64),
+        },
+    });
 }
 
 /// The first of frames `from..n` whose timestamp is at or after `ts` (`n` if none), for

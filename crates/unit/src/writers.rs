@@ -10,15 +10,19 @@ use snbuf_readout::LatencyBuffer;
 
 use crate::counters::LiveLink;
 use crate::error::RecordError;
-use crate::window_writer::{write_window, DynLink, WindowJob};
+use crate::watchdog::WriterWatch;
+use crate::window_writer::{give_up_link, write_window, DynLink, WindowJob};
 
 /// Writers yield the CPU to the link emulation where it could not raise its own priority (see
 /// `unit::LINKS_NICE`).
 const WRITERS_NICE: i32 = 10;
 
-/// The running writer threads of one burst.
+/// The running writer threads of one burst, and their watchdogs.
 pub(crate) struct Writers {
     handles: Vec<JoinHandle<(Vec<DynLink>, f64)>>,
+    watches: Vec<Arc<WriterWatch>>,
+    live: Arc<Vec<LiveLink>>,
+    job: WindowJob,
 }
 
 /// Where each writer thread runs.
@@ -80,7 +84,10 @@ impl Writers {
             per_writer[lw.link() as usize % placement.writers].push(lw);
         }
         let mut handles = Vec::new();
+        let mut watches = Vec::new();
         for (w, links) in per_writer.into_iter().enumerate() {
+            let watch = WriterWatch::new(&links);
+            watches.push(watch.clone());
             let cpu_id = match placement.near.get(w) {
                 Some(near) if !near.is_empty() => near[w % near.len()],
                 _ => placement.cpus[(1 + w) % placement.cpus.len()],
@@ -103,7 +110,7 @@ impl Writers {
                         let _ = cpu::set_current_thread_nice(WRITERS_NICE);
                     }
                     let cpu0 = cpu::thread_cpu_seconds();
-                    let links = write_window(links, &bufs, &live, &job);
+                    let links = write_window(links, &bufs, &live, &job, &watch);
                     (links, cpu::thread_cpu_seconds() - cpu0)
                 });
             match spawned {
@@ -123,18 +130,64 @@ impl Writers {
                 }
             }
         }
-        Ok(Writers { handles })
+        Ok(Writers {
+            handles,
+            watches,
+            live: live.clone(),
+            job: job.clone(),
+        })
     }
 
+    /// Whether a writer is still at work (one the watchdog gave up is not waited for).
     pub fn running(&self) -> bool {
-        self.handles.iter().any(|h| !h.is_finished())
+        self.handles
+            .iter()
+            .zip(&self.watches)
+            .any(|(h, w)| !h.is_finished() && !w.given_up())
     }
 
-    /// Waits for every writer; returns their links and the CPU seconds they used.
+    /// The watchdog's look: a writer still at work that has not beaten for longer than
+    /// `allowed` is stuck in a call on its device, and given up: its links are failed now
+    /// (status and metrics show it), and `join` seals them as they stood at their last
+    /// acknowledgement. Returns how many writers it gave up this time.
+    pub fn watch(&self, allowed: std::time::Duration) -> usize {
+        let mut given_up = 0;
+        for (h, w) in self.handles.iter().zip(&self.watches) {
+            if h.is_finished() || w.given_up() || w.silent_for() <= allowed {
+                continue;
+            }
+            w.give_up();
+            given_up += 1;
+            let links: Vec<u32> = w.last_acknowledged().iter().map(|l| l.link()).collect();
+            tracing::error!(
+                ?links,
+                silent_s = w.silent_for().as_secs_f64(),
+                "a writer is stuck in a call on its device: its links are failed, the rest of \
+                 their windows counted lost, and the burst is sealed without it"
+            );
+            for l in links {
+                self.live[l as usize].fail();
+            }
+        }
+        given_up
+    }
+
+    /// Waits for every writer not given up; returns every link (those of a writer given up as
+    /// they stood at their last acknowledgement, failed, their loss counted) and the CPU
+    /// seconds the writers that ended used.
     pub fn join(self, dir: &std::path::Path) -> Result<(Vec<DynLink>, f64), RecordError> {
         let mut links = Vec::new();
         let mut cpu_s = 0.0;
-        for h in self.handles {
+        for (h, w) in self.handles.into_iter().zip(&self.watches) {
+            if w.given_up() && !h.is_finished() {
+                // Left to itself (dropping the handle detaches it): it touches nothing more.
+                for mut lw in w.last_acknowledged() {
+                    let live = &self.live[lw.link() as usize];
+                    give_up_link(&mut lw, live, &self.job, w.silent_for());
+                    links.push(lw);
+                }
+                continue;
+            }
             let (l, cpu) = h.join().map_err(|_| RecordError::WriterPanicked {
                 dir: dir.to_path_buf(),
             })?;

@@ -34,6 +34,15 @@ const FRAME: FrameType = FrameType::Custom {
     timestamp_offset: 0,
 };
 
+/// The tests run one at a time: each records at 20,000 frames/s per link into buffers of a
+/// tenth of a second or so, and on two cores one test's links would take the CPU another's
+/// healthy link needs to keep up.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Whether io_uring can be used here; a test without it skips, or fails under
 /// SNBUF_REQUIRE_URING.
 fn uring_here() -> bool {
@@ -107,6 +116,7 @@ fn window_frames(r: &RecordReport, step: u64) -> u64 {
 
 #[test]
 fn a_chunk_the_link_overwrote_while_its_write_was_in_flight_is_never_acknowledged() {
+    let _serial = one_at_a_time();
     if !uring_here() {
         return;
     }
@@ -150,6 +160,7 @@ fn a_chunk_the_link_overwrote_while_its_write_was_in_flight_is_never_acknowledge
 
 #[test]
 fn a_device_that_stops_completing_fails_its_link_at_the_deadline_and_the_rest_records() {
+    let _serial = one_at_a_time();
     if !uring_here() {
         return;
     }
@@ -190,6 +201,7 @@ fn a_device_that_stops_completing_fails_its_link_at_the_deadline_and_the_rest_re
 /// waits on it for the healthy link, which records its whole window, and the burst seals.
 #[test]
 fn a_stall_of_several_buffer_lengths_is_counted_to_the_frame_and_holds_no_other_link() {
+    let _serial = one_at_a_time();
     for method in [Method::Uring, Method::Direct, Method::Buffered] {
         if method == Method::Uring && !uring_here() {
             continue;
@@ -223,5 +235,45 @@ fn a_stall_of_several_buffer_lengths_is_counted_to_the_frame_and_holds_no_other_
             "{method}: the healthy link, on the same writer, records its whole window"
         );
         assert_eq!(frames_are_the_links(&r, 1, step), window);
+    }
+}
+
+/// A write that blocks in the kernel and never returns (`hang`: no sink's deadline can cut it
+/// short) on the blocking methods: the watchdog gives its writer up, the link is failed with
+/// why, its window is counted to the frame, the other link records all of its window, and the
+/// burst is sealed without waiting for the stuck thread.
+#[test]
+fn a_write_stuck_in_the_kernel_is_given_up_by_the_watchdog_and_the_burst_seals() {
+    let _serial = one_at_a_time();
+    for method in [Method::Direct, Method::Buffered] {
+        let out = tempfile::tempdir().unwrap();
+        let hang = FaultKind::Hang {
+            after_bytes: 64 << 10,
+        };
+        let cfg = RecordConfig {
+            method,
+            completion_deadline: Duration::from_millis(300),
+            ..config(out.path(), hang, Duration::from_secs(1))
+        };
+        let step = cfg.frame_step_ticks();
+        let r = record(&cfg, |_| {}).unwrap();
+        let window = window_frames(&r, step);
+        let (l0, l1) = (&r.manifest.links[0], &r.manifest.links[1]);
+        assert_eq!(l0.state, LinkState::Failed, "{method}: {l0:?}");
+        assert!(
+            l0.error.as_deref().unwrap_or("").contains("watchdog"),
+            "{method}: {l0:?}"
+        );
+        assert_eq!(
+            l0.data.frames + l0.lost_frames,
+            window,
+            "{method}: link 0, durable + lost"
+        );
+        assert_eq!(frames_are_the_links(&r, 0, step), l0.data.frames);
+        assert_eq!(
+            (l1.data.frames, l1.lost_frames, l1.state),
+            (window, 0, LinkState::Ok),
+            "{method}: the other link"
+        );
     }
 }

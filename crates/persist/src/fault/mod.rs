@@ -52,7 +52,14 @@ pub enum FaultKind {
     /// Writes started in place that take the file past `after_bytes` never complete: a device
     /// that stopped answering. The wait gives up at the completion deadline.
     Stall { after_bytes: u64 },
+    /// The write that takes the file past `after_bytes` blocks in the call and never returns:
+    /// a `pwrite` or `fdatasync` stuck in the kernel on a dead device, which no deadline of the
+    /// sink's can cut short. Only the recorder's watchdog gets the link out.
+    Hang { after_bytes: u64 },
 }
+
+/// How long a `Hang` blocks: longer than any trial waits.
+const HANG_FOR: Duration = Duration::from_secs(24 * 3600);
 
 /// One injected fault, and the link it applies to (all links when `None`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,7 +78,7 @@ pub struct BadFault {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FaultProblem {
-    #[error("unknown fault kind {0:?} (write-eio, write-enospc, persist-eio, slow, slow-completion, stall, lost-flush, late-flush, lost-dir-sync)")]
+    #[error("unknown fault kind {0:?} (write-eio, write-enospc, persist-eio, slow, slow-completion, stall, hang, lost-flush, late-flush, lost-dir-sync)")]
     UnknownKind(String),
     #[error("{0:?} is not key=value")]
     NotKeyValue(String),
@@ -104,7 +111,8 @@ pub enum FaultProblem {
 impl FaultPlan {
     /// Parses `KIND[:key=value,...]`:
     /// `write-eio:link=1,after=4MiB`, `write-enospc:after=1MiB`, `persist-eio:link=0,after=3`,
-    /// `slow:rate=50MB/s`, `slow-completion:delay=500ms,after=1MiB`, `stall:link=1,after=2MiB`.
+    /// `slow:rate=50MB/s`, `slow-completion:delay=500ms,after=1MiB`, `stall:link=1,after=2MiB`,
+    /// `hang:link=0,after=2MiB`.
     pub fn parse(s: &str) -> std::result::Result<FaultPlan, BadFault> {
         let bad = |problem: FaultProblem| BadFault {
             spec: s.to_string(),
@@ -169,6 +177,9 @@ impl FaultPlan {
                 }
             }
             "stall" => FaultKind::Stall {
+                after_bytes: bytes(after)?,
+            },
+            "hang" => FaultKind::Hang {
                 after_bytes: bytes(after)?,
             },
             "lost-flush" | "late-flush" | "lost-dir-sync" => {
@@ -247,6 +258,17 @@ pub fn inject<S: Sink>(
 }
 
 impl<S: Sink> Faulty<S> {
+    /// A write ending at `end` bytes that crosses a `Hang` blocks here, for good.
+    fn hang_if_due(&self, end: u64) {
+        let hangs = self
+            .faults
+            .iter()
+            .any(|f| matches!(*f, FaultKind::Hang { after_bytes } if end > after_bytes));
+        if hangs {
+            std::thread::sleep(HANG_FOR);
+        }
+    }
+
     /// The errno of the first `Write` fault a write ending at `end` bytes crosses.
     fn write_fault(&self, end: u64) -> Option<i32> {
         self.faults.iter().find_map(|f| match *f {
@@ -333,6 +355,7 @@ impl<S: Sink> Faulty<S> {
 impl<S: Sink> Sink for Faulty<S> {
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
         let end = self.written_bytes + data.len() as u64;
+        self.hang_if_due(end);
         if let Some(errno) = self.write_fault(end) {
             return Err(self.injected("write (injected fault)", errno));
         }
@@ -365,6 +388,7 @@ impl<S: Sink> Sink for Faulty<S> {
         held: &Arc<dyn HeldMemory>,
     ) -> Result<()> {
         let end = self.written_bytes + parts.iter().map(|p| p.len() as u64).sum::<u64>();
+        self.hang_if_due(end);
         if let Some(completes_after) = self.late_completion(end) {
             if held_in(held.as_ref(), parts) {
                 self.late.push(LateWrite {

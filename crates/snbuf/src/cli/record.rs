@@ -142,6 +142,8 @@ pub struct RecordArgs {
     /// medium). Writes started from the latency buffer (io_uring's zero-copy path):
     /// slow-completion:delay=500ms (each completes that late, the device reading the buffer
     /// only then), stall:after=2MiB (past 2 MiB none completes: see --completion-deadline).
+    /// hang:after=2MiB: past 2 MiB a write blocks and never returns (a call stuck in the
+    /// kernel; the watchdog gives its writer up).
     /// Without link=N, every link. Faults that only a power cut reveals, which
     /// bench/powercut.sh must catch: lost-flush (persists succeed and do nothing), late-flush
     /// (each persist is done only at the next), lost-dir-sync (no directory fsync).
@@ -150,8 +152,9 @@ pub struct RecordArgs {
     /// How long a write or flush may go without completing before its link is failed, its
     /// loss counted (the other links go on; a stalled device never holds them): a device that
     /// stops answering must not hang the unit. Default: half of --buffer, between 1s and 60s.
-    /// io_uring's waits end there. A pwrite, fdatasync or msync blocked in the kernel cannot be
-    /// cut short: those methods run one writer per link by default, so it holds only its own.
+    /// io_uring's waits end there; a writer stuck in the kernel (a pwrite, fdatasync or msync
+    /// that never returns) is given up by a watchdog half as long again (at least 1s later),
+    /// and the burst sealed without it.
     #[arg(long, value_name = "TIME", value_parser = parse_duration_nonzero)]
     pub completion_deadline: Option<std::time::Duration>,
     /// The `[s3]` table of the config file (export settings and credentials); not an option.

@@ -1,0 +1,81 @@
+//! The watchdog of the writer threads. io_uring's waits end at the completion deadline, but a
+//! `pwrite`, `fdatasync` or `msync` that blocks in the kernel on a dead device cannot be cut
+//! short: its writer thread is stuck. Each writer beats once a round of its loop; the recorder
+//! looks at the beats, and a writer silent for longer than the deadline (and a margin, so that
+//! a sink's own deadline fires first where it can) is given up: its links are failed, the rest
+//! of their windows counted lost, and the burst is sealed without waiting for it, from the
+//! links as they stood at their last acknowledgement. If the thread ever returns it touches
+//! nothing more: it was told it was given up.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::window_writer::DynLink;
+
+/// One writer thread as the watchdog sees it.
+pub(crate) struct WriterWatch {
+    started: Instant,
+    /// Nanoseconds after `started` of the writer's last beat.
+    beat_ns: AtomicU64,
+    /// The watchdog gave this writer up: it must not touch its links again.
+    given_up: AtomicBool,
+    /// Its links as they stood at their last acknowledgement (no sinks), by position.
+    links: Mutex<Vec<DynLink>>,
+}
+
+impl WriterWatch {
+    pub fn new(links: &[DynLink]) -> Arc<WriterWatch> {
+        Arc::new(WriterWatch {
+            started: Instant::now(),
+            beat_ns: AtomicU64::new(0),
+            given_up: AtomicBool::new(false),
+            links: Mutex::new(links.iter().map(|l| l.without_sink()).collect()),
+        })
+    }
+
+    /// The writer is alive (once a round of its loop).
+    pub fn beat(&self) {
+        let ns = self.started.elapsed().as_nanos() as u64;
+        self.beat_ns.store(ns, Ordering::Relaxed);
+    }
+
+    /// Link `i` of this writer was acknowledged up to where it stands now.
+    pub fn acknowledged(&self, i: usize, link: &DynLink) {
+        if let Ok(mut links) = self.links.lock() {
+            links[i] = link.without_sink();
+        }
+    }
+
+    /// How long since the writer last beat.
+    pub fn silent_for(&self) -> Duration {
+        let beat = Duration::from_nanos(self.beat_ns.load(Ordering::Relaxed));
+        self.started.elapsed().saturating_sub(beat)
+    }
+
+    pub fn give_up(&self) {
+        self.given_up.store(true, Ordering::Release);
+    }
+
+    pub fn given_up(&self) -> bool {
+        self.given_up.load(Ordering::Acquire)
+    }
+
+    /// The links as they stood at their last acknowledgement.
+    pub fn last_acknowledged(&self) -> Vec<DynLink> {
+        match self.links.lock() {
+            Ok(links) => links.iter().map(|l| l.without_sink()).collect(),
+            Err(poisoned) => poisoned
+                .get_ref()
+                .iter()
+                .map(|l| l.without_sink())
+                .collect(),
+        }
+    }
+}
+
+/// How long a writer may be silent before it is given up: the completion deadline, and half
+/// as much again (at least a second), so that a sink that can bound its own wait fails first.
+pub(crate) fn silence_allowed(completion_deadline: Duration) -> Duration {
+    completion_deadline + (completion_deadline / 2).max(Duration::from_secs(1))
+}
