@@ -109,7 +109,7 @@ def ingest():
     units = [rep["gro"]["unit_to_disk"] for rep in r["repeats"] if rep.get("gro", {}).get("unit_to_disk")]
     if units:
         whole = [u["unit_cpu_core_s_per_gib"] for u in units]
-        rest = [u["unit_cpu_core_s_per_gib"] - u["receive_cpu_core_s_per_gib"] for u in units]
+        rest = [u["unit_cpu_core_s_per_gib"] - u.get("receive_cpu_core_s_per_gib", 0.0) for u in units]
         met = [w for w in whole if w <= 0.20]
         lines.append(
             f"Against the targets: the whole unit with GRO is at 0.20 core-s/GiB or less in {len(met)} of "

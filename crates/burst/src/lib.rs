@@ -14,6 +14,7 @@ pub mod manifest;
 pub mod outputs;
 pub mod prepared;
 pub mod read;
+mod recording_lock;
 pub mod recover;
 pub mod scan;
 pub mod spec;
@@ -28,6 +29,7 @@ pub use manifest::{
 };
 pub use prepared::PreparedBurst;
 pub use read::{BurstReader, LinkReader, ReadError};
+pub use recording_lock::being_recorded;
 pub use recover::{recover_burst, RecoverReport};
 pub use scan::{scan, End, Expect, ScanReport};
 pub use spec::{check_burst_id, BurstError, BurstSpec};

@@ -30,12 +30,15 @@ pub struct BurstWriter<S: Sink> {
     dir: PathBuf,
     manifest: Manifest,
     links: Vec<LinkWriter<S>>,
+    /// The lock that says this burst is being recorded (`recording_lock`), until sealed.
+    recording: Option<std::fs::File>,
 }
 
 /// A burst whose links were handed out with `split`; `seal` takes them back.
 pub struct BurstSeal {
     dir: PathBuf,
     manifest: Manifest,
+    recording: Option<std::fs::File>,
 }
 
 impl<S: Sink> BurstWriter<S> {
@@ -49,6 +52,7 @@ impl<S: Sink> BurstWriter<S> {
         spec: BurstSpec,
         writers: Vec<ChunkWriter<S>>,
         elsewhere: Vec<Option<String>>,
+        recording: Option<std::fs::File>,
     ) -> Result<Self, BurstError> {
         assert_eq!(writers.len(), spec.links.len(), "a writer per link");
         assert_eq!(opened_in.len(), spec.links.len());
@@ -111,6 +115,7 @@ impl<S: Sink> BurstWriter<S> {
             dir,
             manifest,
             links,
+            recording,
         })
     }
 
@@ -145,6 +150,7 @@ impl<S: Sink> BurstWriter<S> {
             BurstSeal {
                 dir: self.dir,
                 manifest: self.manifest,
+                recording: self.recording,
             },
             self.links,
         )
@@ -406,6 +412,9 @@ impl BurstSeal {
         };
         self.manifest.sealed_unix_ns = Some(snbuf_quantity::now_unix_ns());
         self.manifest.write_atomic(&self.dir)?;
+        // Sealed: no longer being recorded. (A seal that fails drops the lock with this value:
+        // the burst, still `recording`, is recovered at the unit's next start.)
+        drop(self.recording.take());
         Ok(self.manifest)
     }
 }

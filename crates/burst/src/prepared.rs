@@ -38,6 +38,9 @@ pub struct PreparedBurst<S: Sink> {
     max_payload_bytes: usize,
     writers: Vec<ChunkWriter<S>>,
     links: Vec<u32>,
+    /// The lock on the home directory that says a burst is being recorded there
+    /// (`recording_lock`), handed to the burst when it starts.
+    recording: Option<std::fs::File>,
 }
 
 impl<S: Sink> PreparedBurst<S> {
@@ -89,6 +92,7 @@ impl<S: Sink> PreparedBurst<S> {
             max_payload_bytes,
             writers: Vec::new(),
             links: links.to_vec(),
+            recording: None,
         };
         // The home always (it holds the manifest), then every output a link lands on. On any
         // error below, dropping `prepared` removes the directories made so far.
@@ -102,6 +106,10 @@ impl<S: Sink> PreparedBurst<S> {
                 path: dir.clone(),
                 cause,
             })?;
+            if k == 0 {
+                // Locked before it can be seen as a burst: it is never taken for interrupted.
+                prepared.recording = crate::recording_lock::hold(&dir);
+            }
             prepared.used.push(k);
         }
         for (i, &link) in links.iter().enumerate() {
@@ -209,7 +217,8 @@ impl<S: Sink> PreparedBurst<S> {
             })
             .collect();
         let writers = std::mem::take(&mut self.writers);
-        BurstWriter::from_writers(opened_in, home, spec, writers, elsewhere)
+        let recording = self.recording.take();
+        BurstWriter::from_writers(opened_in, home, spec, writers, elsewhere, recording)
     }
 }
 

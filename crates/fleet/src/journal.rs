@@ -89,7 +89,9 @@ struct Line {
 
 pub struct TriggerJournal {
     path: PathBuf,
-    file: File,
+    /// The file appended to; None after a rewrite whose new file could not be opened (the next
+    /// append opens it, or fails: nothing goes to the replaced file).
+    file: Option<File>,
     handled: BTreeMap<String, Handled>,
     /// The highest trigger-stream sequence handled: a consumer made anew starts after it.
     last_stream_seq: Option<u64>,
@@ -170,7 +172,7 @@ impl TriggerJournal {
         }
         let mut j = TriggerJournal {
             path,
-            file,
+            file: Some(file),
             handled,
             last_stream_seq,
             carried_missed,
@@ -190,9 +192,7 @@ impl TriggerJournal {
             let why = "the unit stopped after taking the trigger, before its burst began";
             j.record(&id, Outcome::Missed, Some(why.into()), 0.0, None, None)?;
         }
-        if j.lines >= j.compact_at {
-            j.compact(snbuf_quantity::now_unix_ns())?;
-        }
+        j.compact_if_due();
         Ok(j)
     }
 
@@ -244,11 +244,11 @@ impl TriggerJournal {
             &self.path,
             &text,
             snbuf_persist::replace::ReplaceDurability::Durable,
-        )
-        .and_then(|()| OpenOptions::new().append(true).open(&self.path));
+        );
         match rewritten {
-            Ok(file) => {
-                self.file = file;
+            Ok(()) => {
+                // The old file is gone from the directory: never append to it again.
+                self.file = OpenOptions::new().append(true).open(&self.path).ok();
                 self.handled = kept;
                 self.carried_missed = carried;
                 self.lines = 1 + self.handled.len();
@@ -314,6 +314,7 @@ impl TriggerJournal {
                 at_unix_ns,
             },
         );
+        self.compact_if_due();
         Ok(())
     }
 
@@ -333,6 +334,7 @@ impl TriggerJournal {
         if let Some(h) = self.handled.get_mut(id) {
             h.published = true;
         }
+        self.compact_if_due();
         Ok(())
     }
 
@@ -358,21 +360,29 @@ impl TriggerJournal {
     fn append(&mut self, line: &Line) -> Result<(), String> {
         let mut bytes = serde_json::to_vec(line).expect("journal lines serialise");
         bytes.push(b'\n');
+        if self.file.is_none() {
+            let opened = OpenOptions::new().append(true).open(&self.path);
+            self.file = Some(opened.map_err(|e| format!("{}: {e}", self.path.display()))?);
+        }
+        let file = self.file.as_mut().expect("opened above");
         // One write of the whole line, then a sync: an error of either (EIO, ENOSPC) is returned
         // and the trigger is not acknowledged, so JetStream delivers it again.
-        self.file
-            .write_all(&bytes)
-            .and_then(|()| self.file.sync_data())
+        file.write_all(&bytes)
+            .and_then(|()| file.sync_data())
             .map_err(|e| format!("{}: {e}", self.path.display()))?;
         self.lines += 1;
+        Ok(())
+    }
+
+    /// Rewrites the journal once it is due (called once what was just appended is also in
+    /// memory, so that the rewrite holds it). What was appended is durable whatever comes of
+    /// this: a failed rewrite is said, and tried again at the next line.
+    fn compact_if_due(&mut self) {
         if self.lines >= self.compact_at {
-            // The line above is durable whatever comes of this: a failed rewrite is said, and
-            // tried again at the next line.
             if let Err(e) = self.compact(snbuf_quantity::now_unix_ns()) {
                 tracing::warn!("the trigger journal could not be rewritten: {e}");
             }
         }
-        Ok(())
     }
 }
 
@@ -489,6 +499,23 @@ mod tests {
         assert!(j.get("new-rec").is_some() && j.get("after").is_some());
         let lines = std::fs::read_to_string(&path).unwrap().lines().count();
         assert!(lines <= 6, "{lines} lines");
+    }
+
+    #[test]
+    fn the_line_that_makes_a_rewrite_due_is_in_the_rewritten_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut j = TriggerJournal::open(dir.path()).unwrap();
+        j.record("a", Outcome::Missed, None, 0.0, Some(3), None)
+            .unwrap();
+        j.compact_at = j.lines + 1;
+        j.record("b", Outcome::Missed, None, 0.0, Some(4), None)
+            .unwrap();
+        assert!(j.lines < 4, "rewritten: {} lines", j.lines);
+        drop(j);
+        let j = TriggerJournal::open(dir.path()).unwrap();
+        assert!(j.get("a").is_some() && j.get("b").is_some());
+        assert_eq!(j.last_stream_seq(), Some(4));
+        assert_eq!(j.owed().len(), 2);
     }
 
     #[test]

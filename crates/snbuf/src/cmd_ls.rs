@@ -26,8 +26,8 @@ pub fn run(dir: &Path, json_out: bool, verify: bool) -> anyhow::Result<()> {
     if !dir.is_dir() {
         return Err(usage(format!("{}: not a directory", dir.display())));
     }
-    // A unit serving this directory says which burst it is recording (a "recording" manifest
-    // elsewhere is an interrupted burst).
+    // A unit serving this directory says which burst it is recording, and any recorder holds
+    // its burst's lock (a "recording" manifest with neither is an interrupted burst).
     let recording = recording_now(&dir.join("snbuf.sock"));
     let mut entries: Vec<Entry> = Vec::new();
     for e in std::fs::read_dir(dir)?.flatten() {
@@ -112,7 +112,11 @@ fn entry(path: &Path, name: &str, recording: Option<&str>, verify: bool) -> Opti
     let state = match &manifest {
         None => "interrupted (no manifest)".to_string(),
         Some(m) => match m.state {
-            BurstState::Recording if recording == Some(name) => "recording".into(),
+            BurstState::Recording
+                if recording == Some(name) || snbuf_burst::being_recorded(path) =>
+            {
+                "recording".into()
+            }
             BurstState::Recording => "interrupted".into(),
             other => format!("{other:?}").to_lowercase(),
         },

@@ -22,6 +22,14 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
     // its start); a burst another unit is recording now is left alone.
     let hz = Some(config.clock().hz());
     for b in snbuf_unit::interrupted::recover_all(&config.output_dir, hz) {
+        if b.state == "error" {
+            eprintln!(
+                "  {} was interrupted when its unit stopped and could not be recovered (left as it was): {}",
+                b.burst_id,
+                b.error.as_deref().unwrap_or("")
+            );
+            continue;
+        }
         eprintln!(
             "  recovered {}: interrupted when its unit stopped; {} frames kept, {} lost, {}",
             b.burst_id,

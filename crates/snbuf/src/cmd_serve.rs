@@ -60,14 +60,9 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| config.output_dir.join("snbuf.sock"));
     let unit = Unit::start(&config).map_err(crate::unit_config::record_error)?;
     let server = std::sync::Arc::new(Server::bind(unit, &socket)?);
-    // Before the exporter and the fleet link start: they take each recovered burst as a
-    // finished one (exported; a `recovered` event).
-    let recovered = server.recover_interrupted();
-    if recovered > 0 {
-        tracing::warn!(
-            "{recovered} burst(s) interrupted when the unit last stopped were recovered and sealed"
-        );
-    }
+    // In the background, while the unit takes triggers: the exporter and the fleet link take
+    // each recovered burst as a finished one (exported; a `recovered` event).
+    let _recovery = server.recover_interrupted()?;
     let log: std::sync::Arc<dyn Fn(&str) + Send + Sync> =
         std::sync::Arc::new(|line: &str| tracing::info!("{line}"));
     let exporter = match export {

@@ -301,12 +301,22 @@ fn a_unit_killed_mid_burst_recovers_it_at_its_next_start_and_exports_it() {
     let (mut cmd, _, _) = common::serve_command(dir.path(), &options);
     let mut server = KillOnDrop(cmd.spawn().unwrap());
     wait_for_socket(&socket);
-    let st = status(&socket);
-    let b = st["bursts"]
-        .as_array()
-        .and_then(|v| v.iter().find(|b| b["burst_id"] == "cut"))
-        .unwrap_or_else(|| panic!("the recovered burst is among the unit's bursts: {st}"))
-        .clone();
+    // Recovered in the background: the unit answers (and takes triggers) meanwhile.
+    let until = Instant::now() + Duration::from_secs(30);
+    let b = loop {
+        let st = status(&socket);
+        if let Some(b) = st["bursts"]
+            .as_array()
+            .and_then(|v| v.iter().find(|b| b["burst_id"] == "cut"))
+        {
+            break b.clone();
+        }
+        assert!(
+            Instant::now() < until,
+            "the recovered burst is not among the unit's bursts in 30 s: {st}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
     assert_eq!(b["state"], "recovered", "{b}");
     assert_eq!(b["valid"], true, "{b}");
     assert!(

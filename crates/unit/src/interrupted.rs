@@ -9,19 +9,21 @@
 //! of its own (log, fleet event, export).
 //!
 //! A burst being recorded is never touched: its recorder holds a lock on the burst's directory
-//! (`hold`) until it is sealed, which the kernel releases when that process dies, however it
-//! dies. So two units on one output (or `record` beside `serve`) leave each other's live
-//! bursts alone.
+//! until it is sealed (`snbuf_burst::being_recorded`), which the kernel releases when that
+//! process dies, however it dies. So two units on one output (or `record` beside `serve`) leave
+//! each other's live bursts alone.
 
 use std::path::{Path, PathBuf};
 
-use snbuf_burst::manifest::link_of_file_name;
-use snbuf_burst::{recover_burst, verify_burst, BurstState, Manifest};
+use snbuf_burst::manifest::{link_of_file_name, MANIFEST_FILE};
+use snbuf_burst::{being_recorded, recover_burst, verify_burst, BurstState, Manifest};
 
 use crate::protocol::BurstOutcome;
 
-/// The bursts under `output` that a stopped unit left unsealed: a manifest still `recording`,
-/// or link files and no manifest. Hidden entries (prepared files, the unit's own) are not bursts.
+/// The bursts under `output` that a stopped unit left unsealed: a manifest still `recording`
+/// that no live recorder holds (`snbuf_burst::being_recorded`). Anything else is left as it is:
+/// a directory whose manifest cannot be read, or link files without a manifest, is said (a
+/// warning) and left to `snbuf recover` and a person; hidden entries are not bursts.
 pub fn find(output: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(output) else {
         return Vec::new();
@@ -32,29 +34,19 @@ pub fn find(output: &Path) -> Vec<PathBuf> {
         .map(|e| e.path())
         .filter(|p| p.is_dir())
         .filter(|p| match Manifest::read(p) {
-            Ok(m) => m.state == BurstState::Recording,
-            Err(_) => has_link_files(p),
+            Ok(m) => m.state == BurstState::Recording && !being_recorded(p),
+            Err(e) => {
+                if p.join(MANIFEST_FILE).exists() || has_link_files(p) {
+                    tracing::warn!(dir = %p.display(), error = %e,
+                        "not recovered at start: its manifest cannot be read; `snbuf recover` \
+                         rebuilds it from the data, if that is what it should be");
+                }
+                false
+            }
         })
-        .filter(|p| !recorded_now(p))
         .collect();
     found.sort();
     found
-}
-
-/// Marks `dir` as a burst being recorded, for as long as the returned handle lives (or the
-/// process does).
-pub(crate) fn hold(dir: &Path) -> std::io::Result<std::fs::File> {
-    let f = std::fs::File::open(dir)?;
-    f.lock()?;
-    Ok(f)
-}
-
-/// Whether a live recorder holds `dir` (`hold`).
-fn recorded_now(dir: &Path) -> bool {
-    match std::fs::File::open(dir) {
-        Ok(f) => matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock)),
-        Err(_) => false,
-    }
 }
 
 fn has_link_files(dir: &Path) -> bool {
@@ -74,7 +66,9 @@ pub fn recover_all(output: &Path, clock_hz: Option<u64>) -> Vec<BurstOutcome> {
         .collect()
 }
 
-fn recover_one(dir: &Path, clock_hz: Option<u64>) -> BurstOutcome {
+/// Recovers and verifies the interrupted burst in `dir` (one `find` returned): its outcome,
+/// state `recovered` (or `error`, with why: it is left as it was).
+pub fn recover_one(dir: &Path, clock_hz: Option<u64>) -> BurstOutcome {
     let burst_id = dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -152,21 +146,57 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_burst_left_unsealed_is_found_unless_its_recorder_still_holds_it() {
+    fn only_a_recording_burst_no_live_recorder_holds_is_found() {
         let out = tempfile::tempdir().unwrap();
-        let burst = out.path().join("b1");
-        std::fs::create_dir(&burst).unwrap();
-        std::fs::write(burst.join("link-0000.dat"), [0u8; 512]).unwrap();
-        // Neither bursts nor interrupted: hidden entries, plain files, empty directories.
+        let spec = |id: &str| snbuf_burst::BurstSpec {
+            burst_id: id.into(),
+            frame: snbuf_burst::manifest::FrameInfo {
+                frame_type: "custom".into(),
+                frame_bytes: 512,
+                ticks_per_frame: 25,
+                clock_hz: 50_000_000,
+                frame_step_ticks: None,
+            },
+            trigger: None,
+            method: "buffered".into(),
+            links: vec![0],
+            max_payload_bytes: 4 * 512,
+            identities: vec![],
+            run_number: None,
+            unit: None,
+        };
+        let open = |_: u32, p: &Path| {
+            snbuf_persist::open(&snbuf_persist::SinkConfig::new(
+                snbuf_persist::Method::Buffered,
+                p,
+                1 << 20,
+            ))
+        };
+        // Live: its writer (and so its lock) is held here.
+        let live = snbuf_burst::BurstWriter::create(out.path(), spec("live"), open).unwrap();
+        // Interrupted: created, then its writer let go without a seal (as a killed unit does).
+        drop(snbuf_burst::BurstWriter::create(out.path(), spec("cut"), open).unwrap());
+        // Neither: a manifest that is not one, link files without a manifest, hidden entries.
+        let junk = out.path().join("junk");
+        std::fs::create_dir(&junk).unwrap();
+        std::fs::write(junk.join(MANIFEST_FILE), b"{ not json").unwrap();
+        let bare = out.path().join("bare");
+        std::fs::create_dir(&bare).unwrap();
+        std::fs::write(bare.join("link-0000.dat"), [7u8; 512]).unwrap();
         std::fs::create_dir(out.path().join(".prepared-1")).unwrap();
-        std::fs::create_dir(out.path().join("empty")).unwrap();
-        std::fs::write(out.path().join("snbuf.sock"), b"").unwrap();
-        let held = hold(&burst).unwrap();
-        assert!(
-            find(out.path()).is_empty(),
-            "a live recorder's burst is left alone"
+        assert_eq!(find(out.path()), vec![out.path().join("cut")]);
+        drop(live);
+        assert_eq!(
+            find(out.path()),
+            vec![out.path().join("cut"), out.path().join("live")]
         );
-        drop(held);
-        assert_eq!(find(out.path()), vec![burst]);
+        assert_eq!(
+            std::fs::read(junk.join(MANIFEST_FILE)).unwrap(),
+            b"{ not json"
+        );
+        assert_eq!(
+            std::fs::read(bare.join("link-0000.dat")).unwrap(),
+            [7u8; 512]
+        );
     }
 }

@@ -106,9 +106,8 @@ pub(crate) fn start(config: &RecordConfig, producers: Vec<Producer>) -> Result<L
                     Ordering::Relaxed,
                 );
             };
-            // The unit's clock decides what a step between frames and a jump too far are.
+            // The unit's clock decides what a jump too far is (a link's step is its own).
             let timing = udp::StreamTiming {
-                frame_step_ticks: config.frame_step_ticks(),
                 max_jump_ticks: config.clock().ticks(config.buffer),
                 bytes_per_s: config.link_bytes_per_s(),
             };

@@ -188,7 +188,10 @@ pub(crate) fn write_window(
         // io_uring one writer keeps all its links' writes (and then flushes) in flight at once.
         // Other methods write in `turn` and persist in `start_flush`, one link after the other.
         // A link whose write or flush is still in flight (a slow or stalled device) sits out.
-        for w in work.iter_mut().filter(|w| w.ready_for_turn()) {
+        // A writer the watchdog gave up while it was stuck in a call touches nothing more
+        // (each link's step looks first), and returns at the top of the loop.
+        let go_on = || !watch.given_up();
+        for w in work.iter_mut().filter(|w| go_on() && w.ready_for_turn()) {
             match w.turn(job) {
                 Turn::Progressed => progressed = true,
                 Turn::Started(chunk) => {
@@ -201,7 +204,7 @@ pub(crate) fn write_window(
                 }
             }
         }
-        for w in work.iter_mut().filter(|w| w.flush_can_start()) {
+        for w in work.iter_mut().filter(|w| go_on() && w.flush_can_start()) {
             w.start_flush();
         }
         // The devices: the most recently started write or flush is waited for (a while at
@@ -209,7 +212,7 @@ pub(crate) fn write_window(
         // oldest request, so it never holds a healthy link.
         let mut limit = Instant::now() + DEVICE_WAIT_PER_ROUND;
         youngest_first(&work, &mut order);
-        for &i in &order {
+        for &i in order.iter().filter(|_| go_on()) {
             let w = &mut work[i];
             progressed |= if w.started.is_some() {
                 w.finish_chunk_by(limit, job)
@@ -219,10 +222,15 @@ pub(crate) fn write_window(
             limit = Instant::now();
         }
         // What the chunks just written asked for is started now, waited for next round.
-        for w in work.iter_mut().filter(|w| w.flush_can_start()) {
+        for w in work.iter_mut().filter(|w| go_on() && w.flush_can_start()) {
             w.start_flush();
         }
-        for w in work.iter().filter(|w| !w.ready_for_turn() && !w.c.done) {
+        // Only a link waiting on its device mid-window: one at its window's end has its loss
+        // counted already.
+        for w in work
+            .iter()
+            .filter(|w| !w.ready_for_turn() && !w.c.done && !w.c.finishing)
+        {
             w.show_overwritten(job);
         }
         let in_flight = work
@@ -568,6 +576,7 @@ impl LinkWork<'_> {
     /// loop starts and waits for), this link is done.
     fn finish_window(&mut self) {
         self.c.finishing = true;
+        self.live.set_overwritten(0);
         self.live.set_cursor(u64::MAX);
     }
 

@@ -10,13 +10,17 @@
 //! registered too, up to 1 GiB and as RLIMIT_MEMLOCK allows (a note says when not): its pages
 //! are pinned once, when the sink opens ahead of a trigger, rather than per request.
 //!
-//! Completions arrive in any order, so a persist point first waits for every write it covers to
-//! complete and only then submits the fdatasync: an fsync submitted beside in-flight writes is
-//! not ordered after them (`start_persist` submits it, `finish_persist` reaps it: several
-//! files' flushes in flight from one thread). Short completions are resubmitted for the rest;
-//! an error completion fails the sink (and the latch keeps it failed). Every wait for a
-//! completion has a deadline (`SinkConfig::completion_deadline`, `uring_wait`): a device that
-//! stops completing fails the sink with `PersistError::Stalled`.
+//! Completions arrive in any order, and an fsync submitted beside in-flight writes is not
+//! ordered after them: so a persist point's fdatasync carries IO_DRAIN, which holds it in the
+//! kernel until every write submitted before it is over (`start_persist` submits it without
+//! waiting, `finish_persist` reaps it: several files' flushes in flight from one thread, none
+//! waiting on another's device). Short completions are resubmitted for the rest; a rest
+//! resubmitted behind the fdatasync is not covered by it, so the persist waits for that write
+//! and syncs again. An error completion fails the sink (and the latch keeps it failed). Every
+//! wait for a completion has a deadline (`SinkConfig::completion_deadline`, `uring_wait`),
+//! counted from the request's submission: a device that stops completing fails the sink with
+//! `PersistError::Stalled`. A caller may wait less (`wait_in_place_within`). A kernel without
+//! bounded waits (before Linux 5.11) waits unbounded either way.
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -89,6 +93,9 @@ pub struct UringSink {
     /// When the persist in flight was started (`SyncMode::Dsync`: its writes are the persist),
     /// for its completion deadline.
     persist_started: Option<Instant>,
+    /// A write's rest was resubmitted after the persist's fdatasync: that one does not cover
+    /// it, and another is owed once it is written.
+    fsync_stale: bool,
     /// The owners of caller memory that requests in flight read (`start_in_place`).
     held: Vec<Arc<dyn HeldMemory>>,
     /// `SinkConfig::source` when registered as buffer `SOURCE_BUFFER_INDEX`: its addresses, and
@@ -166,6 +173,7 @@ impl UringSink {
             completions: Vec::with_capacity(2 * qd as usize),
             fsync_result: None,
             persist_started: None,
+            fsync_stale: false,
             held: Vec::new(),
             source,
             completion_deadline,
@@ -269,6 +277,9 @@ impl UringSink {
     /// never past the stall deadline (then `Stalled`). Ok(false): `limit` came first.
     fn submit_by(&mut self, want: usize, limit: Option<Instant>) -> Result<bool> {
         let stall = self.stall_deadline();
+        // A kernel that cannot bound a wait (no EXT_ARG) is given no limit either: the wait
+        // would be refused (EINVAL) rather than cut short.
+        let limit = limit.filter(|_| self.completion_deadline.is_some());
         let deadline = match (stall, limit) {
             (Some(s), Some(l)) => Some(s.min(l)),
             (s, l) => s.or(l),
@@ -350,8 +361,10 @@ impl UringSink {
                     expected: f.len,
                 })
             } else if (res as usize) < remaining {
-                // A short completion: the rest is still owed. Resubmit it from the same slot.
+                // A short completion: the rest is still owed. Resubmit it from the same slot;
+                // an fdatasync already submitted does not cover it (`finish_persist_within`).
                 f.done += res as usize;
+                self.fsync_stale |= self.persist_started.is_some();
                 if let Err(e) = self.push_write(slot) {
                     first_error.get_or_insert(e);
                 }
@@ -376,6 +389,24 @@ impl UringSink {
             Some(e) => Err(e),
             None => Ok(Some(read_result)),
         }
+    }
+
+    /// Submits the fdatasync of a persist point (see the module comment).
+    fn push_fsync(&mut self) -> Result<()> {
+        // Completions are unordered, and an fsync covers only writes that completed before it
+        // started: IO_DRAIN holds it in the kernel until every write submitted before it is
+        // over, so this thread need not wait here (a stalled device holds no other file).
+        let sqe = if self.registered_file {
+            opcode::Fsync::new(types::Fixed(0))
+        } else {
+            opcode::Fsync::new(types::Fd(self.file.as_raw_fd()))
+        }
+        .flags(types::FsyncFlags::DATASYNC)
+        .build()
+        .flags(squeue::Flags::IO_DRAIN)
+        .user_data(FSYNC_TAG);
+        self.fsync_result = None;
+        self.push(sqe)
     }
 
     fn wait_all_writes(&mut self) -> Result<()> {
@@ -550,20 +581,7 @@ impl Sink for UringSink {
             // O_DSYNC: each write is durable when it completes; the persist is their wait.
             return Ok(());
         }
-        // Completions are unordered, and an fsync covers only writes that completed before it
-        // started: IO_DRAIN holds it in the kernel until every write submitted before it is
-        // over, so this thread need not wait here (a stalled device holds no other file).
-        let sqe = if self.registered_file {
-            opcode::Fsync::new(types::Fixed(0))
-        } else {
-            opcode::Fsync::new(types::Fd(self.file.as_raw_fd()))
-        }
-        .flags(types::FsyncFlags::DATASYNC)
-        .build()
-        .flags(squeue::Flags::IO_DRAIN)
-        .user_data(FSYNC_TAG);
-        self.fsync_result = None;
-        self.push(sqe)
+        self.push_fsync()
     }
 
     fn finish_persist(&mut self) -> Result<()> {
@@ -575,11 +593,21 @@ impl Sink for UringSink {
             return Ok(true);
         }
         // The writes the persist covers complete first (their errors are the persist's), then
-        // the fsync.
+        // the fsync; a rest resubmitted behind it is written, then synced by another.
         loop {
             let over = match self.sync_mode {
                 SyncMode::Dsync => self.in_flight_count == 0,
-                SyncMode::Fdatasync => self.fsync_result.is_some(),
+                SyncMode::Fdatasync => match self.fsync_result {
+                    Some(res) if res >= 0 && self.fsync_stale => {
+                        if self.in_flight_count == 0 {
+                            self.fsync_stale = false;
+                            self.push_fsync()?;
+                        }
+                        false
+                    }
+                    Some(_) => true,
+                    None => false,
+                },
             };
             if over {
                 break;

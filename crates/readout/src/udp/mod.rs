@@ -81,9 +81,6 @@ pub struct UdpSource {
 /// unit that owns the clock decides (`snbuf_unit::links`).
 #[derive(Clone, Copy, Debug)]
 pub struct StreamTiming {
-    /// Ticks between a link's frames: the frame type's own `ticks_per_frame` for a detector, more
-    /// for a sub-sampled sender (`snbuf emit` below the type's rate). Timestamp gaps count in it.
-    pub frame_step_ticks: u64,
     /// The furthest a frame's timestamp may lie ahead of the link's last one (or, for a link's
     /// first frame, of the newest frame of any link): further is not the detector's clock but
     /// garbage, which would wreck the buffer's time order. The buffer's span is the natural

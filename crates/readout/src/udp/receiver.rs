@@ -73,7 +73,10 @@ struct Routing {
     /// The newest timestamp kept on any link.
     newest: Option<u64>,
     max_jump_ticks: u64,
-    frame_step_ticks: u64,
+    /// Per link, the step between its frames as its stream has them: the smallest rise seen
+    /// from one timestamp to the next (a sender's own spacing, whatever rate the unit was
+    /// configured for). Timestamp gaps count in it.
+    step_seen: Vec<Option<u64>>,
     /// Per link, frames in a row that came from too far ahead.
     far_ahead: Vec<u32>,
 }
@@ -102,7 +105,7 @@ impl Receiver {
                 last: vec![None; links],
                 newest: None,
                 max_jump_ticks: timing.max_jump_ticks,
-                frame_step_ticks: timing.frame_step_ticks.max(1),
+                step_seen: vec![None; links],
                 far_ahead: vec![0; links],
             },
             rerouted: vec![VecDeque::new(); links],
@@ -455,7 +458,10 @@ impl Routing {
                 c.out_of_order.fetch_add(1, Ordering::Relaxed);
                 return false;
             }
-            let missing = (ts - last_ts) / self.frame_step_ticks;
+            let rise = ts - last_ts;
+            let step = self.step_seen[link].map_or(rise, |s| s.min(rise));
+            self.step_seen[link] = Some(step);
+            let missing = rise / step;
             if missing > 1 {
                 c.timestamp_gap_frames
                     .fetch_add(missing - 1, Ordering::Relaxed);

@@ -163,7 +163,6 @@ fn rig(links: usize, slots: u64, gro: bool) -> Rig {
         max_nap: DEFAULT_MAX_NAP,
     };
     let timing = StreamTiming {
-        frame_step_ticks: layout.ticks_per_frame,
         max_jump_ticks: u64::MAX / 2,
         bytes_per_s: 0.0,
     };

@@ -28,7 +28,8 @@ const MODULES: &[&str] = &["virtio_pci", "virtio_blk", "crc32c_generic", "ext4",
 /// watermark: every line the host has received is a promise), `exit <code>` when it is done,
 /// `fail <why>` when the guest cannot run the trial. It runs `snbuf record`; with `mode=serve`,
 /// `snbuf serve` and one trigger instead; with `mode=restart`, `snbuf serve` on the disk a cut
-/// left, and `restarted <status json>` once it answers (it has recovered what was interrupted).
+/// left, and `restarted <status json>` once its status lists the burst it recovered (or after
+/// 60 s: one sealed before the cut is not recovered, so never listed).
 const INIT: &str = r#"#!/bin/busybox sh
 /bin/busybox --install -s /bin
 export PATH=/bin
@@ -58,7 +59,13 @@ if [ "$snbuf_mode" = serve ] || [ "$snbuf_mode" = restart ]; then
     usleep 100000
   done
   if [ "$snbuf_mode" = restart ]; then
-    # It answers once it has recovered what it was recording when the power went.
+    # It recovers what it was recording when the power went in the background: until its
+    # status lists the burst (60 s at most; a burst sealed before the cut is never listed).
+    n=0
+    until /bin/snbuf status --socket /run/s.sock --json | grep -q '"burst_id": "t"'; do
+      n=$((n + 1)); [ $n -gt 600 ] && break
+      usleep 100000
+    done
     echo "@@ restarted $(/bin/snbuf status --socket /run/s.sock --json | tr -d '\n')"
     tail -n 20 /run/serve.log | sed 's/^/@@ log /'
     while true; do sleep 60; done

@@ -136,19 +136,36 @@ impl Server {
         &self.unit
     }
 
-    /// Recovers every burst a stopped unit left unsealed in the output (`interrupted`), before
-    /// any trigger: each counts as a finished burst (state `recovered`), so the log, the fleet's
-    /// events and the exporter see it as they see any other. Returns how many.
-    pub fn recover_interrupted(&self) -> usize {
+    /// Recovers, in the background, every burst a stopped unit left unsealed in the output
+    /// (`interrupted`): the unit takes triggers meanwhile (recovering a large burst reads all
+    /// of it). Each recovered one counts as a finished burst (state `recovered`), so the log,
+    /// `status`, the fleet's events and the exporter see it as they see any other; one that
+    /// could not be recovered is logged and left as it was. Returns the thread, which ends
+    /// when all are done, with how many were recovered.
+    pub fn recover_interrupted(&self) -> std::io::Result<std::thread::JoinHandle<usize>> {
         let config = self.unit.config();
-        let outcomes =
-            crate::interrupted::recover_all(&config.output_dir, Some(config.clock().hz()));
-        let n = outcomes.len();
-        let mut bursts = self.bursts.lock().expect("bursts");
-        for outcome in outcomes {
-            bursts.push(outcome);
+        let (output, hz) = (config.output_dir.clone(), config.clock().hz());
+        let found = crate::interrupted::find(&output);
+        if !found.is_empty() {
+            tracing::warn!(
+                bursts = found.len(),
+                "bursts interrupted when the unit last stopped: recovering them"
+            );
         }
-        n
+        let bursts = self.bursts.clone();
+        std::thread::Builder::new()
+            .name("snbuf-recover".into())
+            .spawn(move || {
+                let mut recovered = 0;
+                for dir in found {
+                    let outcome = crate::interrupted::recover_one(&dir, Some(hz));
+                    if outcome.state != "error" {
+                        recovered += 1;
+                        bursts.lock().expect("bursts").push(outcome);
+                    }
+                }
+                recovered
+            })
     }
 
     /// Stops taking triggers and ends `run` once the burst in progress is sealed (a drain):
