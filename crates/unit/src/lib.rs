@@ -35,6 +35,7 @@ pub mod service;
 pub mod status_file;
 mod watchdog;
 pub mod window;
+mod window_job;
 mod window_writer;
 mod writers;
 

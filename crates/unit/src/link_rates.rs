@@ -185,6 +185,20 @@ pub(crate) fn measured_step_of(b: &LatencyBuffer) -> Option<u64> {
     step
 }
 
+/// Ticks between a link's frames (`Unit::frame_step_ticks`): the configured rate's for the
+/// emulator; for a stream from the network, the finest step any link's buffer shows, the frame
+/// type's own until frames have come.
+pub(crate) fn stream_step_ticks(config: &RecordConfig, buffers: &[LatencyBuffer]) -> u64 {
+    match config.source {
+        crate::config::Source::Emulated { .. } => config.frame_step_ticks(),
+        crate::config::Source::Udp(_) => buffers
+            .iter()
+            .filter_map(measured_step_of)
+            .min()
+            .unwrap_or(config.frame_type.ticks_per_frame()),
+    }
+}
+
 pub(crate) fn newest_of(b: &LatencyBuffer) -> Option<u64> {
     let w = b.written();
     (w > 0).then(|| b.timestamp_at(w - 1).ok()).flatten()

@@ -232,6 +232,34 @@ pub(crate) fn join(
     })
 }
 
+/// When the writers of `window` stop waiting for data that does not come: when the window's
+/// end is due at the configured rate, plus the buffer's length and 2 s of grace. A stream
+/// whose data clock runs slower than the wall clock (a detector replayed slowly, a test stand)
+/// takes longer by the wall clock to reach the window's end: as measured in `rates`, up to 50
+/// times (a link that stuttered as it was measured must not hold the burst, and the triggers it
+/// refuses meanwhile, for ever).
+pub(crate) fn give_up_at(
+    config: &RecordConfig,
+    window: &TriggerInfo,
+    newest: Option<u64>,
+    rates: &[crate::link_rates::LinkRate],
+) -> Instant {
+    let newest = newest.unwrap_or(window.window_start_timestamp);
+    let ahead_s = config
+        .clock()
+        .seconds(window.window_end_timestamp.saturating_sub(newest));
+    let slowest = rates
+        .iter()
+        .filter_map(|r| r.clock_ratio)
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .fold(1.0_f64, f64::min)
+        .max(0.02);
+    Instant::now()
+        + Duration::from_secs_f64((ahead_s / slowest).min(86_400.0))
+        + config.buffer
+        + Duration::from_secs(2)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

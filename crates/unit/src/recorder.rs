@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 use snbuf_burst::{verify_burst, LinkIdentity, TriggerInfo};
 use snbuf_readout::{latency_buffer_on_node, LatencyBuffer};
 
-use crate::config::{RecordConfig, Source};
+use crate::config::RecordConfig;
 use crate::counters::{LinkCounters, LiveLink, Progress};
 use crate::error::RecordError;
 use crate::link_rates::{
-    measure_links, measured_step_of, newest_of, oldest_of, LinkRate, RateMeter,
+    measure_links, newest_of, oldest_of, stream_step_ticks, LinkRate, RateMeter,
 };
 use crate::links::{Links, SourceTotals};
 use crate::open_burst::open_burst;
@@ -27,7 +27,7 @@ use crate::reach::BurstReach;
 use crate::report::RecordReport;
 use crate::status_file::{StatusFile, STATUS_FILE_INTERVAL};
 use crate::window::{Held, TriggerAt, WindowClock};
-use crate::window_writer::WindowJob;
+use crate::window_job::WindowJob;
 use crate::writers::{WriterPlacement, Writers};
 
 /// How close to the wall clock a unit's newest frame must be for its data clock to be taken as
@@ -324,15 +324,7 @@ impl Unit {
     /// further apart. So it is measured on the buffers (the finest step any link has), and is
     /// the frame type's own until frames have come.
     pub fn frame_step_ticks(&self) -> u64 {
-        match self.config.source {
-            Source::Emulated { .. } => self.config.frame_step_ticks(),
-            Source::Udp(_) => self
-                .buffers
-                .iter()
-                .filter_map(measured_step_of)
-                .min()
-                .unwrap_or(self.config.frame_type.ticks_per_frame()),
-        }
+        stream_step_ticks(&self.config, &self.buffers)
     }
 
     /// The detector clock this unit's windows are cut in.
@@ -571,32 +563,11 @@ impl Unit {
         self.reach.lock().expect("reach").clone()
     }
 
-    /// When the writers of `window` stop waiting for data that does not come: when the window's
-    /// end is due at the configured rate, plus the buffer's length and 2 s of grace.
+    /// When the writers of `window` stop waiting for data that does not come
+    /// (`reach::give_up_at`).
     fn give_up_at(&self, window: &TriggerInfo) -> Instant {
-        let newest = self
-            .newest_timestamp()
-            .unwrap_or(window.window_start_timestamp);
-        let ahead_s = self
-            .config
-            .clock()
-            .seconds(window.window_end_timestamp.saturating_sub(newest));
-        // A stream whose data clock runs slower than the wall clock (a detector replayed slowly,
-        // a test stand) takes longer by the wall clock to reach the window's end: as measured,
-        // up to 50 times (a link that stuttered as it was measured must not hold the burst,
-        // and the triggers it refuses meanwhile, for ever).
-        let slowest = self
-            .link_rates()
-            .iter()
-            .filter_map(|r| r.clock_ratio)
-            .filter(|r| r.is_finite() && *r > 0.0)
-            .fold(1.0_f64, f64::min)
-            .max(0.02);
-        let ahead_s = ahead_s / slowest;
-        Instant::now()
-            + Duration::from_secs_f64(ahead_s.min(86_400.0))
-            + self.config.buffer
-            + Duration::from_secs(2)
+        let newest = self.newest_timestamp();
+        crate::reach::give_up_at(&self.config, window, newest, &self.link_rates())
     }
 
     /// Each link's detector identity, from the newest frame in its buffer (frames without a

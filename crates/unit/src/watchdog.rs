@@ -11,7 +11,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::window_writer::DynLink;
+use snbuf_burst::WriteError;
+
+use crate::counters::LiveLink;
+use crate::window::frames_in_window;
+use crate::window_job::{DynLink, WindowJob};
 
 /// One writer thread as the watchdog sees it.
 pub(crate) struct WriterWatch {
@@ -78,4 +82,37 @@ impl WriterWatch {
 /// as much again (at least a second), so that a sink that can bound its own wait fails first.
 pub(crate) fn silence_allowed(completion_deadline: Duration) -> Duration {
     completion_deadline + (completion_deadline / 2).max(Duration::from_secs(1))
+}
+
+/// A link whose writer the watchdog gave up (stuck in a call on its device): failed with why,
+/// and every frame of its window not acknowledged counted lost, in its record and live. Then,
+/// as for any link, durable + lost = the window's frames.
+pub(crate) fn give_up_link(lw: &mut DynLink, live: &LiveLink, job: &WindowJob, silent: Duration) {
+    let mut we = job.reach.now().end;
+    while !job.reach.close_at(we) {
+        we = job.reach.now().end;
+    }
+    let ws = job.window.window_start_timestamp;
+    let tpf = job.ticks_per_frame;
+    let record = lw.record().clone();
+    let anchor = record.data.first_timestamp.unwrap_or(ws);
+    let window = if we > ws {
+        frames_in_window(ws, we, anchor, tpf)
+    } else {
+        0
+    };
+    let counted = record.data.frames + record.lost_frames;
+    lw.add_lost_frames(window.saturating_sub(counted));
+    live.fail();
+    live.set_overwritten(0);
+    live.add_lost(window.saturating_sub(live.durable_frames() + live.lost_frames()));
+    let path = std::path::PathBuf::from(&job.burst_id).join(&record.file);
+    lw.fail(&WriteError::Persist {
+        link: record.link,
+        cause: snbuf_persist::PersistError::Stalled {
+            op: "a write or flush blocked in the kernel (the watchdog gave its writer up)",
+            path,
+            waited: Duration::from_millis(silent.as_millis() as u64),
+        },
+    });
 }

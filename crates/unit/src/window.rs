@@ -149,8 +149,53 @@ pub fn on_grid(ts: u64, anchor: u64, ticks_per_frame: u64) -> bool {
     ts.abs_diff(anchor).is_multiple_of(ticks_per_frame)
 }
 
+/// The first of frames `from..n` whose timestamp is at or after `ts` (`n` if none), for
+/// timestamps in non-decreasing order. The edges are tried first: a chunk is usually all inside
+/// the window, and then two frames are read.
+pub(crate) fn first_at_or_after(
+    n: usize,
+    from: usize,
+    timestamp: impl Fn(usize) -> u64,
+    ts: u64,
+) -> usize {
+    if from >= n || timestamp(from) >= ts {
+        return from;
+    }
+    if timestamp(n - 1) < ts {
+        return n;
+    }
+    // timestamp(lo) < ts <= timestamp(hi)
+    let (mut lo, mut hi) = (from, n - 1);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if timestamp(mid) < ts {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    hi
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_bisection_finds_what_a_linear_scan_finds() {
+        // Timestamps with repeats and gaps, every start and every target around them.
+        let ts: Vec<u64> = vec![10, 10, 12, 13, 13, 13, 20, 25, 25, 40];
+        for from in 0..=ts.len() {
+            for target in 0..45 {
+                let linear = from + ts[from..].iter().take_while(|&&t| t < target).count();
+                assert_eq!(
+                    first_at_or_after(ts.len(), from, |i| ts[i], target),
+                    linear,
+                    "from {from}, target {target}"
+                );
+            }
+        }
+        assert_eq!(first_at_or_after(0, 0, |_| unreachable!(), 5), 0);
+    }
+
     use super::*;
 
     fn clock() -> WindowClock {

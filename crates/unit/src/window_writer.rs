@@ -14,8 +14,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use snbuf_burst::{LinkWriter, TriggerInfo, WriteError};
-use snbuf_persist::Sink;
+use snbuf_burst::WriteError;
 use snbuf_platform::HeldMemory;
 use snbuf_readout::{LatencyBuffer, Lookup, ReadError};
 
@@ -23,11 +22,12 @@ use crate::chunking::frames_for_next_chunk;
 use crate::counters::LiveLink;
 use crate::watchdog::WriterWatch;
 use crate::window::{
-    frames_before, frames_between, frames_in_window, frames_missing_inside, on_grid,
+    first_at_or_after, frames_before, frames_between, frames_in_window, frames_missing_inside,
+    on_grid,
 };
+use crate::window_job::{DynLink, WindowJob};
 
-/// A link of the burst on whichever sink was opened for it.
-pub(crate) type DynLink = LinkWriter<Box<dyn Sink>>;
+mod loss;
 
 /// A caught-up writer sleeps at least this long (no busy polling) and at most this long (a link
 /// that runs ahead of its rate fills a chunk sooner; 5 ms of backlog is far inside any buffer).
@@ -42,30 +42,6 @@ const DEVICE_WAIT_PER_ROUND: Duration = Duration::from_millis(2);
 
 /// The least a full link file grows by (`grow_for_more`).
 const GROW_AT_LEAST_BYTES: u64 = 16 << 20;
-
-/// What every writer of a burst needs to know about the window and its chunks.
-#[derive(Clone)]
-pub(crate) struct WindowJob {
-    pub window: TriggerInfo,
-    pub ticks_per_frame: u64,
-    pub chunk_frames: u32,
-    /// The fewest frames that make whole blocks (`chunking`): chunks are cut on them.
-    pub block_frames: u64,
-    /// Puts a chunk's CRC-32C together from its frames'.
-    pub crcs: snbuf_burst::chunk::FrameCrcCombiner,
-    pub chunks_per_persist: u32,
-    /// Frames per second a link produces: how long until a chunk fills.
-    pub frames_per_s: f64,
-    /// Where the window ends now (it moves out when a trigger joins the burst), when a link that
-    /// has nothing more to read stops waiting for the rest of its window (its source stopped
-    /// sending: a detector switched off, a sender that ended; what never came is counted lost;
-    /// nothing waits forever), and how much file each link may fill. `window`'s own end is the
-    /// first trigger's; this one is read at every turn.
-    pub reach: Arc<crate::reach::BurstReach>,
-    /// For the logs: which burst of which unit.
-    pub burst_id: String,
-    pub unit_id: String,
-}
 
 /// Where a link's writer is in the window.
 #[derive(Default)]
@@ -149,6 +125,10 @@ struct Batch {
 /// Persists the window of each of `links` (reading from `bufs`, same order); returns the links.
 /// Beats on `watch` each round; once the watchdog gave this writer up (it was stuck in a call
 /// longer than allowed, and the burst was sealed without it), it returns at once.
+///
+/// One piece: the writer's round (turns, the device waits youngest first, the flushes, the
+/// sleep) is one schedule over all its links; split, its order would be spread over several
+/// functions that each need all of it.
 pub(crate) fn write_window(
     links: Vec<DynLink>,
     bufs: &[LatencyBuffer],
@@ -544,34 +524,6 @@ impl LinkWork<'_> {
         self.live.set_cursor(seq);
     }
 
-    /// While the writer waits on this link's device: the window frames the link has overwritten
-    /// since, shown as lost at once (the writer counts them when it reads again, or when the
-    /// link fails; they can only be lost: the buffer no longer holds them).
-    fn show_overwritten(&self, job: &WindowJob) {
-        let Ok(oldest_ts) = self.buf.timestamp_at(self.buf.oldest()) else {
-            return;
-        };
-        let expect = self
-            .c
-            .expect_ts
-            .unwrap_or(job.window.window_start_timestamp);
-        let we = job.reach.now().end;
-        self.live.set_overwritten(frames_between(
-            expect,
-            oldest_ts.min(we),
-            job.ticks_per_frame,
-        ));
-    }
-
-    fn count_lost(&mut self, frames: u64) {
-        self.live.set_overwritten(0);
-        if frames > 0 {
-            self.lw.add_lost_frames(frames);
-            self.live.add_lost(frames);
-            self.c.lost_pending += frames;
-        }
-    }
-
     /// The window's end was reached: once what is pending is durable (a flush the writer's
     /// loop starts and waits for), this link is done.
     fn finish_window(&mut self) {
@@ -661,120 +613,5 @@ impl LinkWork<'_> {
         }
         self.live.fail();
         self.c.done = true;
-    }
-
-    /// After the window: a failed link loses the rest of its window, every frame after its
-    /// durable watermark not already counted (loss stays explicit, whatever stopped it). Then
-    /// every frame of the window is durable or counted lost, which is asserted.
-    fn finish(&mut self, job: &WindowJob) {
-        // This writer is done: the end is final (a writer whose links all failed closes it, so
-        // no trigger joins a burst whose losses are being counted).
-        let mut we = job.reach.now().end;
-        while !job.reach.close_at(we) {
-            we = job.reach.now().end;
-        }
-        let ws = job.window.window_start_timestamp;
-        let tpf = job.ticks_per_frame;
-        let anchor = self.c.grid.unwrap_or(ws);
-        if self.live.failed() {
-            let after_watermark = match self.live.durable_until() {
-                Some(t) => frames_between(t + tpf, we, tpf),
-                // Nothing durable: the whole window, on the link's grid.
-                None => frames_in_window(ws, we, anchor, tpf),
-            };
-            let rest = after_watermark.saturating_sub(self.c.lost_pending);
-            if rest > 0 {
-                self.lw.add_lost_frames(rest);
-                self.live.add_lost(rest);
-            }
-        }
-        if !self.c.off_grid && we > ws {
-            let accounted = self.live.durable_frames() + self.live.lost_frames();
-            let window = frames_in_window(ws, we, anchor, tpf);
-            assert_eq!(
-                accounted,
-                window,
-                "link {}: frames durable + frames lost must be the window's frames",
-                self.lw.link()
-            );
-        }
-    }
-}
-
-/// A link whose writer the watchdog gave up (stuck in a call on its device): failed with why,
-/// and every frame of its window not acknowledged counted lost, in its record and live. Then,
-/// as for any link, durable + lost = the window's frames.
-pub(crate) fn give_up_link(lw: &mut DynLink, live: &LiveLink, job: &WindowJob, silent: Duration) {
-    let mut we = job.reach.now().end;
-    while !job.reach.close_at(we) {
-        we = job.reach.now().end;
-    }
-    let ws = job.window.window_start_timestamp;
-    let tpf = job.ticks_per_frame;
-    let record = lw.record().clone();
-    let anchor = record.data.first_timestamp.unwrap_or(ws);
-    let window = if we > ws {
-        frames_in_window(ws, we, anchor, tpf)
-    } else {
-        0
-    };
-    let counted = record.data.frames + record.lost_frames;
-    lw.add_lost_frames(window.saturating_sub(counted));
-    live.fail();
-    live.set_overwritten(0);
-    live.add_lost(window.saturating_sub(live.durable_frames() + live.lost_frames()));
-    let path = std::path::PathBuf::from(&job.burst_id).join(&record.file);
-    lw.fail(&WriteError::Persist {
-        link: record.link,
-        cause: snbuf_persist::PersistError::Stalled {
-            op: "a write or flush blocked in the kernel (the watchdog gave its writer up)",
-            path,
-            waited: Duration::from_millis(silent.as_millis() as u64),
-        },
-    });
-}
-
-/// The first of frames `from..n` whose timestamp is at or after `ts` (`n` if none), for
-/// timestamps in non-decreasing order. The edges are tried first: a chunk is usually all inside
-/// the window, and then two frames are read.
-fn first_at_or_after(n: usize, from: usize, timestamp: impl Fn(usize) -> u64, ts: u64) -> usize {
-    if from >= n || timestamp(from) >= ts {
-        return from;
-    }
-    if timestamp(n - 1) < ts {
-        return n;
-    }
-    // timestamp(lo) < ts <= timestamp(hi)
-    let (mut lo, mut hi) = (from, n - 1);
-    while hi - lo > 1 {
-        let mid = lo + (hi - lo) / 2;
-        if timestamp(mid) < ts {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    hi
-}
-
-#[cfg(test)]
-mod tests {
-    use super::first_at_or_after;
-
-    #[test]
-    fn the_bisection_finds_what_a_linear_scan_finds() {
-        // Timestamps with repeats and gaps, every start and every target around them.
-        let ts: Vec<u64> = vec![10, 10, 12, 13, 13, 13, 20, 25, 25, 40];
-        for from in 0..=ts.len() {
-            for target in 0..45 {
-                let linear = from + ts[from..].iter().take_while(|&&t| t < target).count();
-                assert_eq!(
-                    first_at_or_after(ts.len(), from, |i| ts[i], target),
-                    linear,
-                    "from {from}, target {target}"
-                );
-            }
-        }
-        assert_eq!(first_at_or_after(0, 0, |_| unreachable!(), 5), 0);
     }
 }

@@ -10,8 +10,9 @@ use snbuf_readout::LatencyBuffer;
 
 use crate::counters::LiveLink;
 use crate::error::RecordError;
-use crate::watchdog::WriterWatch;
-use crate::window_writer::{give_up_link, write_window, DynLink, WindowJob};
+use crate::watchdog::{give_up_link, WriterWatch};
+use crate::window_job::{DynLink, WindowJob};
+use crate::window_writer::write_window;
 
 /// Writers yield the CPU to the link emulation where it could not raise its own priority (see
 /// `unit::LINKS_NICE`).

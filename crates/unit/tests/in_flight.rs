@@ -245,7 +245,7 @@ fn a_stall_of_several_buffer_lengths_is_counted_to_the_frame_and_holds_no_other_
 #[test]
 fn a_write_stuck_in_the_kernel_is_given_up_by_the_watchdog_and_the_burst_seals() {
     let _serial = one_at_a_time();
-    for method in [Method::Direct, Method::Buffered] {
+    for method in [Method::Direct, Method::Buffered, Method::Msync] {
         let out = tempfile::tempdir().unwrap();
         let hang = FaultKind::Hang {
             after_bytes: 64 << 10,
