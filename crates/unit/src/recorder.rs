@@ -446,6 +446,10 @@ impl Unit {
                 reach: reach.clone(),
                 burst_id: burst_id.to_string(),
                 unit_id: config.unit_id.clone().unwrap_or_default(),
+                room_to_grow: {
+                    let config = config.clone();
+                    Arc::new(move |region| crate::link_files::room_to_grow(&config, region))
+                },
             },
             WriterPlacement {
                 writers: config.writers,

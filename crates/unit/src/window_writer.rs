@@ -456,7 +456,7 @@ impl LinkWork<'_> {
             return;
         }
         if let Err(e) = staged {
-            if matches!(e, WriteError::Full { .. }) && self.grow_for_more() {
+            if matches!(e, WriteError::Full { .. }) && self.grow_for_more(job) {
                 // Read again next turn, into the room just made (the ring still has them, or
                 // their loss is counted by timestamp as for any frames overwritten).
                 return;
@@ -495,11 +495,20 @@ impl LinkWork<'_> {
     }
 
     /// The link brought more frames than its file was sized for (a stream denser than
-    /// planned): grows the file by a quarter (at least 16 MiB), as far as the output has room.
-    /// Returns whether it grew; if not, says why, and the link stops full.
-    fn grow_for_more(&mut self) -> bool {
+    /// planned): grows the file by a quarter (at least 16 MiB), as far as the output (and, on a
+    /// memory-backed one, memory) has room for it. Returns whether it grew; if not, says why,
+    /// and the link stops full.
+    fn grow_for_more(&mut self, job: &WindowJob) -> bool {
         let now = self.lw.region_bytes();
-        let to = now + (now / 4).max(GROW_AT_LEAST_BYTES);
+        let to = (now + (now / 4).max(GROW_AT_LEAST_BYTES)).min((job.room_to_grow)(now));
+        if to <= now {
+            tracing::error!(
+                link = self.lw.link(),
+                at_bytes = now,
+                "the link's file is full and its output has no room for more"
+            );
+            return false;
+        }
         match self.lw.grow(to) {
             Ok(()) if self.lw.region_bytes() > now => {
                 tracing::info!(
