@@ -104,8 +104,8 @@ pub(crate) fn give_up_link(lw: &mut DynLink, live: &LiveLink, job: &WindowJob, s
     let counted = record.data.frames + record.lost_frames;
     lw.add_lost_frames(window.saturating_sub(counted));
     live.fail();
-    live.set_overwritten(0);
     live.add_lost(window.saturating_sub(live.durable_frames() + live.lost_frames()));
+    live.set_overwritten(0);
     let path = std::path::PathBuf::from(&job.burst_id).join(&record.file);
     lw.fail(&WriteError::Persist {
         link: record.link,

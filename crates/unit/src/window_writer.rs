@@ -605,7 +605,6 @@ impl LinkWork<'_> {
     /// A persist failed: the link is failed and done (its error is in its manifest record).
     fn persist_failed(&mut self, e: WriteError) -> bool {
         tracing::error!(link = self.lw.link(), error = %e, "link failed: persist");
-        self.live.set_overwritten(0);
         self.live.fail();
         self.c.done = true;
         false
@@ -616,7 +615,6 @@ impl LinkWork<'_> {
     /// already failed the link (latched, in its manifest record).
     fn fail(&mut self, e: WriteError) {
         tracing::error!(link = self.lw.link(), error = %e, "link failed: write");
-        self.live.set_overwritten(0);
         if matches!(e, WriteError::Full { .. }) && self.flush() {
             self.lw.fail(&e);
         }

@@ -24,13 +24,15 @@ impl LinkWork<'_> {
         ));
     }
 
+    /// Counts `frames` of the window lost for good. Added before what was shown as overwritten
+    /// is cleared: the live count (a Prometheus counter) never goes back.
     pub(super) fn count_lost(&mut self, frames: u64) {
-        self.live.set_overwritten(0);
         if frames > 0 {
             self.lw.add_lost_frames(frames);
             self.live.add_lost(frames);
             self.c.lost_pending += frames;
         }
+        self.live.set_overwritten(0);
     }
 
     /// After the window: a failed link loses the rest of its window, every frame after its
@@ -58,6 +60,8 @@ impl LinkWork<'_> {
                 self.live.add_lost(rest);
             }
         }
+        // A failed link's overwritten frames are in `rest` now (they were shown until here).
+        self.live.set_overwritten(0);
         if !self.c.off_grid && we > ws {
             let accounted = self.live.durable_frames() + self.live.lost_frames();
             let window = frames_in_window(ws, we, anchor, tpf);
