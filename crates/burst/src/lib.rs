@@ -29,7 +29,7 @@ pub use manifest::{
 };
 pub use prepared::PreparedBurst;
 pub use read::{BurstReader, LinkReader, ReadError};
-pub use recording_lock::being_recorded;
+pub use recording_lock::{being_recorded, hold as hold_burst};
 pub use recover::{recover_burst, RecoverReport};
 pub use scan::{scan, End, Expect, ScanReport};
 pub use spec::{check_burst_id, BurstError, BurstSpec};

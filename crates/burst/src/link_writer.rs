@@ -20,6 +20,9 @@ use crate::spec::{BurstError, BurstSpec};
 pub struct LinkWriter<S: Sink> {
     writer: Option<ChunkWriter<S>>,
     record: LinkRecord,
+    /// Its device stopped answering (a call that never returned): the seal does not touch its
+    /// file, which could hang the sealing thread as it hung the writer.
+    abandoned: bool,
     /// The directory the link's file was opened in (a preparation's hidden name) and the
     /// burst's own: errors from the sink name the first, the manifest must name the second.
     opened_in: String,
@@ -82,6 +85,7 @@ impl<S: Sink> BurstWriter<S> {
                         path,
                         ..LinkRecord::empty(link)
                     },
+                    abandoned: false,
                     opened_in,
                     dir: now_in,
                 },
@@ -174,9 +178,23 @@ impl<S: Sink> LinkWriter<S> {
         LinkWriter {
             writer: None,
             record: self.record.clone(),
+            abandoned: self.abandoned,
             opened_in: self.opened_in.clone(),
             dir: self.dir.clone(),
         }
+    }
+
+    /// Fails the link with `e` because its device stopped answering in a call that never
+    /// returned: the seal leaves its file as it is (its tail is not trimmed, nothing is synced),
+    /// since touching it could hang the seal as it hung the writer.
+    pub fn abandon(&mut self, e: &WriteError) {
+        self.fail(e);
+        self.abandoned = true;
+    }
+
+    /// Whether `abandon` was called.
+    pub fn abandoned(&self) -> bool {
+        self.abandoned
     }
 
     pub fn record(&self) -> &LinkRecord {
@@ -386,6 +404,9 @@ impl BurstSeal {
         links.sort_by_key(|l| l.record.link);
         for slot in &mut links {
             slot.writer = None;
+            if slot.abandoned {
+                continue;
+            }
             let path = self.dir.join(&slot.record.file);
             // Trim the preallocated tail so the file is exactly its chunks. Files that are not on
             // disk (simulated media) have nothing to trim.

@@ -7,10 +7,11 @@
 use std::fs::File;
 use std::path::Path;
 
-/// Locks `dir` for as long as the returned handle lives. None where the file system has no
-/// locks (the burst records all the same; it is then never taken for interrupted, see
-/// `being_recorded`).
-pub(crate) fn hold(dir: &Path) -> Option<File> {
+/// Locks `dir` for as long as the returned handle lives, if no one else holds it. None where
+/// the file system has no locks (a burst records all the same; it is then never taken for
+/// interrupted, see `being_recorded`), or when another process holds it: a recovery takes it
+/// too, so that two processes never recover one burst at once.
+pub fn hold(dir: &Path) -> Option<File> {
     let f = File::open(dir).ok()?;
     f.try_lock().ok()?;
     Some(f)
@@ -21,6 +22,7 @@ pub(crate) fn hold(dir: &Path) -> Option<File> {
 pub fn being_recorded(dir: &Path) -> bool {
     match File::open(dir) {
         Ok(f) => f.try_lock().is_err(),
-        Err(_) => false,
+        // Gone: nothing to recover. Unreadable: not ours to judge.
+        Err(e) => e.kind() != std::io::ErrorKind::NotFound,
     }
 }

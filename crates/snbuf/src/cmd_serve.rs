@@ -60,9 +60,6 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| config.output_dir.join("snbuf.sock"));
     let unit = Unit::start(&config).map_err(crate::unit_config::record_error)?;
     let server = std::sync::Arc::new(Server::bind(unit, &socket)?);
-    // In the background, while the unit takes triggers: the exporter and the fleet link take
-    // each recovered burst as a finished one (exported; a `recovered` event).
-    let _recovery = server.recover_interrupted()?;
     let log: std::sync::Arc<dyn Fn(&str) + Send + Sync> =
         std::sync::Arc::new(|line: &str| tracing::info!("{line}"));
     let exporter = match export {
@@ -84,6 +81,11 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
+    // In the background, while the unit takes triggers, and once the exporter has looked at
+    // the output (it took the sealed bursts there; an interrupted one is still `recording`):
+    // the exporter and the fleet link take each recovered burst as a finished one, once it is
+    // verified (exported; a `recovered` event).
+    let _recovery = server.recover_interrupted()?;
     let extra: snbuf_unit::service::metrics::ExtraMetrics = match &exporter {
         Some(q) => {
             let q = q.clone();

@@ -93,7 +93,8 @@ impl LiveLink {
 
     /// Window frames overwritten while the writer waits on the device (see the field).
     pub fn set_overwritten(&self, frames: u64) {
-        self.overwritten_frames.store(frames, Ordering::Relaxed);
+        // Release: a reader that sees it cleared sees the loss counted for good before it.
+        self.overwritten_frames.store(frames, Ordering::Release);
     }
 
     pub fn set_cursor(&self, seq: u64) {
@@ -129,13 +130,16 @@ impl LiveLink {
     /// The counters now, for a link whose buffer has `written` frames and holds `fill_frames`.
     pub fn snapshot(&self, link: u32, written: u64, fill_frames: u64) -> LinkCounters {
         let failed = self.failed();
+        // The overwritten frames first: the writer counts them for good, then clears them, so
+        // read in this order the sum never goes back (a Prometheus counter).
+        let overwritten = self.overwritten_frames.load(Ordering::Acquire);
         LinkCounters {
             link,
             frames_in: written,
             durable_frames: self.durable_frames(),
             durable_chunks: self.durable_chunks(),
             durable_until_timestamp: self.durable_until(),
-            lost_frames: self.lost_frames() + self.overwritten_frames.load(Ordering::Relaxed),
+            lost_frames: self.lost_frames() + overwritten,
             buffer_fill_frames: fill_frames,
             // A failed link writes nothing more: nothing of it is at risk. What the buffer no
             // longer holds is not at risk either: it is lost.

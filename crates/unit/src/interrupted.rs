@@ -83,6 +83,10 @@ pub fn recover_one(dir: &Path, clock_hz: Option<u64>) -> BurstOutcome {
             ..BurstOutcome::default()
         }
     };
+    // Held while it is recovered: another process starting on this output leaves it alone.
+    let Some(_recovering) = snbuf_burst::hold_burst(dir) else {
+        return failed("another process holds it (recording or recovering it)".into());
+    };
     let report = match recover_burst(dir, false) {
         Ok(r) => r,
         Err(e) => return failed(e.to_string()),

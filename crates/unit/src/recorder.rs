@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use snbuf_burst::{verify_burst, LinkIdentity, TriggerInfo};
+use snbuf_burst::{LinkIdentity, TriggerInfo};
 use snbuf_readout::{latency_buffer_on_node, LatencyBuffer};
 
 use crate::config::RecordConfig;
@@ -514,13 +514,15 @@ impl Unit {
         on_progress(&self.progress("sealing"));
         report_status("sealing", true);
 
+        let abandoned: Vec<u32> = links
+            .iter()
+            .filter(|l| l.abandoned())
+            .map(|l| l.link())
+            .collect();
         let mut manifest = seal.seal(links)?;
         report_status("sealed", true);
         let durability = manifest.durability.clone();
-        let verify = verify_burst(&dir)?;
-        if let Err(e) = snbuf_burst::verify::note_verified(&dir, &mut manifest, &verify) {
-            let _ = writeln!(std::io::stderr(), "snbuf: noting the verification: {e}");
-        }
+        let verify = crate::report::verify_sealed(&dir, &mut manifest, &abandoned)?;
         let frames_recorded: u64 = manifest.links.iter().map(|l| l.data.frames).sum();
         let lost_frames: u64 = manifest.links.iter().map(|l| l.lost_frames).sum();
         let produced = self.buffers[0].written();

@@ -99,3 +99,33 @@ impl RecordReport {
         (self.process_cpu_s - self.writer_cpu_s - self.source_cpu_s).max(0.0)
     }
 }
+
+/// Reads the sealed burst in `dir` back (`verify_burst`) and notes the verdict in its
+/// manifest; except when links were `abandoned` (their device stopped answering): reading
+/// their files could hang this thread as it hung their writer, so the burst is left for
+/// `snbuf verify` once the device is back, and said not verified.
+pub(crate) fn verify_sealed(
+    dir: &std::path::Path,
+    manifest: &mut snbuf_burst::Manifest,
+    abandoned: &[u32],
+) -> Result<snbuf_burst::VerifyReport, crate::error::RecordError> {
+    if abandoned.is_empty() {
+        let verify = snbuf_burst::verify_burst(dir)?;
+        if let Err(e) = snbuf_burst::verify::note_verified(dir, manifest, &verify) {
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "snbuf: noting the verification: {e}");
+        }
+        return Ok(verify);
+    }
+    Ok(snbuf_burst::VerifyReport {
+        dir: dir.display().to_string(),
+        burst_id: Some(manifest.burst_id.clone()),
+        state: Some(manifest.state),
+        links: Vec::new(),
+        problems: vec![format!(
+            "not read back: the device of link(s) {abandoned:?} stopped answering; run \
+             `snbuf verify` once it is back"
+        )],
+        valid: false,
+    })
+}

@@ -107,7 +107,7 @@ pub(crate) fn give_up_link(lw: &mut DynLink, live: &LiveLink, job: &WindowJob, s
     live.add_lost(window.saturating_sub(live.durable_frames() + live.lost_frames()));
     live.set_overwritten(0);
     let path = std::path::PathBuf::from(&job.burst_id).join(&record.file);
-    lw.fail(&WriteError::Persist {
+    lw.abandon(&WriteError::Persist {
         link: record.link,
         cause: snbuf_persist::PersistError::Stalled {
             op: "a write or flush blocked in the kernel (the watchdog gave its writer up)",

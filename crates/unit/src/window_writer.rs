@@ -170,7 +170,12 @@ pub(crate) fn write_window(
         // A link whose write or flush is still in flight (a slow or stalled device) sits out.
         // A writer the watchdog gave up while it was stuck in a call touches nothing more
         // (each link's step looks first), and returns at the top of the loop.
-        let go_on = || !watch.given_up();
+        // It beats before each step: a step may block in the kernel (a pwrite, an fdatasync),
+        // and the watchdog judges each one, not a round of several.
+        let go_on = || {
+            watch.beat();
+            !watch.given_up()
+        };
         for w in work.iter_mut().filter(|w| go_on() && w.ready_for_turn()) {
             match w.turn(job) {
                 Turn::Progressed => progressed = true,

@@ -180,8 +180,13 @@ impl Writers {
         let mut links = Vec::new();
         let mut cpu_s = 0.0;
         for (h, w) in self.handles.into_iter().zip(&self.watches) {
-            if w.given_up() && !h.is_finished() {
-                // Left to itself (dropping the handle detaches it): it touches nothing more.
+            if w.given_up() {
+                // Left to itself (dropping the handle detaches it): it touches nothing more. If
+                // its call did return meanwhile, it stopped where it was, its window unfinished:
+                // its links are sealed as given up all the same.
+                if h.is_finished() {
+                    let _ = h.join();
+                }
                 for mut lw in w.last_acknowledged() {
                     let live = &self.live[lw.link() as usize];
                     give_up_link(&mut lw, live, &self.job, w.silent_for());
