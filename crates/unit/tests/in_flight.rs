@@ -89,6 +89,21 @@ fn config(out: &Path, fault: FaultKind, buffer: Duration) -> RecordConfig {
     }
 }
 
+/// `record(cfg)`, failing the test if it has not returned within 2 minutes: a writer that
+/// waits on a stalled or stuck device without end (a deadline or the watchdog gone) must fail
+/// here, not hang the suite. (A stuck recording is left behind in its thread.)
+fn record_within(cfg: &RecordConfig) -> RecordReport {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let cfg = cfg.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(record(&cfg, |_| {}));
+    });
+    match rx.recv_timeout(Duration::from_secs(120)) {
+        Ok(r) => r.unwrap(),
+        Err(_) => panic!("the recording did not end within 120 s: something waited without end"),
+    }
+}
+
 /// Every frame of `link`'s file is the one the link sent at its timestamp, byte for byte;
 /// returns how many there are.
 fn frames_are_the_links(r: &RecordReport, link: u32, step: u64) -> u64 {
@@ -129,7 +144,7 @@ fn a_chunk_the_link_overwrote_while_its_write_was_in_flight_is_never_acknowledge
     };
     let cfg = config(out.path(), late, Duration::from_millis(100));
     let step = cfg.frame_step_ticks();
-    let r = record(&cfg, |_| {}).unwrap();
+    let r = record_within(&cfg);
     assert!(
         r.verify.valid,
         "every acknowledged chunk holds the bytes it was checksummed with: {:?} {:?}",
@@ -175,7 +190,7 @@ fn a_device_that_stops_completing_fails_its_link_at_the_deadline_and_the_rest_re
     let step = cfg.frame_step_ticks();
     // Bounded by the deadline: a wait without one would hang here, and the test binary's
     // own harness would be the only thing to stop it.
-    let r = record(&cfg, |_| {}).unwrap();
+    let r = record_within(&cfg);
     let window = window_frames(&r, step);
     let (l0, l1) = (&r.manifest.links[0], &r.manifest.links[1]);
     assert_eq!(l0.state, LinkState::Failed, "{l0:?}");
@@ -218,7 +233,7 @@ fn a_stall_of_several_buffer_lengths_is_counted_to_the_frame_and_holds_no_other_
             ..config(out.path(), stall, buffer)
         };
         let step = cfg.frame_step_ticks();
-        let r = record(&cfg, |_| {}).unwrap();
+        let r = record_within(&cfg);
         let window = window_frames(&r, step);
         let (l0, l1) = (&r.manifest.links[0], &r.manifest.links[1]);
         assert_eq!(l0.state, LinkState::Failed, "{method}: {l0:?}");
@@ -256,7 +271,7 @@ fn a_write_stuck_in_the_kernel_is_given_up_by_the_watchdog_and_the_burst_seals()
             ..config(out.path(), hang, Duration::from_secs(1))
         };
         let step = cfg.frame_step_ticks();
-        let r = record(&cfg, |_| {}).unwrap();
+        let r = record_within(&cfg);
         let window = window_frames(&r, step);
         let (l0, l1) = (&r.manifest.links[0], &r.manifest.links[1]);
         assert_eq!(l0.state, LinkState::Failed, "{method}: {l0:?}");
