@@ -15,6 +15,9 @@ pub enum ExtractError {
     Read(#[from] ReadError),
     #[error("{0} exists: snbuf does not write over a file")]
     Exists(PathBuf),
+    /// Nothing of the link lies in the range: an empty file would look like a success.
+    #[error("link {link} has no frame with a timestamp in [{from}, {to}); nothing written")]
+    Empty { link: u32, from: u64, to: u64 },
     #[error("{path}: {cause}")]
     Write {
         path: PathBuf,
@@ -31,7 +34,8 @@ pub struct Extracted {
     pub last_timestamp: Option<u64>,
 }
 
-/// Writes link `link`'s frames with timestamps in `[from, to)` to `out`.
+/// Writes link `link`'s frames with timestamps in `[from, to)` to `out`; none is an error, and
+/// then no file is made.
 pub fn extract(
     burst: &BurstReader,
     link: u32,
@@ -71,6 +75,9 @@ pub fn extract(
             got.last_timestamp = Some(reader.layout.timestamp(&frames[frames.len() - fb..]));
             Ok::<(), ExtractError>(())
         })?;
+        if got.frames == 0 {
+            return Err(ExtractError::Empty { link, from, to });
+        }
         let file: File = w.into_inner().map_err(|e| werr(&tmp)(e.into_error()))?;
         file.sync_all().map_err(werr(&tmp))?;
         // A hard link never replaces an existing name: whoever made `out` meanwhile keeps it.

@@ -7,7 +7,7 @@ use snbuf_burst::{BurstReader, End, ReadError};
 use snbuf_quantity::Bytes;
 
 use crate::cli::{ConvertArgs, ExtractArgs, InspectArgs};
-use crate::exit::{read_error, usage};
+use crate::exit::{read_error, usage, Failure};
 use crate::table::Table;
 
 fn open(dir: &Path) -> anyhow::Result<BurstReader> {
@@ -43,6 +43,20 @@ pub fn extract(args: &ExtractArgs) -> anyhow::Result<()> {
         snbuf_offline::extract(&burst, args.link, &args.out, from, to).map_err(|e| match e {
             snbuf_offline::ExtractError::Read(r) => read_error(r),
             snbuf_offline::ExtractError::Exists(_) => usage(e.to_string()),
+            snbuf_offline::ExtractError::Empty { .. } => {
+                let held = burst
+                    .manifest
+                    .links
+                    .iter()
+                    .find(|l| l.link == args.link)
+                    .and_then(|l| Some((l.data.first_timestamp?, l.data.last_timestamp?)));
+                match held {
+                    Some((first, last)) => usage(format!(
+                        "{e}: the link holds timestamps {first}..={last} (`snbuf inspect` shows them)"
+                    )),
+                    None => anyhow::Error::new(Failure(format!("{e}: the link recorded no frame"))),
+                }
+            }
             other => anyhow::Error::new(other),
         })?;
     eprintln!(

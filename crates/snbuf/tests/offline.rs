@@ -111,6 +111,14 @@ fn extract_writes_a_links_frames_as_dunes_raw_recording_and_record_replays_it() 
             ],
             "--from",
         ),
+        // The README's old example: ticks from the start of the clock match nothing, and an
+        // empty file with exit 0 would look like a success.
+        (
+            vec![
+                "extract", s, "--link", "0", "--out", n, "--from", "1000", "--to", "9000",
+            ],
+            "no frame with a timestamp in [1000, 9000)",
+        ),
     ] {
         assert_refused(&snbuf(&args), 2, needle);
         assert!(!new.exists(), "{args:?} wrote nothing");
