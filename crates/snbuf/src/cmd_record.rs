@@ -16,7 +16,10 @@ use crate::exit::Failure;
 use crate::unit_config::{clock_line, config_from_args, record_error};
 
 pub fn run(args: RecordArgs) -> anyhow::Result<()> {
-    let (config, why) = config_from_args(&args)?;
+    if let Some(path) = &args.json {
+        crate::args::check_parent_dir("--json", path)?;
+    }
+    let (config, why) = config_from_args(&args.unit, args.trigger_after)?;
     print_plan(&config, &why.method, &why.writers);
     // Bursts a unit left unsealed here when it stopped are recovered first (as `serve` does at
     // its start); a burst another unit is recording now is left alone.

@@ -11,6 +11,12 @@ use snbuf_unit::Unit;
 use crate::cli::{ServeArgs, StatusArgs, TriggerArgs};
 use crate::exit::{usage, Failure};
 
+/// The longest a burst can take (its window, and a buffer's worth of catching up) and 30 s to
+/// seal and verify it: a drain that takes longer is stuck.
+pub fn default_drain_timeout(config: &snbuf_unit::RecordConfig) -> Duration {
+    config.pre + config.post + config.buffer + Duration::from_secs(30)
+}
+
 /// One piece: the service started in dependency order (options checked, unit, socket, exporter,
 /// metrics, fleet link, systemd, signals) and stopped in reverse; the order keeps a half-started
 /// unit from existing.
@@ -18,15 +24,10 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     crate::logging::init(args.log_format);
     snbuf_platform::memory::keep_large_allocations_off_the_heap();
     // Checked before anything starts: a bad fleet option must not leave a half-started unit.
-    let from_file = crate::config_file::merge(&args.record)?;
-    let mut nats_args = args.nats_auth.clone();
-    nats_args.nats_replicas = nats_args
-        .nats_replicas
-        .or(from_file.nats_replicas_from_config);
-    let fleet = match args.nats.as_ref().or(from_file.nats_from_config.as_ref()) {
+    let fleet = match args.nats.as_ref() {
         Some(servers) => Some((
-            crate::fleet_args::nats_options(servers, &nats_args)?,
-            crate::fleet_args::unit_id(args.record.unit.as_deref())?,
+            crate::fleet_args::nats_options(servers, &args.nats_auth)?,
+            crate::fleet_args::unit_id(args.unit.unit.as_deref())?,
         )),
         None => None,
     };
@@ -36,7 +37,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let export = match &args.export_to {
         Some(url) => Some(crate::export_setup::options(
             url,
-            &from_file.s3.clone().unwrap_or_default(),
+            &args.unit.s3.clone().unwrap_or_default(),
             args.export_rate.as_deref(),
             16 << 20,
             args.delete_after_verify,
@@ -50,8 +51,8 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
             None
         }
     };
-    let (mut config, why) = crate::unit_config::config_from_merged(&from_file)?;
-    if args.record.burst_id.is_none() {
+    let (mut config, why) = crate::unit_config::config_from_args(&args.unit, None)?;
+    if args.unit.burst_id.is_none() {
         config.burst_id = format!("burst-{}", config.burst_id);
     }
     let socket = args
@@ -152,7 +153,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let drain_timeout = args
         .drain_timeout
-        .unwrap_or(config.pre + config.post + config.buffer + std::time::Duration::from_secs(30));
+        .unwrap_or_else(|| default_drain_timeout(&config));
     let stopped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     drain_on_signals(server.clone(), drain_timeout, stopped.clone(), log.clone())?;
     let systemd = snbuf_unit::service::systemd::Notifier::from_env().map(|n| {

@@ -1,141 +1,187 @@
-//! `--config FILE`: the options of `record` and `serve` in a TOML file. Keys are the long
-//! options with `_` for `-`; unknown keys are an error (a typo must not be silently ignored).
-//! Values given on the command line win over the file.
+//! `--config FILE`: the options of `record` and `serve` in a TOML file. Every long option of the
+//! command is a key, with `_` for `-` (`rate_per_link = "200MB/s"`, `output = ["/a", "/b"]`
+//! for a repeated option, `delete_after_verify = true` for a flag), and one table that is not an
+//! option: `[s3]`, the export destination's settings and credentials. The keys are not listed
+//! here: they are the command's own arguments, read from its clap definition, and each value is
+//! parsed by the option's own parser, so the file and the command line cannot disagree.
+//! Unknown keys are an error (a typo must not be silently ignored). Values given on the command
+//! line win over the file. Relative paths are relative to the file.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use clap::parser::ValueSource;
+use clap::{ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser, ValueHint};
 
-use snbuf_quantity::parse_duration;
-use snbuf_quantity::values::parse_page_size;
-
-use crate::cli::RecordArgs;
+use crate::cli::{Cli, Command};
 use crate::exit::usage;
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RecordFile {
-    links: Option<u32>,
-    frame: Option<String>,
-    rate_per_link: Option<String>,
-    buffer: Option<String>,
-    pre: Option<String>,
-    post: Option<String>,
-    trigger_after: Option<String>,
-    method: Option<String>,
-    writers: Option<usize>,
-    chunk_frames: Option<u32>,
-    chunks_per_persist: Option<u32>,
-    cpus: Option<String>,
-    page_size: Option<String>,
-    replay: Option<PathBuf>,
-    output: Option<PathBuf>,
-    burst_id: Option<String>,
-    profile: Option<String>,
-    status_file: Option<PathBuf>,
-    source: Option<String>,
-    #[serde(default)]
-    streams: Vec<u8>,
-    header_version: Option<String>,
-    rcvbuf: Option<String>,
-    gro: Option<bool>,
-    receive_nap: Option<String>,
-    run: Option<u32>,
-    unit: Option<String>,
-    #[serde(default)]
-    source_ids: Vec<u32>,
-    #[serde(default)]
-    inject_fault: Vec<String>,
-    completion_deadline: Option<String>,
-    /// `serve`'s fleet: the NATS servers, comma separated, and the streams' replicas.
-    nats: Option<String>,
-    nats_replicas: Option<u32>,
-    /// The export destination's settings and credentials (`[s3]`): never printed.
-    s3: Option<snbuf_export::S3Settings>,
+/// Keys of the file that are not options of the command.
+const TABLES: &[&str] = &["s3"];
+
+/// Options that are never keys: the file itself, and clap's own.
+const NOT_KEYS: &[&str] = &["config", "help", "version"];
+
+/// The command line parsed, with the options of a `record` or `serve` `--config` file added
+/// where the command line does not give them. Exits as clap does on a bad command line; a bad
+/// config file is a usage error naming the file and the key.
+pub fn parse() -> anyhow::Result<Cli> {
+    parse_from(std::env::args_os().collect())
 }
 
-/// `args` with every option it lacks taken from its `--config` file, if any.
-pub fn merge(args: &RecordArgs) -> anyhow::Result<RecordArgs> {
-    let Some(path) = &args.config else {
-        return Ok(args.clone());
+/// As `parse`, for the command line `argv` (the program's name first).
+fn parse_from(argv: Vec<OsString>) -> anyhow::Result<Cli> {
+    let matches = Cli::command().get_matches_from(&argv);
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let Some((name, path)) = config_of(&cli) else {
+        return Ok(cli);
     };
-    let f = read(path)?;
-    let dur = |key: &str, v: &Option<String>| -> anyhow::Result<Option<std::time::Duration>> {
-        v.as_deref()
-            .map(|s| {
-                parse_duration(s)
-                    .map_err(|e| usage(format!("--config {}: {key}: {e}", path.display())))
-            })
-            .transpose()
+    let table = read(&path)?;
+    let (_, given) = matches.subcommand().expect("record or serve was parsed");
+    let mut merged = argv;
+    merged.extend(file_args(name, &path, &table, given)?);
+    let mut cli = Cli::try_parse_from(&merged).map_err(|e| clap_error(&path, &table, &e))?;
+    let s3 = s3_of(&path, &table)?;
+    match &mut cli.command {
+        Command::Record(a) => a.unit.s3 = s3,
+        Command::Serve(a) => a.unit.s3 = s3,
+        _ => unreachable!("only record and serve take --config"),
+    }
+    Ok(cli)
+}
+
+/// clap's refusal of a value from the file, on one line, naming the file and the key.
+fn clap_error(path: &Path, table: &toml::Table, e: &clap::Error) -> anyhow::Error {
+    let text = e.render().to_string();
+    let text = text.split("For more information").next().unwrap_or("");
+    let text = one_line(text.trim_start_matches("error: "));
+    let key = match e.get(clap::error::ContextKind::InvalidArg) {
+        Some(clap::error::ContextValue::String(arg)) => arg
+            .split_whitespace()
+            .next()
+            .map(|long| long.trim_start_matches("--").replace('-', "_"))
+            .filter(|key| table.contains_key(key)),
+        _ => None,
     };
-    let page = f
-        .page_size
-        .as_deref()
-        .map(|s| {
-            parse_page_size(s)
-                .map_err(|e| usage(format!("--config {}: page_size: {e}", path.display())))
-        })
-        .transpose()?;
-    let mut a = args.clone();
-    a.links = a.links.or(f.links);
-    a.frame = a.frame.or(f.frame);
-    a.rate_per_link = a.rate_per_link.or(f.rate_per_link);
-    a.buffer = a.buffer.or(dur("buffer", &f.buffer)?);
-    a.pre = a.pre.or(dur("pre", &f.pre)?);
-    a.post = a.post.or(dur("post", &f.post)?);
-    a.trigger_after = a.trigger_after.or(dur("trigger_after", &f.trigger_after)?);
-    a.method = a.method.or(f.method);
-    a.writers = a.writers.or(f.writers);
-    a.chunk_frames = a.chunk_frames.or(f.chunk_frames);
-    a.chunks_per_persist = a.chunks_per_persist.or(f.chunks_per_persist);
-    a.completion_deadline = a
-        .completion_deadline
-        .or(dur("completion_deadline", &f.completion_deadline)?);
-    a.cpus = a.cpus.or(f.cpus);
-    a.page_size = a.page_size.or(page);
-    a.replay = a.replay.or_else(|| f.replay.map(|p| relative_to(path, p)));
-    if a.output.is_empty() {
-        a.output.extend(f.output.map(|p| relative_to(path, p)));
+    match key {
+        Some(key) => usage(format!("--config {}: {key}: {text}", path.display())),
+        None => usage(format!("--config {}: {text}", path.display())),
     }
-    a.burst_id = a.burst_id.or(f.burst_id);
-    a.profile = a.profile.or(f.profile);
-    a.status_file = a
-        .status_file
-        .or_else(|| f.status_file.map(|p| relative_to(path, p)));
-    if a.inject_fault.is_empty() {
-        a.inject_fault = f.inject_fault;
+}
+
+/// The subcommand's name and its `--config` file, when it has one.
+fn config_of(cli: &Cli) -> Option<(&'static str, PathBuf)> {
+    match &cli.command {
+        Command::Record(a) => Some(("record", a.unit.config.clone()?)),
+        Command::Serve(a) => Some(("serve", a.unit.config.clone()?)),
+        _ => None,
     }
-    a.source = a.source.or(f.source);
-    if a.streams.is_empty() {
-        a.streams = f.streams;
+}
+
+/// The keys a config file of `command` (`record` or `serve`) may hold: its long options, with
+/// `_` for `-`, and the tables.
+pub fn keys(command: &str) -> Vec<String> {
+    let cmd = Cli::command();
+    let sub = cmd
+        .find_subcommand(command)
+        .expect("record and serve are commands");
+    let mut keys: Vec<String> = sub
+        .get_arguments()
+        .filter_map(|a| a.get_long())
+        .filter(|l| !NOT_KEYS.contains(l))
+        .map(|l| l.replace('-', "_"))
+        .collect();
+    keys.extend(TABLES.iter().map(|t| t.to_string()));
+    keys
+}
+
+/// The file's options as command-line arguments (`--long=value`), leaving out every option
+/// `given` on the command line.
+fn file_args(
+    command: &str,
+    path: &Path,
+    table: &toml::Table,
+    given: &ArgMatches,
+) -> anyhow::Result<Vec<OsString>> {
+    let cmd = Cli::command();
+    let sub = cmd
+        .find_subcommand(command)
+        .expect("record and serve are commands");
+    let mut out = Vec::new();
+    for (key, value) in table {
+        if TABLES.contains(&key.as_str()) {
+            continue;
+        }
+        let long = key.replace('_', "-");
+        let arg = sub
+            .get_arguments()
+            .find(|a| a.get_long() == Some(long.as_str()) && !NOT_KEYS.contains(&long.as_str()));
+        let Some(arg) = arg else {
+            if command == "record" && keys("serve").contains(key) {
+                eprintln!(
+                    "--config {}: `{key}` is an option of `serve`; `record` leaves it alone",
+                    path.display()
+                );
+                continue;
+            }
+            return Err(usage(format!(
+                "--config {}: unknown key `{key}`; `{command}` takes: {}",
+                path.display(),
+                keys(command).join(", ")
+            )));
+        };
+        let id = arg.get_id().as_str();
+        if given.value_source(id) == Some(ValueSource::CommandLine) {
+            continue;
+        }
+        let bad = |why: &str| {
+            usage(format!(
+                "--config {}: {key}: {why} (as --{long} takes)",
+                path.display()
+            ))
+        };
+        let is_flag = matches!(arg.get_action(), ArgAction::SetTrue);
+        let is_path = matches!(
+            arg.get_value_hint(),
+            ValueHint::AnyPath | ValueHint::FilePath | ValueHint::DirPath
+        );
+        let items: Vec<&toml::Value> = match value {
+            toml::Value::Array(items) if arg.get_action().takes_values() => {
+                if !matches!(arg.get_action(), ArgAction::Append) && items.len() != 1 {
+                    return Err(bad("a list, where one value is expected"));
+                }
+                items.iter().collect()
+            }
+            v => vec![v],
+        };
+        for item in items {
+            let text = match item {
+                toml::Value::String(s) => s.clone(),
+                toml::Value::Integer(n) => n.to_string(),
+                toml::Value::Float(x) => x.to_string(),
+                toml::Value::Boolean(b) if is_flag => {
+                    if *b {
+                        out.push(OsString::from(format!("--{long}")));
+                    }
+                    continue;
+                }
+                toml::Value::Boolean(b) => b.to_string(),
+                _ => return Err(bad("a table, a list of lists or a date")),
+            };
+            if is_flag {
+                return Err(bad("a flag: true or false"));
+            }
+            let text = if is_path {
+                relative_to(path, PathBuf::from(text))
+                    .to_string_lossy()
+                    .into_owned()
+            } else {
+                text
+            };
+            out.push(OsString::from(format!("--{long}={text}")));
+        }
     }
-    a.header_version = a.header_version.or(f.header_version);
-    a.rcvbuf = match (a.rcvbuf, f.rcvbuf.as_deref()) {
-        (Some(b), _) => Some(b),
-        (None, Some(s)) => Some(
-            snbuf_quantity::values::parse_size_nonzero(s)
-                .map_err(|e| usage(format!("--config {}: rcvbuf: {e}", path.display())))?,
-        ),
-        (None, None) => None,
-    };
-    a.gro = a.gro.or(f.gro);
-    a.receive_nap = match (a.receive_nap, f.receive_nap.as_deref()) {
-        (Some(n), _) => Some(n),
-        (None, Some(s)) => Some(
-            crate::cli::parse_receive_nap(s)
-                .map_err(|e| usage(format!("--config {}: receive_nap: {e}", path.display())))?,
-        ),
-        (None, None) => None,
-    };
-    a.run = a.run.or(f.run);
-    a.unit = a.unit.or(f.unit);
-    if a.source_ids.is_empty() {
-        a.source_ids = f.source_ids;
-    }
-    a.s3 = f.s3;
-    a.nats_from_config = f.nats;
-    a.nats_replicas_from_config = f.nats_replicas;
-    Ok(a)
+    Ok(out)
 }
 
 /// Relative paths in a config file are relative to the file, not to wherever snbuf runs.
@@ -147,8 +193,8 @@ fn relative_to(config: &Path, p: PathBuf) -> PathBuf {
     }
 }
 
-/// The config file at `path`, parsed; either failure is a usage error naming the file.
-fn read(path: &Path) -> anyhow::Result<RecordFile> {
+/// The config file at `path` as a TOML table; either failure is a usage error naming the file.
+fn read(path: &Path) -> anyhow::Result<toml::Table> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| usage(format!("--config {}: {e}", path.display())))?;
     toml::from_str(&text).map_err(|e| {
@@ -164,8 +210,27 @@ fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// The `[s3]` table of a config file, parsed; none when the file has none.
+fn s3_of(path: &Path, table: &toml::Table) -> anyhow::Result<Option<snbuf_export::S3Settings>> {
+    table
+        .get("s3")
+        .map(|v| {
+            v.clone().try_into().map_err(|e: toml::de::Error| {
+                usage(format!(
+                    "--config {}: s3: {}",
+                    path.display(),
+                    one_line(&e.to_string())
+                ))
+            })
+        })
+        .transpose()
+}
+
 /// The `[s3]` table of a config file, for `snbuf export --config FILE`.
 pub fn s3_settings(path: &Path) -> anyhow::Result<snbuf_export::S3Settings> {
-    let f = read(path)?;
-    Ok(f.s3.unwrap_or_default())
+    Ok(s3_of(path, &read(path)?)?.unwrap_or_default())
 }
+
+#[cfg(test)]
+#[path = "config_file_tests.rs"]
+mod tests;

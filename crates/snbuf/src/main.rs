@@ -36,10 +36,11 @@ mod unit_config;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let cli = match config_file::parse() {
+        Ok(cli) => cli,
+        Err(e) => return fail(e),
+    };
     if cli.command.writes_only_to_the_terminal() {
         snbuf_platform::process::exit_quietly_on_broken_pipe();
     }
@@ -83,10 +84,13 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            // One line a person can act on; the chain of contexts names file, method, operation.
-            eprintln!("snbuf: error: {e:#}");
-            ExitCode::from(exit::code_for(&e))
-        }
+        Err(e) => fail(e),
     }
+}
+
+/// One line a person can act on (the chain of contexts names file, method, operation), and the
+/// exit code that says whose mistake it was.
+fn fail(e: anyhow::Error) -> ExitCode {
+    eprintln!("snbuf: error: {e:#}");
+    ExitCode::from(exit::code_for(&e))
 }

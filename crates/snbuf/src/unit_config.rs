@@ -5,21 +5,16 @@
 use snbuf_unit::config::{from_options, Reasons, SetupError, UnitOptions};
 use snbuf_unit::RecordConfig;
 
-use crate::cli::RecordArgs;
+use crate::cli::UnitArgs;
 use crate::exit::usage;
 
-/// The recorder's configuration from the command line and its config file. Refuses bad input
-/// before anything runs (exit 2; a medium that cannot be probed, exit 1).
-pub fn config_from_args(args: &RecordArgs) -> anyhow::Result<(RecordConfig, Reasons)> {
-    config_from_merged(&crate::config_file::merge(args)?)
-}
-
-/// As `config_from_args`, for arguments already merged with their config file (`serve` reads
-/// the file once for its own keys too).
-pub fn config_from_merged(args: &RecordArgs) -> anyhow::Result<(RecordConfig, Reasons)> {
-    if let Some(path) = &args.json {
-        crate::args::check_parent_dir("--json", path)?;
-    }
+/// The recorder's configuration from a unit's options (the command line with its config file
+/// merged in) and, for `record`, when its trigger fires. Refuses bad input before anything runs
+/// (exit 2; a medium that cannot be probed, exit 1).
+pub fn config_from_args(
+    args: &UnitArgs,
+    trigger_after: Option<std::time::Duration>,
+) -> anyhow::Result<(RecordConfig, Reasons)> {
     let options = UnitOptions {
         links: args.links,
         frame: args.frame.clone(),
@@ -36,7 +31,7 @@ pub fn config_from_merged(args: &RecordArgs) -> anyhow::Result<(RecordConfig, Re
         buffer: args.buffer,
         pre: args.pre,
         post: args.post,
-        trigger_after: args.trigger_after,
+        trigger_after,
         method: args.method.clone(),
         writers: args.writers,
         chunk_frames: args.chunk_frames,

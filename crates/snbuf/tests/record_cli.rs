@@ -201,7 +201,7 @@ fn a_config_file_holds_the_options_and_unknown_keys_are_refused() {
     assert_refused(
         &snbuf(&["record", "--config", cfg.to_str().unwrap()]),
         2,
-        "unknown field `linkz`",
+        "unknown key `linkz`",
     );
     std::fs::write(&cfg, "pre = \"soon\"\n").unwrap();
     assert_refused(
@@ -218,7 +218,7 @@ fn a_config_file_holds_the_options_and_unknown_keys_are_refused() {
     assert_refused(
         &snbuf(&["record", "--config", cfg.to_str().unwrap()]),
         2,
-        "receive_nap: '1s' is more than 100ms",
+        "receive_nap: invalid value '1s' for '--receive-nap <auto|off|TIME>': '1s' is more than 100ms",
     );
     assert_refused(
         &snbuf(&["record", "--config", "/nonexistent/unit.toml"]),

@@ -20,9 +20,9 @@ pub use bench::{
 };
 pub use emit::EmitArgs;
 pub use export::ExportArgs;
-pub use fleet::{FleetBenchArgs, FleetCommand, FleetSetupArgs, FleetStatusArgs};
+pub use fleet::{FleetBenchArgs, FleetCommand, FleetReadArgs, FleetSetupArgs, FleetStatusArgs};
 pub use offline::{ConvertArgs, ExtractArgs, InspectArgs, ShowArgs};
-pub use record::{parse_receive_nap, NatsArgs, RecordArgs, ServeArgs, StatusArgs, TriggerArgs};
+pub use record::{NatsArgs, RecordArgs, ServeArgs, StatusArgs, TriggerArgs, UnitArgs};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -47,7 +47,7 @@ pub enum Command {
     /// trigger opens the window [trigger - pre, trigger + post); writer threads persist it as
     /// checksummed chunks, count every frame they could not save, seal the burst and verify it.
     ///
-    ///   snbuf record                                  # 10 WIB links, ~10 s, into ./snbuf-data
+    ///   snbuf record                                  # 10 WIB links, ~8 s, into ./snbuf-data
     ///
     ///   snbuf record --links 4 --rate-per-link 200MB/s --pre 1s --post 5s --method direct
     ///
@@ -55,14 +55,14 @@ pub enum Command {
     Record(Box<RecordArgs>),
     /// Run a unit that records on demand: links are emulated into their buffers continuously,
     /// and each trigger sent to its control socket (0600, this host only) records a burst.
-    /// Takes the options of `record` (except --trigger-after).
+    /// Takes the options of `record`, except --trigger-after and --json.
     ///
     ///   snbuf serve --links 4 &
     ///
     ///   snbuf trigger --pre 2s --post 5s --wait
     Serve(Box<ServeArgs>),
     /// Be a detector: send frames in DUNE's own layout, one per UDP datagram, at a set rate per
-    /// link, on the emulated detector clock (a receiver at the same rate agrees on time).
+    /// link, on the detector's clock (a receiver agrees on time at any rate).
     ///
     ///   snbuf emit --to udp://127.0.0.1:5000 --links 4 --frame wibeth --rate-per-link 100MB/s
     ///
@@ -212,3 +212,6 @@ impl Command {
         )
     }
 }
+
+#[cfg(test)]
+mod help_defaults_tests;

@@ -9,8 +9,23 @@ use snbuf_quantity::values::{
     parse_duration_nonzero, parse_on_off, parse_page_size, parse_size_nonzero,
 };
 
+/// `snbuf record`: a unit's options, when its trigger fires, and where its summary goes.
 #[derive(Args, Debug, Clone)]
 pub struct RecordArgs {
+    #[command(flatten)]
+    pub unit: UnitArgs,
+    /// When the trigger fires, from the start (default: the larger of --pre and 1s, plus 1s, so
+    /// the buffer holds the pre-trigger data).
+    #[arg(long, value_name = "TIME", value_parser = parse_duration)]
+    pub trigger_after: Option<Duration>,
+    /// Write the summary as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// The options of a unit, which `record` and `serve` share; each is also a key of `--config`.
+#[derive(Args, Debug, Clone)]
+pub struct UnitArgs {
     /// A TOML file with any of these options (keys as the long options, with `_` for `-`:
     /// `rate_per_link = "200MB/s"`). The command line wins over the file.
     #[arg(long, value_name = "FILE")]
@@ -26,7 +41,8 @@ pub struct RecordArgs {
     /// Where the links' frames come from: `emulate` (the default: emulated detector frames, or
     /// --replay), or `udp://ADDR:PORT` to receive them from the network, one frame per UDP
     /// datagram as DUNE's Ethernet readout sends them (`snbuf emit` is such a sender). The
-    /// rate then sizes the buffers and converts --pre and --post to the detector's ticks.
+    /// rate then sizes the buffers; --pre and --post are seconds of the frame type's clock
+    /// whatever the rate.
     #[arg(long, value_name = "SOURCE")]
     pub source: Option<String>,
     /// With --source udp: the DAQEthHeader stream_id that feeds each link, in link order
@@ -67,7 +83,8 @@ pub struct RecordArgs {
     /// Input rate per link; it sizes the latency buffer. Default: the frame type's own rate for a
     /// network or replayed source (219.7MB/s for WIBEth, 928MB/s for a ProtoDUNE WIB link), and
     /// 20MB/s for the emulator, a sub-sampled detector (one frame in k on the detector's real
-    /// clock, so a second is still 62.5e6 ticks). Times are always the detector's clock.
+    /// clock, so a second is still the frame type's clock: 50e6 ticks for protodune-wib,
+    /// 62.5e6 for wibeth). Times are always the detector's clock.
     #[arg(long, value_name = "RATE")]
     pub rate_per_link: Option<String>,
     /// Seconds of each link, of the detector's clock, the DRAM latency buffer holds (default 3s;
@@ -81,9 +98,6 @@ pub struct RecordArgs {
     /// How far after the trigger the window ends (default 3s; dune: 100s).
     #[arg(long, value_name = "TIME", value_parser = parse_duration)]
     pub post: Option<Duration>,
-    /// When the trigger fires, from the start (default: --pre + 1s, so the buffer holds the pre-trigger data).
-    #[arg(long, value_name = "TIME", value_parser = parse_duration)]
-    pub trigger_after: Option<Duration>,
     /// auto (the default: nt on DAX; else uring, one writer per output keeping all its links'
     /// writes in flight; direct where io_uring is unavailable or --writers gives each writer at
     /// most two links), or any method of `snbuf methods`.
@@ -93,7 +107,8 @@ pub struct RecordArgs {
     /// memory as in the paper, but there no more than the CPUs they run on).
     #[arg(long)]
     pub writers: Option<usize>,
-    /// Frames per chunk (default: about 1 MiB of frames).
+    /// Frames per chunk (default: about 1 MiB of frames, rounded down to whole 4 KiB blocks
+    /// for O_DIRECT: 128 frames, 0.68 MiB, for protodune-wib; 128, 0.88 MiB, for wibeth).
     #[arg(long)]
     pub chunk_frames: Option<u32>,
     /// Chunks appended per persist (default 8): 1 acknowledges each chunk with its own
@@ -128,9 +143,6 @@ pub struct RecordArgs {
     /// Preset: `dune` = 10 links x 0.93 GB/s, 10 s buffer, 10 s before, 100 s after.
     #[arg(long)]
     pub profile: Option<String>,
-    /// Write the summary as JSON.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
     /// Keep the live state in this JSON file, rewritten ~10 times a second while a burst
     /// records: per link, the durable watermark (chunks, frames and newest timestamp that are
     /// durable), loss and failure. What it ever said survives a crash.
@@ -160,18 +172,12 @@ pub struct RecordArgs {
     /// The `[s3]` table of the config file (export settings and credentials); not an option.
     #[arg(skip)]
     pub s3: Option<snbuf_export::S3Settings>,
-    /// The config file's `nats` (the fleet's servers, comma separated) and `nats_replicas`, for
-    /// `serve`; not options.
-    #[arg(skip)]
-    pub nats_from_config: Option<String>,
-    #[arg(skip)]
-    pub nats_replicas_from_config: Option<u32>,
 }
 
 #[derive(Args, Debug, Clone)]
 pub struct ServeArgs {
     #[command(flatten)]
-    pub record: RecordArgs,
+    pub unit: UnitArgs,
     /// The control socket (default: OUTPUT/snbuf.sock).
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,
