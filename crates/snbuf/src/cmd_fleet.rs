@@ -7,7 +7,9 @@ use snbuf_fleet::schema::SCHEMA;
 use snbuf_fleet::TriggerMessage;
 use snbuf_quantity::now_unix_ns;
 
-use crate::cli::{FleetBenchArgs, FleetCommand, FleetSetupArgs, FleetStatusArgs, TriggerArgs};
+use crate::cli::{
+    FleetBenchArgs, FleetCommand, FleetReadArgs, FleetSetupArgs, FleetStatusArgs, TriggerArgs,
+};
 use crate::exit::{usage, Failure};
 use crate::fleet_args::nats_options;
 use crate::fleet_rows;
@@ -26,9 +28,10 @@ fn fleet_error(e: snbuf_fleet::FleetError) -> anyhow::Error {
     anyhow::Error::new(Failure(e.to_string()))
 }
 
-fn status(args: &FleetStatusArgs) -> anyhow::Result<()> {
+fn status(status_args: &FleetStatusArgs) -> anyhow::Result<()> {
+    let args = &status_args.read;
     let opts = nats_options(&args.nats, &args.nats_auth)?;
-    if args.watch && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+    if status_args.watch && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
         return crate::live::fleet_status(&opts);
     }
     let units = snbuf_fleet::fleet_status(&opts).map_err(fleet_error)?;
@@ -52,10 +55,7 @@ fn status(args: &FleetStatusArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn events(args: &FleetStatusArgs) -> anyhow::Result<()> {
-    if args.watch {
-        return Err(usage("--watch is for `snbuf fleet status`"));
-    }
+fn events(args: &FleetReadArgs) -> anyhow::Result<()> {
     let opts = nats_options(&args.nats, &args.nats_auth)?;
     let events = snbuf_fleet::recent_events(&opts, 10_000, Duration::from_millis(500))
         .map_err(fleet_error)?;

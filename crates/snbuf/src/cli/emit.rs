@@ -32,7 +32,8 @@ pub struct EmitArgs {
     pub frame: String,
     /// Rate per link (default: the frame type's own, 219.7 MB/s for WIBEth, as a detector
     /// sends). Below it the link is a sub-sampled detector: one frame in k, on the detector's own
-    /// clock, so a second of data is still a second; the receiver needs the same rate.
+    /// clock, so a second of data is still a second at any rate. The receiver learns the frames'
+    /// spacing from the stream; its --rate-per-link only sizes its buffers.
     #[arg(long, value_name = "RATE")]
     pub rate_per_link: Option<String>,
     /// How far the detector's clock is from this machine's wall clock: `-1d` sends timestamps a

@@ -17,7 +17,7 @@ pub enum FleetCommand {
     Status(FleetStatusArgs),
     /// The burst events the units published (sealed, failed, missed with the reason,
     /// duplicate, ...), oldest first.
-    Events(FleetStatusArgs),
+    Events(FleetReadArgs),
     /// Trigger delivery latency to many lightweight units (each its own connection and durable
     /// consumer, no data): p50, p99 and max from sending to receipt. Uses its own subject, so
     /// real units never see its triggers.
@@ -63,15 +63,23 @@ pub struct FleetBenchArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct FleetStatusArgs {
+    #[command(flatten)]
+    pub read: FleetReadArgs,
+    /// A full-screen view, refreshed every second (q quits), missing units highlighted; on a
+    /// terminal only, elsewhere the one-shot table.
+    #[arg(long, conflicts_with = "json")]
+    pub watch: bool,
+}
+
+/// What a reader of the fleet's streams gives: where they are, and how to print them.
+#[derive(Args, Debug, Clone)]
+pub struct FleetReadArgs {
     /// The fleet's NATS servers, comma separated (any one answering is enough).
     #[arg(long, value_name = "URLS", default_value = DEFAULT_NATS)]
     pub nats: String,
     #[command(flatten)]
     pub nats_auth: NatsArgs,
+    /// Print as JSON.
     #[arg(long)]
     pub json: bool,
-    /// A full-screen view, refreshed every second (q quits), missing units highlighted; on a
-    /// terminal only, elsewhere the one-shot table.
-    #[arg(long, conflicts_with = "json")]
-    pub watch: bool,
 }

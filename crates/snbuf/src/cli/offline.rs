@@ -8,7 +8,7 @@ use snbuf_quantity::values::{parse_duration_nonzero, parse_size_nonzero};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ConvertTo {
-    /// DUNE HDF5 raw-data files (hdf5libs file layout 5, TimeSlice records).
+    /// DUNE HDF5 raw-data files (hdf5libs file layout 6, TimeSlice records).
     DuneHdf5,
 }
 

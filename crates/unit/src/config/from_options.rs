@@ -15,12 +15,16 @@ use super::options::{SetupError, UnitOptions};
 use super::write_plan::{plan_writes, Reasons, WritePlan};
 use super::{RecordConfig, Source};
 
+/// Where bursts go without `--output`: beside wherever the unit runs, so a first try on a laptop
+/// needs no option.
+pub const DEFAULT_OUTPUT: &str = "./snbuf-data";
+
 /// The recorder's configuration from `args` (the command line and its config file). Refuses bad input
 /// before anything runs, and then leaves nothing behind: an output directory it had to create
 /// for probing the medium is removed again.
 pub fn from_options(args: &UnitOptions) -> Result<(RecordConfig, Reasons), SetupError> {
     let outputs = if args.output.is_empty() {
-        vec![PathBuf::from("./snbuf-data")]
+        vec![PathBuf::from(DEFAULT_OUTPUT)]
     } else {
         args.output.clone()
     };

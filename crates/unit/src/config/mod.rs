@@ -8,7 +8,7 @@ mod from_options;
 pub mod options;
 mod write_plan;
 
-pub use from_options::{check_parent_dir, from_options};
+pub use from_options::{check_parent_dir, from_options, DEFAULT_OUTPUT};
 pub use options::{SetupError, UnitOptions};
 pub use write_plan::{plan_writes, Reasons, WritePlan};
 
