@@ -38,8 +38,14 @@ fn parse_from(argv: Vec<OsString>) -> anyhow::Result<Cli> {
     };
     let table = read(&path)?;
     let (_, given) = matches.subcommand().expect("record or serve was parsed");
+    // Before a trailing `--`, after which clap takes nothing as an option.
     let mut merged = argv;
-    merged.extend(file_args(name, &path, &table, given)?);
+    let at = merged
+        .iter()
+        .position(|a| a == "--")
+        .unwrap_or(merged.len());
+    let from_file = file_args(name, &path, &table, given)?;
+    merged.splice(at..at, from_file);
     let mut cli = Cli::try_parse_from(&merged).map_err(|e| clap_error(&path, &table, &e))?;
     let s3 = s3_of(&path, &table)?;
     match &mut cli.command {
@@ -113,9 +119,11 @@ fn file_args(
             continue;
         }
         let long = key.replace('_', "-");
-        let arg = sub
-            .get_arguments()
-            .find(|a| a.get_long() == Some(long.as_str()) && !NOT_KEYS.contains(&long.as_str()));
+        // One spelling: `rate-per-link` and `rate_per_link` both set would clash in clap.
+        let arg = (!key.contains('-')).then_some(()).and_then(|()| {
+            sub.get_arguments()
+                .find(|a| a.get_long() == Some(long.as_str()) && !NOT_KEYS.contains(&long.as_str()))
+        });
         let Some(arg) = arg else {
             if command == "record" && keys("serve").contains(key) {
                 eprintln!(
@@ -141,6 +149,9 @@ fn file_args(
             ))
         };
         let is_flag = matches!(arg.get_action(), ArgAction::SetTrue);
+        // An option whose value may be left out (`--nats` alone: the default server): `true`
+        // gives it bare, `false` leaves it out.
+        let value_optional = arg.get_num_args().is_some_and(|n| n.min_values() == 0);
         let is_path = matches!(
             arg.get_value_hint(),
             ValueHint::AnyPath | ValueHint::FilePath | ValueHint::DirPath
@@ -159,7 +170,7 @@ fn file_args(
                 toml::Value::String(s) => s.clone(),
                 toml::Value::Integer(n) => n.to_string(),
                 toml::Value::Float(x) => x.to_string(),
-                toml::Value::Boolean(b) if is_flag => {
+                toml::Value::Boolean(b) if is_flag || value_optional => {
                     if *b {
                         out.push(OsString::from(format!("--{long}")));
                     }
@@ -170,6 +181,11 @@ fn file_args(
             };
             if is_flag {
                 return Err(bad("a flag: true or false"));
+            }
+            if text.is_empty() {
+                // As the command line refuses `--output ''`: an empty path would be the
+                // config file's own directory.
+                return Err(bad("an empty value"));
             }
             let text = if is_path {
                 relative_to(path, PathBuf::from(text))
@@ -195,16 +211,27 @@ fn relative_to(config: &Path, p: PathBuf) -> PathBuf {
 
 /// The config file at `path` as a TOML table; either failure is a usage error naming the file.
 fn read(path: &Path) -> anyhow::Result<toml::Table> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| usage(format!("--config {}: {e}", path.display())))?;
-    toml::from_str(&text).map_err(|e| {
-        usage(format!(
-            "--config {}: {}",
-            path.display(),
-            one_line(&e.to_string())
-        ))
+    use std::io::Read;
+    let fail = |why: String| usage(format!("--config {}: {why}", path.display()));
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_CONFIG_BYTES + 1).read_to_string(&mut text))
+        .map_err(|e| fail(e.to_string()))?;
+    if text.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(fail(format!("larger than {MAX_CONFIG_BYTES} bytes")));
+    }
+    // The message and where, never the line itself: it may hold an [s3] secret.
+    toml::from_str(&text).map_err(|e: toml::de::Error| {
+        let line = e
+            .span()
+            .map(|s| format!("line {}: ", text[..s.start].matches('\n').count() + 1))
+            .unwrap_or_default();
+        fail(format!("{line}{}", one_line(e.message())))
     })
 }
+
+/// The largest config file read: a real one is a few hundred bytes.
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -216,11 +243,13 @@ fn s3_of(path: &Path, table: &toml::Table) -> anyhow::Result<Option<snbuf_export
         .get("s3")
         .map(|v| {
             v.clone().try_into().map_err(|e: toml::de::Error| {
-                usage(format!(
-                    "--config {}: s3: {}",
-                    path.display(),
-                    one_line(&e.to_string())
-                ))
+                // A wrong type is said without its value, which may be a secret.
+                let why = e.message();
+                let why = match why.find("unknown field") {
+                    Some(_) => one_line(why),
+                    None => "a setting of the wrong type (each is a string), or not a table; values are not shown".into(),
+                };
+                usage(format!("--config {}: s3: {why}", path.display()))
             })
         })
         .transpose()

@@ -205,11 +205,12 @@ enum Step {
     Skip(&'static str),
 }
 
-/// A small, quick unit: what "shortened" means for `record` and `serve`.
+/// A small, quick unit: what "shortened" means for `record` and `serve`. The unit's buffer is
+/// long, so that a trigger at ticks taken from its last burst still finds them on a slow machine.
 const SMALL: &[(&str, &str)] = &[
     ("--links", "2"),
     ("--rate-per-link", "5MB/s"),
-    ("--buffer", "2s"),
+    ("--buffer", "6s"),
     ("--pre", "300ms"),
     ("--post", "300ms"),
 ];
@@ -219,6 +220,17 @@ const SMALL_RECORD: &[(&str, &str)] = &[
     ("--buffer", "2s"),
     ("--pre", "300ms"),
     ("--post", "300ms"),
+    ("--trigger-after", "500ms"),
+];
+
+/// As `SMALL_RECORD`, with enough chunks that link 1 surely reaches its third persist however
+/// the writers batch them (up to 8 chunks each when they fall behind).
+const LONGER_RECORD: &[(&str, &str)] = &[
+    ("--links", "2"),
+    ("--rate-per-link", "10MB/s"),
+    ("--buffer", "2s"),
+    ("--pre", "300ms"),
+    ("--post", "3s"),
     ("--trigger-after", "500ms"),
 ];
 
@@ -263,7 +275,7 @@ const README: &[(&str, Step)] = &[
     ("snbuf serve --nats --unit unit-1 --export-to s3://dune-sn/unit-1 --export-rate 100MB/s --metrics 127.0.0.1:9464", Step::Skip("NATS and S3: tests/export_cli.rs")),
     ("snbuf serve --config unit.toml", Step::Skip("the config file: config_file_tests.rs parses every key")),
     ("snbuf record --status-file status.json", Step::Run(SMALL_RECORD, 0)),
-    ("snbuf record --links 3 --inject-fault persist-eio:link=1,after=2", Step::Run(SMALL_RECORD, 1)),
+    ("snbuf record --links 3 --inject-fault persist-eio:link=1,after=2", Step::Run(LONGER_RECORD, 1)),
     ("snbuf record --links 3 --inject-fault slow:rate=5MB/s", Step::Run(SMALL_RECORD, 0)),
     ("snbuf plan --input-rate 10GB/s --time 100s --output-rate 7GiB/s", Step::Run(&[], 0)),
     ("snbuf plan --input-rate 10GB/s --time 100s --bench results.json --method nt --block-size 5568", Step::Skip("needs a bench result: tests/paper_report.rs")),
@@ -397,9 +409,10 @@ fn the_readmes_commands_run() {
             let burst = first_burst.as_ref().expect("a burst recorded before");
             line = line.replace("snbuf-data/20261121T231000Z-0001", burst.to_str().unwrap());
         }
+        // `exec`: the shell becomes the command, so that killing it kills the server too.
         let mut sh = Command::new("sh");
         sh.arg("-c")
-            .arg(&line)
+            .arg(format!("exec {line}"))
             .current_dir(cwd)
             .env("PATH", &path)
             .envs(env.iter().cloned());
