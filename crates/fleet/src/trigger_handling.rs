@@ -20,12 +20,23 @@ use snbuf_quantity::now_unix_ns;
 ///
 /// `msg` is the JetStream delivery, or None for the fast path's copy (or one read from the
 /// stream on reconnecting).
+/// The largest trigger message read: a real one is a few hundred bytes.
+const MAX_TRIGGER_BYTES: usize = 64 << 10;
+
 pub(crate) async fn handle_trigger(
     js: &jetstream::Context,
     link: &Link,
     payload: &[u8],
     msg: Option<&jetstream::Message>,
 ) -> Result<(), String> {
+    if payload.len() > MAX_TRIGGER_BYTES {
+        link.say(&format!(
+            "NATS: a trigger of {} bytes ignored (at most {MAX_TRIGGER_BYTES}): {}",
+            payload.len(),
+            String::from_utf8_lossy(&payload[..200])
+        ));
+        return Ok(());
+    }
     let t: TriggerMessage = match serde_json::from_slice(payload) {
         Ok(t) => t,
         Err(e) => {
@@ -151,6 +162,13 @@ fn decide(
         post_s: t.post_s,
         burst_id: Some(id.clone()),
     };
+    // The unit's one check of a trigger, as for its socket: a trigger it refuses here (too long
+    // a window, gone from the buffers, no room, a bad id) is missed with the reason, not waited
+    // on as if the burst in progress were in its way.
+    if let Err(why) = link.server.check_trigger(&req) {
+        let why = format!("refused: {why}");
+        return Decision::Done(keep_missed(link, (id, stream_seq(msg)), &why, delay_s, msg));
+    }
     let reply = match link.server.trigger(&req) {
         Ok(reply) => reply,
         Err(why) if link.server.burst_counts().1 => return Decision::Busy(why),

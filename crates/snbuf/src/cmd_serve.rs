@@ -237,6 +237,9 @@ pub fn trigger(args: &TriggerArgs) -> anyhow::Result<()> {
             "  the window's first {s:.3} s had already left the latency buffers: recorded as lost"
         );
     }
+    if let Some(cut) = &reply.cut {
+        println!("  not all of the window fits: {cut}");
+    }
     if !args.wait {
         return Ok(());
     }

@@ -40,6 +40,7 @@ const SAMPLES: &[(&str, &str)] = &[
         "[\"slow:rate=5MB/s\", \"persist-eio:link=1,after=2\"]",
     ),
     ("completion_deadline", "\"5s\""),
+    ("max_window", "\"30s\""),
     ("trigger_after", "\"2s\""),
     ("json", "\"/r/r.json\""),
     ("socket", "\"/r/s.sock\""),
@@ -48,6 +49,7 @@ const SAMPLES: &[(&str, &str)] = &[
     ("nats_replicas", "3"),
     ("nats_creds", "\"/r/c.creds\""),
     ("nats_ca", "\"/r/ca.pem\""),
+    ("nats_nkey", "\"/r/unit.nk\""),
     ("export_to", "\"file:///r/exp\""),
     ("export_rate", "\"10MB/s\""),
     ("delete_after_verify", "true"),
@@ -149,6 +151,8 @@ fn the_command_line_wins_paths_are_the_files_and_mistakes_are_refused() {
         ("pre = [\"1s\", \"2s\"]\n", "a list"),
         ("links = 2\nlinks = 3\n", "duplicate"),
         ("[s3]\nnot_a_setting = 1\n", "s3"),
+        ("rate-per-link = \"5MB/s\"\n", "unknown key `rate-per-link`"),
+        ("output = \"\"\n", "an empty value"),
     ] {
         let config = write_config(dir.path(), text);
         let e = parse_from(argv(&["snbuf", "serve", "--config", &config]))
@@ -158,6 +162,26 @@ fn the_command_line_wins_paths_are_the_files_and_mistakes_are_refused() {
         assert!(e.contains(needle), "{text}: {e}");
         assert!(!e.contains('\n'), "one line: {e}");
     }
+    // An [s3] secret is never printed, however the file is wrong.
+    for text in [
+        "[s3]\nsecret_access_key = \"ab\\qSECRET\"\n",
+        "[s3]\nsecret_access_key = 12345678\n",
+        "[s3]\nsecret_access_key = \"SECRET\"\nsecret_access_key = \"SECRET\"\n",
+        "s3 = \"SECRET\"\n",
+    ] {
+        let config = write_config(dir.path(), text);
+        let e = parse_from(argv(&["snbuf", "serve", "--config", &config]))
+            .expect_err(text)
+            .to_string();
+        assert!(!e.contains("SECRET") && !e.contains("12345678"), "{e}");
+    }
+    // `nats = true` is `--nats` alone (the default server); a trailing `--` changes nothing.
+    let config = write_config(dir.path(), "nats = true\n");
+    let cli = parse_from(argv(&["snbuf", "serve", "--config", &config, "--"])).unwrap();
+    let crate::cli::Command::Serve(a) = cli.command else {
+        panic!("serve");
+    };
+    assert_eq!(a.nats.as_deref(), Some("nats://127.0.0.1:4222"));
     // A `serve` key in a file given to `record` is not a typo: left alone.
     let config = write_config(dir.path(), "metrics = \"127.0.0.1:1\"\nlinks = 2\n");
     let cli = parse_from(argv(&["snbuf", "record", "--config", &config])).unwrap();

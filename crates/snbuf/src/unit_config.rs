@@ -45,6 +45,7 @@ pub fn config_from_args(
         status_file: args.status_file.clone(),
         inject_fault: args.inject_fault.clone(),
         completion_deadline: args.completion_deadline,
+        max_window: args.max_window,
     };
     from_options(&options).map_err(|e| match e {
         SetupError::Usage(why) => usage(why),

@@ -22,6 +22,23 @@ pub enum Request {
     Shutdown,
 }
 
+impl Request {
+    /// A request as it came over the wire (one JSON value), checked: a known command with its
+    /// fields, or why not. What the server answers to anything else.
+    pub fn parse(req: &Value) -> Result<Request, String> {
+        match req.get("cmd").and_then(Value::as_str) {
+            Some("status" | "shutdown" | "trigger") => {}
+            Some(other) => {
+                return Err(format!(
+                    "unknown command '{other}' (known: trigger, status, shutdown)"
+                ))
+            }
+            None => return Err("the request has no \"cmd\"".into()),
+        }
+        serde_json::from_value(req.clone()).map_err(|e| format!("a malformed request: {e}"))
+    }
+}
+
 /// Where a trigger's window is centred, on the wire: `"now"` or a detector timestamp in ticks.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -90,6 +107,9 @@ pub struct TriggerReply {
     /// starting one: what of its window that burst records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub joined: Option<Joined>,
+    /// Set when the outputs have no room for the whole window: what is recorded of it, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut: Option<String>,
 }
 
 /// A trigger whose window began inside the burst being recorded: that burst answers it, its end

@@ -199,7 +199,12 @@ pub(crate) fn join(
         ));
     }
     let step = reach.step_ticks;
-    let wanted_end = w.window_end_timestamp.max(end);
+    // A burst grows to --max-window at most: triggers joining one after another cannot hold
+    // the unit, or fill its disk, without end.
+    let max_end = start
+        .saturating_add(clock.ticks(config.max_window) / step * step)
+        .max(end);
+    let wanted_end = w.window_end_timestamp.max(end).min(max_end);
     let wanted = link_files::link_region(config, (wanted_end - start) / step + 1);
     let now = reach.now();
     let room = link_files::room_to_grow(config, now.region_bytes);
@@ -223,11 +228,18 @@ pub(crate) fn join(
         extended_by_s: clock.seconds(new_end - end),
         not_covered_s: (short > 0).then(|| clock.seconds(short)),
         not_covered_why: (short > 0).then(|| {
-            format!(
-                "the output has room for {} per link of the {} the longer window needs",
-                snbuf_quantity::Bytes(room),
-                snbuf_quantity::Bytes(wanted.wanted_bytes)
-            )
+            if new_end < wanted_end {
+                format!(
+                    "the output has room for {} per link of the {} the longer window needs",
+                    snbuf_quantity::Bytes(room),
+                    snbuf_quantity::Bytes(wanted.wanted_bytes)
+                )
+            } else {
+                format!(
+                    "the burst has reached this unit's --max-window of {:.1} s",
+                    config.max_window.as_secs_f64()
+                )
+            }
         }),
     })
 }

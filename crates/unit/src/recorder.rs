@@ -224,6 +224,7 @@ impl Unit {
         Held {
             newest: self.newest_timestamp(),
             oldest: self.oldest_timestamp(),
+            oldest_anywhere: self.buffers.iter().filter_map(oldest_of).min(),
         }
     }
 
@@ -354,8 +355,28 @@ impl Unit {
         &self,
         window: &TriggerInfo,
         burst_id: &str,
+        on_progress: impl FnMut(&Progress),
+    ) -> Result<RecordReport, RecordError> {
+        let first = snbuf_burst::AnsweredTrigger::whole(burst_id, window);
+        self.trigger_answering(window, first, on_progress)
+    }
+
+    /// As `trigger`, for a trigger whose own window is not all of `window` (`first`: its answer
+    /// as the manifest keeps it, e.g. cut short to what the outputs hold); the burst is named
+    /// after it.
+    pub fn trigger_answering(
+        &self,
+        window: &TriggerInfo,
+        first: snbuf_burst::AnsweredTrigger,
         mut on_progress: impl FnMut(&Progress),
     ) -> Result<RecordReport, RecordError> {
+        assert!(
+            first.covered_start_timestamp >= window.window_start_timestamp
+                && first.covered_end_timestamp <= window.window_end_timestamp,
+            "what the first trigger is told is covered is inside the window"
+        );
+        let burst_id = first.trigger_id.clone();
+        let burst_id = burst_id.as_str();
         snbuf_burst::check_burst_id(burst_id).map_err(crate::config::ConfigError::from)?;
         let live: Arc<Vec<LiveLink>> = Arc::new(
             (0..self.config.links)
@@ -369,7 +390,7 @@ impl Unit {
             }
             *slot = Some(live.clone());
         }
-        let result = self.record_window(window, burst_id, &live, &mut on_progress);
+        let result = self.record_window(window, first, &live, &mut on_progress);
         {
             // Into the run's totals before the live counters go, under the same lock order
             // (finished, then live) as `totals`, so no reader sees a burst counted twice or not.
@@ -387,13 +408,17 @@ impl Unit {
     fn record_window(
         &self,
         window: &TriggerInfo,
-        burst_id: &str,
+        first: snbuf_burst::AnsweredTrigger,
         live: &Arc<Vec<LiveLink>>,
         on_progress: &mut dyn FnMut(&Progress),
     ) -> Result<RecordReport, RecordError> {
         let config = &self.config;
         let fb = config.frame_type.frame_bytes() as usize;
         let window = window.clone();
+        let burst_id = first.trigger_id.clone();
+        let burst_id = burst_id.as_str();
+        // A trigger cut short: the manifest says so from the start, not only at the seal.
+        let first_is_cut = first.window_end_timestamp != first.covered_end_timestamp;
         // A preparation stuck on its device is waited for no longer than a write would be.
         let prepared = self
             .next
@@ -410,7 +435,7 @@ impl Unit {
         let (mut seal, link_writers) = opened.burst.split();
         let reach = Arc::new(BurstReach::new(
             window.clone(),
-            snbuf_burst::AnsweredTrigger::whole(burst_id, &window),
+            first,
             self.give_up_at(&window),
             opened.region_bytes,
             step,
@@ -477,7 +502,7 @@ impl Unit {
         };
         report_status("recording", true);
         let mut next_tick = Instant::now() + Duration::from_secs(1);
-        let mut answered_version = 0;
+        let mut answered_version = if first_is_cut { u64::MAX } else { 0 };
         let silence_allowed = crate::watchdog::silence_allowed(config.completion_deadline);
         while writers.running() {
             std::thread::sleep(Duration::from_millis(20));
@@ -502,7 +527,7 @@ impl Unit {
         let (links, writer_cpu_s) = joined?;
         // The window as recorded: its end where the last joined trigger moved it.
         let (_, window, triggers) = reach.answered();
-        if triggers.len() > 1 {
+        if triggers.len() > 1 || first_is_cut {
             seal.set_answered(window.clone(), triggers);
         }
         let chunks_from_source = links.iter().map(|l| l.chunks_from_source()).sum();

@@ -35,6 +35,13 @@ pub enum WindowError {
     },
     #[error("pre {pre_s:.1}s is longer than the {buffer_s:.1}s buffer")]
     PreLongerThanBuffer { pre_s: f64, buffer_s: f64 },
+    #[error("the window [{start}, {end}) is gone: it ended {gone_s:.1} s before the oldest frame any buffer holds ({oldest}); nothing of it can be recorded")]
+    Gone {
+        start: u64,
+        end: u64,
+        oldest: u64,
+        gone_s: f64,
+    },
 }
 
 /// The detector clock a unit's windows are cut in.
@@ -54,14 +61,18 @@ pub struct WindowClock {
 pub struct Held {
     pub newest: Option<u64>,
     pub oldest: Option<u64>,
+    /// The oldest frame any link holds (the earliest of the links' oldest): a window that ends
+    /// before it has left every buffer.
+    pub oldest_anywhere: Option<u64>,
 }
 
 impl WindowClock {
     /// The window a trigger at `at` records: whole frames from `pre` before to `post` after,
     /// with how much of its start the buffers no longer hold (`not_buffered_s`).
     /// Refused when nothing is buffered yet, when `pre` reaches further back than the buffer,
-    /// or when `at` lies further ahead of the newest frame than the buffer is long (a clock
-    /// mix-up, not a trigger: the burst would wait for data that is far away).
+    /// when `at` lies further ahead of the newest frame than the buffer is long (a clock
+    /// mix-up, not a trigger: the burst would wait for data that is far away), or when the
+    /// whole window has left every buffer (a burst of no frame would look like an answer).
     pub fn window(
         &self,
         held: Held,
@@ -94,6 +105,14 @@ impl WindowClock {
         let pre_ticks = self.ticks(pre) / step * step;
         let post_ticks = self.ticks(post).div_ceil(step) * step;
         let (start, end) = (t.saturating_sub(pre_ticks), t.saturating_add(post_ticks));
+        if let Some(oldest) = held.oldest_anywhere.filter(|&o| end <= o) {
+            return Err(WindowError::Gone {
+                start,
+                end,
+                oldest,
+                gone_s: self.clock.seconds(oldest - end),
+            });
+        }
         let mut w = TriggerInfo::new(t, start, end, self.clock.hz());
         let oldest = held.oldest.unwrap_or(newest);
         if oldest > start {
@@ -211,6 +230,7 @@ mod tests {
         Held {
             newest: Some(t),
             oldest: Some(0),
+            oldest_anywhere: Some(0),
         }
     }
 
@@ -280,6 +300,19 @@ mod tests {
         assert!(c
             .window(newest(10_000_000), TriggerAt::Timestamp(5), pre, post)
             .is_ok());
+        // A window that ends where the oldest frame of any buffer is has nothing left: gone,
+        // not a burst of no frame. One link still holding its end is enough to record it.
+        let held = |oldest_anywhere| Held {
+            newest: Some(10_000_000),
+            oldest: Some(9_000_000),
+            oldest_anywhere: Some(oldest_anywhere),
+        };
+        let at = TriggerAt::Timestamp(1_000_000);
+        assert!(matches!(
+            c.window(held(1_000_000 + 30_000), at, pre, post),
+            Err(WindowError::Gone { gone_s, .. }) if gone_s == 0.0
+        ));
+        assert!(c.window(held(1_000_000 + 29_999), at, pre, post).is_ok());
     }
 
     #[test]
@@ -288,6 +321,7 @@ mod tests {
         let held = Held {
             newest: Some(1_500_000),
             oldest: Some(900_000),
+            oldest_anywhere: Some(900_000),
         };
         let w = clock()
             .window(
@@ -299,15 +333,22 @@ mod tests {
             .unwrap();
         assert_eq!(w.window_start_timestamp, 750_000);
         assert_eq!(w.not_buffered_s, Some(0.5));
-        // A window wholly before the buffer lacks all of it.
-        let w = clock()
-            .window(
-                held,
-                TriggerAt::Timestamp(300_000),
-                Duration::from_millis(500),
-                Duration::from_millis(100),
-            )
-            .unwrap();
+        // A window wholly before every link's buffer is gone; while one link still holds some
+        // of it, it is recorded, and what the others lack is said.
+        let (at, pre, post) = (
+            TriggerAt::Timestamp(300_000),
+            Duration::from_millis(500),
+            Duration::from_millis(100),
+        );
+        assert!(matches!(
+            clock().window(held, at, pre, post),
+            Err(WindowError::Gone { .. })
+        ));
+        let one_link_holds_it = Held {
+            oldest_anywhere: Some(200_000),
+            ..held
+        };
+        let w = clock().window(one_link_holds_it, at, pre, post).unwrap();
         assert_eq!(w.not_buffered_s, Some(0.6));
     }
 

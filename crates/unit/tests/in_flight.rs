@@ -86,6 +86,7 @@ fn config(out: &Path, fault: FaultKind, buffer: Duration) -> RecordConfig {
             link: Some(0),
         }],
         completion_deadline: snbuf_persist::sink::DEFAULT_COMPLETION_DEADLINE,
+        max_window: snbuf_unit::config::DEFAULT_MAX_WINDOW,
     }
 }
 

@@ -52,6 +52,7 @@ fn config(out: &Path, id: &str) -> RecordConfig {
         status_file: None,
         faults: vec![],
         completion_deadline: snbuf_persist::sink::DEFAULT_COMPLETION_DEADLINE,
+        max_window: snbuf_unit::config::DEFAULT_MAX_WINDOW,
     }
 }
 

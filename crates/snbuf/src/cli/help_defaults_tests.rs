@@ -63,7 +63,7 @@ fn after<'a>(text: &'a str, marker: &str) -> &'a str {
         .find(marker)
         .unwrap_or_else(|| panic!("`{marker}` not in: {text}"));
     text[i + marker.len()..]
-        .split(|c: char| c.is_whitespace() || ";,)".contains(c))
+        .split(|c: char| c.is_whitespace() || ";,):".contains(c))
         .next()
         .unwrap()
 }
@@ -145,6 +145,10 @@ fn every_default_the_help_states_is_the_codes() {
         "{wibeth} against {}",
         udp.link_bytes_per_s()
     );
+    assert_eq!(
+        secs(after(&h("max-window"), "default ")),
+        emulated.max_window
+    );
     // "(default: the larger of --pre and 1s, plus 1s ...)"
     assert_eq!(
         emulated.trigger_after,
@@ -216,6 +220,7 @@ fn every_option_that_states_a_default_is_checked_here() {
         "nats",
         "drain-timeout",
         "frame",
+        "max-window",
     ];
     for command in ["record", "serve"] {
         let cmd = Cli::command();

@@ -15,7 +15,7 @@ pub struct RecordArgs {
     #[command(flatten)]
     pub unit: UnitArgs,
     /// When the trigger fires, from the start (default: the larger of --pre and 1s, plus 1s, so
-    /// the buffer holds the pre-trigger data).
+    /// the buffer holds the pre-trigger data; never earlier than --pre).
     #[arg(long, value_name = "TIME", value_parser = parse_duration)]
     pub trigger_after: Option<Duration>,
     /// Write the summary as JSON.
@@ -169,6 +169,12 @@ pub struct UnitArgs {
     /// and the burst sealed without it.
     #[arg(long, value_name = "TIME", value_parser = parse_duration_nonzero)]
     pub completion_deadline: Option<std::time::Duration>,
+    /// The longest trigger window (--pre + --post) the unit records, and the longest a burst
+    /// grows to when triggers join it (default 120s: DUNE's 10 s before and 100 s after a
+    /// supernova trigger, with room). A trigger asking for more is refused with the reason; one
+    /// that joins a burst is covered up to it.
+    #[arg(long, value_name = "TIME", value_parser = parse_duration_nonzero)]
+    pub max_window: Option<Duration>,
     /// The `[s3]` table of the config file (export settings and credentials); not an option.
     #[arg(skip)]
     pub s3: Option<snbuf_export::S3Settings>,
@@ -231,6 +237,10 @@ pub struct NatsArgs {
     /// A NATS credentials file (.creds: JWT and NKey seed). Never printed.
     #[arg(long, value_name = "FILE")]
     pub nats_creds: Option<PathBuf>,
+    /// A file with this client's user NKey seed, for a cluster that grants permissions by role
+    /// (deploy/nats-secure.conf; `snbuf fleet keys` makes one per role). Never printed.
+    #[arg(long, value_name = "FILE")]
+    pub nats_nkey: Option<PathBuf>,
     /// A CA certificate to trust; turns TLS on (or use a tls:// URL).
     #[arg(long, value_name = "FILE")]
     pub nats_ca: Option<PathBuf>,

@@ -204,6 +204,7 @@ fn build_config(
                 FaultPlan::parse(f).map_err(|e| SetupError::usage(format!("--inject-fault: {e}")))
             })
             .collect::<Result<_, SetupError>>()?,
+        max_window: args.max_window.unwrap_or(super::DEFAULT_MAX_WINDOW),
         completion_deadline: args
             .completion_deadline
             .unwrap_or(snbuf_persist::sink::completion_deadline_for_buffer(buffer)),

@@ -78,7 +78,14 @@ pub struct RecordConfig {
     /// How long a writer waits for a write or flush it has in flight before it fails the link
     /// (`SinkConfig::completion_deadline`).
     pub completion_deadline: std::time::Duration,
+    /// The longest window a trigger may ask for (pre + post), and the longest a burst grows to
+    /// when triggers join it: what bounds the data (and disk) one trigger can claim.
+    pub max_window: Duration,
 }
+
+/// `--max-window` when not given: DUNE's 10 s before and 100 s after a supernova trigger, with
+/// room to spare.
+pub const DEFAULT_MAX_WINDOW: Duration = Duration::from_secs(120);
 
 /// A configuration that cannot run, said in the words of the command line.
 #[derive(Debug, thiserror::Error)]
@@ -89,6 +96,8 @@ pub enum ConfigError {
     NoRate,
     #[error("--pre {pre_s:.1}s is longer than --buffer {buffer_s:.1}s: the buffer cannot hold the data before the trigger")]
     PreLongerThanBuffer { pre_s: f64, buffer_s: f64 },
+    #[error("--pre {pre_s:.1}s + --post {post_s:.1}s is longer than --max-window {max_s:.1}s")]
+    WindowOverMax { pre_s: f64, post_s: f64, max_s: f64 },
     #[error("--writers must be between 1 and the number of links ({links})")]
     Writers { links: u32 },
     #[error("chunks need at least one frame")]
@@ -121,6 +130,13 @@ impl RecordConfig {
             return Err(ConfigError::PreLongerThanBuffer {
                 pre_s: self.pre.as_secs_f64(),
                 buffer_s: self.buffer.as_secs_f64(),
+            });
+        }
+        if self.pre + self.post > self.max_window {
+            return Err(ConfigError::WindowOverMax {
+                pre_s: self.pre.as_secs_f64(),
+                post_s: self.post.as_secs_f64(),
+                max_s: self.max_window.as_secs_f64(),
             });
         }
         if self.writers == 0 || self.writers as u32 > self.links {

@@ -39,6 +39,7 @@ pub struct UnitOptions {
     pub status_file: Option<PathBuf>,
     pub inject_fault: Vec<String>,
     pub completion_deadline: Option<Duration>,
+    pub max_window: Option<Duration>,
 }
 
 /// Options that make no unit: the user's mistake (`Usage`, one line quoting the option), or the

@@ -28,6 +28,7 @@ use crate::protocol::{
     TriggerRequest, UnitStatus,
 };
 use crate::recorder::Unit;
+use crate::service::trigger_check::{self, CheckedTrigger, Refusals};
 
 pub const MAX_REQUEST_BYTES: u64 = 64 << 10;
 /// Connections served at once.
@@ -62,6 +63,10 @@ impl BurstHistory {
     }
 }
 
+/// How long a trigger that came while the burst before it was opening its files waits for them,
+/// to join it: opening takes milliseconds, or a device's completion deadline when it stalls.
+const BURST_OPENING_WAIT: Duration = Duration::from_secs(5);
+
 pub struct Server {
     unit: Arc<Unit>,
     socket: PathBuf,
@@ -74,6 +79,7 @@ pub struct Server {
     /// The burst being recorded, while `busy`: with its window, for live views.
     current: Arc<Mutex<Option<RecordingBurst>>>,
     counter: Mutex<u64>,
+    refusals: Refusals,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -129,6 +135,7 @@ impl Server {
             busy: Arc::new(AtomicBool::new(false)),
             current: Arc::new(Mutex::new(None)),
             counter: Mutex::new(0),
+            refusals: Refusals::default(),
         })
     }
 
@@ -235,18 +242,9 @@ impl Server {
 
     /// Answers one request (as the control socket does): the socket's JSON in, JSON out.
     pub fn handle(&self, req: &Value, log: &mut dyn FnMut(&str)) -> Value {
-        match req.get("cmd").and_then(Value::as_str) {
-            Some("status" | "shutdown" | "trigger") => {}
-            Some(other) => {
-                return Refusal::json(format!(
-                    "unknown command '{other}' (known: trigger, status, shutdown)"
-                ))
-            }
-            None => return Refusal::json("the request has no \"cmd\""),
-        }
-        let request: Request = match serde_json::from_value(req.clone()) {
+        let request = match Request::parse(req) {
             Ok(r) => r,
-            Err(e) => return Refusal::json(format!("a malformed request: {e}")),
+            Err(e) => return Refusal::json(e),
         };
         let to_json = |v: Result<Value, serde_json::Error>| v.expect("replies serialise");
         match request {
@@ -274,29 +272,28 @@ impl Server {
                     unit = %unit_id,
                     burst = %reply.burst_id,
                     window = ?reply.window,
+                    cut = ?reply.cut,
                     "trigger accepted"
                 );
                 Ok(reply)
             }
             Err(e) => {
-                tracing::warn!(unit = %unit_id, reason = %e, "trigger refused");
+                self.refusals.refused(&unit_id, &e);
                 Err(e)
             }
         }
     }
 
-    fn accept(&self, req: &TriggerRequest) -> Result<TriggerReply, String> {
-        let at = req.at()?;
+    /// The one check of a trigger, the socket's and the fleet's (`trigger_check`), with what
+    /// only the server knows: whether it is stopping, and the bursts it already has.
+    pub fn check_trigger(&self, req: &TriggerRequest) -> Result<CheckedTrigger, String> {
         if self.stopping() {
             return Err("the unit is stopping: it takes no more triggers".into());
         }
         let config = self.unit.config();
-        let pre = TriggerRequest::seconds(req.pre_s, "pre_s", config.pre)?;
-        let post = TriggerRequest::seconds(req.post_s, "post_s", config.post)?;
-        // The window, decided once, now: this is what is recorded and what the client is told.
-        let window = self.unit.window(at, pre, post).map_err(|e| e.to_string())?;
+        let busy = self.busy.load(Ordering::Acquire);
+        let checked = trigger_check::check(&self.unit, req, !busy)?;
         if let Some(id) = &req.burst_id {
-            snbuf_burst::check_burst_id(id).map_err(|e| e.to_string())?;
             if config.output_dir.join(id).exists() {
                 return Err(format!("burst {id} already exists"));
             }
@@ -310,6 +307,17 @@ impl Server {
                 return Err(format!("trigger {id} was already recorded, in burst {b}"));
             }
         }
+        Ok(checked)
+    }
+
+    /// Triggers refused since the unit started.
+    pub fn refused_total(&self) -> u64 {
+        self.refusals.total()
+    }
+
+    fn accept(&self, req: &TriggerRequest) -> Result<TriggerReply, String> {
+        let CheckedTrigger { window, cut } = self.check_trigger(req)?;
+        let config = self.unit.config();
         if self.busy.load(Ordering::Acquire) {
             return self.join(req, window);
         }
@@ -341,7 +349,12 @@ impl Server {
             burst_id: burst_id.clone(),
             window: window.clone(),
         });
-        if let Err(e) = self.record_in_background(window.clone(), burst_id.clone()) {
+        let mut first = snbuf_burst::AnsweredTrigger::whole(&burst_id, &window);
+        if let Some(c) = &cut {
+            // The trigger asked for more than is recorded: the manifest keeps both.
+            first.window_end_timestamp = c.asked_end;
+        }
+        if let Err(e) = self.record_in_background(window.clone(), first) {
             *self.current.lock().expect("current") = None;
             self.busy.store(false, Ordering::Release);
             return Err(format!("start the recording thread: {e}"));
@@ -352,6 +365,7 @@ impl Server {
             window_s: window.length_s().unwrap_or(0.0),
             window,
             joined: None,
+            cut: cut.map(|c| c.why),
         })
     }
 
@@ -394,7 +408,16 @@ impl Server {
             return Err(RecordError::Busy.to_string());
         };
         let id = req.burst_id.clone().unwrap_or_else(|| self.next_burst_id());
-        let reach = self.unit.reach();
+        // Accepted, its files still opening: the reach comes in a moment.
+        let opening_until = std::time::Instant::now() + BURST_OPENING_WAIT;
+        let mut reach = self.unit.reach();
+        while reach.is_none()
+            && self.busy.load(Ordering::Acquire)
+            && std::time::Instant::now() < opening_until
+        {
+            std::thread::sleep(Duration::from_millis(5));
+            reach = self.unit.reach();
+        }
         let config = self.unit.config();
         let joined = crate::reach::join(config, reach.as_deref(), &current.burst_id, &id, &window)
             .map_err(|why| format!("{} (it cannot join it: {why})", RecordError::Busy))?;
@@ -409,12 +432,18 @@ impl Server {
             window_s: window.length_s().unwrap_or(0.0),
             window,
             joined: Some(joined),
+            cut: None,
         })
     }
 
     /// Records `window` as burst `id` on a thread of its own; when it is sealed, keeps its
     /// outcome, arms the unit for the next trigger and clears `busy`.
-    fn record_in_background(&self, window: TriggerInfo, id: String) -> std::io::Result<()> {
+    fn record_in_background(
+        &self,
+        window: TriggerInfo,
+        first: snbuf_burst::AnsweredTrigger,
+    ) -> std::io::Result<()> {
+        let id = first.trigger_id.clone();
         let (unit, bursts, busy, current) = (
             self.unit.clone(),
             self.bursts.clone(),
@@ -427,7 +456,7 @@ impl Server {
             let span = tracing::info_span!("burst", unit = %unit_id, burst = %id);
             let _in_burst = span.enter();
             let step_s = unit.config().clock().seconds(unit.frame_step_ticks());
-            let outcome = match unit.trigger(&window, &id, |_| {}) {
+            let outcome = match unit.trigger_answering(&window, first, |_| {}) {
                 Ok(rep) => BurstOutcome {
                     burst_id: id.clone(),
                     state: rep.manifest.state.name().into(),

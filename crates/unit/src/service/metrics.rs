@@ -209,6 +209,12 @@ pub fn render(server: &Server) -> String {
         "Seconds of accepted trigger windows that the latency buffers no longer held when the trigger came (recorded as lost).",
         &mut std::iter::once((String::new(), server.not_buffered_seconds_total())),
     );
+    family(
+        "snbuf_triggers_refused_total",
+        "counter",
+        "Triggers refused, over the socket and the fleet alike (each with its reason in the log, and in the fleet a missed event): a window too long, gone, far ahead or without room, a bad id, a busy or stopping unit.",
+        &mut std::iter::once((String::new(), server.refused_total() as f64)),
+    );
     let (by_state, recording) = server.burst_counts();
     family(
         "snbuf_bursts_total",
