@@ -96,6 +96,9 @@ where
         let this_one = deadline.min(tokio::time::Instant::now() + per_attempt);
         match tokio::time::timeout_at(this_one, attempt()).await {
             Ok(Ok(v)) => return Ok(v),
+            Ok(Err(e)) if e.contains(crate::connect::REFUSED) => {
+                return Err(nats_error(opts)(e));
+            }
             Ok(Err(e)) => last = e,
             Err(_) => {
                 last = format!(
@@ -103,6 +106,12 @@ where
                     per_attempt.as_secs_f64()
                 )
             }
+        }
+        if let Some(why) = opts.denied() {
+            return Err(nats_error(opts)(format!(
+                "{}the server refused what these credentials may not do: {why}",
+                crate::connect::REFUSED
+            )));
         }
         if tokio::time::Instant::now() + Duration::from_millis(200) >= deadline {
             return Err(nats_error(opts)(format!(

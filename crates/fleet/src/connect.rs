@@ -17,6 +17,38 @@ pub const PING_INTERVAL: Duration = Duration::from_secs(1);
 /// How long a connect waits for one server before it also tries the next (`connect`).
 pub const RACE_STAGGER: Duration = Duration::from_millis(150);
 
+/// How a connect error that no retry changes begins.
+pub const REFUSED: &str = "refused: ";
+
+/// Why a server refused a client for good, from the client library's error, if it did: its
+/// credentials (none, wrong, or not listed) or its certificate (not signed by the CA trusted).
+pub fn refusal(error: &str) -> Option<&'static str> {
+    let e = error.to_ascii_lowercase();
+    if e.contains("authorization violation") {
+        Some("the server refused these credentials (--nats-nkey or --nats-creds: none, wrong, or not one it lists)")
+    } else if e.contains("invalid peer certificate") {
+        Some("TLS: the server's certificate is not one the CA given trusts (--nats-ca)")
+    } else {
+        None
+    }
+}
+
+/// The user NKey seed in `path` (one line, `SU...`), checked; an error never shows the seed.
+pub fn read_nkey_seed(path: &std::path::Path) -> std::io::Result<String> {
+    let text = std::fs::read_to_string(path)?;
+    let seed = text.trim().to_string();
+    if !seed.starts_with("SU") || nkeys::KeyPair::from_seed(&seed).is_err() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "{}: not a user NKey seed (one line starting SU, as `snbuf fleet keys` writes)",
+                path.display()
+            ),
+        ));
+    }
+    Ok(seed)
+}
+
 /// How to reach NATS.
 #[derive(Clone, Debug)]
 pub struct NatsOptions {
@@ -25,11 +57,17 @@ pub struct NatsOptions {
     pub servers: Vec<String>,
     /// A `.creds` file (JWT and NKey), for servers with decentralised auth.
     pub creds: Option<PathBuf>,
+    /// A file holding a user's NKey seed (`SU...`), for servers that list their users' public
+    /// keys (deploy/nats-secure.conf): the role this client plays.
+    pub nkey: Option<PathBuf>,
     /// A CA certificate to trust for TLS (`tls://` URLs, or servers that require TLS).
     pub ca: Option<PathBuf>,
     /// Replicas of the fleet's streams when this client creates them; None: 3 when the cluster
     /// has at least 3 servers, else 1 (`replicas_for`).
     pub replicas: Option<usize>,
+    /// The last permissions violation a server reported to this client's connections (what
+    /// its role may not do): said instead of the timeout the refused request ends in.
+    pub(crate) denied: std::sync::Arc<std::sync::Mutex<Option<String>>>,
 }
 
 impl NatsOptions {
@@ -58,6 +96,8 @@ impl NatsOptions {
         Ok(NatsOptions {
             servers,
             creds: None,
+            nkey: None,
+            denied: Default::default(),
             ca: None,
             replicas: None,
         })
@@ -76,9 +116,10 @@ impl NatsOptions {
     }
 
     pub(crate) async fn connect_options(&self) -> std::io::Result<async_nats::ConnectOptions> {
-        let mut o = match &self.creds {
-            Some(c) => async_nats::ConnectOptions::with_credentials_file(c).await?,
-            None => async_nats::ConnectOptions::new(),
+        let mut o = match (&self.creds, &self.nkey) {
+            (Some(c), _) => async_nats::ConnectOptions::with_credentials_file(c).await?,
+            (None, Some(k)) => async_nats::ConnectOptions::with_nkey(read_nkey_seed(k)?),
+            (None, None) => async_nats::ConnectOptions::new(),
         };
         if let Some(ca) = &self.ca {
             o = o.add_root_certificates(ca.clone()).require_tls(true);
@@ -131,10 +172,19 @@ impl NatsOptions {
                 Err(e) => failures.push(e),
             }
         }
+        // Refused for good (credentials, certificate): said as such, and not tried again.
+        if let Some(why) = failures.iter().find_map(|f| refusal(f)) {
+            return Err(format!("{REFUSED}{why} ({})", failures.join("; ")));
+        }
         Err(format!(
             "cannot connect ({}); is nats-server running with -js?",
             failures.join("; ")
         ))
+    }
+
+    /// The permissions violation a server last reported to this client, if any.
+    pub fn denied(&self) -> Option<String> {
+        self.denied.lock().expect("denied").clone()
     }
 
     /// A connection to `server` (one of `servers`), unbounded in time: callers bound it. With
@@ -153,16 +203,25 @@ impl NatsOptions {
         if only {
             o = o.ignore_discovered_servers();
         }
-        if let Some(n) = connected {
-            o = o.event_callback(move |event| {
-                let n = n.clone();
-                async move {
-                    if matches!(event, async_nats::Event::Connected) {
-                        n.notify_one();
+        let denied = self.denied.clone();
+        o = o.event_callback(move |event| {
+            let (n, denied) = (connected.clone(), denied.clone());
+            async move {
+                match event {
+                    async_nats::Event::Connected => {
+                        if let Some(n) = n {
+                            n.notify_one();
+                        }
                     }
+                    async_nats::Event::ServerError(async_nats::ServerError::Other(why))
+                        if why.to_ascii_lowercase().contains("permissions violation") =>
+                    {
+                        *denied.lock().expect("denied") = Some(why);
+                    }
+                    _ => {}
                 }
-            });
-        }
+            }
+        });
         async_nats::connect_with_options(vec![server], o)
             .await
             .map_err(|e| e.to_string())

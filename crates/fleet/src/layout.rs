@@ -100,7 +100,9 @@ pub async fn ensure(
                 Ok(s) => s,
                 // Another client may have created it meanwhile: use theirs.
                 Err(create) => js.get_stream(&name).await.map_err(|_| {
-                    format!("create stream {name} with {replicas} replica(s): {create}")
+                    format!(
+                        "create stream {name} with {replicas} replica(s): {create} (where the servers grant permissions by role, the streams are the admin's to make: `snbuf fleet setup --nats-nkey admin.nk`)"
+                    )
                 })?,
             },
             Err(e) => return Err(format!("stream {name}: {e}")),

@@ -12,6 +12,7 @@ pub mod delivery_bench;
 pub mod journal;
 pub mod layout;
 mod link_state;
+pub mod roles;
 pub mod schema;
 mod trigger_handling;
 pub mod unit_link;

@@ -21,7 +21,22 @@ pub fn run(cmd: FleetCommand) -> anyhow::Result<()> {
         FleetCommand::Events(args) => events(&args),
         FleetCommand::Bench(args) => bench(&args),
         FleetCommand::Setup(args) => setup(&args),
+        FleetCommand::Keys { dir } => keys(&dir),
     }
+}
+
+/// `snbuf fleet keys DIR`: a user NKey per role, and the public keys for the servers.
+fn keys(dir: &std::path::Path) -> anyhow::Result<()> {
+    let k = snbuf_fleet::roles::keys(dir)
+        .map_err(|e| anyhow::Error::new(Failure(format!("{}: {e}", dir.display()))))?;
+    for s in &k.seeds {
+        println!("{}", s.display());
+    }
+    println!(
+        "{}  (public keys: the servers' environment for deploy/nats-secure.conf)",
+        k.public_env.display()
+    );
+    Ok(())
 }
 
 fn fleet_error(e: snbuf_fleet::FleetError) -> anyhow::Error {
@@ -215,6 +230,7 @@ fn not_acknowledged(
     }
     for (flag, v) in [
         ("--nats-creds", &args.nats_auth.nats_creds),
+        ("--nats-nkey", &args.nats_auth.nats_nkey),
         ("--nats-ca", &args.nats_auth.nats_ca),
     ] {
         if let Some(p) = v {
@@ -232,9 +248,13 @@ fn not_acknowledged(
         ),
         snbuf_fleet::Lookup::Stored { .. } => unreachable!("a stored trigger is accepted"),
     };
+    let error = not.error.to_string();
+    if error.contains(snbuf_fleet::connect::REFUSED) {
+        // Sending it again with the same credentials would be refused again.
+        return anyhow::Error::new(Failure(format!("{what}; {error}")));
+    }
     anyhow::Error::new(Failure(format!(
-        "{what}; {}. Send it again, safely (the same id is recorded once): {retry}",
-        not.error
+        "{what}; {error}. Send it again, safely (the same id is recorded once): {retry}"
     )))
 }
 

@@ -11,6 +11,7 @@ use crate::exit::usage;
 pub fn nats_options(servers: &str, auth: &NatsArgs) -> anyhow::Result<NatsOptions> {
     for (flag, f) in [
         ("--nats-creds", &auth.nats_creds),
+        ("--nats-nkey", &auth.nats_nkey),
         ("--nats-ca", &auth.nats_ca),
     ] {
         if let Some(f) = f {
@@ -20,7 +21,16 @@ pub fn nats_options(servers: &str, auth: &NatsArgs) -> anyhow::Result<NatsOption
         }
     }
     let mut opts = NatsOptions::parse(servers).map_err(|e| usage(format!("--nats {e}")))?;
+    if auth.nats_creds.is_some() && auth.nats_nkey.is_some() {
+        return Err(usage(
+            "--nats-creds and --nats-nkey: give one way to sign in",
+        ));
+    }
+    if let Some(k) = &auth.nats_nkey {
+        snbuf_fleet::connect::read_nkey_seed(k).map_err(|e| usage(format!("--nats-nkey: {e}")))?;
+    }
     opts.creds = auth.nats_creds.clone();
+    opts.nkey = auth.nats_nkey.clone();
     opts.ca = auth.nats_ca.clone();
     opts.replicas = auth.nats_replicas.map(|r| r as usize);
     Ok(opts)

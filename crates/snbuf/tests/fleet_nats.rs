@@ -23,19 +23,7 @@ fn nats_server(port: u16, dir: &Path) -> Option<KillOnDrop> {
 }
 
 fn nats_server_from(bin: &Path, port: u16, dir: &Path) -> Option<KillOnDrop> {
-    let child = Command::new(bin)
-        .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-        .arg(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "nats-server did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Some(KillOnDrop(child))
+    Some(common::nats_server_on(bin, port, dir))
 }
 
 struct Unit {

@@ -31,6 +31,16 @@ pub enum FleetCommand {
     ///
     ///   snbuf fleet setup --nats nats://h1:4222,nats://h2:4222,nats://h3:4222 --nats-replicas 3
     Setup(FleetSetupArgs),
+    /// Makes a user NKey for each role of a cluster that grants permissions by role
+    /// (deploy/nats-secure.conf): DIR/admin.nk, unit.nk, trigger.nk, monitor.nk (seeds, mode
+    /// 0600: give one with --nats-nkey) and DIR/roles.env (the public keys, for the servers).
+    /// Never replaces a file.
+    ///
+    ///   snbuf fleet keys /etc/snbuf/nats-keys
+    Keys {
+        /// Where the keys go (created, mode 0700).
+        dir: PathBuf,
+    },
 }
 
 #[derive(Args, Debug, Clone)]

@@ -183,6 +183,28 @@ pub fn nats_server_bin() -> Option<std::path::PathBuf> {
     )
 }
 
+/// `bin` with JetStream on 127.0.0.1:`port`, storing in `dir`, once it accepts clients (at most
+/// 10 s: a server that never does fails the test).
+pub fn nats_server_on(bin: &Path, port: u16, dir: &Path) -> KillOnDrop {
+    let child = Command::new(bin)
+        .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = KillOnDrop(child);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "nats-server did not start in 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    server
+}
+
 /// Debian's nats-server (2.9.10), which snbuf still supports: one test runs on it.
 pub fn debian_nats_server_bin() -> Option<std::path::PathBuf> {
     installed_tool(
