@@ -188,6 +188,23 @@ fn ask<T: serde::de::DeserializeOwned>(
 
 /// `snbuf trigger` to one server's socket (with --nats, `cmd_fleet::trigger` instead).
 pub fn trigger(args: &TriggerArgs) -> anyhow::Result<()> {
+    if let Some(id) = &args.cancel {
+        let reply: snbuf_unit::protocol::CancelReply = ask(
+            &args.socket,
+            &Request::Cancel(snbuf_unit::protocol::CancelRequest {
+                burst_id: id.clone(),
+            }),
+        )?;
+        println!(
+            "cancelled: burst {id} now ends at tick {} ({:.3} s of its window cut); it is sealed with what was written",
+            reply.window_end_timestamp, reply.cut_s
+        );
+        if !args.wait {
+            return Ok(());
+        }
+        // The second past the newest data, and a minute to persist, seal and verify.
+        return wait_for_seal(args, id, Duration::from_secs(90));
+    }
     let at = match args.at.as_str() {
         "now" => At::Word("now".into()),
         t => At::Ticks(t.parse::<u64>().map_err(|_| {
@@ -246,6 +263,11 @@ pub fn trigger(args: &TriggerArgs) -> anyhow::Result<()> {
     // Bounded: the window, the time to persist what a slow medium left behind (as long again),
     // and a minute to seal and verify.
     let limit = Duration::from_secs_f64(2.0 * reply.window_s.clamp(0.0, 86_400.0) + 60.0);
+    wait_for_seal(args, id, limit)
+}
+
+/// Waits, at most `limit`, for burst `id` to be sealed and verified, and prints its outcome.
+fn wait_for_seal(args: &TriggerArgs, id: &str, limit: Duration) -> anyhow::Result<()> {
     let started = Instant::now();
     loop {
         if started.elapsed() > limit {
@@ -257,7 +279,7 @@ pub fn trigger(args: &TriggerArgs) -> anyhow::Result<()> {
         }
         std::thread::sleep(Duration::from_millis(200));
         let status: UnitStatus = ask(&args.socket, &Request::Status)?;
-        if let Some(b) = status.bursts.iter().find(|b| &b.burst_id == id) {
+        if let Some(b) = status.bursts.iter().find(|b| b.burst_id == id) {
             println!(
                 "burst {id}: {} in {:.1} s, {} frames, {} lost{}, {}",
                 b.state,

@@ -243,6 +243,7 @@ const README: &[(&str, Step)] = &[
     ("snbuf record --output /mnt/nvme0 --output /mnt/nvme1", Step::Run(SMALL_RECORD, 0)),
     ("snbuf serve --links 4 &", Step::Start(SMALL)),
     ("snbuf trigger --pre 2s --post 5s --wait", Step::Run(&[("--pre", "200ms"), ("--post", "300ms")], 0)),
+    ("snbuf trigger --cancel burst-0003 --wait", Step::Skip("no burst in progress here: tests/hostile_triggers.rs cancels one")),
     ("snbuf trigger --at \"$TICKS\"", Step::Run(&[], 0)),
     ("snbuf status", Step::Run(&[], 0)),
     ("snbuf serve --links 4 --metrics 127.0.0.1:9464 &", Step::Skip("a second unit on the same output: tests/metrics_cli.rs serves metrics")),

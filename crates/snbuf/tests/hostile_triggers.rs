@@ -441,3 +441,62 @@ fn hostile_triggers_over_nats_are_missed_with_the_reason_and_the_unit_goes_on() 
         .iter()
         .all(|l| l["lost_frames"] == 0));
 }
+
+#[test]
+fn an_operator_cancels_a_burst_in_progress_and_it_is_sealed_with_what_was_written() {
+    let root = tempfile::tempdir().unwrap();
+    let u = serve_into(root.path(), &root.path().join("data"), "60s", &[]);
+    let s = u.socket.to_str().unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    let o = snbuf(&["trigger", "--socket", s, "--cancel", "nothing"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no burst is being recorded"),
+        "{}",
+        stderr(&o)
+    );
+    // A 40 s window, cancelled after about a second.
+    let o = snbuf(&[
+        "trigger",
+        "--socket",
+        s,
+        "--post",
+        "40s",
+        "--burst-id",
+        "long",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::thread::sleep(Duration::from_millis(1500));
+    let o = snbuf(&["trigger", "--socket", s, "--cancel", "other"]);
+    assert!(
+        stderr(&o).contains("not the one being recorded"),
+        "{}",
+        stderr(&o)
+    );
+    let o = snbuf(&["trigger", "--socket", s, "--cancel", "long", "--wait"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(said.contains("cancelled: burst long"), "{said}");
+    let m: Value =
+        serde_json::from_str(&std::fs::read_to_string(u.out.join("long/manifest.json")).unwrap())
+            .unwrap();
+    assert_eq!(m["state"], "sealed", "{m}");
+    assert_eq!(m["verified"]["valid"], true, "{m}");
+    let (start, end) = (
+        m["trigger"]["window_start_timestamp"].as_u64().unwrap(),
+        m["trigger"]["window_end_timestamp"].as_u64().unwrap(),
+    );
+    // 50 MHz: the window as sealed is seconds long, not the 40 s asked for.
+    let recorded_s = (end - start) as f64 / 50e6;
+    assert!((0.5..15.0).contains(&recorded_s), "{recorded_s} s: {m}");
+    let t = &m["triggers"][0];
+    assert_eq!(t["covered_end_timestamp"].as_u64(), Some(end), "{t}");
+    assert!(t["window_end_timestamp"].as_u64().unwrap() > end, "{t}");
+    for l in m["links"].as_array().unwrap() {
+        assert_eq!(l["lost_frames"], 0, "{m}");
+        assert!(l["frames"].as_u64().unwrap() > 0, "{m}");
+    }
+    // The unit takes the next trigger.
+    let o = snbuf(&["trigger", "--socket", s, "--wait"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

@@ -18,8 +18,27 @@ pub const MAX_WINDOW_S: f64 = 86_400.0;
 #[serde(tag = "cmd", rename_all = "snake_case")]
 pub enum Request {
     Trigger(TriggerRequest),
+    Cancel(CancelRequest),
     Status,
     Shutdown,
+}
+
+/// `{"cmd":"cancel","burst_id":ID}`: end the burst being recorded now, sealed with what was
+/// written (an operator's decision: what it would have recorded after is not counted lost).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CancelRequest {
+    pub burst_id: String,
+}
+
+/// The answer to a cancel: where the burst now ends, and how much of its window that cuts.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CancelReply {
+    pub ok: bool,
+    pub burst_id: String,
+    pub window_end_timestamp: u64,
+    /// Seconds of the detector's clock cut from the window's end.
+    pub cut_s: f64,
 }
 
 impl Request {
@@ -27,10 +46,10 @@ impl Request {
     /// fields, or why not. What the server answers to anything else.
     pub fn parse(req: &Value) -> Result<Request, String> {
         match req.get("cmd").and_then(Value::as_str) {
-            Some("status" | "shutdown" | "trigger") => {}
+            Some("status" | "shutdown" | "trigger" | "cancel") => {}
             Some(other) => {
                 return Err(format!(
-                    "unknown command '{other}' (known: trigger, status, shutdown)"
+                    "unknown command '{other}' (known: trigger, cancel, status, shutdown)"
                 ))
             }
             None => return Err("the request has no \"cmd\"".into()),

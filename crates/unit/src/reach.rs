@@ -83,10 +83,8 @@ impl BurstReach {
     /// (the link goes on to the new end).
     pub fn close_at(&self, end: u64) -> bool {
         let mut r = self.lock();
-        assert!(
-            end <= r.window.window_end_timestamp,
-            "the end never moves in"
-        );
+        // Moved out by a join, or in by a cancel (to past every frame any writer has read):
+        // either way the link reads the new end and goes on.
         if r.window.window_end_timestamp != end {
             return false;
         }
@@ -128,6 +126,34 @@ impl BurstReach {
         r.triggers.push(t);
         r.version += 1;
         Ok(())
+    }
+
+    /// An operator cancelled the burst: its end moves in to `end` (on the frame grid through
+    /// the window's start, never before the trigger, never out), the writers finish there, and
+    /// the burst is sealed with what they wrote; each trigger's covered part ends there too.
+    /// `end` must lie past every frame a writer may have read (the caller gives the newest
+    /// buffered frame and a margin). Returns the end; Err when a link has already reached it
+    /// (the burst is ending anyway).
+    pub fn cancel(&self, end: u64) -> Result<u64, String> {
+        let mut r = self.lock();
+        if r.closed {
+            return Err("the burst is already ending: a link has reached its end".into());
+        }
+        let (start, trigger) = (r.window.window_start_timestamp, r.window.trigger_timestamp);
+        let step = self.step_ticks.max(1);
+        let end = start + end.max(trigger).saturating_sub(start).div_ceil(step) * step;
+        if end >= r.window.window_end_timestamp {
+            return Ok(r.window.window_end_timestamp);
+        }
+        let hz = r.window.clock_hz.unwrap_or(1).max(1) as f64;
+        r.window.window_end_timestamp = end;
+        r.window.post_s = Some((end - trigger) as f64 / hz);
+        for t in r.triggers.iter_mut() {
+            t.covered_end_timestamp = t.covered_end_timestamp.min(end);
+            t.covered_start_timestamp = t.covered_start_timestamp.min(end);
+        }
+        r.version += 1;
+        Ok(end)
     }
 
     /// Bumped at each join: whether `answered` has news.

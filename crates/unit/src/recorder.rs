@@ -527,7 +527,8 @@ impl Unit {
         let (links, writer_cpu_s) = joined?;
         // The window as recorded: its end where the last joined trigger moved it.
         let (_, window, triggers) = reach.answered();
-        if triggers.len() > 1 || first_is_cut {
+        if reach.version() > 0 || first_is_cut {
+            // Joined, cut or cancelled: the manifest holds the window as it ended.
             seal.set_answered(window.clone(), triggers);
         }
         let chunks_from_source = links.iter().map(|l| l.chunks_from_source()).sum();

@@ -270,6 +270,11 @@ pub struct TriggerArgs {
     /// Wait until the burst is sealed and verified, and print its outcome (socket only).
     #[arg(long)]
     pub wait: bool,
+    /// Cancel the burst being recorded, burst ID, instead of triggering (socket only): it ends
+    /// about a second past the newest data, sealed and verified with what was written; the
+    /// rest of its window is not recorded, and not counted lost (an operator's decision).
+    #[arg(long, value_name = "ID", conflicts_with_all = ["at", "pre", "post", "burst_id", "nats"])]
+    pub cancel: Option<String>,
     /// Broadcast to every unit of a fleet over NATS instead of one server's socket. `now` is
     /// sent as wall-clock time, which each unit turns into its own ticks: all record the same
     /// window. --burst-id becomes the trigger id (a second delivery records nothing more). A

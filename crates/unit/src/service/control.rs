@@ -254,6 +254,10 @@ impl Server {
                 self.begin_shutdown();
                 json!({"ok": true})
             }
+            Request::Cancel(c) => match self.cancel(&c.burst_id) {
+                Ok(reply) => to_json(serde_json::to_value(reply)),
+                Err(e) => Refusal::json(e),
+            },
             Request::Trigger(t) => match self.trigger(&t) {
                 Ok(reply) => to_json(serde_json::to_value(reply)),
                 Err(e) => Refusal::json(e),
@@ -631,3 +635,5 @@ pub fn request(socket: &Path, req: &Value) -> Result<Value, ControlError> {
         what: e.to_string(),
     })
 }
+
+mod cancel;
