@@ -17,7 +17,7 @@ pub enum BurstError {
     },
     #[error("{0}: already exists; a burst is never written over another")]
     Exists(PathBuf),
-    #[error("burst id '{0}' is not a plain name (no '/', '..', leading '.' or empty)")]
+    #[error("burst id '{0}' is not a plain name: 1 to 128 letters, digits, '.', '_' or '-', not starting with '.'")]
     BadId(String),
     #[error(transparent)]
     Manifest(#[from] ManifestError),
@@ -52,9 +52,27 @@ pub struct BurstSpec {
 /// A burst id is a plain directory name inside the output directory: nothing that could escape
 /// it, and not hidden.
 pub fn check_burst_id(id: &str) -> Result<(), BurstError> {
-    // Hidden names are the recorder's own (prepared bursts, temporary files).
-    if id.is_empty() || id.starts_with('.') || id.contains('/') || id.contains('\0') {
-        return Err(BurstError::BadId(id.to_string()));
+    // Hidden names are the recorder's own (prepared bursts, temporary files). Letters, digits,
+    // `.`, `_`, `-` only: an id is a directory name, a log field, a NATS header and a line of a
+    // table, where a newline, a control character or a space would forge or break the others.
+    let plain = id
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    if id.is_empty() || id.len() > MAX_BURST_ID_BYTES || id.starts_with('.') || !plain {
+        return Err(BurstError::BadId(printable(id)));
     }
     Ok(())
+}
+
+/// The longest burst id: well inside a file name, with room for the recorder's suffixes.
+pub const MAX_BURST_ID_BYTES: usize = 128;
+
+/// `id` as it may be shown: control characters escaped, at most 80 characters.
+fn printable(id: &str) -> String {
+    let shown: String = id.chars().take(80).flat_map(char::escape_debug).collect();
+    if id.chars().count() > 80 {
+        format!("{shown}...")
+    } else {
+        shown
+    }
 }

@@ -17,6 +17,20 @@ pub const PING_INTERVAL: Duration = Duration::from_secs(1);
 /// How long a connect waits for one server before it also tries the next (`connect`).
 pub const RACE_STAGGER: Duration = Duration::from_millis(150);
 
+/// `url` with the user info of `scheme://user:password@host` cut to `user:***`.
+pub fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    match rest.rsplit_once('@') {
+        Some((user, host)) => {
+            let name = user.split(':').next().unwrap_or("");
+            format!("{scheme}://{name}:***@{host}")
+        }
+        None => url.to_string(),
+    }
+}
+
 /// How a connect error that no retry changes begins.
 pub const REFUSED: &str = "refused: ";
 
@@ -103,9 +117,13 @@ impl NatsOptions {
         })
     }
 
-    /// The servers as the user gave them, for messages.
+    /// The servers as the user gave them, for messages, without any password a URL holds.
     pub fn describe(&self) -> String {
-        self.servers.join(",")
+        self.servers
+            .iter()
+            .map(|s| without_password(s))
+            .collect::<Vec<_>>()
+            .join(",")
     }
 
     pub(crate) fn addrs(&self) -> Vec<ServerAddr> {

@@ -82,7 +82,7 @@ pub(crate) async fn publish_event(
     // is stored once. (A `duplicate` may happen again, and is said again.)
     if event != "duplicate" {
         if let Some(key) = trigger.or(burst) {
-            publish = publish.message_id(format!("{}.{event}.{key}", link.unit));
+            publish = publish.message_id(format!("{}.{event}.{}", link.unit, header_safe(key)));
         }
     }
     js.send_publish(event_subject(&link.unit), publish)
@@ -150,6 +150,18 @@ impl FastHandled {
             None => false,
         }
     }
+}
+
+/// `key` as it may stand in a NATS header: a refused trigger's id may hold anything (a newline
+/// there would end the header and break every reader of the stream), so anything but letters,
+/// digits, `.`, `_` and `-` is written as `%XX`, which no plain id contains.
+fn header_safe(key: &str) -> String {
+    key.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'.' | b'_' | b'-' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 #[cfg(test)]

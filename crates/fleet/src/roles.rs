@@ -36,7 +36,8 @@ pub fn keys(dir: &Path) -> std::io::Result<Keys> {
             .write(true)
             .create_new(true)
             .mode(0o600)
-            .open(&path)?;
+            .open(&path)
+            .map_err(|e| named(&path, e))?;
         writeln!(f, "{seed}")?;
         f.sync_all()?;
         env += &format!("SNBUF_NKEY_{}={}\n", role.to_uppercase(), pair.public_key());
@@ -47,8 +48,14 @@ pub fn keys(dir: &Path) -> std::io::Result<Keys> {
         .write(true)
         .create_new(true)
         .mode(0o644)
-        .open(&public_env)?;
+        .open(&public_env)
+        .map_err(|e| named(&public_env, e))?;
     f.write_all(env.as_bytes())?;
     f.sync_all()?;
     Ok(Keys { seeds, public_env })
+}
+
+/// `e`, naming `path` (an existing key is never replaced: the error says which).
+fn named(path: &Path, e: std::io::Error) -> std::io::Error {
+    std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }

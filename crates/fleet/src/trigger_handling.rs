@@ -117,6 +117,13 @@ fn decide(
     let id = &t.trigger_id;
     let unit = link.server.unit();
     let config = unit.config();
+    // An id that is no plain name is refused before it names anything on this host (as a
+    // path, it could say whether a file exists there).
+    if let Err(e) = snbuf_burst::check_burst_id(id) {
+        let why = format!("refused: {e}");
+        link.server.count_refusal(&why);
+        return Decision::Done(keep_missed(link, (id, stream_seq(msg)), &why, delay_s, msg));
+    }
     // A burst of this run that answers it (it joined one, and its journal line was lost).
     let answered = link.server.answered_by(id).is_some();
     {
@@ -166,10 +173,11 @@ fn decide(
     // a window, gone from the buffers, no room, a bad id) is missed with the reason, not waited
     // on as if the burst in progress were in its way.
     if let Err(why) = link.server.check_trigger(&req) {
+        link.server.count_refusal(&why);
         let why = format!("refused: {why}");
         return Decision::Done(keep_missed(link, (id, stream_seq(msg)), &why, delay_s, msg));
     }
-    let reply = match link.server.trigger(&req) {
+    let reply = match link.server.trigger_or_wait(&req) {
         Ok(reply) => reply,
         Err(why) if link.server.burst_counts().1 => return Decision::Busy(why),
         Err(why) => {
@@ -227,7 +235,9 @@ async fn finish(
     arrived_s: f64,
 ) -> Result<(), String> {
     let id = &t.trigger_id;
-    let say = |line: String| link.say(&format!("NATS trigger {id}: {line}"));
+    // A refused id may hold anything: shown escaped, so it cannot forge a log line.
+    let shown: String = id.chars().take(80).flat_map(char::escape_debug).collect();
+    let say = |line: String| link.say(&format!("NATS trigger {shown}: {line}"));
     match outcome? {
         Handling::SecondCopy => {}
         Handling::Duplicate => {

@@ -214,6 +214,11 @@ fn not_acknowledged(
     args: &TriggerArgs,
     not: snbuf_fleet::NotAcknowledged,
 ) -> anyhow::Error {
+    let url = url
+        .split(',')
+        .map(snbuf_fleet::connect::without_password)
+        .collect::<Vec<_>>()
+        .join(",");
     let mut retry = format!(
         "snbuf trigger --nats {url} --burst-id {} --at {}",
         t.trigger_id,

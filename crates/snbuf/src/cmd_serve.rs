@@ -11,10 +11,10 @@ use snbuf_unit::Unit;
 use crate::cli::{ServeArgs, StatusArgs, TriggerArgs};
 use crate::exit::{usage, Failure};
 
-/// The longest a burst can take (its window, and a buffer's worth of catching up) and 30 s to
-/// seal and verify it: a drain that takes longer is stuck.
+/// The longest a burst can take (the longest window a trigger may ask for, and a buffer's
+/// worth of catching up) and 30 s to seal and verify it: a drain that takes longer is stuck.
 pub fn default_drain_timeout(config: &snbuf_unit::RecordConfig) -> Duration {
-    config.pre + config.post + config.buffer + Duration::from_secs(30)
+    config.max_window.max(config.pre + config.post) + config.buffer + Duration::from_secs(30)
 }
 
 /// One piece: the service started in dependency order (options checked, unit, socket, exporter,

@@ -173,10 +173,32 @@ fn hostile_triggers_over_the_socket_are_refused_and_the_unit_goes_on() {
         &json!({"cmd": "trigger", "at": newest + 1_000_000_000}),
         "ahead",
     );
-    // Names that are not a safe directory name.
-    for id in ["../escape", "/tmp/x", "a/b", "..", "", ".hidden"] {
-        refused(s, &json!({"cmd": "trigger", "burst_id": id}), "");
+    // Names that are not a safe directory name, or would forge a log line or a header.
+    let long = "x".repeat(300);
+    for id in [
+        "../escape",
+        "/tmp/x",
+        "a/b",
+        "..",
+        "",
+        ".hidden",
+        "nl\nFORGED",
+        "esc\u{1b}[31m",
+        "a b",
+        &long,
+    ] {
+        refused(
+            s,
+            &json!({"cmd": "trigger", "burst_id": id}),
+            "not a plain name",
+        );
     }
+    // A window of nothing.
+    refused(
+        s,
+        &json!({"cmd": "trigger", "pre_s": 0.0, "post_s": 0.0}),
+        "empty window",
+    );
     // Numbers that are not seconds.
     refused(s, &json!({"cmd": "trigger", "pre_s": -1.0}), "pre_s");
     refused(s, &json!({"cmd": "trigger", "post_s": 1e308}), "post_s");
@@ -395,29 +417,81 @@ fn hostile_triggers_over_nats_are_missed_with_the_reason_and_the_unit_goes_on() 
         let detail = events[0]["detail"].to_string();
         assert!(detail.contains(needle), "{id}: '{needle}' not in {detail}");
     }
-    // An id that is no directory name, sent by a client that skips the command's own check.
+    // Ids that are no plain name, sent by a client that skips the command's own check: missed
+    // (never "duplicate" because a file of that name exists), and a newline in one breaks
+    // neither the event stream nor the log.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
+    let ids = [
+        "../escape",
+        "..",
+        "",
+        "/etc/hostname",
+        "nl\n2026-01-01T00:00:00Z INFO forged",
+    ];
     rt.block_on(async {
         let c = async_nats::connect(&url).await.unwrap();
         let js = async_nats::jetstream::new(c);
-        let body = br#"{"schema":1,"trigger_id":"../escape","at_unix_ns":null,"at_ticks":null,"pre_s":null,"post_s":null,"issued_unix_ns":1}"#;
-        js.publish("snbuf.trigger", body.to_vec().into())
-            .await
-            .unwrap()
-            .await
-            .unwrap();
+        for id in ids {
+            let body = json!({"schema": 1, "trigger_id": id, "at_unix_ns": null, "at_ticks": null,
+                "pre_s": null, "post_s": null, "issued_unix_ns": 1});
+            js.publish("snbuf.trigger", body.to_string().into_bytes().into())
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+        }
     });
-    let events = events_for(&url, "../escape");
-    assert_eq!(events[0]["event"], "missed", "{events:?}");
+    for id in ids {
+        let events = events_for(&url, id);
+        assert_eq!(events[0]["event"], "missed", "{id:?}: {events:?}");
+        assert!(
+            events[0]["detail"].to_string().contains("not a plain name"),
+            "{id:?}: {events:?}"
+        );
+    }
     assert!(!root.path().join("escape").exists());
+    let log = std::fs::read_to_string(&u.log).unwrap();
+    assert!(
+        !log.contains("\n2026-01-01T00:00:00Z INFO forged"),
+        "a forged log line"
+    );
     assert_eq!(
         bursts(&u.out),
         Vec::<String>::new(),
         "nothing recorded for them"
     );
+
+    // A trigger that cannot join the burst in progress (its window begins after that one's end)
+    // waits for it, through its seal, and is then recorded: never missed for being early.
+    send(&["--burst-id", "wait-a", "--post", "1500ms"]);
+    let b_at = format!(
+        "unix:{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+            + 1_800_000_000
+    );
+    send(&["--burst-id", "wait-b", "--at", &b_at]);
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let events = events_for(&url, "wait-b");
+        if events.iter().any(|e| e["event"] == "sealed") {
+            break;
+        }
+        assert!(
+            !events.iter().any(|e| e["event"] == "missed"),
+            "a trigger waiting for the burst before it was missed: {events:?}"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "wait-b not sealed in 40 s: {events:?}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
 
     // The unit goes on: a real trigger is recorded whole.
     send(&["--burst-id", "real"]);
@@ -473,6 +547,17 @@ fn an_operator_cancels_a_burst_in_progress_and_it_is_sealed_with_what_was_writte
         "{}",
         stderr(&o)
     );
+    let o = snbuf(&["trigger", "--socket", s, "--cancel", "long"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // A cancel is final: a trigger whose window begins inside does not move the end out again.
+    let o = snbuf(&["trigger", "--socket", s, "--post", "30s"]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(stderr(&o).contains("cancelled"), "{}", stderr(&o));
     let o = snbuf(&["trigger", "--socket", s, "--cancel", "long", "--wait"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let said = String::from_utf8_lossy(&o.stdout);

@@ -114,19 +114,29 @@ fn memory_room_for_each_link(config: &RecordConfig, stride: u64) -> Option<u64> 
 
 /// Bytes of file each link can have on the outputs' file systems now (a whole number of chunk
 /// strides and pages), keeping a twentieth of each one's free space for the manifest and other
-/// files: the least any output can give each of its links, and that output.
+/// files: the least any output can give each of its links, and that output. Outputs on one file
+/// system share its free space: their links are counted together.
 pub(crate) fn disk_room_for_each_link(config: &RecordConfig, stride: u64) -> (u64, PathBuf) {
+    use std::os::unix::fs::MetadataExt;
     let outputs = config.outputs();
     let n = outputs.len() as u64;
     let links = config.links as u64;
+    // Links i with i mod n == k.
+    let links_on = |k: usize| (links + n - 1 - k as u64) / n;
+    let device = |o: &PathBuf| std::fs::metadata(o).map(|m| m.dev()).ok();
     outputs
         .iter()
         .enumerate()
         .map(|(k, o)| {
-            // Links i with i mod n == k.
-            let on_this = (links + n - 1 - k as u64) / n;
+            let sharing: u64 = match device(o) {
+                Some(d) => (0..outputs.len())
+                    .filter(|&j| device(&outputs[j]) == Some(d))
+                    .map(links_on)
+                    .sum(),
+                None => links_on(k),
+            };
             let free = snbuf_persist::medium::free_bytes(o).unwrap_or(0);
-            (free / 20 * 19 / on_this.max(1), o)
+            (free / 20 * 19 / sharing.max(1), o)
         })
         .min_by_key(|&(room, _)| room)
         .map(|(b, o)| (whole_strides_and_pages(config, b, stride), o.clone()))

@@ -83,8 +83,9 @@ pub(crate) fn open_burst(
                 region_bytes: p.region_bytes,
             });
         }
-        // Nothing prepared, or too small for this window (dropping it removes its files).
-        _ => {}
+        // Nothing prepared, or too small for this window: dropped now, before the new files
+        // are made, so that its space is free for them.
+        other => drop(other),
     }
     if let Some(limit) = plan.limited_by {
         if plan.region_bytes == 0 {

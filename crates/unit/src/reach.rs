@@ -31,6 +31,8 @@ struct Reach {
     region_bytes: u64,
     /// A link reached the end: the end is final.
     closed: bool,
+    /// An operator cancelled the burst: no trigger moves its end out again.
+    cancelled: bool,
     triggers: Vec<AnsweredTrigger>,
     /// Bumped at each join, so the recorder knows when to write the manifest again.
     version: u64,
@@ -59,6 +61,7 @@ impl BurstReach {
                 give_up_at,
                 region_bytes,
                 closed: false,
+                cancelled: false,
                 triggers: vec![first],
                 version: 0,
             }),
@@ -106,6 +109,9 @@ impl BurstReach {
         if r.closed {
             return Err("the burst is ending: its window can no longer move".into());
         }
+        if r.cancelled {
+            return Err("the burst was cancelled by an operator".into());
+        }
         if r.triggers.iter().any(|a| a.trigger_id == t.trigger_id) {
             return Err(format!(
                 "trigger {} already joined this burst",
@@ -146,6 +152,7 @@ impl BurstReach {
             return Ok(r.window.window_end_timestamp);
         }
         let hz = r.window.clock_hz.unwrap_or(1).max(1) as f64;
+        r.cancelled = true;
         r.window.window_end_timestamp = end;
         r.window.post_s = Some((end - trigger) as f64 / hz);
         for t in r.triggers.iter_mut() {
@@ -154,6 +161,11 @@ impl BurstReach {
         }
         r.version += 1;
         Ok(end)
+    }
+
+    /// The burst's writers are done: its end is final, whatever a link did or did not close.
+    pub fn close(&self) {
+        self.lock().closed = true;
     }
 
     /// Bumped at each join: whether `answered` has news.

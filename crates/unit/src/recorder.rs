@@ -391,6 +391,7 @@ impl Unit {
             *slot = Some(live.clone());
         }
         let result = self.record_window(window, first, &live, &mut on_progress);
+        *self.reach.lock().expect("reach") = None;
         {
             // Into the run's totals before the live counters go, under the same lock order
             // (finished, then live) as `totals`, so no reader sees a burst counted twice or not.
@@ -523,7 +524,9 @@ impl Unit {
             }
         }
         let joined = writers.join(&dir);
-        *self.reach.lock().expect("reach") = None;
+        // Kept, closed, until the burst is sealed: a trigger meanwhile is told it is ending
+        // (and waits for it), not that there is none.
+        reach.close();
         let (links, writer_cpu_s) = joined?;
         // The window as recorded: its end where the last joined trigger moved it.
         let (_, window, triggers) = reach.answered();

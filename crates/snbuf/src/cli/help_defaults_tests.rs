@@ -192,10 +192,10 @@ fn every_network_and_service_default_the_help_states_is_the_codes() {
     assert!(h("gro").contains("default on") && u.gro);
     assert!(h("output").contains(&format!("default {}", snbuf_unit::config::DEFAULT_OUTPUT)));
     assert!(help("serve", "nats").contains(super::record::DEFAULT_NATS));
-    assert!(help("serve", "drain-timeout").contains("default: --pre + --post + --buffer + 30 s"));
+    assert!(help("serve", "drain-timeout").contains("default: --max-window + --buffer + 30 s"));
     assert_eq!(
         crate::cmd_serve::default_drain_timeout(&emulated),
-        emulated.pre + emulated.post + emulated.buffer + Duration::from_secs(30)
+        emulated.max_window + emulated.buffer + Duration::from_secs(30)
     );
 }
 

@@ -269,6 +269,22 @@ impl Server {
     /// window in the background (the window replied is the one recorded and the one in the
     /// manifest). Refused, with the reason, when it cannot be recorded.
     pub fn trigger(&self, req: &TriggerRequest) -> Result<TriggerReply, String> {
+        self.trigger_as(req, true)
+    }
+
+    /// As `trigger`, for a caller that tries again while a burst is in the way (the fleet): that
+    /// refusal is neither counted nor logged each time it is tried; every other is.
+    pub fn trigger_or_wait(&self, req: &TriggerRequest) -> Result<TriggerReply, String> {
+        self.trigger_as(req, false)
+    }
+
+    /// A refusal decided outside (the fleet's own checks), counted and logged as any other.
+    pub fn count_refusal(&self, why: &str) {
+        let unit_id = self.unit.config().unit_id.clone().unwrap_or_default();
+        self.refusals.refused(&unit_id, why);
+    }
+
+    fn trigger_as(&self, req: &TriggerRequest, count_busy: bool) -> Result<TriggerReply, String> {
         let unit_id = self.unit.config().unit_id.clone().unwrap_or_default();
         match self.accept(req) {
             Ok(reply) => {
@@ -282,7 +298,9 @@ impl Server {
                 Ok(reply)
             }
             Err(e) => {
-                self.refusals.refused(&unit_id, &e);
+                if count_busy || !self.busy.load(Ordering::Acquire) {
+                    self.refusals.refused(&unit_id, &e);
+                }
                 Err(e)
             }
         }
@@ -323,7 +341,11 @@ impl Server {
         let CheckedTrigger { window, cut } = self.check_trigger(req)?;
         let config = self.unit.config();
         if self.busy.load(Ordering::Acquire) {
-            return self.join(req, window);
+            match self.join(req, window)? {
+                Some(joined) => return Ok(joined),
+                // The burst ended as this trigger came: checked again, as one of its own.
+                None => return self.accept(req),
+            }
         }
         let burst_id = match &req.burst_id {
             Some(id) => id.clone(),
@@ -406,13 +428,21 @@ impl Server {
     /// A trigger that came while a burst is being recorded: it joins that burst when its window
     /// begins inside the burst's (the burst's end moves out to hold it), else it is refused as
     /// busy, with the reason it could not join.
-    fn join(&self, req: &TriggerRequest, window: TriggerInfo) -> Result<TriggerReply, String> {
+    ///
+    /// Ok(None): the burst was over by the time the trigger looked (its files closed and the
+    /// unit free again): the trigger is one of its own, not refused.
+    fn join(
+        &self,
+        req: &TriggerRequest,
+        window: TriggerInfo,
+    ) -> Result<Option<TriggerReply>, String> {
         let current = self.current.lock().expect("current").clone();
         let Some(current) = current else {
-            return Err(RecordError::Busy.to_string());
+            return Ok(None);
         };
         let id = req.burst_id.clone().unwrap_or_else(|| self.next_burst_id());
-        // Accepted, its files still opening: the reach comes in a moment.
+        // Accepted, its files still opening: the reach comes in a moment. Or just over: the unit
+        // is free in a moment.
         let opening_until = std::time::Instant::now() + BURST_OPENING_WAIT;
         let mut reach = self.unit.reach();
         while reach.is_none()
@@ -422,6 +452,9 @@ impl Server {
             std::thread::sleep(Duration::from_millis(5));
             reach = self.unit.reach();
         }
+        if reach.is_none() && !self.busy.load(Ordering::Acquire) {
+            return Ok(None);
+        }
         let config = self.unit.config();
         let joined = crate::reach::join(config, reach.as_deref(), &current.burst_id, &id, &window)
             .map_err(|why| format!("{} (it cannot join it: {why})", RecordError::Busy))?;
@@ -430,14 +463,14 @@ impl Server {
         }
         tracing::info!(burst = %current.burst_id, trigger = %id, joined = ?joined,
             "trigger joined the burst being recorded");
-        Ok(TriggerReply {
+        Ok(Some(TriggerReply {
             ok: true,
             burst_id: current.burst_id,
             window_s: window.length_s().unwrap_or(0.0),
             window,
             joined: Some(joined),
             cut: None,
-        })
+        }))
     }
 
     /// Records `window` as burst `id` on a thread of its own; when it is sealed, keeps its

@@ -39,6 +39,9 @@ pub fn check(unit: &Unit, req: &TriggerRequest, new_burst: bool) -> Result<Check
     let at = req.at()?;
     let pre = TriggerRequest::seconds(req.pre_s, "pre_s", config.pre)?;
     let post = TriggerRequest::seconds(req.post_s, "post_s", config.post)?;
+    if pre + post == Duration::ZERO {
+        return Err("an empty window (pre and post both 0): it would record nothing".into());
+    }
     if pre + post > config.max_window {
         return Err(format!(
             "the window ({:.1} s before + {:.1} s after) is longer than this unit's --max-window {:.1} s",
