@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Fuzzes the format reader (fuzz/: cargo-fuzz, libFuzzer with AddressSanitizer) for RUNS
-# executions per target, from the seeds in fuzz/seeds/, and keeps what happened (executions,
+# Fuzzes the format reader and the trigger check (fuzz/: cargo-fuzz, libFuzzer with
+# AddressSanitizer) for RUNS executions per target, from the seeds in fuzz/seeds/, and keeps what happened (executions,
 # seconds, crashes) in bench/results/fuzz/<date>-<host>.json for RELIABILITY.md's table.
 # Stable Rust: RUSTC_BOOTSTRAP=1 enables the flags cargo-fuzz needs. A crasher is left in
 # fuzz/artifacts/ and fails the script.
@@ -14,7 +14,7 @@ cd "$root/fuzz"
 lines="$(mktemp)"
 trap 'rm -f "$lines"' EXIT
 rc=0
-for target in chunk_reader burst_dir; do
+for target in chunk_reader burst_dir trigger_request; do
   log="$(mktemp)"
   mkdir -p "corpus/$target"
   start=$(date +%s)
