@@ -17,16 +17,14 @@ use snbuf_readout::{latency_buffer_on_node, LatencyBuffer};
 use crate::config::RecordConfig;
 use crate::counters::{LinkCounters, LiveLink, Progress};
 use crate::error::RecordError;
-use crate::link_rates::{
-    measure_links, newest_of, oldest_of, stream_step_ticks, LinkRate, RateMeter,
-};
+use crate::link_rates::{measure_links, stream_step_ticks, RateMeter};
 use crate::links::{Links, SourceTotals};
 use crate::open_burst::open_burst;
 use crate::prepare::NextBurst;
 use crate::reach::BurstReach;
 use crate::report::RecordReport;
 use crate::status_file::{StatusFile, STATUS_FILE_INTERVAL};
-use crate::window::{Held, TriggerAt, WindowClock};
+use crate::window::{TriggerAt, WindowClock};
 use crate::window_job::WindowJob;
 use crate::writers::{WriterPlacement, Writers};
 
@@ -205,61 +203,6 @@ impl Unit {
     /// Whether a burst is being recorded now.
     pub fn recording(&self) -> bool {
         self.live.lock().expect("unit state").is_some()
-    }
-
-    /// The newest frame's timestamp over the links: the unit's "now" in the detector's own
-    /// ticks (a link that has sent nothing yet does not hold it back).
-    pub fn newest_timestamp(&self) -> Option<u64> {
-        self.buffers.iter().filter_map(newest_of).max()
-    }
-
-    /// The oldest timestamp every link with data still holds (the latest of the links'
-    /// oldest): a window from here on is in every buffer.
-    pub fn oldest_timestamp(&self) -> Option<u64> {
-        self.buffers.iter().filter_map(oldest_of).max()
-    }
-
-    /// What the buffers hold now, for placing a window.
-    pub fn held(&self) -> Held {
-        Held {
-            newest: self.newest_timestamp(),
-            oldest: self.oldest_timestamp(),
-            oldest_anywhere: self.buffers.iter().filter_map(oldest_of).min(),
-        }
-    }
-
-    /// The detector's time at wall-clock time `unix_ns`, by this unit's data. When the data
-    /// clock agrees with the wall clock (DUNE's timing system runs on GPS time, as the emulator
-    /// does: the newest frame is within `CLOCK_AGREES_S` of now), the clock's reading at
-    /// `unix_ns` itself, so that every unit places one trigger on the same tick. Otherwise (a
-    /// timing system not on NTP time, a replay of last year's run) the newest frame, moved by the
-    /// wall-clock time from now to `unix_ns`. None until a frame has arrived.
-    pub fn data_time_at(&self, unix_ns: u64) -> Option<u64> {
-        let newest = self.newest_timestamp()?;
-        let now_ns = snbuf_quantity::now_unix_ns();
-        let clock = self.config.clock();
-        let behind_s = clock.seconds_between(newest, clock.ticks_at_unix_ns(now_ns));
-        if behind_s.abs() <= CLOCK_AGREES_S {
-            return Some(clock.ticks_at_unix_ns(unix_ns));
-        }
-        let offset_s = (unix_ns as f64 - now_ns as f64) / 1e9;
-        Some(clock.offset(newest, offset_s))
-    }
-
-    /// Each link's data clock and rate as measured, with the span its buffer holds now in
-    /// detector seconds.
-    pub fn link_rates(&self) -> Vec<LinkRate> {
-        let mut rates = self.rates.lock().expect("rates").rates();
-        rates.resize_with(self.buffers.len(), LinkRate::default);
-        let clock = self.config.clock();
-        for (i, (r, b)) in rates.iter_mut().zip(&self.buffers).enumerate() {
-            r.link = i as u32;
-            r.buffer_span_s = match (oldest_of(b), newest_of(b)) {
-                (Some(o), Some(n)) => Some(clock.seconds(n.saturating_sub(o))),
-                _ => None,
-            };
-        }
-        rates
     }
 
     /// Live figures of every link (of the burst being recorded, if any).
@@ -675,3 +618,5 @@ impl Drop for Unit {
         self.wind_down();
     }
 }
+
+mod held;
