@@ -123,14 +123,17 @@ pub(crate) fn disk_room_for_each_link(config: &RecordConfig, stride: u64) -> (u6
     let links = config.links as u64;
     // Links i with i mod n == k.
     let links_on = |k: usize| (links + n - 1 - k as u64) / n;
-    let device = |o: &PathBuf| std::fs::metadata(o).map(|m| m.dev()).ok();
+    let devices: Vec<Option<u64>> = outputs
+        .iter()
+        .map(|o| std::fs::metadata(o).map(|m| m.dev()).ok())
+        .collect();
     outputs
         .iter()
         .enumerate()
         .map(|(k, o)| {
-            let sharing: u64 = match device(o) {
+            let sharing: u64 = match devices[k] {
                 Some(d) => (0..outputs.len())
-                    .filter(|&j| device(&outputs[j]) == Some(d))
+                    .filter(|&j| devices[j] == Some(d))
                     .map(links_on)
                     .sum(),
                 None => links_on(k),

@@ -194,15 +194,21 @@ pub fn nats_server_on(bin: &Path, port: u16, dir: &Path) -> KillOnDrop {
         .spawn()
         .unwrap();
     let server = KillOnDrop(child);
+    wait_for_port(port, "nats-server");
+    server
+}
+
+/// Waits until something accepts TCP connections on 127.0.0.1:`port` (at most 10 s: `what`
+/// that never does fails the test).
+pub fn wait_for_port(port: u16, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(
             Instant::now() < deadline,
-            "nats-server did not start in 10 s"
+            "{what} did not listen on {port} in 10 s"
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    server
 }
 
 /// Debian's nats-server (2.9.10), which snbuf still supports: one test runs on it.
