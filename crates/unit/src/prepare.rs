@@ -31,6 +31,11 @@ pub(crate) struct Prepared {
     pub survives_power_loss: bool,
 }
 
+/// The frames per link a burst prepared for windows of `pre + post` is sized for.
+pub(crate) fn window_frames(config: &RecordConfig, pre: Duration, post: Duration) -> u64 {
+    ((pre + post).as_secs_f64() * config.link_frames_per_s()).ceil() as u64 + 1
+}
+
 /// Where the unit stands with its next burst.
 #[derive(Default)]
 pub(crate) enum NextBurst {
@@ -52,7 +57,7 @@ impl NextBurst {
     ) {
         self.take(config.completion_deadline);
         let config = config.clone();
-        let frames = ((pre + post).as_secs_f64() * config.link_frames_per_s()).ceil() as u64 + 1;
+        let frames = window_frames(&config, pre, post);
         let spawned = std::thread::Builder::new()
             .name("snbuf-prepare".into())
             .spawn(move || prepare(&config, frames, &sources));

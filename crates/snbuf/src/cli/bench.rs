@@ -61,7 +61,7 @@ pub enum BenchCommand {
     Checksum(ChecksumArgs),
     /// Everything above plus the write and read sweeps of DUNE Figs 2, 3 and 5, into one results
     /// directory, at a scale that fits this machine (about 2.5 minutes on a 2-core machine;
-    /// --quick about 15 s). With a second target, both media side by side (the paper's Table II).
+    /// --quick about 16 s). With a second target, both media side by side (the paper's Table II).
     /// Then run `snbuf report`.
     ///
     ///   snbuf bench paper --target /mnt/pmem0 --second-target /var/tmp --out results
@@ -179,7 +179,7 @@ pub struct PaperArgs {
     /// A second medium, measured the same way for the side-by-side table (Table II).
     #[arg(long, value_name = "DIR")]
     pub second_target: Option<PathBuf>,
-    /// About 15 s instead of about 2.5 minutes: smaller regions, shorter points, fewer sizes.
+    /// About 16 s instead of about 2.5 minutes: smaller regions, shorter points, fewer sizes.
     #[arg(long)]
     pub quick: bool,
     /// The results directory (created; must be empty if it exists).

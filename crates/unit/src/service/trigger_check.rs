@@ -90,9 +90,8 @@ fn fits(unit: &Unit, window: &TriggerInfo) -> Result<Option<(u64, String)>, Stri
     let prepared = match unit.next_burst_state() {
         "none" => 0,
         _ => {
-            let frames = ((config.pre + config.post).as_secs_f64() * config.link_frames_per_s())
-                .ceil() as u64;
-            link_files::link_region(config, frames + 1).region_bytes
+            let frames = crate::prepare::window_frames(config, config.pre, config.post);
+            link_files::link_region(config, frames).region_bytes
         }
     };
     let room = link_files::room_to_grow(config, prepared).min(wanted.region_bytes);
