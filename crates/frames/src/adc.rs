@@ -136,6 +136,35 @@ impl AdcShape {
         self.ticks_per_frame as f64 / self.samples_per_frame as f64
     }
 
+    /// Writes `values` (one per channel) as sample `sample` of `frame`, where `sample` reads
+    /// them back; the frame's other bytes stay as they are.
+    pub fn write_sample(&self, frame: &mut [u8], sample: usize, values: &[u16]) {
+        assert!(sample < self.samples_per_frame && values.len() == self.channels);
+        let (row, bits) = match self.kind {
+            AdcKind::Rows { offset } => {
+                let row = self.channels * ADC_BITS as usize / 8;
+                (offset + sample * row, ADC_BITS)
+            }
+            AdcKind::Wib2 => {
+                let sub = frame.len() / self.samples_per_frame;
+                (sample * sub + WIB2_ADC_OFFSET, ADC_BITS)
+            }
+            AdcKind::Wib1 => {
+                let sub = frame.len() / self.samples_per_frame;
+                let f = &mut frame[sample * sub..(sample + 1) * sub];
+                for (ch, &v) in values.iter().enumerate() {
+                    wib1_pack(f, ch, v);
+                }
+                return;
+            }
+        };
+        let bytes = (self.channels * bits as usize).div_ceil(8);
+        let r = &mut frame[row..row + bytes];
+        for (ch, &v) in values.iter().enumerate() {
+            pack(r, bits, ch, v);
+        }
+    }
+
     /// Every value of sample `sample` of `frame`, one per channel, into `out`.
     pub fn sample(&self, frame: &[u8], sample: usize, out: &mut [u16]) {
         assert!(sample < self.samples_per_frame && out.len() == self.channels);
@@ -184,6 +213,48 @@ pub fn wib1_adc(frame: &[u8], channel: usize) -> u16 {
         2 => bits(w1, 16 + 8 * odd, 8) | bits(w2, 8 * odd, 4) << 8,
         // adcXch3: 4 low bits in word 2 (bits 4 or 12), 8 high bits in word 2 (bits 16 or 24).
         _ => bits(w2, 4 + 8 * odd, 4) | bits(w2, 16 + 8 * odd, 8) << 4,
+    }
+}
+
+/// ProtoDUNE WIB1: writes `value` (12 bits) as channel `channel` of one 464-byte detector frame,
+/// where `wib1_adc` reads it (the same bit fields, written instead of read); no other bit changes.
+pub fn wib1_pack(frame: &mut [u8], channel: usize, value: u16) {
+    assert!(channel < WIB1_CHANNELS, "WIB1 frames hold 256 channels");
+    let (block, c) = (channel / 64, channel % 64);
+    let (adc, ch) = (c / 8, c % 8);
+    let seg = (adc / 2) * 2 + ch / 4;
+    let at = WIB1_HEADER_BYTES + block * WIB1_BLOCK_BYTES + 16 + seg * 12;
+    let odd = (adc % 2) as u32;
+    let v = value as u32 & 0xFFF;
+    let mut words = [0u32; 3];
+    for (i, w) in words.iter_mut().enumerate() {
+        *w = u32::from_le_bytes(frame[at + 4 * i..at + 4 * i + 4].try_into().unwrap());
+    }
+    // Puts the low `n` bits of `x` at bit `lo` of word `i`.
+    let mut put = |i: usize, lo: u32, n: u32, x: u32| {
+        let m = ((1u32 << n) - 1) << lo;
+        words[i] = (words[i] & !m) | ((x << lo) & m);
+    };
+    match ch % 4 {
+        0 => {
+            put(0, 8 * odd, 8, v);
+            put(0, 16 + 8 * odd, 4, v >> 8);
+        }
+        1 => {
+            put(0, 20 + 8 * odd, 4, v);
+            put(1, 8 * odd, 8, v >> 4);
+        }
+        2 => {
+            put(1, 16 + 8 * odd, 8, v);
+            put(2, 8 * odd, 4, v >> 8);
+        }
+        _ => {
+            put(2, 4 + 8 * odd, 4, v);
+            put(2, 16 + 8 * odd, 8, v >> 4);
+        }
+    }
+    for (i, w) in words.iter().enumerate() {
+        frame[at + 4 * i..at + 4 * i + 4].copy_from_slice(&w.to_le_bytes());
     }
 }
 
@@ -285,6 +356,52 @@ mod tests {
             .unwrap()
             .sample(&sc, 2, &mut out);
         assert_eq!((out[0], out[11]), (0xABC, 0xCD6));
+    }
+
+    #[test]
+    fn wib1_packing_writes_exactly_what_wib1_reading_reads() {
+        // Every channel, with values that use all 12 bits, over bytes that were not zero: each
+        // value reads back, and packing one channel leaves every other channel as it was.
+        let mut f: Vec<u8> = (0..464).map(|i| (i * 37 + 11) as u8).collect();
+        let before: Vec<u16> = (0..256).map(|c| wib1_adc(&f, c)).collect();
+        let value = |c: usize| ((c * 2741 + 1) % 4096) as u16;
+        for c in 0..256 {
+            wib1_pack(&mut f, c, value(c));
+            assert_eq!(wib1_adc(&f, c), value(c), "channel {c}");
+            for o in (c + 1)..256 {
+                assert_eq!(wib1_adc(&f, o), before[o], "channel {o} after packing {c}");
+            }
+        }
+        // The WIB header and the COLDATA headers hold no ADC bits.
+        let g: Vec<u8> = (0..464).map(|i| (i * 37 + 11) as u8).collect();
+        assert_eq!(f[..32], g[..32]);
+        for b in 1..4 {
+            let h = WIB1_HEADER_BYTES + b * WIB1_BLOCK_BYTES;
+            assert_eq!(f[h..h + 16], g[h..h + 16], "COLDATA header {b}");
+        }
+    }
+
+    #[test]
+    fn a_written_sample_reads_back_for_every_frame_type() {
+        use crate::FrameType as T;
+        for t in [T::WibEth, T::TdeEth, T::Wib2, T::ProtoDuneWib, T::DaphneEthStream] {
+            let shape = AdcShape::of(t).unwrap();
+            let mut f = vec![0xA5u8; t.layout().frame_bytes as usize];
+            let max = (1u32 << shape.bits()) as usize;
+            for s in 0..shape.samples_per_frame {
+                let v: Vec<u16> = (0..shape.channels)
+                    .map(|c| ((s * 131 + c * 17 + 3) % max) as u16)
+                    .collect();
+                shape.write_sample(&mut f, s, &v);
+            }
+            let mut out = vec![0u16; shape.channels];
+            for s in 0..shape.samples_per_frame {
+                shape.sample(&f, s, &mut out);
+                for (c, &got) in out.iter().enumerate() {
+                    assert_eq!(got as usize, (s * 131 + c * 17 + 3) % max, "{t} s{s} c{c}");
+                }
+            }
+        }
     }
 
     #[test]

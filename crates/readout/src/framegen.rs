@@ -2,9 +2,9 @@
 //! type's own layout, with the link's identity in every header, a timestamp in every detector
 //! frame, the DAQEthHeader sequence number counting (and wrapping), and a payload:
 //!
-//! - emulated: for WIBEth, TDEEth and WIB2, ADC samples packed as DUNE packs them, each value a
-//!   function of (link, frame index, sample, channel) that a test can recompute
-//!   (`emulated_adc`); for the other types a byte pattern per link (`pattern_byte`);
+//! - emulated: for every type that carries ADC samples, the values of a detector
+//!   (`emulated_detector`: per-channel baselines, a few counts of noise, a track per bank),
+//!   packed as DUNE packs them; for custom types a byte pattern per link (`pattern_byte`);
 //! - replayed: the frames of a DUNE raw recording (frames back to back, as DUNE's readout writes
 //!   `<SourceID>.bin`), in turn and looping, of which only the timestamp and sequence fields are
 //!   rewritten, at their real positions, as DUNE's own emulator does. No other byte changes.
@@ -17,9 +17,7 @@
 
 use std::sync::Arc;
 
-use snbuf_frames::adc::{
-    self, ADC_BITS, ETH_ADC_OFFSET, ETH_CHANNELS, ETH_SAMPLES, WIB2_ADC_OFFSET, WIB2_CHANNELS,
-};
+use crate::emulated_detector::EmulatedDetector;
 use snbuf_frames::{FrameLayout, FrameType, HeaderKind, Identity, SEQUENCE_MODULUS};
 
 /// Where a link's frame bytes come from.
@@ -59,13 +57,6 @@ pub fn pattern_byte(link: u32, i: usize) -> u8 {
     (i as u32 ^ link.wrapping_mul(0x9E)) as u8
 }
 
-/// The 14-bit ADC value the emulator puts in channel `channel` of time sample `sample` of
-/// link `link`'s frame number `frame_index` (its timestamp / ticks per frame).
-pub fn emulated_adc(link: u32, frame_index: u64, sample: usize, channel: usize) -> u16 {
-    let v = (frame_index % PAYLOAD_VARIANTS) as usize;
-    ((link as usize * 97 + v * 31 + sample * 7 + channel * 3) % (1 << ADC_BITS)) as u16
-}
-
 /// DUNE's detector id for the data of a frame type (detdataformats DetID).
 pub fn det_id(t: FrameType) -> u8 {
     match t {
@@ -88,8 +79,12 @@ pub fn emulated_identity(t: FrameType, link: u32) -> Identity {
 /// Makes one link's frames.
 pub struct FrameGen {
     layout: FrameLayout,
-    /// Emulated: one frame per payload variant, headers written; replayed: the recording.
+    frame_type: FrameType,
+    /// Emulated: the bank (`EmulatedDetector::bank_frame`; for custom frames one frame per
+    /// payload variant), headers written; replayed: empty.
     frames: Vec<Vec<u8>>,
+    /// Emulated frame types with ADC values: which bank frame each frame index sends.
+    detector: Option<EmulatedDetector>,
     replay: Option<(Arc<Vec<u8>>, usize)>,
     /// Replay: the frames handed out last, in turn (each stays as it is for the next
     /// `PAYLOAD_VARIANTS - 1` calls, as emulated frames do).
@@ -110,12 +105,16 @@ impl FrameGen {
         match payload {
             Payload::Emulated => {
                 let id = emulated_identity(frame_type, link);
-                let frames = (0..PAYLOAD_VARIANTS)
+                let detector = EmulatedDetector::of(frame_type, layout.ticks_per_frame);
+                let bank = detector.map_or(PAYLOAD_VARIANTS as usize, |d| d.bank_frames());
+                let frames = (0..bank)
                     .map(|v| emulated_frame(frame_type, link, v, &id))
                     .collect();
                 Ok(FrameGen {
                     layout,
+                    frame_type,
                     frames,
+                    detector,
                     replay: None,
                     out: Vec::new(),
                     calls: 0,
@@ -135,7 +134,9 @@ impl FrameGen {
                 }
                 Ok(FrameGen {
                     layout,
+                    frame_type,
                     frames: Vec::new(),
+                    detector: None,
                     replay: Some((data.clone(), 0)),
                     out: vec![vec![0u8; fb]; PAYLOAD_VARIANTS as usize],
                     calls: 0,
@@ -155,6 +156,10 @@ impl FrameGen {
     pub fn with_frame_step(mut self, step_ticks: u64) -> FrameGen {
         assert!(step_ticks > 0, "frames are at least a tick apart");
         self.step_ticks = step_ticks;
+        if self.detector.is_some() {
+            // Tracks come at the same detector time whatever the link's rate.
+            self.detector = EmulatedDetector::of(self.frame_type, step_ticks);
+        }
         self
     }
 
@@ -184,7 +189,13 @@ impl FrameGen {
                 *next = (*next + fb) % data.len();
                 out
             }
-            None => &mut self.frames[(index % PAYLOAD_VARIANTS) as usize],
+            None => {
+                let bank_frame = match &self.detector {
+                    Some(d) => d.bank_frame(index),
+                    None => (index % PAYLOAD_VARIANTS) as usize,
+                };
+                &mut self.frames[bank_frame]
+            }
         };
         self.layout.write_timestamp(frame, ts);
         self.layout.write_sequence(frame, index % SEQUENCE_MODULUS);
@@ -192,40 +203,22 @@ impl FrameGen {
     }
 }
 
-/// An emulated frame of payload variant `v`, headers and all but its timestamp and sequence.
-fn emulated_frame(t: FrameType, link: u32, v: u64, id: &Identity) -> Vec<u8> {
+/// Bank frame `v` of an emulated link, headers and all but its timestamp and sequence.
+fn emulated_frame(t: FrameType, link: u32, v: usize, id: &Identity) -> Vec<u8> {
     let layout = t.layout();
     let fb = layout.frame_bytes as usize;
-    let mut f: Vec<u8> = (0..fb).map(|i| pattern_byte(link, i)).collect();
-    match t {
-        FrameType::WibEth | FrameType::TdeEth => {
-            f[..ETH_ADC_OFFSET].fill(0);
-            let row = ETH_CHANNELS * ADC_BITS as usize / 8;
-            for s in 0..ETH_SAMPLES {
-                let r = &mut f[ETH_ADC_OFFSET + s * row..ETH_ADC_OFFSET + (s + 1) * row];
-                for ch in 0..ETH_CHANNELS {
-                    adc::pack(r, ADC_BITS, ch, emulated_adc(link, v, s, ch));
-                }
+    let mut f = match EmulatedDetector::of(t, layout.ticks_per_frame) {
+        Some(detector) => {
+            // Headers zero but for what `write_identity` and `frame_at` put there.
+            let mut f = vec![0u8; fb];
+            for s in 0..detector.shape().samples_per_frame {
+                let values = detector.bank_sample(link, v, s);
+                detector.shape().write_sample(&mut f, s, &values);
             }
+            f
         }
-        FrameType::Wib2 => {
-            let sub = layout.subframe_bytes();
-            for (s, frame) in f.chunks_exact_mut(sub).enumerate() {
-                frame.fill(0);
-                let words = &mut frame[WIB2_ADC_OFFSET..WIB2_ADC_OFFSET + WIB2_CHANNELS * 14 / 8];
-                for ch in 0..WIB2_CHANNELS {
-                    adc::pack(words, ADC_BITS, ch, emulated_adc(link, v, s, ch));
-                }
-            }
-        }
-        FrameType::DaphneEthStream => f[..16].fill(0),
-        FrameType::ProtoDuneWib => {
-            for frame in f.chunks_exact_mut(layout.subframe_bytes()) {
-                frame[..16].fill(0);
-            }
-        }
-        FrameType::Custom { .. } => {}
-    }
+        None => (0..fb).map(|i| pattern_byte(link, i)).collect(),
+    };
     if layout.header != HeaderKind::None {
         layout.write_identity(&mut f, id);
     }
@@ -255,14 +248,12 @@ mod tests {
             if l.header == HeaderKind::DaqEth {
                 assert_eq!(l.sequence(&f), Some(123_456 % 4096));
             }
-            if matches!(t, FrameType::WibEth | FrameType::TdeEth) {
-                for (s, ch) in [(0, 0), (63, 63), (17, 42)] {
-                    assert_eq!(
-                        adc::eth_adc(&f, ch, s),
-                        emulated_adc(5, 123_456, s, ch),
-                        "{t} sample {s} channel {ch}"
-                    );
-                }
+            // Every ADC value is the emulated detector's, where the frame type keeps it.
+            let d = EmulatedDetector::of(t, l.ticks_per_frame).unwrap();
+            let mut got = vec![0u16; d.shape().channels];
+            for s in 0..d.shape().samples_per_frame {
+                d.shape().sample(&f, s, &mut got);
+                assert_eq!(got, d.sample(5, 123_456, s), "{t} sample {s}");
             }
             // The same (link, timestamp) is the same frame; another link's differs.
             assert_eq!(g.frame_at(ts), &f[..]);

@@ -7,6 +7,7 @@
 //! frame when full. The unit (`snbuf-unit`) reads windows out of the buffers and persists them.
 
 pub mod emit;
+pub mod emulated_detector;
 pub mod frame_run;
 pub mod framegen;
 pub mod latency_buffer;
