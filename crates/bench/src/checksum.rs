@@ -296,15 +296,65 @@ pub fn run(
             "a streaming copy differs from its source".into(),
         ));
     }
+    // 3. The floor of receiving from a socket: the kernel copies each received buffer (at most
+    // 64 KiB, a coalesced one) from its cache into the next bytes of the ring, with regular
+    // stores. Here one cache-hot 64 KiB buffer goes into each successive 64 KiB of the region.
+    step(COPY_FLOOR);
+    let hot = &src[..RECEIVE_BUFFER_BYTES];
+    let (w, c) = fastest(
+        config.passes,
+        || {
+            for d in dst.as_mut_slice().chunks_exact_mut(RECEIVE_BUFFER_BYTES) {
+                copy_regular_stores(d, std::hint::black_box(hot));
+            }
+            0
+        },
+        0,
+        COPY_FLOOR,
+    )?;
+    out.push(result(COPY_FLOOR.into(), "cache", src.len() as u64, w, c));
+    if dst.as_slice()[..RECEIVE_BUFFER_BYTES] != *hot
+        || dst.as_slice()[src.len() - RECEIVE_BUFFER_BYTES..] != *hot
+    {
+        return Err(BenchError::Implausible(
+            "the copy floor's ring does not hold its buffer".into(),
+        ));
+    }
     Ok(out)
+}
+
+/// The copy-floor row's name: `bench/ingest.py` compares ingest's CPU with it.
+pub const COPY_FLOOR: &str =
+    "copy floor of a socket receive: a cache-hot 64 KiB buffer into the next 64 KiB of a ring in DRAM (regular stores, as the kernel's copy to user space)";
+/// The largest buffer one receive copies: a coalesced (GRO) buffer, one IP packet's worth.
+const RECEIVE_BUFFER_BYTES: usize = 64 << 10;
+
+/// Copies `src` into `dst` with regular stores, as the kernel's copy to user space does on
+/// x86-64 (`rep movsb`): each destination line is read for ownership, then written.
+fn copy_regular_stores(dst: &mut [u8], src: &[u8]) {
+    assert_eq!(dst.len(), src.len());
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `rep movsb` copies exactly `src.len()` bytes from `src` to `dst`, two live
+    // slices of that length that do not overlap (one is borrowed mutably).
+    unsafe {
+        std::arch::asm!(
+            "rep movsb",
+            inout("rcx") src.len() => _,
+            inout("rdi") dst.as_mut_ptr() => _,
+            inout("rsi") src.as_ptr() => _,
+            options(nostack, preserves_flags)
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    dst.copy_from_slice(src);
 }
 
 /// Steps `run` reports, for a progress bar.
 pub fn steps(config: &ChecksumConfig) -> u64 {
     let in_registers = snbuf_persist::nt_crc::routines_here().len();
     // Each implementation; streaming copy, plain memcpy, copy then CRC; fused in registers;
-    // the fused block orders.
-    (IMPLEMENTATIONS.len() + 3 + in_registers + 2 * config.fused_block_bytes.len()) as u64
+    // the fused block orders; the copy floor.
+    (IMPLEMENTATIONS.len() + 4 + in_registers + 2 * config.fused_block_bytes.len()) as u64
 }
 
 #[cfg(test)]
@@ -322,9 +372,10 @@ mod tests {
         let results = run(&config, |_| seen += 1).unwrap();
         assert_eq!(seen, steps(&config));
         // Each implementation in cache and from DRAM; streaming copy alone; plain memcpy; copy
-        // then CRC; fused in registers where the CPU can; two fused orders.
+        // then CRC; fused in registers where the CPU can; two fused orders; the copy floor.
         let in_registers = snbuf_persist::nt_crc::routines_here().len();
-        assert_eq!(results.len(), 2 * IMPLEMENTATIONS.len() + 5 + in_registers);
+        assert_eq!(results.len(), 2 * IMPLEMENTATIONS.len() + 6 + in_registers);
+        assert!(results.iter().any(|r| r.variant == COPY_FLOOR));
         for r in &results {
             assert!(r.bytes > 0 && r.wall_s > 0.0, "{r:?}");
             assert!(r.gb_per_s.is_finite() && r.core_s_per_gib >= 0.0, "{r:?}");

@@ -68,8 +68,8 @@ impl EmulatedDetector {
             shape,
             track_every_frames: 0,
         };
-        d.track_every_frames = ((frames_per_s * TRACK_PERIOD_S) as u64)
-            .max(2 * PAYLOAD_VARIANTS + d.track_frames());
+        d.track_every_frames =
+            ((frames_per_s * TRACK_PERIOD_S) as u64).max(2 * PAYLOAD_VARIANTS + d.track_frames());
         Some(d)
     }
 
@@ -247,7 +247,10 @@ mod tests {
             let mut baselines = Vec::new();
             for c in 0..d.shape().channels {
                 let (mean, rms, peak) = stats(&d, 3, c);
-                assert!((mean - d.baseline(3, c)).abs() < 1.5, "{t} c{c}: mean {mean}");
+                assert!(
+                    (mean - d.baseline(3, c)).abs() < 1.5,
+                    "{t} c{c}: mean {mean}"
+                );
                 // A few ADC counts of noise, the channel's own.
                 assert!((2.0..6.0).contains(&rms), "{t} c{c}: noise {rms}");
                 assert!(
@@ -260,14 +263,20 @@ mod tests {
                 baselines.push(d.baseline(3, c));
             }
             // Collection low, induction mid-range; channels differ within a plane.
-            assert!(baselines[16] < 0.2 * full && baselines[0] > 0.4 * full, "{t}");
+            assert!(
+                baselines[16] < 0.2 * full && baselines[0] > 0.4 * full,
+                "{t}"
+            );
             assert_ne!(baselines[0], baselines[1], "{t}");
             // Rare: a track a quarter of a second, on the detector's clock.
             let per_s = snbuf_frames::clock::DetectorClock::of(t).frames_per_s(t.ticks_per_frame());
             let tracks = (0..per_s as u64)
                 .filter(|&i| d.bank_frame(i) == PAYLOAD_VARIANTS as usize)
                 .count();
-            assert!((4..=5).contains(&tracks), "{t}: {tracks} tracks in a second");
+            assert!(
+                (4..=5).contains(&tracks),
+                "{t}: {tracks} tracks in a second"
+            );
         }
     }
 

@@ -17,6 +17,7 @@ const SAMPLES: &[(&str, &str)] = &[
     ("rcvbuf", "\"8MiB\""),
     ("gro", "false"),
     ("receive_nap", "\"1ms\""),
+    ("receive_batch", "4"),
     ("run", "7"),
     ("unit", "\"u1\""),
     ("source_ids", "[4, 5]"),

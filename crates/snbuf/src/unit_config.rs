@@ -24,6 +24,7 @@ pub fn config_from_args(
         rcvbuf: args.rcvbuf,
         gro: args.gro,
         receive_nap: args.receive_nap,
+        receive_batch: args.receive_batch,
         run: args.run,
         unit: Some(crate::fleet_args::unit_id(args.unit.as_deref())?),
         source_ids: args.source_ids.clone(),

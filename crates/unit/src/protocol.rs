@@ -230,12 +230,15 @@ pub struct LinkIngest {
     pub sequence_gap_frames: u64,
     pub timestamp_gap_frames: u64,
     pub rerouted: u64,
-    /// Receive calls that returned data, those that carried a coalesced buffer (UDP GRO), and
-    /// coalesced buffers the kernel cut short.
+    /// Messages received (datagrams or coalesced buffers), those that carried a coalesced
+    /// buffer of several frames (UDP GRO), the system calls that received them, and coalesced
+    /// buffers the kernel cut short.
     #[serde(default)]
     pub receives: u64,
     #[serde(default)]
     pub coalesced: u64,
+    #[serde(default)]
+    pub receive_calls: u64,
     #[serde(default)]
     pub truncated: u64,
     pub dropped: Dropped,
@@ -279,6 +282,7 @@ impl From<&LinkCounters> for LinkStatus {
                 rerouted: g.rerouted,
                 receives: g.receives,
                 coalesced: g.coalesced,
+                receive_calls: g.receive_calls,
                 truncated: g.truncated,
                 dropped: Dropped {
                     out_of_order: g.out_of_order,

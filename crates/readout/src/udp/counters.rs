@@ -27,10 +27,13 @@ pub struct IngestCounters {
     /// back to the group's hash), moved here: kept if still in time order, else out_of_order.
     /// Not loss in itself; a steady count says the routing program is not doing its job.
     pub rerouted: AtomicU64,
-    /// Receive calls that returned data, and those of them that carried a coalesced buffer of
-    /// more than one frame (UDP GRO): frames / receives is the frames each call moved.
+    /// Messages received (a datagram, or a coalesced buffer with UDP GRO), and those of them
+    /// that carried more than one frame: frames / receives is the frames each message moved.
     pub receives: AtomicU64,
     pub coalesced: AtomicU64,
+    /// System calls that received data (each took one message or several): frames /
+    /// receive_calls is the frames each crossing into the kernel moved.
+    pub receive_calls: AtomicU64,
     /// Coalesced buffers larger than the slots offered (the kernel cut them): the frames cut
     /// off are missing by sequence number and timestamp, and counted there.
     pub truncated: AtomicU64,
@@ -53,6 +56,7 @@ pub struct IngestSnapshot {
     pub rerouted: u64,
     pub receives: u64,
     pub coalesced: u64,
+    pub receive_calls: u64,
     pub truncated: u64,
 }
 
@@ -74,6 +78,7 @@ impl IngestCounters {
             rerouted: g(&self.rerouted),
             receives: g(&self.receives),
             coalesced: g(&self.coalesced),
+            receive_calls: g(&self.receive_calls),
             truncated: g(&self.truncated),
         }
     }

@@ -49,8 +49,8 @@ mod receiver;
 mod socket;
 
 pub use counters::{IngestCounters, IngestSnapshot};
-pub use receiver::DEFAULT_MAX_NAP;
 use receiver::{nap, Receiver};
+pub use receiver::{DEFAULT_MAX_NAP, DEFAULT_RECEIVE_BATCH};
 pub use socket::stream_router;
 use socket::{
     accept_all, attach_stream_router, bind_to, drop_all, drops_so_far, enable_gro, set_int,
@@ -75,6 +75,9 @@ pub struct UdpSource {
     /// small batch). Whatever is set, a nap stays within a sixteenth of the socket buffer's
     /// fill time at the expected rate, so it cannot overflow the buffer.
     pub max_nap: std::time::Duration,
+    /// With GRO: the most coalesced buffers one receive call takes, while they come full
+    /// (`DEFAULT_RECEIVE_BATCH`; 1: one call per buffer).
+    pub max_buffers_per_call: usize,
 }
 
 /// What the receiver expects of a stream's timestamps, in ticks of the detector's clock: the

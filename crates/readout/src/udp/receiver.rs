@@ -16,15 +16,26 @@ use crate::latency_buffer::Producer;
 /// Datagrams received per system call, at most (without GRO); with GRO, coalesced buffers
 /// read from one socket before the receiver polls again.
 const BATCH: usize = 64;
-/// The largest coalesced buffer UDP GRO hands over: one IP packet's worth (64 KiB).
-const MAX_COALESCED_BYTES: usize = 1 << 16;
 /// Room for the control messages of one receive: SO_RXQ_OVFL's and UDP_GRO's (24 B each).
 const CONTROL_WORDS: usize = 8;
+/// The largest UDP payload one coalesced buffer carries: an IPv6 packet's 65,535 B less the
+/// UDP header (an IPv4 one carries 20 B less).
+const MAX_COALESCED_PAYLOAD: usize = 65_535 - 8;
+/// Coalesced buffers one system call takes at most, while they come full, unless the operator
+/// sets another (`UdpSource::max_buffers_per_call`): 8 x 64 KiB, half a MiB, still in the cache
+/// when the frames are checked and checksummed.
+pub const DEFAULT_RECEIVE_BATCH: usize = 8;
+
+/// The most whole frames of `frame_bytes` a coalesced buffer can hold (1 for frames too large
+/// to coalesce).
+fn frames_per_buffer(frame_bytes: usize) -> usize {
+    (MAX_COALESCED_PAYLOAD / frame_bytes.max(1)).max(1)
+}
 /// How long the receiver waits for data before it looks at its stop flag.
 const POLL_MS: i32 = 100;
 
 /// The longest nap between poll rounds unless the operator sets another (`UdpSource::max_nap`).
-pub const DEFAULT_MAX_NAP: std::time::Duration = std::time::Duration::from_micros(500);
+pub const DEFAULT_MAX_NAP: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// How long the receiver may sleep after draining every socket: waking for each small batch
 /// can cost more than receiving it (perf showed poll's sleeps and wakeups high in the receive
@@ -55,6 +66,11 @@ pub(super) struct Receiver {
     rerouted: Vec<VecDeque<(u64, Vec<u8>)>>,
     /// Poll rounds so far.
     round: u64,
+    /// Per link, the coalesced buffers its next receive asks for: doubled up to `batch_max`
+    /// while every buffer comes full, back to 1 at the first that does not.
+    buffers_per_call: Vec<usize>,
+    /// The most coalesced buffers a receive call takes (`UdpSource::max_buffers_per_call`).
+    batch_max: usize,
     /// Whether the sockets hand over coalesced buffers (UDP_GRO).
     pub(super) gro: bool,
     /// How long the receiver sleeps after a round that drained every socket (`nap`).
@@ -110,6 +126,8 @@ impl Receiver {
             },
             rerouted: vec![VecDeque::new(); links],
             round: 0,
+            buffers_per_call: vec![1; links],
+            batch_max: source.max_buffers_per_call.max(1),
             gro: false,
             nap: std::time::Duration::ZERO,
         }
@@ -228,88 +246,169 @@ impl Receiver {
             }
             self.take_frame(link, waiting + i, &mut kept);
         }
-        self.routing.counters[link]
-            .receives
-            .fetch_add(n as u64, Ordering::Relaxed);
+        let c = &self.routing.counters[link];
+        c.receives.fetch_add(n as u64, Ordering::Relaxed);
+        c.receive_calls.fetch_add(1, Ordering::Relaxed);
         self.count_kernel_drops(sock, drops);
         self.producers[link].keep(kept);
         self.producers[link].publish();
         n
     }
 
-    /// Receives one datagram or coalesced buffer (UDP GRO) of one socket straight into its
-    /// link's next consecutive slots, split by its segment size, each frame merged in time
-    /// order with the link's frames that came by other sockets; returns whether anything came.
+    /// Receives what one socket holds, one datagram or coalesced buffer (UDP GRO) a message,
+    /// straight into its link's next consecutive slots, split by its segment size, each frame
+    /// merged in time order with the link's frames that came by other sockets; returns whether
+    /// anything came.
+    ///
+    /// One message a call, or up to `batch_max` (one `recvmmsg`) while the socket's buffers
+    /// come full (`buffers_per_call`). Each message is offered the slots of the
+    /// most whole frames a coalesced buffer can hold (`frames_per_buffer`), then a tail of one
+    /// frame's bytes outside the ring that catches a short last segment; the kernel fixes each
+    /// message's place before it knows its size, so a message that comes short leaves empty
+    /// slots, and the frames after it are moved down over them (`take_frame`): a second copy,
+    /// which is why a partial buffer sends the socket back to one message a call.
     fn receive_coalesced(&mut self, sock: &mut LinkSocket) -> bool {
         let link = sock.link;
         let fb = self.routing.layout.frame_bytes as usize;
-        let (waiting, slots) = self.claim_behind_rerouted(link, MAX_COALESCED_BYTES.div_ceil(fb));
-        // The ring's slots lie back to back: one iovec, or two where the claim wraps the end.
-        let mut iov: Vec<libc::iovec> = Vec::with_capacity(2);
-        for &p in &slots[waiting..] {
-            match iov.last_mut() {
-                Some(v) if (v.iov_base as *mut u8).wrapping_add(v.iov_len) == p => v.iov_len += fb,
-                _ => iov.push(libc::iovec {
-                    iov_base: p.cast(),
-                    iov_len: fb,
-                }),
+        let per = frames_per_buffer(fb);
+        let want = self.buffers_per_call[link].clamp(1, self.batch_max) * per;
+        let (waiting, slots) = self.claim_behind_rerouted(link, want);
+        let offered = slots.len() - waiting;
+        // Messages of `per` slots each; the last takes what is left (a ring nearly full).
+        let messages = (offered / per).max(1);
+        let mut tails = vec![0u8; messages * fb];
+        let mut iov: Vec<Vec<libc::iovec>> = Vec::with_capacity(messages);
+        for (i, tail) in tails.chunks_exact_mut(fb).enumerate() {
+            let end = if i + 1 == messages {
+                offered
+            } else {
+                (i + 1) * per
+            };
+            let mut v: Vec<libc::iovec> = Vec::with_capacity(3);
+            // The ring's slots lie back to back: one iovec, or two where the claim wraps.
+            for &p in &slots[waiting + i * per..waiting + end] {
+                match v.last_mut() {
+                    Some(last) if (last.iov_base as *mut u8).wrapping_add(last.iov_len) == p => {
+                        last.iov_len += fb
+                    }
+                    _ => v.push(libc::iovec {
+                        iov_base: p.cast(),
+                        iov_len: fb,
+                    }),
+                }
             }
+            v.push(libc::iovec {
+                iov_base: tail.as_mut_ptr().cast(),
+                iov_len: fb,
+            });
+            iov.push(v);
         }
-        let mut control = [0u64; CONTROL_WORDS];
-        // SAFETY: msghdr is plain data; its pointers are set below to buffers that outlive the
-        // call.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = iov.as_mut_ptr();
-        msg.msg_iovlen = iov.len() as _;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = std::mem::size_of_val(&control) as _;
+        let mut control = vec![[0u64; CONTROL_WORDS]; messages];
+        // SAFETY: mmsghdr is plain data; its pointers are set below to buffers that outlive
+        // the call.
+        let mut msgs: Vec<libc::mmsghdr> = (0..messages)
+            .map(|_| unsafe { std::mem::zeroed() })
+            .collect();
+        for ((m, v), c) in msgs.iter_mut().zip(&mut iov).zip(&mut control) {
+            m.msg_hdr.msg_iov = v.as_mut_ptr();
+            m.msg_hdr.msg_iovlen = v.len() as _;
+            m.msg_hdr.msg_control = c.as_mut_ptr().cast();
+            m.msg_hdr.msg_controllen = std::mem::size_of_val(c) as _;
+        }
         // SAFETY: the iovecs cover claimed, whole slots that no reader trusts until they are
-        // kept and published; the control buffer and header live across the call.
-        let n = unsafe { libc::recvmsg(sock.fd.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+        // kept and published, and the tails; the control buffers and headers live across the
+        // call.
+        let n = unsafe {
+            libc::recvmmsg(
+                sock.fd.as_raw_fd(),
+                msgs.as_mut_ptr(),
+                messages as u32,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
         if n <= 0 {
             self.producers[link].keep(0);
             return false;
         }
-        let n = n as usize;
-        let (drops, segment) = control_messages(&msg);
+        let received = n as usize;
+        let c = &self.routing.counters[link];
+        c.receive_calls.fetch_add(1, Ordering::Relaxed);
+        c.receives.fetch_add(received as u64, Ordering::Relaxed);
+        let mut kept = 0;
+        let mut drops = None;
+        let mut all_full = received == messages;
+        for (i, m) in msgs.iter().enumerate().take(received) {
+            let (d, segment) = control_messages(&m.msg_hdr);
+            drops = drops.max(d);
+            let slots_here = if i + 1 == messages {
+                offered - i * per
+            } else {
+                per
+            };
+            let whole = self.split_buffer(link, m, segment, slots_here);
+            all_full &= whole == per;
+            for j in 0..whole {
+                self.take_frame(link, waiting + i * per + j, &mut kept);
+            }
+        }
         if let Some(drops) = drops {
             self.count_kernel_drops(sock, drops);
         }
+        self.buffers_per_call[link] = if all_full {
+            (self.buffers_per_call[link] * 2).min(self.batch_max)
+        } else {
+            1
+        };
+        self.producers[link].keep(kept);
+        self.producers[link].publish();
+        true
+    }
+
+    /// What one received message of `link` holds, counted: returns how many whole frames lie
+    /// at the start of its slots (of `slots` offered), each to be taken.
+    fn split_buffer(
+        &self,
+        link: usize,
+        m: &libc::mmsghdr,
+        segment: Option<u32>,
+        slots: usize,
+    ) -> usize {
+        let fb = self.routing.layout.frame_bytes as usize;
+        let n = m.msg_len as usize;
+        let c = &self.routing.counters[link];
         // No UDP_GRO message: one datagram, its own length.
         let segment = segment.map_or(n, |s| s as usize).max(1);
-        let c = &self.routing.counters[link];
-        c.receives.fetch_add(1, Ordering::Relaxed);
-        if msg.msg_flags & libc::MSG_TRUNC != 0 {
-            if segment == n {
-                // One datagram longer than every slot offered: longer than a frame.
-                c.long.fetch_add(1, Ordering::Relaxed);
-                self.producers[link].keep(0);
-                return true;
-            }
-            c.truncated.fetch_add(1, Ordering::Relaxed);
+        let mut cut = m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
+        if cut && segment == n {
+            // One datagram longer than every byte offered: longer than a frame.
+            c.long.fetch_add(1, Ordering::Relaxed);
+            return 0;
         }
-        let mut kept = 0;
-        if segment == fb {
-            let whole = n / fb;
-            if !n.is_multiple_of(fb) {
-                // The last segment of a run may be shorter than the others: not a frame.
-                c.short.fetch_add(1, Ordering::Relaxed);
-            }
-            if whole > 1 {
-                c.coalesced.fetch_add(1, Ordering::Relaxed);
-            }
-            for i in 0..whole {
-                self.take_frame(link, waiting + i, &mut kept);
-            }
-        } else {
+        if segment != fb {
             // Segments of another size than a frame's: none is a frame.
             let segments = n.div_ceil(segment) as u64;
             let wrong = if segment < fb { &c.short } else { &c.long };
             wrong.fetch_add(segments, Ordering::Relaxed);
+            return 0;
         }
-        self.producers[link].keep(kept);
-        self.producers[link].publish();
-        true
+        let mut whole = n / fb;
+        if whole > slots {
+            // A whole frame in the tail: the slots offered could not hold the buffer.
+            whole = slots;
+            cut = true;
+        }
+        if cut {
+            c.truncated.fetch_add(1, Ordering::Relaxed);
+        }
+        if !n.is_multiple_of(fb) {
+            // The last segment of a run may be shorter than the others: not a frame.
+            c.short.fetch_add(1, Ordering::Relaxed);
+        }
+        if n / fb > 1 {
+            c.coalesced.fetch_add(1, Ordering::Relaxed);
+        }
+        whole
     }
 
     /// Claims `link`'s next slots for a receive of up to `want` frames, behind as many as the

@@ -161,6 +161,7 @@ fn rig(links: usize, slots: u64, gro: bool) -> Rig {
         rcvbuf_bytes: 1 << 20,
         gro,
         max_nap: DEFAULT_MAX_NAP,
+        max_buffers_per_call: DEFAULT_RECEIVE_BATCH,
     };
     let timing = StreamTiming {
         max_jump_ticks: u64::MAX / 2,
@@ -323,4 +324,47 @@ fn a_coalesced_buffer_mixing_streams_sends_each_frame_to_its_link() {
     let (c0, c1) = (rig.counters[0].snapshot(), rig.counters[1].snapshot());
     assert_eq!((c0.frames, c1.frames, c1.rerouted), (4, 4, 4));
     assert_eq!(c1.sequence_gap_frames + c1.out_of_order, 0);
+}
+
+#[test]
+fn full_buffers_come_several_a_call_and_a_short_one_among_them_leaves_no_hole() {
+    // 128 slots (64 a claim): a full buffer (9 frames) makes the next call ask for two. Six
+    // buffers wait: 9, 9, 4, 9, 9 and 1 frames. The first call takes a 9; the second two,
+    // 9 and 4 (a short one: one at a time again); the third a 9; the fourth two, 9 and 1,
+    // the 1 landing where a full buffer would have: no hole either way.
+    let mut rig = rig(1, 128, true);
+    // Room for the six buffers at once (the default holds about three).
+    crate::udp::socket::set_rcvbuf(&rig.socks[0].fd, 2 << 20).unwrap();
+    let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let frames: Vec<Vec<u8>> = (0..41).map(|k| wibeth_frame(0, k)).collect();
+    let mut at = 0;
+    for n in [9, 9, 4, 9, 9, 1] {
+        gso_send(&tx, rig.addrs[0], &frames[at..at + n].concat(), 7200);
+        at += n;
+    }
+    let calls = receive_all(&mut rig, 0);
+    let c = rig.counters[0].snapshot();
+    assert_eq!(c.kernel_drops, 0);
+    assert_eq!((c.frames, c.receives, c.coalesced), (41, 6, 5));
+    assert_eq!(c.receive_calls as usize, calls);
+    // 9 | 9 + 4 (two asked, the 4 is short) | 9 | 9 + 1 (two asked after a full one).
+    assert_eq!(calls, 4, "full buffers share a call");
+    assert_eq!((c.short, c.truncated, c.sequence_gap_frames), (0, 0, 0));
+    assert_eq!(rig.buffers[0].written(), 41);
+    // A short buffer before full ones in one call: 3, then 9 and 9, asked for eight at once.
+    // The 9s were received 6 and 15 slots later than they belong, and move down.
+    let more: Vec<Vec<u8>> = (41..62).map(|k| wibeth_frame(0, k)).collect();
+    let mut at = 0;
+    for n in [3, 9, 9] {
+        gso_send(&tx, rig.addrs[0], &more[at..at + n].concat(), 7200);
+        at += n;
+    }
+    rig.rx.buffers_per_call[0] = DEFAULT_RECEIVE_BATCH;
+    assert_eq!(receive_all(&mut rig, 0), 1, "one call for the three");
+    let c = rig.counters[0].snapshot();
+    assert_eq!((c.frames, c.receives, c.receive_calls), (62, 9, 5));
+    assert_eq!(rig.buffers[0].written(), 62);
+    for (k, f) in frames.iter().chain(&more).enumerate() {
+        assert_eq!(&ring_frame(&rig.buffers[0], k as u64), f, "frame {k}");
+    }
 }

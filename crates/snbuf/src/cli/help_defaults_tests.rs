@@ -186,6 +186,10 @@ fn every_network_and_service_default_the_help_states_is_the_codes() {
     );
     assert_eq!(secs(after(&h("receive-nap"), "the default: ")), u.max_nap);
     assert_eq!(
+        after(&h("receive-batch"), "default ").parse::<usize>().ok(),
+        Some(u.max_buffers_per_call)
+    );
+    assert_eq!(
         after(&h("header-version"), "Default ").parse::<u8>().ok(),
         u.header_version
     );

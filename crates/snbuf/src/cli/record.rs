@@ -65,11 +65,16 @@ pub struct UnitArgs {
     pub gro: Option<bool>,
     /// With --source udp: the longest the receive thread sleeps after it has read every socket
     /// empty, so that data gathers into fuller receives and the thread wakes less often
-    /// (`auto`, the default: 500us; `off`: never sleep, the lowest latency and the most
+    /// (`auto`, the default: 2ms; `off`: never sleep, the lowest latency and the most
     /// wakeups; or a time up to 100ms). Never longer than a sixteenth of the time the socket
     /// buffer takes to fill at --rate-per-link, so a sleep cannot overflow it.
     #[arg(long, value_name = "auto|off|TIME", value_parser = parse_receive_nap)]
     pub receive_nap: Option<Duration>,
+    /// With --source udp and GRO: the most coalesced buffers one receive call takes, while
+    /// they come full (default 8; 1: one call per buffer). A buffer that comes short sends the
+    /// socket back to one a call, since the frames after it must be moved down in the ring.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub receive_batch: Option<u32>,
     /// The run number written into every burst's manifest (DUNE's offline files need it).
     #[arg(long, value_name = "N")]
     pub run: Option<u32>,

@@ -234,6 +234,7 @@ fn source_from_options(
         ("--rcvbuf", args.rcvbuf.is_some()),
         ("--gro", args.gro.is_some()),
         ("--receive-nap", args.receive_nap.is_some()),
+        ("--receive-batch", args.receive_batch.is_some()),
     ];
     if spec == "emulate" {
         if let Some((flag, _)) = udp_only.iter().find(|(_, given)| *given) {
@@ -297,6 +298,9 @@ fn source_from_options(
         max_nap: args
             .receive_nap
             .unwrap_or(snbuf_readout::udp::DEFAULT_MAX_NAP),
+        max_buffers_per_call: args
+            .receive_batch
+            .map_or(snbuf_readout::udp::DEFAULT_RECEIVE_BATCH, |n| n as usize),
     }))
 }
 

@@ -17,6 +17,8 @@ pub struct UnitOptions {
     pub gro: Option<bool>,
     /// `--receive-nap`: the longest sleep between the receiver's poll rounds (zero: never).
     pub receive_nap: Option<Duration>,
+    /// `--receive-batch`: the most coalesced buffers one receive call takes.
+    pub receive_batch: Option<u32>,
     pub run: Option<u32>,
     /// The unit's id, already resolved (given, or made from the host name) by the caller.
     pub unit: Option<String>,
