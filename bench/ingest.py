@@ -22,7 +22,7 @@ checksum`, regular stores as the kernel's copy to user space does): the floor fo
 copy. The first probe above each loss-free rate says which side failed: the sender (behind its
 schedule) or the receiver (frames lost).
 
-The receiver's nap (it sleeps up to 500 us after reading every socket empty) against none
+The receiver's nap (it sleeps up to --receive-nap's default after reading every socket empty) against none
 (`record --receive-nap off`), GRO on, at two fixed rates to --output: the detector's own (WIBEth,
 219.7 MB/s a link) and the whole-unit probe's. The two go in turns, in an order that alternates
 by repeat; each gives the receive thread's CPU per GiB and the frames each receive carried.

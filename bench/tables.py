@@ -152,6 +152,42 @@ def ingest_nap():
     ])
 
 
+def ingest_sweep():
+    path, r = newest_result("ingest_sweep")
+    modes = [("gro-batch", "GRO, several buffers a call (default)"), ("gro-single", "GRO, one `recvmsg` a buffer"),
+             ("plain", "no GRO (`--gro off`)")]
+    head = ("| point | total rate | " + " | ".join(f"{label}: process / floor (core-s/GiB), receive thread / floor, "
+                                                f"frames a call, loss-free repeats" for _, label in modes)
+            + " | iperf3 receiver / floor |")
+    rows = [head, "|---|---:|" + "---|" * len(modes) + "---:|"]
+    n = len(r["repeats"])
+    for p in r["median"]:
+        cells = []
+        for mode, _ in modes:
+            m = p[mode]
+            cells.append(f"**{num(m['process_cpu_over_copy_floor'], '.2f')}x** ({num(m['process_cpu_core_s_per_gib'], '.3f')}), "
+                         f"{num(m['receive_cpu_over_copy_floor'], '.2f')}x, {num(m['frames_per_receive_call'], '.1f')}, "
+                         f"{m['loss_free_repeats']} of {n}")
+        ip = p["iperf3"]
+        total = p["links"] * p["bytes_per_s_per_link"]
+        rows.append(f"| {p['point']} | {total / GIB:.2f} GiB/s | " + " | ".join(cells)
+                    + f" | {num(ip['receiver_cpu_over_copy_floor'], '.2f')}x at {num((ip['received_bytes_per_s'] or 0) / GIB, '.2f')} GiB/s |")
+    rec = r["record_defaults"]
+    floors = ", ".join(f"{x['copy_floor_core_s_per_gib']:.3f}" for x in r["repeats"])
+    recs = ", ".join(f"{x['record_defaults']['over_copy_floor']:.2f}" for x in r["repeats"])
+    worst = max(p["gro-batch"]["process_cpu_over_copy_floor"] or 0 for p in r["median"])
+    best = min(p["gro-batch"]["process_cpu_over_copy_floor"] or 0 for p in r["median"])
+    lines = [caption(path, r), "", *rows, "",
+             f"The copy floor per repeat (core-s/GiB): {floors}. `snbuf record` on its defaults "
+             f"({r['repeats'][0]['record_defaults']['frame_type']}, emulated links), whole process: "
+             f"{num(rec['cpu_core_s_per_gib'], '.3f')} core-s/GiB, {num(rec['over_copy_floor'], '.2f')}x the floor "
+             f"(per repeat {recs}), its emulation {num(rec['source_cpu_core_s_per_gib'], '.3f')} "
+             f"({num(rec['source_over_copy_floor'], '.2f')}x).",
+             f"Against the targets: the whole serve process with GRO is {best:.2f}x to {worst:.2f}x the copy floor "
+             f"over the sweep (target 1.5x); `record` on its defaults {num(rec['over_copy_floor'], '.2f')}x (target 2x)."]
+    return "\n".join(lines)
+
+
 def caption_kept(path, r):
     """The caption of a table made from a bench/keep.py file."""
     m = r["machine"]
@@ -593,7 +629,7 @@ def paper_app():
     return "\n".join([cap + f" {s['app'][0]['block_size_bytes']} B frames, each persisted.", "", *rows])
 
 
-TABLES = {"ingest": ingest, "ingest_nap": ingest_nap, "faults": faults, "fuzz": fuzz, "keepup": keepup, "fleet": fleet,
+TABLES = {"ingest": ingest, "ingest_nap": ingest_nap, "ingest_sweep": ingest_sweep, "faults": faults, "fuzz": fuzz, "keepup": keepup, "fleet": fleet,
           "fleet_faults": fleet_faults, "nats_sync": nats_sync, "show": show_burst,
           "paper_table2": paper_table2, "paper_latency": paper_latency, "paper_join": paper_join,
           "paper_kernels": paper_kernels, "paper_app": paper_app,

@@ -14,7 +14,7 @@ use super::{IngestCounters, LinkSocket, StreamTiming, UdpSource, RESYNC_AFTER};
 use crate::latency_buffer::Producer;
 
 /// Datagrams received per system call, at most (without GRO); with GRO, coalesced buffers
-/// read from one socket before the receiver polls again.
+/// read from one socket before the receiver turns to the next.
 const BATCH: usize = 64;
 /// Room for the control messages of one receive: SO_RXQ_OVFL's and UDP_GRO's (24 B each).
 const CONTROL_WORDS: usize = 8;
@@ -71,6 +71,9 @@ pub(super) struct Receiver {
     buffers_per_call: Vec<usize>,
     /// The most coalesced buffers a receive call takes (`UdpSource::max_buffers_per_call`).
     batch_max: usize,
+    /// Where each message's bytes past its slots go (a short last segment): a frame's bytes
+    /// per message of the largest call so far.
+    tails: Vec<u8>,
     /// Whether the sockets hand over coalesced buffers (UDP_GRO).
     pub(super) gro: bool,
     /// How long the receiver sleeps after a round that drained every socket (`nap`).
@@ -128,6 +131,7 @@ impl Receiver {
             round: 0,
             buffers_per_call: vec![1; links],
             batch_max: source.max_buffers_per_call.max(1),
+            tails: Vec::new(),
             gro: false,
             nap: std::time::Duration::ZERO,
         }
@@ -167,11 +171,17 @@ impl Receiver {
                 if p.revents & libc::POLLIN != 0 {
                     // Drain what is queued, a batch at a time, before polling again.
                     if self.gro {
-                        let mut calls = 0;
-                        while calls < BATCH && self.receive_coalesced(&mut sockets[i]) {
-                            calls += 1;
+                        // At most BATCH buffers (4 MiB) from one socket, then the next: a
+                        // socket drained longer would let the others' buffers fill meanwhile.
+                        let mut buffers = 0;
+                        while buffers < BATCH {
+                            let n = self.receive_buffers(&mut sockets[i]);
+                            if n == 0 {
+                                break;
+                            }
+                            buffers += n;
                         }
-                        drained &= calls < BATCH;
+                        drained &= buffers < BATCH;
                     } else {
                         while self.receive_batch(&mut sockets[i]) == BATCH {}
                     }
@@ -267,7 +277,13 @@ impl Receiver {
     /// message's place before it knows its size, so a message that comes short leaves empty
     /// slots, and the frames after it are moved down over them (`take_frame`): a second copy,
     /// which is why a partial buffer sends the socket back to one message a call.
+    #[cfg(test)]
     fn receive_coalesced(&mut self, sock: &mut LinkSocket) -> bool {
+        self.receive_buffers(sock) > 0
+    }
+
+    /// `receive_coalesced`, returning how many buffers came.
+    fn receive_buffers(&mut self, sock: &mut LinkSocket) -> usize {
         let link = sock.link;
         let fb = self.routing.layout.frame_bytes as usize;
         let per = frames_per_buffer(fb);
@@ -276,9 +292,13 @@ impl Receiver {
         let offered = slots.len() - waiting;
         // Messages of `per` slots each; the last takes what is left (a ring nearly full).
         let messages = (offered / per).max(1);
-        let mut tails = vec![0u8; messages * fb];
+        // The tails are kept from call to call: allocating and zeroing them each time cost
+        // more than the rest of the call's own work (perf).
+        if self.tails.len() < messages * fb {
+            self.tails.resize(messages * fb, 0);
+        }
         let mut iov: Vec<Vec<libc::iovec>> = Vec::with_capacity(messages);
-        for (i, tail) in tails.chunks_exact_mut(fb).enumerate() {
+        for (i, tail) in self.tails[..messages * fb].chunks_exact_mut(fb).enumerate() {
             let end = if i + 1 == messages {
                 offered
             } else {
@@ -329,7 +349,7 @@ impl Receiver {
         };
         if n <= 0 {
             self.producers[link].keep(0);
-            return false;
+            return 0;
         }
         let received = n as usize;
         let c = &self.routing.counters[link];
@@ -362,7 +382,7 @@ impl Receiver {
         };
         self.producers[link].keep(kept);
         self.producers[link].publish();
-        true
+        received
     }
 
     /// What one received message of `link` holds, counted: returns how many whole frames lie
