@@ -7,9 +7,9 @@ Each point is a number of WIBEth links and a rate per link, fed by `snbuf emit` 
 1, 4 and 10 links at the detector's rate (219.7 MB/s a link), and 4 links at 0.5, 1, 2 and
 4 GiB/s in all. At each, `snbuf serve --source udp://...` buffers (no trigger) in three ways:
 
-- `gro-batch`: UDP GRO, several coalesced buffers a receive call while they come full (the
-  default, `--receive-batch 8`);
-- `gro-single`: UDP GRO, one `recvmsg` a coalesced buffer (`--receive-batch 1`, as before);
+- `gro-batch`: UDP GRO, several coalesced buffers a receive call while they come full
+  (`--receive-batch 8`);
+- `gro-single`: UDP GRO, one coalesced buffer a receive call (`--receive-batch 1`, the default);
 - `plain`: no GRO, datagrams a `recvmmsg` (`--gro off`, `emit --gso off`).
 
 Measured over the same interval, after a warm-up: the process's CPU (every thread, from
@@ -42,7 +42,7 @@ FRAME = 7200
 WIBETH_RATE = 219.7e6
 HZ = os.sysconf("SC_CLK_TCK")
 MODES = {
-    "gro-batch": ([], []),
+    "gro-batch": (["--receive-batch", "8"], []),
     "gro-single": (["--receive-batch", "1"], []),
     "plain": (["--gro", "off"], ["--gso", "off"]),
 }
@@ -209,7 +209,7 @@ def iperf3(args, total_rate):
         except subprocess.TimeoutExpired:
             server.kill()
     if "error" in rep:
-        return {"error": rep["error"]}
+        sys.exit(f"ingest_sweep: iperf3 failed: {rep['error']}")
     end = rep["end"]["sum_received"]
     received = end["bytes"] / end["seconds"]
     cpu = rep["end"]["cpu_utilization_percent"]["remote_total"] / 100 * end["seconds"]
@@ -255,10 +255,25 @@ def main():
         i = given.index("--snbuf")
         given = given[:i] + given[i + 2:]
     command = " ".join(["bench/ingest.sh", "sweep"] + given)
+    # iperf3's -w 16M is capped by net.core.rmem_max (snbuf, as root, forces its own): the same
+    # socket buffer for both, restored after the run.
+    from ingest import raise_socket_limits
+    saved = raise_socket_limits(32 << 20)
+    try:
+        repeats = sweep(args, pts)
+    finally:
+        for path, old in saved.items():
+            with open(path, "w") as f:
+                f.write(str(old))
+    write_result(args, pts, repeats, command)
+
+
+def sweep(args, pts):
+    """Every repeat: the copy floor, `record` on its defaults, and every point in every mode."""
     repeats = []
-    began = time.time()
     for k in range(args.repeat):
         floor, memcpy = copy_floor(args)
+        began = time.time()
         rep = {"copy_floor_core_s_per_gib": floor, "memcpy_core_s_per_gib": memcpy, "points": []}
         print(f"repeat {k + 1}: copy floor {floor:.3f} core-s/GiB (memcpy DRAM to DRAM {memcpy:.3f})", flush=True)
         rec = record_defaults(args)
@@ -285,8 +300,14 @@ def main():
             if "receiver_cpu_core_s_per_gib" in ip and ip["receiver_cpu_core_s_per_gib"]:
                 ip["receiver_cpu_over_copy_floor"] = ip["receiver_cpu_core_s_per_gib"] / floor
             rep["points"].append(row)
+        rep["seconds"] = time.time() - began
         repeats.append(rep)
-    # Medians per point and mode over the repeats (ratios taken within each repeat).
+    return repeats
+
+
+def write_result(args, pts, repeats, command):
+    """Medians per point and mode over the repeats (ratios taken within each repeat), and the
+    raw repeats, into the result file."""
     med = []
     for i, (name, links, rate) in enumerate(pts):
         row = {"point": name, "links": links, "bytes_per_s_per_link": rate}
@@ -309,7 +330,7 @@ def main():
         "machine": machine(),
         "frame_bytes": FRAME,
         "seconds_per_probe": args.seconds,
-        "seconds": time.time() - began,
+        "seconds": sum(r["seconds"] for r in repeats),
         "copy_floor_core_s_per_gib": median([r["copy_floor_core_s_per_gib"] for r in repeats]),
         "record_defaults": {key: median([r["record_defaults"][key] for r in repeats]) for key in
                             ("cpu_core_s_per_gib", "over_copy_floor", "source_cpu_core_s_per_gib",

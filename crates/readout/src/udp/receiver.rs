@@ -22,9 +22,11 @@ const CONTROL_WORDS: usize = 8;
 /// UDP header (an IPv4 one carries 20 B less).
 const MAX_COALESCED_PAYLOAD: usize = 65_535 - 8;
 /// Coalesced buffers one system call takes at most, while they come full, unless the operator
-/// sets another (`UdpSource::max_buffers_per_call`): 8 x 64 KiB, half a MiB, still in the cache
-/// when the frames are checked and checksummed.
-pub const DEFAULT_RECEIVE_BATCH: usize = 8;
+/// sets another (`UdpSource::max_buffers_per_call`). One: taking several a call (`recvmmsg`)
+/// saved no CPU on loopback at any rate from 0.2 to 4 GiB/s and lost more at 4 GiB/s
+/// (`bench/ingest.sh sweep`, BENCHMARKS.md): the crossing costs little beside each buffer's
+/// own work in the kernel and its copy. Where system calls cost more, 8 (half a MiB a call).
+pub const DEFAULT_RECEIVE_BATCH: usize = 1;
 
 /// The most whole frames of `frame_bytes` a coalesced buffer can hold (1 for frames too large
 /// to coalesce).

@@ -143,8 +143,14 @@ pub fn render(server: &Server) -> String {
         family(
             "snbuf_link_ingest_receives_total",
             "counter",
-            "Receive calls that brought data for the link: frames / receives is how many frames each carried (more than 1 with GRO).",
+            "Messages received for the link (datagrams, or coalesced buffers with GRO): frames / receives is how many frames each carried (more than 1 with GRO).",
             &mut ingest(&|g| g.receives),
+        );
+        family(
+            "snbuf_link_ingest_receive_calls_total",
+            "counter",
+            "System calls that received the link's messages (one, or several full coalesced buffers): frames / receive_calls is how many frames each crossing into the kernel carried.",
+            &mut ingest(&|g| g.receive_calls),
         );
         family(
             "snbuf_link_ingest_rerouted_frames_total",
