@@ -177,7 +177,13 @@ def ingest_sweep():
     recs = ", ".join(f"{x['record_defaults']['over_copy_floor']:.2f}" for x in r["repeats"])
     worst = max(p["gro-single"]["process_cpu_over_copy_floor"] or 0 for p in r["median"])
     best = min(p["gro-single"]["process_cpu_over_copy_floor"] or 0 for p in r["median"])
+    def batch_over_single(i):
+        pts = [x["points"][i] for x in r["repeats"]]
+        return ", ".join(f"{q['gro-batch']['process_cpu_core_s_per_gib'] / q['gro-single']['process_cpu_core_s_per_gib']:.2f}"
+                         for q in pts)
+    ratios = "; ".join(f"{p['point']}: {batch_over_single(i)}" for i, p in enumerate(r["median"]))
     lines = [caption(path, r), "", *rows, "",
+             f"Per repeat, the process's CPU per GiB with up to 8 buffers a call over one a call: {ratios}.",
              f"The copy floor per repeat (core-s/GiB): {floors}. `snbuf record` on its defaults "
              f"({r['repeats'][0]['record_defaults']['frame_type']}, emulated links), whole process: "
              f"{num(rec['cpu_core_s_per_gib'], '.3f')} core-s/GiB, {num(rec['over_copy_floor'], '.2f')}x the floor "
