@@ -74,15 +74,25 @@ def test_a_good_burst_reads_as_recorded(tmp_path):
         assert np.all(ident["stream_id"] == n) and np.all(ident["det_id"] == 3)
         seq = b.layout.sequence(frames)
         assert np.array_equal(seq, ((b.layout.timestamps(frames) // step) % 4096).astype(np.uint16))
-        # The emulator's ADC values, recomputed from (link, frame number, sample, channel).
+        # The emulator's detector (crates/readout/src/emulated_detector.rs), as unpacked here:
+        # channels in groups of eight by plane (U, V, X, U, ...), induction near mid-range,
+        # collection low, each with a few ADC counts of noise; frames 16 apart replay the same
+        # bank frame, so their values are the same.
         adc = snbuf.unpack_wibeth_adc(frames)
         assert adc.shape == (len(frames), 64, 64)
-        idx = (b.layout.timestamps(frames) // step) % 16
-        s = np.arange(64)[:, None]
-        c = np.arange(64)[None, :]
-        for k in range(len(frames)):
-            want = (n * 97 + int(idx[k]) * 31 + s * 7 + c * 3) % (1 << 14)
-            assert np.array_equal(adc[k], want)
+        # Medians: robust to a track's few samples.
+        per_channel = adc.reshape(-1, 64).astype(float)
+        baseline = np.median(per_channel, axis=0)
+        noise = np.median(np.abs(per_channel - baseline), axis=0) / 0.6745
+        collection = (np.arange(64) // 8) % 3 == 2
+        assert np.all(baseline[collection] < 0.2 * (1 << 14)), baseline
+        assert np.all(np.abs(baseline[~collection] - (1 << 13)) < 300), baseline
+        assert np.all((noise > 1.5) & (noise < 8)), noise
+        idx = b.layout.timestamps(frames) // step
+        for k in range(len(frames) - 16):
+            if idx[k + 16] - idx[k] == 16 and not np.array_equal(adc[k], adc[k + 16]):
+                # Only a track's frames (every 0.25 s) are not in the 16-frame cycle.
+                assert max(np.abs(adc[j] - baseline).max() for j in (k, k + 16)) > 40
 
 
 def test_a_flipped_byte_is_found_as_snbuf_finds_it(tmp_path):
@@ -144,12 +154,14 @@ def test_adc_samples_carry_their_own_times_and_agree_with_snbuf_show(tmp_path):
     # A window in seconds from the trigger selects frames by their timestamps.
     t2, adc2 = link.adc(-0.05, 0.05)
     assert len(t2) and t2.min() >= -0.05 and t2[::64].max() < 0.05 and len(t2) < len(t)
-    # baseline and rms are the numbers `snbuf show` computes for its page, channel by channel.
+    # baseline and rms are the numbers `snbuf show` computes for its page, channel by channel
+    # (the RMS to 1e-6: a few counts of noise on a baseline of thousands, summed in another
+    # order, differs in its ninth digit).
     p = subprocess.run([BIN, "show", str(out / "tde"), "--out", str(tmp_path / "page"), "--json"],
                        check=True, capture_output=True, timeout=120)
     shown = json.loads(p.stdout)["links"][0]["adc"]["channels"]
     assert np.array_equal(link.baseline(), np.array([c["baseline"] for c in shown]))
-    assert np.allclose(link.rms(), np.array([c["rms"] for c in shown]), rtol=1e-9, atol=1e-9)
+    assert np.allclose(link.rms(), np.array([c["rms"] for c in shown]), rtol=1e-6, atol=1e-6)
 
 
 def test_the_matplotlib_helpers_draw_a_link(tmp_path):
@@ -184,4 +196,4 @@ def test_every_dune_frame_type_decodes_as_snbuf_show_decodes_it(tmp_path, frame)
                        check=True, capture_output=True, timeout=120)
     shown = json.loads(p.stdout)["links"][0]["adc"]["channels"]
     assert np.array_equal(link.baseline(), np.array([c["baseline"] for c in shown]))
-    assert np.allclose(link.rms(), np.array([c["rms"] for c in shown]), rtol=1e-9, atol=1e-9)
+    assert np.allclose(link.rms(), np.array([c["rms"] for c in shown]), rtol=1e-6, atol=1e-6)

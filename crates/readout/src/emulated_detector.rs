@@ -9,7 +9,8 @@
 //!   channel, a little later on each channel than on the one before.
 //!
 //! Channels are grouped by eights into planes U, V, X, U, ...: a band structure a physicist
-//! reads at a glance in the baseline column of `snbuf show`.
+//! reads at a glance in the baseline column of `snbuf show`. A photon detector's (DAPHNE)
+//! channels are light sensors, not wires: each reads as a collection channel does.
 //!
 //! Every value is a function of (link, frame index, sample, channel), so a test can recompute
 //! it. The emulator computes them once, into a bank per link (`framegen`): `PAYLOAD_VARIANTS`
@@ -20,12 +21,18 @@
 use snbuf_frames::adc::AdcShape;
 use snbuf_frames::FrameType;
 
-use crate::framegen::PAYLOAD_VARIANTS;
+/// Emulated frames cycle through this many payloads (by frame index), so that neighbouring
+/// frames differ while making one costs a copy, not a computation: the bank's quiet frames,
+/// and for frame types without ADC values (custom ones) the variants of their pattern.
+pub const PAYLOAD_VARIANTS: u64 = 16;
 
 /// The detector behind one link's ADC values.
 #[derive(Clone, Copy, Debug)]
 pub struct EmulatedDetector {
     shape: AdcShape,
+    /// A photon detector's channels (DAPHNE): each a light sensor, none a wire plane, so every
+    /// channel reads as a collection one does (low baseline, unipolar pulses).
+    light: bool,
     /// Frames from one track to the next: `TRACK_PERIOD_S` of the link's frames, and never
     /// fewer than the bank's quiet frames and the track's together.
     track_every_frames: u64,
@@ -66,6 +73,7 @@ impl EmulatedDetector {
         let frames_per_s = snbuf_frames::clock::DetectorClock::of(t).frames_per_s(step_ticks);
         let mut d = EmulatedDetector {
             shape,
+            light: t == FrameType::DaphneEthStream,
             track_every_frames: 0,
         };
         d.track_every_frames =
@@ -101,6 +109,9 @@ impl EmulatedDetector {
     }
 
     pub fn plane(&self, channel: usize) -> Plane {
+        if self.light {
+            return Plane::X;
+        }
         match (channel / PLANE_GROUP) % 3 {
             0 => Plane::U,
             1 => Plane::V,

@@ -48,9 +48,7 @@ pub enum SourceError {
     GapsEveryZero,
 }
 
-/// Emulated frames cycle through this many payloads (by frame index), so that neighbouring
-/// frames differ while making one costs a copy, not a computation.
-pub const PAYLOAD_VARIANTS: u64 = 16;
+pub use crate::emulated_detector::PAYLOAD_VARIANTS;
 
 /// Byte `i` of link `link`'s pattern payload.
 pub fn pattern_byte(link: u32, i: usize) -> u8 {

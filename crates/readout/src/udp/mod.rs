@@ -11,9 +11,10 @@
 //! Two ways to receive, per socket. With UDP GRO (the default, where the kernel grants it) the
 //! kernel hands over a run of same-size datagrams of one flow as one coalesced buffer, with the
 //! segment size in a control message: a NIC's GRO builds them, and on loopback a sender's
-//! UDP_SEGMENT batch arrives whole. One `recvmsg` then reads a whole buffer into consecutive
+//! UDP_SEGMENT batch arrives whole. One receive call then reads a whole buffer into consecutive
 //! ring slots (the slots are contiguous, so the frames fall each into its own), up to ~64 KiB
-//! per call instead of one datagram. Without GRO, `recvmmsg` reads a batch of datagrams, one
+//! instead of one datagram, or with `max_buffers_per_call` several full buffers (see
+//! `receiver`). Without GRO, `recvmmsg` reads a batch of datagrams, one
 //! slot each. Either way every frame is checked on its own, as below: a coalesced buffer is
 //! split by its segment size, a short last segment is counted `short` and never kept, and a
 //! buffer whose first segment was routed to one link may carry frames of another, which go to

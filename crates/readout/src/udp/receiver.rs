@@ -1,6 +1,6 @@
 //! The receiving side of network ingest: one thread polls every link's socket and reads what
-//! each holds straight into its link's ring, a coalesced buffer (UDP GRO) per `recvmsg` or a
-//! batch of datagrams per `recvmmsg`; decides each frame's link (`Routing`), merges the frames
+//! each holds straight into its link's ring, coalesced buffers (UDP GRO) or a batch of
+//! datagrams per `recvmmsg`; decides each frame's link (`Routing`), merges the frames
 //! the kernel queued on another link's socket in time order, and counts each frame's continuity.
 
 use std::collections::VecDeque;
@@ -23,9 +23,12 @@ const CONTROL_WORDS: usize = 8;
 const MAX_COALESCED_PAYLOAD: usize = 65_535 - 8;
 /// Coalesced buffers one system call takes at most, while they come full, unless the operator
 /// sets another (`UdpSource::max_buffers_per_call`). One: taking several a call (`recvmmsg`)
-/// saved no CPU on loopback at any rate from 0.2 to 4 GiB/s and lost more at 4 GiB/s
-/// (`bench/ingest.sh sweep`, BENCHMARKS.md): the crossing costs little beside each buffer's
-/// own work in the kernel and its copy. Where system calls cost more, 8 (half a MiB a call).
+/// saved no CPU on loopback at any rate from 0.2 to 4 GiB/s, beyond the spread between
+/// repeats, and at 4 GiB/s lost more in 2 of 3 repeats (`bench/ingest.sh sweep`,
+/// BENCHMARKS.md): the crossing costs little beside each buffer's own work in the kernel and
+/// its copy. Where system calls cost more, 8 (half a MiB a call). Only buffers that come full
+/// (as many frames as 64 KiB holds) grow a batch: a sender whose runs are shorter, or frames
+/// so small that GRO's 64 segments fill first, keep one buffer a call.
 pub const DEFAULT_RECEIVE_BATCH: usize = 1;
 
 /// The most whole frames of `frame_bytes` a coalesced buffer can hold (1 for frames too large
@@ -294,37 +297,7 @@ impl Receiver {
         let offered = slots.len() - waiting;
         // Messages of `per` slots each; the last takes what is left (a ring nearly full).
         let messages = (offered / per).max(1);
-        // The tails are kept from call to call: allocating and zeroing them each time cost
-        // more than the rest of the call's own work (perf).
-        if self.tails.len() < messages * fb {
-            self.tails.resize(messages * fb, 0);
-        }
-        let mut iov: Vec<Vec<libc::iovec>> = Vec::with_capacity(messages);
-        for (i, tail) in self.tails[..messages * fb].chunks_exact_mut(fb).enumerate() {
-            let end = if i + 1 == messages {
-                offered
-            } else {
-                (i + 1) * per
-            };
-            let mut v: Vec<libc::iovec> = Vec::with_capacity(3);
-            // The ring's slots lie back to back: one iovec, or two where the claim wraps.
-            for &p in &slots[waiting + i * per..waiting + end] {
-                match v.last_mut() {
-                    Some(last) if (last.iov_base as *mut u8).wrapping_add(last.iov_len) == p => {
-                        last.iov_len += fb
-                    }
-                    _ => v.push(libc::iovec {
-                        iov_base: p.cast(),
-                        iov_len: fb,
-                    }),
-                }
-            }
-            v.push(libc::iovec {
-                iov_base: tail.as_mut_ptr().cast(),
-                iov_len: fb,
-            });
-            iov.push(v);
-        }
+        let mut iov = self.offer(&slots[waiting..], messages, per);
         let mut control = vec![[0u64; CONTROL_WORDS]; messages];
         // SAFETY: mmsghdr is plain data; its pointers are set below to buffers that outlive
         // the call.
@@ -387,6 +360,45 @@ impl Receiver {
         received
     }
 
+    /// The iovecs of `messages` messages over `slots` (claimed, in ring order): message i the
+    /// slots `i * per ..`, the last every slot left, each then a tail of one frame outside the
+    /// ring (`tails`).
+    fn offer(&mut self, slots: &[*mut u8], messages: usize, per: usize) -> Vec<Vec<libc::iovec>> {
+        let fb = self.routing.layout.frame_bytes as usize;
+        // The tails are kept from call to call: allocating and zeroing them each time cost
+        // more than the rest of the call's own work (perf).
+        if self.tails.len() < messages * fb {
+            self.tails.resize(messages * fb, 0);
+        }
+        let mut iov = Vec::with_capacity(messages);
+        for (i, tail) in self.tails[..messages * fb].chunks_exact_mut(fb).enumerate() {
+            let end = if i + 1 == messages {
+                slots.len()
+            } else {
+                (i + 1) * per
+            };
+            let mut v: Vec<libc::iovec> = Vec::with_capacity(3);
+            // The ring's slots lie back to back: one iovec, or two where the claim wraps.
+            for &p in &slots[i * per..end] {
+                match v.last_mut() {
+                    Some(last) if (last.iov_base as *mut u8).wrapping_add(last.iov_len) == p => {
+                        last.iov_len += fb
+                    }
+                    _ => v.push(libc::iovec {
+                        iov_base: p.cast(),
+                        iov_len: fb,
+                    }),
+                }
+            }
+            v.push(libc::iovec {
+                iov_base: tail.as_mut_ptr().cast(),
+                iov_len: fb,
+            });
+            iov.push(v);
+        }
+        iov
+    }
+
     /// What one received message of `link` holds, counted: returns how many whole frames lie
     /// at the start of its slots (of `slots` offered), each to be taken.
     fn split_buffer(
@@ -409,7 +421,8 @@ impl Receiver {
         }
         if segment != fb {
             // Segments of another size than a frame's: none is a frame.
-            let segments = n.div_ceil(segment) as u64;
+            // An empty datagram counts as one too short.
+            let segments = n.div_ceil(segment).max(1) as u64;
             let wrong = if segment < fb { &c.short } else { &c.long };
             wrong.fetch_add(segments, Ordering::Relaxed);
             return 0;

@@ -333,6 +333,7 @@ fn full_buffers_come_several_a_call_and_a_short_one_among_them_leaves_no_hole() 
     // 9 and 4 (a short one: one at a time again); the third a 9; the fourth two, 9 and 1,
     // the 1 landing where a full buffer would have: no hole either way.
     let mut rig = rig(1, 128, true);
+    rig.rx.batch_max = 8;
     // Room for the six buffers at once (the default holds about three).
     crate::udp::socket::set_rcvbuf(&rig.socks[0].fd, 2 << 20).unwrap();
     let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -359,7 +360,7 @@ fn full_buffers_come_several_a_call_and_a_short_one_among_them_leaves_no_hole() 
         gso_send(&tx, rig.addrs[0], &more[at..at + n].concat(), 7200);
         at += n;
     }
-    rig.rx.buffers_per_call[0] = DEFAULT_RECEIVE_BATCH;
+    rig.rx.buffers_per_call[0] = 8;
     assert_eq!(receive_all(&mut rig, 0), 1, "one call for the three");
     let c = rig.counters[0].snapshot();
     assert_eq!((c.frames, c.receives, c.receive_calls), (62, 9, 5));
@@ -367,4 +368,15 @@ fn full_buffers_come_several_a_call_and_a_short_one_among_them_leaves_no_hole() 
     for (k, f) in frames.iter().chain(&more).enumerate() {
         assert_eq!(&ring_frame(&rig.buffers[0], k as u64), f, "frame {k}");
     }
+}
+
+#[test]
+fn an_empty_datagram_is_counted_too_short() {
+    let mut rig = rig(1, 64, true);
+    let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    tx.send_to(&[], rig.addrs[0]).unwrap();
+    tx.send_to(&wibeth_frame(0, 0), rig.addrs[0]).unwrap();
+    receive_all(&mut rig, 0);
+    let c = rig.counters[0].snapshot();
+    assert_eq!((c.frames, c.short, c.receives), (1, 1, 2));
 }

@@ -218,6 +218,7 @@ fn every_option_that_states_a_default_is_checked_here() {
         "completion-deadline",
         "rcvbuf",
         "receive-nap",
+        "receive-batch",
         "header-version",
         "gro",
         "output",

@@ -259,6 +259,11 @@ fn source_from_options(
             gaps: None,
         });
     }
+    if args.gro == Some(false) && args.receive_batch.is_some() {
+        return Err(SetupError::usage(
+            "--receive-batch takes coalesced buffers, which --gro off turns off: without GRO each receive call takes a batch of datagrams already",
+        ));
+    }
     let Some(addr) = spec.strip_prefix("udp://") else {
         return Err(SetupError::usage(format!(
             "--source '{spec}': expected `emulate` or udp://ADDR:PORT"
