@@ -312,11 +312,11 @@ impl LinkAccumulator {
     fn channel_stats(&self, ch: usize) -> ChannelStats {
         let h = &self.hist[ch * ADC_VALUES..(ch + 1) * ADC_VALUES];
         let n: u64 = h.iter().sum();
-        let (mut sum, mut sum2) = (0f64, 0f64);
-        for (v, &k) in h.iter().enumerate() {
-            sum += v as f64 * k as f64;
-            sum2 += (v as f64).powi(2) * k as f64;
-        }
+        let sum: f64 = h
+            .iter()
+            .enumerate()
+            .map(|(v, &k)| v as f64 * k as f64)
+            .sum();
         // The value of 0-based rank `r` in sorted order; the median as numpy takes it (the mean
         // of the two middle values when the count is even).
         let at_rank = |r: u64| {
@@ -335,8 +335,14 @@ impl LinkAccumulator {
             n => (at_rank(n / 2 - 1) + at_rank(n / 2)) / 2.0,
         };
         let mean = if n > 0 { sum / n as f64 } else { 0.0 };
+        // About the mean, in a second pass over the histogram: the mean of the squares less the
+        // square of the mean loses the noise (a few counts) in the baseline's (thousands).
         let var = if n > 0 {
-            (sum2 / n as f64 - mean * mean).max(0.0)
+            h.iter()
+                .enumerate()
+                .map(|(v, &k)| (v as f64 - mean).powi(2) * k as f64)
+                .sum::<f64>()
+                / n as f64
         } else {
             0.0
         };
