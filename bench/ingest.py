@@ -56,33 +56,44 @@ def free_port(kind):
     return port
 
 
-def iperf3_probe(args, rate_total):
-    """iperf3 -u at `rate_total` bytes/s for --seconds; returns (clean, received bytes/s)."""
+def iperf3_udp(rate_total, seconds, window):
+    """`iperf3 -u -l 7200` between two processes on loopback at `rate_total` bytes/s for
+    `seconds`, with `window` of socket buffer (-w sets both ends'): what its receiver got, lost,
+    and spent (core-seconds per GiB, from its own report). Exits if iperf3 fails."""
     port = free_port(socket.SOCK_STREAM)
     server = subprocess.Popen(["iperf3", "-s", "-1", "-p", str(port), "-B", "127.0.0.1"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(0.3)
-        # The same socket buffer as snbuf's receiver (-w sets both ends').
         r = subprocess.run(["iperf3", "-u", "-c", "127.0.0.1", "-p", str(port), "-l", str(FRAME),
-                            "-b", f"{rate_total * 8:.0f}", "-t", str(args.seconds), "-w", args.rcvbuf.replace("iB", ""),
-                            "--json"],
-                           capture_output=True, text=True, timeout=args.seconds + 30)
+                            "-b", f"{rate_total * 8:.0f}", "-t", str(seconds), "-w", window, "--json"],
+                           capture_output=True, text=True, timeout=seconds + 30)
         rep = json.loads(r.stdout)
-        if "error" in rep:
-            sys.exit(f"ingest: iperf3 failed: {rep['error']}")
-        end = rep["end"]["sum_received"]
-        lost, packets = end.get("lost_packets", 1), end.get("packets", 0)
-        received = end["bytes"] / end["seconds"]
-        cpu = rep["end"]["cpu_utilization_percent"]["remote_total"] / 100 * end["seconds"]
-        clean = lost == 0 and packets > 0 and received >= 0.975 * rate_total
-        if args.verbose:
-            print(f"  iperf3 probe {rate_total / GIB:.2f} GiB/s: {'clean' if clean else 'NOT clean'}; "
-                  f"received {received / GIB:.2f} GiB/s, lost {lost}", file=sys.stderr, flush=True)
-        return clean, {"received": received, "receiver_cpu_core_s_per_gib": cpu / (end["bytes"] / GIB)}
     finally:
         server.kill()
         server.wait()
+    if "error" in rep:
+        sys.exit(f"ingest: iperf3 failed: {rep['error']}")
+    end = rep["end"]["sum_received"]
+    cpu = rep["end"]["cpu_utilization_percent"]["remote_total"] / 100 * end["seconds"]
+    return {
+        "received_bytes_per_s": end["bytes"] / end["seconds"],
+        "receiver_cpu_core_s_per_gib": cpu / (end["bytes"] / GIB) if end["bytes"] else None,
+        "lost_datagrams": end.get("lost_packets", 1),
+        "datagrams": end.get("packets", 0),
+    }
+
+
+def iperf3_probe(args, rate_total):
+    """iperf3 -u at `rate_total` bytes/s for --seconds; returns (clean, received bytes/s)."""
+    # The same socket buffer as snbuf's receiver.
+    got = iperf3_udp(rate_total, args.seconds, args.rcvbuf.replace("iB", ""))
+    received, lost = got["received_bytes_per_s"], got["lost_datagrams"]
+    clean = lost == 0 and got["datagrams"] > 0 and received >= 0.975 * rate_total
+    if args.verbose:
+        print(f"  iperf3 probe {rate_total / GIB:.2f} GiB/s: {'clean' if clean else 'NOT clean'}; "
+              f"received {received / GIB:.2f} GiB/s, lost {lost}", file=sys.stderr, flush=True)
+    return clean, {"received": received, "receiver_cpu_core_s_per_gib": got["receiver_cpu_core_s_per_gib"]}
 
 
 PRE_S = 0.5

@@ -37,8 +37,8 @@ import sys
 import tempfile
 import time
 
-GIB = 1 << 30
-FRAME = 7200
+from ingest import FRAME, GIB, free_port, iperf3_udp, raise_socket_limits
+
 WIBETH_RATE = 219.7e6
 HZ = os.sysconf("SC_CLK_TCK")
 MODES = {
@@ -53,14 +53,6 @@ def points():
     out = [(f"{n} link{'s' if n > 1 else ''} at the detector's rate", n, WIBETH_RATE) for n in (1, 4, 10)]
     out += [(f"4 links, {g:g} GiB/s", 4, g * GIB / 4) for g in (0.5, 1, 2, 4)]
     return out
-
-
-def free_port(kind):
-    s = socket.socket(socket.AF_INET, kind)
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def cpu_ticks(pid):
@@ -178,59 +170,26 @@ def record_defaults(args):
 
 
 def copy_floor(args):
-    """The copy floor's and the plain memcpy's core-seconds per GiB (`snbuf bench checksum`)."""
+    """The copy floor's and the plain memcpy's core-seconds per GiB (`snbuf bench checksum`),
+    and the machine as that run probed it."""
     with tempfile.TemporaryDirectory() as d:
         js = os.path.join(d, "checksum.json")
         subprocess.run([args.snbuf, "bench", "checksum", "--dram-size", "1GiB", "--passes", "3", "--json", js],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
         with open(js) as f:
-            rows = json.load(f)["results"]
+            rep = json.load(f)
+    rows = rep["results"]
     floor = [r for r in rows if r["variant"].startswith("copy floor")]
     memcpy = [r for r in rows if r["variant"].startswith("plain memcpy") and r["source"] == "dram"]
     if not floor:
         sys.exit("ingest_sweep: snbuf bench checksum has no copy floor row")
-    return floor[0]["core_s_per_gib"], memcpy[0]["core_s_per_gib"] if memcpy else None
+    return floor[0]["core_s_per_gib"], memcpy[0]["core_s_per_gib"] if memcpy else None, rep["machine"]
 
 
 def iperf3(args, total_rate):
-    """iperf3 -u -l 7200 at `total_rate` for --seconds: its receiver's CPU per GiB and loss."""
-    port = free_port(socket.SOCK_STREAM)
-    server = subprocess.Popen(["iperf3", "-s", "-1", "-p", str(port), "-B", "127.0.0.1"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        time.sleep(0.3)
-        r = subprocess.run(["iperf3", "-u", "-c", "127.0.0.1", "-p", str(port), "-l", str(FRAME),
-                            "-b", f"{total_rate * 8:.0f}", "-t", str(args.seconds), "-w", "16M", "--json"],
-                           capture_output=True, text=True, timeout=args.seconds + 30)
-        rep = json.loads(r.stdout)
-    finally:
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-    if "error" in rep:
-        sys.exit(f"ingest_sweep: iperf3 failed: {rep['error']}")
-    end = rep["end"]["sum_received"]
-    received = end["bytes"] / end["seconds"]
-    cpu = rep["end"]["cpu_utilization_percent"]["remote_total"] / 100 * end["seconds"]
-    return {
-        "received_bytes_per_s": received,
-        "receiver_cpu_core_s_per_gib": cpu / (end["bytes"] / GIB) if end["bytes"] else None,
-        "lost_datagrams": end.get("lost_packets"),
-    }
-
-
-def machine():
-    cpu = None
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
-                            cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
-    return {"hostname": platform.node(), "cpu_model": cpu, "logical_cpus": os.cpu_count(),
-            "kernel": platform.release(), "git_commit": commit or None}
+    """iperf3's UDP receiver at `total_rate` for --seconds, with snbuf's socket buffer."""
+    got = iperf3_udp(total_rate, args.seconds, "16M")
+    return {key: got[key] for key in ("received_bytes_per_s", "receiver_cpu_core_s_per_gib", "lost_datagrams")}
 
 
 def median(vals):
@@ -257,7 +216,6 @@ def main():
     command = " ".join(["bench/ingest.sh", "sweep"] + given)
     # iperf3's -w 16M is capped by net.core.rmem_max (snbuf, as root, forces its own): the same
     # socket buffer for both, restored after the run.
-    from ingest import raise_socket_limits
     saved = raise_socket_limits(32 << 20)
     try:
         repeats = sweep(args, pts)
@@ -272,9 +230,10 @@ def sweep(args, pts):
     """Every repeat: the copy floor, `record` on its defaults, and every point in every mode."""
     repeats = []
     for k in range(args.repeat):
-        floor, memcpy = copy_floor(args)
+        floor, memcpy, machine = copy_floor(args)
         began = time.time()
-        rep = {"copy_floor_core_s_per_gib": floor, "memcpy_core_s_per_gib": memcpy, "points": []}
+        rep = {"copy_floor_core_s_per_gib": floor, "memcpy_core_s_per_gib": memcpy, "machine": machine,
+               "points": []}
         print(f"repeat {k + 1}: copy floor {floor:.3f} core-s/GiB (memcpy DRAM to DRAM {memcpy:.3f})", flush=True)
         rec = record_defaults(args)
         rec["over_copy_floor"] = rec["cpu_core_s_per_gib"] / floor
@@ -327,7 +286,9 @@ def write_result(args, pts, repeats, command):
         "schema_version": 1,
         "date": datetime.date.today().isoformat(),
         "command": command,
-        "machine": machine(),
+        "machine": {"hostname": platform.node(), "cpu_model": repeats[0]["machine"].get("cpu_model"),
+                    "logical_cpus": os.cpu_count(), "kernel": platform.release(),
+                    "git_commit": repeats[0]["machine"].get("git_commit")},
         "frame_bytes": FRAME,
         "seconds_per_probe": args.seconds,
         "seconds": sum(r["seconds"] for r in repeats),

@@ -106,7 +106,7 @@ impl FrameGen {
                 let detector = EmulatedDetector::of(frame_type, layout.ticks_per_frame);
                 let bank = detector.map_or(PAYLOAD_VARIANTS as usize, |d| d.bank_frames());
                 let frames = (0..bank)
-                    .map(|v| emulated_frame(frame_type, link, v, &id))
+                    .map(|v| emulated_frame(frame_type, detector.as_ref(), link, v, &id))
                     .collect();
                 Ok(FrameGen {
                     layout,
@@ -201,11 +201,18 @@ impl FrameGen {
     }
 }
 
-/// Bank frame `v` of an emulated link, headers and all but its timestamp and sequence.
-fn emulated_frame(t: FrameType, link: u32, v: usize, id: &Identity) -> Vec<u8> {
+/// Bank frame `v` of an emulated link, headers and all but its timestamp and sequence: the
+/// detector's values where the frame type has ADC samples, else a pattern.
+fn emulated_frame(
+    t: FrameType,
+    detector: Option<&EmulatedDetector>,
+    link: u32,
+    v: usize,
+    id: &Identity,
+) -> Vec<u8> {
     let layout = t.layout();
     let fb = layout.frame_bytes as usize;
-    let mut f = match EmulatedDetector::of(t, layout.ticks_per_frame) {
+    let mut f = match detector {
         Some(detector) => {
             // Headers zero but for what `write_identity` and `frame_at` put there.
             let mut f = vec![0u8; fb];

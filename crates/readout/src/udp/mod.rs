@@ -46,6 +46,7 @@ use snbuf_frames::{FrameLayout, HeaderKind};
 use crate::latency_buffer::Producer;
 
 mod counters;
+mod messages;
 mod receiver;
 mod socket;
 

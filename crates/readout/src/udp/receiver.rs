@@ -10,14 +10,13 @@ use std::sync::Arc;
 
 use snbuf_frames::{FrameLayout, SEQUENCE_MODULUS};
 
+use super::messages::{control_messages, receive_messages, rxq_overflow, CONTROL_WORDS};
 use super::{IngestCounters, LinkSocket, StreamTiming, UdpSource, RESYNC_AFTER};
 use crate::latency_buffer::Producer;
 
 /// Datagrams received per system call, at most (without GRO); with GRO, coalesced buffers
 /// read from one socket before the receiver turns to the next.
 const BATCH: usize = 64;
-/// Room for the control messages of one receive: SO_RXQ_OVFL's and UDP_GRO's (24 B each).
-const CONTROL_WORDS: usize = 8;
 /// The largest UDP payload one coalesced buffer carries: an IPv6 packet's 65,535 B less the
 /// UDP header (an IPv4 one carries 20 B less).
 const MAX_COALESCED_PAYLOAD: usize = 65_535 - 8;
@@ -215,33 +214,14 @@ impl Receiver {
                 iov_len: fb,
             })
             .collect();
-        // Room for one SO_RXQ_OVFL control message per datagram.
-        let mut control = vec![[0u64; 8]; batch];
-        // SAFETY: mmsghdr is plain data; every pointer set below outlives the call.
-        let mut msgs: Vec<libc::mmsghdr> =
-            (0..batch).map(|_| unsafe { std::mem::zeroed() }).collect();
-        for (i, m) in msgs.iter_mut().enumerate() {
-            m.msg_hdr.msg_iov = &mut iov[i];
-            m.msg_hdr.msg_iovlen = 1;
-            m.msg_hdr.msg_control = control[i].as_mut_ptr().cast();
-            m.msg_hdr.msg_controllen = std::mem::size_of::<[u64; 8]>() as _;
-        }
+        let mut control = vec![[0u64; CONTROL_WORDS]; batch];
         // SAFETY: each iovec points at a claimed, whole slot of `fb` bytes that no reader trusts
-        // until it is kept and published; the control buffers and headers live across the call.
-        let n = unsafe {
-            libc::recvmmsg(
-                sock.fd.as_raw_fd(),
-                msgs.as_mut_ptr(),
-                batch as u32,
-                libc::MSG_DONTWAIT,
-                std::ptr::null_mut(),
-            )
-        };
-        if n <= 0 {
+        // until it is kept and published.
+        let (msgs, n) = unsafe { receive_messages(sock, iov.chunks_mut(1), &mut control) };
+        if n == 0 {
             self.producers[link].keep(0);
             return 0;
         }
-        let n = n as usize;
         // Frames kept so far: slot `kept` is the next to fill. It never passes the slot being
         // read (kept <= rerouted frames taken + batch frames kept <= waiting + i).
         let mut kept = 0;
@@ -270,10 +250,16 @@ impl Receiver {
         n
     }
 
+    /// `receive_buffers`, saying only whether anything came (the tests' view).
+    #[cfg(test)]
+    fn receive_coalesced(&mut self, sock: &mut LinkSocket) -> bool {
+        self.receive_buffers(sock) > 0
+    }
+
     /// Receives what one socket holds, one datagram or coalesced buffer (UDP GRO) a message,
     /// straight into its link's next consecutive slots, split by its segment size, each frame
-    /// merged in time order with the link's frames that came by other sockets; returns whether
-    /// anything came.
+    /// merged in time order with the link's frames that came by other sockets; returns how many
+    /// buffers came.
     ///
     /// One message a call, or up to `batch_max` (one `recvmmsg`) while the socket's buffers
     /// come full (`buffers_per_call`). Each message is offered the slots of the
@@ -282,12 +268,6 @@ impl Receiver {
     /// message's place before it knows its size, so a message that comes short leaves empty
     /// slots, and the frames after it are moved down over them (`take_frame`): a second copy,
     /// which is why a partial buffer sends the socket back to one message a call.
-    #[cfg(test)]
-    fn receive_coalesced(&mut self, sock: &mut LinkSocket) -> bool {
-        self.receive_buffers(sock) > 0
-    }
-
-    /// `receive_coalesced`, returning how many buffers came.
     fn receive_buffers(&mut self, sock: &mut LinkSocket) -> usize {
         let link = sock.link;
         let fb = self.routing.layout.frame_bytes as usize;
@@ -299,34 +279,15 @@ impl Receiver {
         let messages = (offered / per).max(1);
         let mut iov = self.offer(&slots[waiting..], messages, per);
         let mut control = vec![[0u64; CONTROL_WORDS]; messages];
-        // SAFETY: mmsghdr is plain data; its pointers are set below to buffers that outlive
-        // the call.
-        let mut msgs: Vec<libc::mmsghdr> = (0..messages)
-            .map(|_| unsafe { std::mem::zeroed() })
-            .collect();
-        for ((m, v), c) in msgs.iter_mut().zip(&mut iov).zip(&mut control) {
-            m.msg_hdr.msg_iov = v.as_mut_ptr();
-            m.msg_hdr.msg_iovlen = v.len() as _;
-            m.msg_hdr.msg_control = c.as_mut_ptr().cast();
-            m.msg_hdr.msg_controllen = std::mem::size_of_val(c) as _;
-        }
         // SAFETY: the iovecs cover claimed, whole slots that no reader trusts until they are
-        // kept and published, and the tails; the control buffers and headers live across the
-        // call.
-        let n = unsafe {
-            libc::recvmmsg(
-                sock.fd.as_raw_fd(),
-                msgs.as_mut_ptr(),
-                messages as u32,
-                libc::MSG_DONTWAIT,
-                std::ptr::null_mut(),
-            )
+        // kept and published, and the tails, which are not touched until the next call.
+        let (msgs, received) = unsafe {
+            receive_messages(sock, iov.iter_mut().map(|v| v.as_mut_slice()), &mut control)
         };
-        if n <= 0 {
+        if received == 0 {
             self.producers[link].keep(0);
             return 0;
         }
-        let received = n as usize;
         let c = &self.routing.counters[link];
         c.receive_calls.fetch_add(1, Ordering::Relaxed);
         c.receives.fetch_add(received as u64, Ordering::Relaxed);
@@ -611,38 +572,6 @@ impl Routing {
         c.bytes.fetch_add(frame.len() as u64, Ordering::Relaxed);
         true
     }
-}
-
-/// The kernel's count of drops on the socket, from a received message's SO_RXQ_OVFL control
-/// message.
-fn rxq_overflow(h: &libc::msghdr) -> Option<u32> {
-    control_messages(h).0
-}
-
-/// What a received message's control messages say: the socket's drop count (SO_RXQ_OVFL) and
-/// the segment size of a coalesced buffer (UDP_GRO).
-fn control_messages(h: &libc::msghdr) -> (Option<u32>, Option<u32>) {
-    let (mut drops, mut segment) = (None, None);
-    // SAFETY: walking the control messages the kernel wrote into the buffer `h` describes,
-    // with the libc macros that bound every step by msg_controllen.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(h);
-        while !c.is_null() {
-            let data = libc::CMSG_DATA(c);
-            match ((*c).cmsg_level, (*c).cmsg_type) {
-                (libc::SOL_SOCKET, libc::SO_RXQ_OVFL) => {
-                    drops = Some(std::ptr::read_unaligned(data.cast::<u32>()))
-                }
-                // The kernel writes the segment size as an int.
-                (libc::SOL_UDP, libc::UDP_GRO) => {
-                    segment = Some(std::ptr::read_unaligned(data.cast::<i32>()).max(0) as u32)
-                }
-                _ => {}
-            }
-            c = libc::CMSG_NXTHDR(h, c);
-        }
-    }
-    (drops, segment)
 }
 
 #[cfg(test)]
