@@ -110,6 +110,15 @@ fn frames_of(burst: &Path, link: u32, frame_bytes: usize) -> Vec<Vec<u8>> {
 
 /// The burst holds, on every link, exactly the frames the emitter sent for its window.
 fn assert_byte_identical(burst: &Path, t: FrameType, links: u32) {
+    let m = assert_recorded_as_sent(burst, t, links);
+    for rec in &m.links {
+        assert_eq!(rec.lost_frames, 0, "link {}", rec.link);
+    }
+}
+
+/// Every frame `burst` holds is the frame the emitter sent at its timestamp, and the burst
+/// verifies; returns its manifest (what was lost is the caller's to check).
+fn assert_recorded_as_sent(burst: &Path, t: FrameType, links: u32) -> Manifest {
     let m = Manifest::read(burst).unwrap();
     assert_eq!(m.state, snbuf_burst::BurstState::Sealed);
     assert_eq!(m.run_number, Some(42));
@@ -120,7 +129,6 @@ fn assert_byte_identical(burst: &Path, t: FrameType, links: u32) {
         let rec = &m.links[link as usize];
         assert!(frames.len() > 100, "link {link}: {} frames", frames.len());
         assert_eq!(frames.len() as u64, rec.data.frames);
-        assert_eq!(rec.lost_frames, 0, "link {link}");
         let mut sent = FrameGen::new(t, link, &Payload::Emulated)
             .unwrap()
             .with_frame_step(step(t));
@@ -148,6 +156,7 @@ fn assert_byte_identical(burst: &Path, t: FrameType, links: u32) {
         "{}",
         String::from_utf8_lossy(&o.stdout)
     );
+    m
 }
 
 #[test]
@@ -179,6 +188,41 @@ fn wibeth_frames_sent_over_udp_are_recorded_byte_for_byte() {
         );
     }
     // The sender ends by itself after its 6 s; one that does not is killed.
+    let _ = sender.wait_within(Duration::from_secs(60));
+}
+
+/// A trigger sent as soon as the server is up, before any frame has come (the sender starts
+/// half a second later), waits for the first frame and is taken, not refused: a unit just
+/// started loses no trigger to the moment its links take to deliver. Its window holds the data
+/// that came, byte for byte, and what the window asked for before the first frame is counted
+/// lost (the unit cannot know it was never sent), none of it after.
+#[test]
+fn a_trigger_sent_before_the_first_frame_waits_for_it() {
+    let root = tempfile::tempdir().unwrap();
+    let port = free_udp_port();
+    let served = serve(root.path(), port, "wibeth", 1, &[]);
+    let socket = served.socket.clone();
+    let early = std::thread::spawn(move || {
+        snbuf(&[
+            "trigger",
+            "--socket",
+            socket.to_str().unwrap(),
+            "--burst-id",
+            "early",
+            "--wait",
+        ])
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let mut sender = KillOnDrop(emit(port, "wibeth", 1, 4, &[]));
+    let o = early.join().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let burst = served.out.join("early");
+    let m = assert_recorded_as_sent(&burst, FrameType::WibEth, 1);
+    let (window, link) = (m.trigger.as_ref().unwrap(), &m.links[0]);
+    let first = link.data.first_timestamp.unwrap();
+    assert!(first >= window.window_start_timestamp, "{m:?}");
+    let before_first = (first - window.window_start_timestamp) / step(FrameType::WibEth);
+    assert_eq!(link.lost_frames, before_first, "{m:?}");
     let _ = sender.wait_within(Duration::from_secs(60));
 }
 

@@ -17,7 +17,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use snbuf_burst::TriggerInfo;
@@ -50,6 +50,10 @@ struct BurstHistory {
 
 /// How many past bursts `status` lists.
 const MAX_BURSTS_SHOWN: usize = 100;
+/// How long a trigger that comes before the first frame (a unit just started, a source not yet
+/// flowing) waits for one before it is refused: a trigger sent right after `serve` starts is
+/// taken, not lost to the few milliseconds the links take to deliver their first frame.
+pub const FIRST_FRAME_WAIT: Duration = Duration::from_secs(2);
 
 impl BurstHistory {
     /// A burst is over: counted, and kept among the recent ones.
@@ -308,6 +312,7 @@ impl Server {
         if self.stopping() {
             return Err("the unit is stopping: it takes no more triggers".into());
         }
+        self.wait_for_first_frame(FIRST_FRAME_WAIT);
         let config = self.unit.config();
         let busy = self.busy.load(Ordering::Acquire);
         let checked = trigger_check::check(&self.unit, req, !busy)?;
@@ -326,6 +331,18 @@ impl Server {
             }
         }
         Ok(checked)
+    }
+
+    /// Waits, at most `bound`, until some link has buffered a frame (at once when one has), so
+    /// that a window can be placed; the check that follows refuses the trigger if none came.
+    fn wait_for_first_frame(&self, bound: Duration) {
+        let give_up_at = Instant::now() + bound;
+        while self.unit.newest_timestamp().is_none() && !self.stopping() {
+            if Instant::now() >= give_up_at {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     /// Triggers refused since the unit started.
