@@ -27,7 +27,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let fleet = match args.nats.as_ref() {
         Some(servers) => Some((
             crate::fleet_args::nats_options(servers, &args.nats_auth)?,
-            crate::fleet_args::unit_id(args.unit.unit.as_deref())?,
+            crate::fleet_args::unit_id(args.unit.options.unit.as_deref())?,
         )),
         None => None,
     };
@@ -52,7 +52,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
     };
     let (mut config, why) = crate::unit_config::config_from_args(&args.unit, None)?;
-    if args.unit.burst_id.is_none() {
+    if args.unit.options.burst_id.is_none() {
         config.burst_id = format!("burst-{}", config.burst_id);
     }
     let socket = args

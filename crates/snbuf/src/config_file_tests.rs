@@ -137,10 +137,13 @@ fn the_command_line_wins_paths_are_the_files_and_mistakes_are_refused() {
     let crate::cli::Command::Record(a) = cli.command else {
         panic!("record");
     };
-    assert_eq!(a.unit.links, Some(3), "the command line wins");
-    assert_eq!(a.unit.buffer, Some(std::time::Duration::from_secs(2)));
-    assert_eq!(a.unit.output, vec![dir.path().join("data")]);
-    assert_eq!(a.unit.status_file, Some(dir.path().join("s.json")));
+    assert_eq!(a.unit.options.links, Some(3), "the command line wins");
+    assert_eq!(
+        a.unit.options.buffer,
+        Some(std::time::Duration::from_secs(2))
+    );
+    assert_eq!(a.unit.options.output, vec![dir.path().join("data")]);
+    assert_eq!(a.unit.options.status_file, Some(dir.path().join("s.json")));
 
     for (text, needle) in [
         ("linkz = 3\n", "unknown key `linkz`"),
@@ -189,5 +192,5 @@ fn the_command_line_wins_paths_are_the_files_and_mistakes_are_refused() {
     let crate::cli::Command::Record(a) = cli.command else {
         panic!("record");
     };
-    assert_eq!(a.unit.links, Some(2));
+    assert_eq!(a.unit.options.links, Some(2));
 }

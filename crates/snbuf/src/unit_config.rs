@@ -16,39 +16,10 @@ pub fn config_from_args(
     trigger_after: Option<std::time::Duration>,
 ) -> anyhow::Result<(RecordConfig, Reasons)> {
     let options = UnitOptions {
-        links: args.links,
-        frame: args.frame.clone(),
-        source: args.source.clone(),
-        streams: args.streams.clone(),
-        header_version: args.header_version.clone(),
-        rcvbuf: args.rcvbuf,
-        gro: args.gro,
-        receive_nap: args.receive_nap,
-        receive_batch: args.receive_batch,
-        run: args.run,
-        unit: Some(crate::fleet_args::unit_id(args.unit.as_deref())?),
-        source_ids: args.source_ids.clone(),
-        rate_per_link: args.rate_per_link.clone(),
-        buffer: args.buffer,
-        pre: args.pre,
-        post: args.post,
-        trigger_after,
-        method: args.method.clone(),
-        writers: args.writers,
-        chunk_frames: args.chunk_frames,
-        chunks_per_persist: args.chunks_per_persist,
-        cpus: args.cpus.clone(),
-        page_size: args.page_size,
-        replay: args.replay.clone(),
-        output: args.output.clone(),
-        burst_id: args.burst_id.clone(),
-        profile: args.profile.clone(),
-        status_file: args.status_file.clone(),
-        inject_fault: args.inject_fault.clone(),
-        completion_deadline: args.completion_deadline,
-        max_window: args.max_window,
+        unit: Some(crate::fleet_args::unit_id(args.options.unit.as_deref())?),
+        ..args.options.clone()
     };
-    from_options(&options).map_err(|e| match e {
+    from_options(&options, trigger_after).map_err(|e| match e {
         SetupError::Usage(why) => usage(why),
         SetupError::Machine(why) => anyhow::anyhow!(why),
     })

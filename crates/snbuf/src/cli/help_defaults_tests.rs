@@ -38,7 +38,9 @@ fn resolved(options: UnitOptions) -> RecordConfig {
         unit: Some("u".into()),
         ..options
     };
-    from_options(&options).unwrap_or_else(|e| panic!("{e}")).0
+    from_options(&options, None)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .0
 }
 
 /// The help of `--long` of `command`, on one line.

@@ -19,10 +19,13 @@ use super::{RecordConfig, Source};
 /// needs no option.
 pub const DEFAULT_OUTPUT: &str = "./snbuf-data";
 
-/// The recorder's configuration from `args` (the command line and its config file). Refuses bad input
-/// before anything runs, and then leaves nothing behind: an output directory it had to create
-/// for probing the medium is removed again.
-pub fn from_options(args: &UnitOptions) -> Result<(RecordConfig, Reasons), SetupError> {
+/// The recorder's configuration from `args` (the command line and its config file) and, for
+/// `record`, when its trigger fires. Refuses bad input before anything runs, and then leaves
+/// nothing behind: an output directory it had to create for probing the medium is removed again.
+pub fn from_options(
+    args: &UnitOptions,
+    trigger_after: Option<Duration>,
+) -> Result<(RecordConfig, Reasons), SetupError> {
     let outputs = if args.output.is_empty() {
         vec![PathBuf::from(DEFAULT_OUTPUT)]
     } else {
@@ -47,7 +50,7 @@ pub fn from_options(args: &UnitOptions) -> Result<(RecordConfig, Reasons), Setup
     }
     let result = result
         .and_then(|()| distinct_outputs(&outputs))
-        .and_then(|()| build_config(args, outputs.clone()));
+        .and_then(|()| build_config(args, trigger_after, outputs.clone()));
     if result.is_err() {
         for output in created.iter().rev() {
             let _ = std::fs::remove_dir(output);
@@ -79,6 +82,7 @@ fn distinct_outputs(outputs: &[PathBuf]) -> Result<(), SetupError> {
 /// write plan, source), each default depending on those before it.
 fn build_config(
     args: &UnitOptions,
+    trigger_after: Option<Duration>,
     mut outputs: Vec<PathBuf>,
 ) -> Result<(RecordConfig, Reasons), SetupError> {
     let output = outputs.remove(0);
@@ -165,8 +169,7 @@ fn build_config(
         buffer,
         pre,
         post,
-        trigger_after: args
-            .trigger_after
+        trigger_after: trigger_after
             .unwrap_or(pre.max(Duration::from_secs(1)) + Duration::from_secs(1))
             .max(pre),
         method,
