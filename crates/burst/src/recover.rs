@@ -26,7 +26,7 @@ pub enum RecoverError {
 }
 
 #[derive(Clone, Debug, Serialize)]
-pub struct Dropped {
+pub struct DroppedRegion {
     pub file: String,
     pub offset: u64,
     pub bytes: u64,
@@ -49,7 +49,7 @@ pub struct RecoverReport {
     pub dir: String,
     pub dry_run: bool,
     pub links: Vec<LinkRecovery>,
-    pub dropped: Vec<Dropped>,
+    pub dropped: Vec<DroppedRegion>,
     pub manifest_rebuilt: bool,
     pub manifest_problem: Option<String>,
     pub changed: bool,
@@ -128,7 +128,7 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
             .and_then(|m| m.links.iter().find(|l| l.link == link))
             .cloned();
         let Some(report) = report else {
-            dropped.push(Dropped {
+            dropped.push(DroppedRegion {
                 file: name.clone(),
                 offset: 0,
                 bytes: 0,
@@ -146,7 +146,7 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
         if report.file_bytes > report.valid_bytes {
             match &report.end {
                 End::Clean { zero_tail_bytes } => trimmed_zero_bytes = *zero_tail_bytes,
-                End::TornTail { offset, why, .. } | End::BadChunk { offset, why, .. } => dropped.push(Dropped {
+                End::TornTail { offset, why, .. } | End::BadChunk { offset, why, .. } => dropped.push(DroppedRegion {
                     file: name.clone(),
                     offset: *offset,
                     bytes: report.file_bytes - offset,

@@ -43,12 +43,8 @@ const MAX_UNCOLLECTED: usize = 1000;
 const RETRY_AFTER: Duration = Duration::from_secs(10);
 
 impl ExportQueue {
-    /// Starts the worker. `log` gets one line per export and per failure.
-    pub fn start(
-        dest: Destination,
-        opts: ExportOptions,
-        log: Arc<dyn Fn(&str) + Send + Sync>,
-    ) -> std::io::Result<ExportQueue> {
+    /// Starts the worker, which logs one line per export and per failure.
+    pub fn start(dest: Destination, opts: ExportOptions) -> std::io::Result<ExportQueue> {
         let queue: Arc<(Mutex<Queue>, Condvar)> = Arc::default();
         let stats: Arc<ExportStats> = Arc::default();
         let (q, s) = (queue.clone(), stats.clone());
@@ -95,7 +91,7 @@ impl ExportQueue {
                                 .map(|n| n.to_string_lossy().into_owned())
                                 .unwrap_or_default(),
                         );
-                        log(&format!(
+                        tracing::info!(
                             "exported {} to {} ({} objects, verified{})",
                             dir.display(),
                             r.destination,
@@ -105,15 +101,15 @@ impl ExportQueue {
                             } else {
                                 ""
                             }
-                        ));
+                        );
                     }
                     Err(e) => {
                         s.failures_total.fetch_add(1, Ordering::Relaxed);
-                        log(&format!(
+                        tracing::warn!(
                             "export of {} failed: {e}; trying again in {} s",
                             dir.display(),
                             RETRY_AFTER.as_secs()
-                        ));
+                        );
                         g.waiting
                             .push_back((dir, since, Instant::now() + RETRY_AFTER));
                     }

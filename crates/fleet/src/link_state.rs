@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, context::Publish};
 use serde_json::{json, Value};
-use snbuf_unit::service::control::Server;
+use snbuf_unit::server::control::Server;
 
 use crate::journal::TriggerJournal;
 use crate::schema::*;
@@ -18,7 +18,6 @@ use snbuf_quantity::now_unix_ns;
 pub(crate) struct Link {
     pub(crate) unit: String,
     pub(crate) server: Arc<Server>,
-    pub(crate) log: Log,
     /// Bursts already published as events.
     pub(crate) published: std::sync::atomic::AtomicU64,
     pub(crate) book: Mutex<Book>,
@@ -50,8 +49,9 @@ impl Link {
         self.book.lock().expect("the link's book")
     }
 
+    /// A line of the unit's log about its fleet link.
     pub(crate) fn say(&self, line: &str) {
-        (self.log)(line)
+        tracing::info!("{line}")
     }
 
     pub(crate) fn stopping(&self) -> bool {
@@ -103,9 +103,6 @@ pub(crate) async fn publish_owed(js: &jetstream::Context, link: &Link) -> Result
     }
     Ok(())
 }
-
-/// Log lines go to the caller (serve prints them).
-pub type Log = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// What the unit's exporter reports, if it has one: its progress for the heartbeat, and the
 /// bursts it exported since the last call (each published as an `exported` event).

@@ -11,7 +11,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, consumer::pull, consumer::AckPolicy, consumer::DeliverPolicy};
 use futures::StreamExt;
 use serde_json::json;
-use snbuf_unit::service::control::Server;
+use snbuf_unit::server::control::Server;
 
 use crate::connect::NatsOptions;
 use crate::journal::TriggerJournal;
@@ -21,7 +21,7 @@ use crate::schema::*;
 use crate::trigger_handling::handle_trigger;
 use snbuf_quantity::now_unix_ns;
 
-pub use crate::link_state::{ExportReporter, Log};
+pub use crate::link_state::ExportReporter;
 
 pub struct UnitLink {
     stop: Arc<AtomicBool>,
@@ -37,7 +37,6 @@ impl UnitLink {
         unit_id: String,
         server: Arc<Server>,
         export: Option<Arc<dyn ExportReporter>>,
-        log: Log,
     ) -> std::io::Result<(UnitLink, Option<String>)> {
         let journal = TriggerJournal::open(&server.unit().config().output_dir)
             .map_err(std::io::Error::other)?;
@@ -51,7 +50,6 @@ impl UnitLink {
             // interrupted bursts it recovered at its start.
             published: std::sync::atomic::AtomicU64::new(0),
             server,
-            log,
             book: Mutex::new(Book {
                 journal,
                 fast_handled: FastHandled::default(),

@@ -91,6 +91,25 @@ impl DetectorClock {
     }
 }
 
+/// What a link whose frames are `step` ticks apart is, for a frame type whose own frames are
+/// `tpf` apart: the type's own rate, a sub-sampled detector, or a storage test faster than one.
+pub fn step_words(step: u64, tpf: u64) -> String {
+    assert!(step > 0 && tpf > 0, "frames are some ticks apart");
+    if step == tpf {
+        "the frame type's own rate".to_string()
+    } else if step > tpf {
+        format!(
+            "a sub-sampled detector, 1 frame in {:.1}",
+            step as f64 / tpf as f64
+        )
+    } else {
+        format!(
+            "{:.2}x the frame type's own rate (frames overlap in time: a storage test, not a detector)",
+            tpf as f64 / step as f64
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

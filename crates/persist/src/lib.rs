@@ -17,6 +17,8 @@ pub mod medium;
 pub mod method;
 pub mod nt_crc;
 pub mod replace;
+/// A simulated medium that crashes, for the crash tests of the layers above: test support only.
+#[cfg(any(test, feature = "testing"))]
 pub mod sim;
 pub mod sink;
 

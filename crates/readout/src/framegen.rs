@@ -44,8 +44,6 @@ pub enum SourceError {
         frame_type: String,
         frame_bytes: u32,
     },
-    #[error("gaps every 0 frames")]
-    GapsEveryZero,
 }
 
 pub use crate::emulated_detector::PAYLOAD_VARIANTS;

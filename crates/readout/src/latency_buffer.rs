@@ -76,7 +76,7 @@ pub struct LatencyBuffer {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReadError {
+pub enum RingReadError {
     /// The producer has not written this frame yet.
     NotYet,
     /// The frame was overwritten before (or while) it was read: it is lost from the buffer.
@@ -386,7 +386,7 @@ impl LatencyBuffer {
 
     /// Copies frames `first, first + 1, …` into `out` (a whole number of frames, at most the
     /// capacity) and returns how many were copied: fewer than asked if not all are written yet.
-    pub fn read(&self, first: u64, out: &mut [u8]) -> Result<usize, ReadError> {
+    pub fn read(&self, first: u64, out: &mut [u8]) -> Result<usize, RingReadError> {
         let want = (out.len() / self.ring.frame_bytes) as u64;
         let (n, ()) = self.read_with(first, want, |run| {
             let mut pos = 0;
@@ -410,11 +410,11 @@ impl LatencyBuffer {
         first: u64,
         max_frames: u64,
         f: impl FnOnce(&FrameRun<'_>) -> R,
-    ) -> Result<(usize, R), ReadError> {
+    ) -> Result<(usize, R), RingReadError> {
         let r = &*self.ring;
         let written = r.written.load(Ordering::Acquire);
         if first >= written {
-            return Err(ReadError::NotYet);
+            return Err(RingReadError::NotYet);
         }
         let n = max_frames.min(written - first).min(r.capacity);
         if n == 0 {
@@ -448,13 +448,13 @@ impl LatencyBuffer {
     /// reader whose use of the frames ended after `read_with` returned (a device still reading
     /// them by DMA until a completion the caller waited for). `Ok` vouches for every read of
     /// those slots that finished before this call.
-    pub fn still_holds(&self, first: u64) -> Result<(), ReadError> {
+    pub fn still_holds(&self, first: u64) -> Result<(), RingReadError> {
         // Every read made before must happen before we look at `claimed`.
         fence(Ordering::Acquire);
         let claimed = self.ring.claimed.load(Ordering::Relaxed);
         let oldest = claimed.saturating_sub(self.ring.capacity);
         if first < oldest {
-            return Err(ReadError::Overwritten { oldest });
+            return Err(RingReadError::Overwritten { oldest });
         }
         Ok(())
     }
@@ -466,14 +466,14 @@ impl LatencyBuffer {
     }
 
     /// The timestamp of frame `seq`, read in place.
-    pub fn timestamp_at(&self, seq: u64) -> Result<u64, ReadError> {
+    pub fn timestamp_at(&self, seq: u64) -> Result<u64, RingReadError> {
         let layout = self.ring.layout;
         self.read_with(seq, 1, |run| layout.timestamp(run.frame(0)))
             .and_then(|(n, ts)| {
                 if n == 1 {
                     Ok(ts)
                 } else {
-                    Err(ReadError::NotYet)
+                    Err(RingReadError::NotYet)
                 }
             })
     }

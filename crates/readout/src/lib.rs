@@ -16,7 +16,7 @@ pub mod udp;
 
 pub use framegen::{FrameGen, Payload, SourceError};
 pub use latency_buffer::{
-    latency_buffer, latency_buffer_on_node, LatencyBuffer, Lookup, Producer, ReadError,
+    latency_buffer, latency_buffer_on_node, LatencyBuffer, Lookup, Producer, RingReadError,
 };
 pub use snbuf_frames::{FrameLayout, FrameType};
-pub use source::{Emulator, GapSpec};
+pub use source::Emulator;

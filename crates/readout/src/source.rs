@@ -39,13 +39,6 @@ pub fn clock_from_epoch(clock: DetectorClock, step_ticks: u64, offset_s: f64) ->
     (start, frame0 as u64 * step_ticks)
 }
 
-/// Injected data loss at the source.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GapSpec {
-    pub every_frames: u64,
-    pub skip_frames: u64,
-}
-
 /// Staged frames are published (made readable, one store fence) at least this often per link.
 const PUBLISH_EVERY_FRAMES: u64 = 32;
 
@@ -62,7 +55,6 @@ pub struct Emulator {
     /// Ticks between a link's frames, and the frames a second that makes.
     step_ticks: u64,
     frames_per_s: f64,
-    gaps: Option<GapSpec>,
     links: Vec<EmulatedLink>,
     copy: StreamingCopy,
     start: Instant,
@@ -79,7 +71,6 @@ impl Emulator {
         frame_type: FrameType,
         step_ticks: u64,
         payload: Payload,
-        gaps: Option<GapSpec>,
         producers: Vec<(u32, Producer)>,
         first_timestamp: u64,
     ) -> Result<Self, SourceError> {
@@ -87,9 +78,6 @@ impl Emulator {
             return Err(SourceError::BadStep(step_ticks));
         }
         let frames_per_s = DetectorClock::of(frame_type).frames_per_s(step_ticks);
-        if gaps.is_some_and(|g| g.every_frames == 0) {
-            return Err(SourceError::GapsEveryZero);
-        }
         let links = producers
             .into_iter()
             .map(|(link, producer)| {
@@ -104,7 +92,6 @@ impl Emulator {
         Ok(Emulator {
             step_ticks,
             frames_per_s,
-            gaps,
             links,
             copy: StreamingCopy::detect(),
             start: Instant::now(),
@@ -172,13 +159,7 @@ impl Emulator {
 
     fn produce_one(&mut self) {
         let step = self.step_ticks;
-        let gap_now = self
-            .gaps
-            .filter(|g| self.produced > 0 && self.produced.is_multiple_of(g.every_frames));
         for l in &mut self.links {
-            if let Some(g) = gap_now {
-                l.next_timestamp += g.skip_frames * step;
-            }
             let frame = l.frames.frame_at(l.next_timestamp);
             let copy = &self.copy;
             // Checksummed here, while the frame is in cache, for the writers (see
@@ -257,7 +238,7 @@ mod tests {
     fn one_link_at_1khz() -> Emulator {
         let t = custom(16, 1);
         let (p, _b) = links(1, t, 10_000);
-        Emulator::new(t, 50_000, Payload::Emulated, None, p, 0).unwrap()
+        Emulator::new(t, 50_000, Payload::Emulated, p, 0).unwrap()
     }
 
     #[test]
@@ -266,7 +247,7 @@ mod tests {
         let (p, bufs) = links(3, t, 20_000);
         // 12 500 frames/s on the 62.5 MHz clock: a WIBEth link sub-sampled to one frame every
         // 5000 ticks (its own frames are 2048 apart).
-        let mut e = Emulator::new(t, 5000, Payload::Emulated, None, p, 5000 * 1_000).unwrap();
+        let mut e = Emulator::new(t, 5000, Payload::Emulated, p, 5000 * 1_000).unwrap();
         let start = Instant::now();
         e.start_at(start);
         // Uneven wake-ups add up to exactly the rate: no drift from rounding at each call.
@@ -293,15 +274,11 @@ mod tests {
     }
 
     #[test]
-    fn gaps_and_replay() {
+    fn replayed_frames_come_in_turn_on_the_emulators_schedule() {
         let t = custom(32, 5);
         let (p, bufs) = links(1, t, 1000);
         let replay: Arc<Vec<u8>> = Arc::new((0..64u8).collect());
-        let gaps = Some(GapSpec {
-            every_frames: 4,
-            skip_frames: 2,
-        });
-        let mut e = Emulator::new(t, 50_000, Payload::Replay(replay), gaps, p, 0).unwrap();
+        let mut e = Emulator::new(t, 50_000, Payload::Replay(replay), p, 0).unwrap();
         let start = Instant::now();
         e.start_at(start);
         e.produce_due(start + Duration::from_millis(10));
@@ -309,7 +286,7 @@ mod tests {
         assert_eq!(bufs[0].read(0, &mut f).unwrap(), 10);
         let ts: Vec<u64> = f.chunks(32).map(timestamp_of).collect();
         let k: Vec<u64> = ts.iter().map(|t| t / 50_000).collect();
-        assert_eq!(k, vec![0, 1, 2, 3, 6, 7, 8, 9, 12, 13]);
+        assert_eq!(k, (0..10).collect::<Vec<u64>>());
         // Replayed frames come from the file in turn, looping; only the timestamp is new.
         assert_eq!(&f[8..32], &(8..32u8).collect::<Vec<_>>()[..]);
         assert_eq!(&f[32 + 8..64], &(40..64u8).collect::<Vec<_>>()[..]);
@@ -366,14 +343,9 @@ mod tests {
     #[test]
     fn nonsense_is_refused() {
         let t = FrameType::ProtoDuneWib;
-        assert!(Emulator::new(t, 0, Payload::Emulated, None, vec![], 0).is_err());
-        assert!(Emulator::new(t, u64::MAX, Payload::Emulated, None, vec![], 0).is_err());
+        assert!(Emulator::new(t, 0, Payload::Emulated, vec![], 0).is_err());
+        assert!(Emulator::new(t, u64::MAX, Payload::Emulated, vec![], 0).is_err());
         let (p, _b) = links(1, t, 10);
-        assert!(Emulator::new(t, 300, Payload::Replay(Arc::new(vec![])), None, p, 0).is_err());
-        let g = Some(GapSpec {
-            every_frames: 0,
-            skip_frames: 1,
-        });
-        assert!(Emulator::new(t, 300, Payload::Emulated, g, vec![], 0).is_err());
+        assert!(Emulator::new(t, 300, Payload::Replay(Arc::new(vec![])), p, 0).is_err());
     }
 }

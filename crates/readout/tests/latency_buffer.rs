@@ -5,7 +5,7 @@ mod common;
 
 use common::{layout, sequence_of, stamp, timestamp_of};
 use snbuf_platform::PageSize;
-use snbuf_readout::{latency_buffer, Lookup, Producer, ReadError};
+use snbuf_readout::{latency_buffer, Lookup, Producer, RingReadError};
 fn push_n(p: &mut Producer, n: u64, ticks_per_frame: u64, skip_every: u64) {
     let mut ts = 1000 + p.buffer().written() * ticks_per_frame;
     for _ in 0..n {
@@ -21,7 +21,7 @@ fn push_n(p: &mut Producer, n: u64, ticks_per_frame: u64, skip_every: u64) {
 fn frames_read_back_until_overwritten() {
     let (mut p, b) = latency_buffer(layout(64, 10), 8, PageSize::Small4K).unwrap();
     let mut out = vec![0u8; 64 * 3];
-    assert_eq!(b.read(0, &mut out), Err(ReadError::NotYet));
+    assert_eq!(b.read(0, &mut out), Err(RingReadError::NotYet));
     push_n(&mut p, 5, 10, 0);
     assert_eq!(b.read(1, &mut out), Ok(3));
     assert_eq!(sequence_of(&out[64..]), 2);
@@ -30,7 +30,7 @@ fn frames_read_back_until_overwritten() {
     assert_eq!(b.oldest(), 15 - 8);
     assert_eq!(
         b.read(2, &mut out),
-        Err(ReadError::Overwritten { oldest: 7 })
+        Err(RingReadError::Overwritten { oldest: 7 })
     );
     assert_eq!(b.read(7, &mut out), Ok(3));
     assert_eq!(b.memory_bytes(), 512);
@@ -58,13 +58,16 @@ fn frames_are_lent_in_place_across_the_wrap_and_staged_frames_stay_hidden() {
     assert_eq!(seqs, vec![6, 7, 8, 9, 10]);
     // Overwritten while lent: the result is refused after the fact.
     let r = b.read_with(3, 2, |_| push_n(&mut p, 4, 10, 0));
-    assert_eq!(r.map(|(n, _)| n), Err(ReadError::Overwritten { oldest: 7 }));
+    assert_eq!(
+        r.map(|(n, _)| n),
+        Err(RingReadError::Overwritten { oldest: 7 })
+    );
     // Staged frames are not readable until published.
     p.stage(|seq, f| stamp(f, 0, seq));
     assert_eq!(b.written(), 15);
     assert_eq!(
         b.read_with(15, 1, |_| ()).map(|(n, _)| n),
-        Err(ReadError::NotYet)
+        Err(RingReadError::NotYet)
     );
     p.publish();
     assert_eq!(b.read_with(15, 1, |r| sequence_of(r.frame(0))), Ok((1, 15)));

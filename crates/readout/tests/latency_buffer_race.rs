@@ -10,7 +10,7 @@ mod common;
 use common::{sequence_of, stamp};
 use snbuf_platform::PageSize;
 use snbuf_readout::latency_buffer::frame_crc32c;
-use snbuf_readout::{latency_buffer, FrameLayout, ReadError};
+use snbuf_readout::{latency_buffer, FrameLayout, RingReadError};
 
 const FRAME: usize = 256;
 
@@ -64,11 +64,11 @@ fn a_racing_reader_never_accepts_a_torn_frame() {
                     accepted += 1;
                 }
             }
-            Err(ReadError::Overwritten { oldest }) => {
+            Err(RingReadError::Overwritten { oldest }) => {
                 lost += oldest - next;
                 next = oldest;
             }
-            Err(ReadError::NotYet) => std::hint::spin_loop(),
+            Err(RingReadError::NotYet) => std::hint::spin_loop(),
         }
     }
     stop.store(true, Ordering::Relaxed);
@@ -123,8 +123,8 @@ fn streamed_frames_published_in_batches_are_never_read_torn_nor_with_a_wrong_che
                 next += n as u64;
                 accepted += n as u64;
             }
-            Err(ReadError::Overwritten { oldest }) => next = oldest,
-            Err(ReadError::NotYet) => std::hint::spin_loop(),
+            Err(RingReadError::Overwritten { oldest }) => next = oldest,
+            Err(RingReadError::NotYet) => std::hint::spin_loop(),
         }
     }
     stop.store(true, Ordering::Relaxed);

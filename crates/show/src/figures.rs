@@ -9,8 +9,8 @@ use snbuf_report::ReportError;
 
 use crate::Shown;
 
-/// A figure on the page: `stem`.svg and `stem`.png.
-pub struct Figure {
+/// A figure of a burst on its page: `stem`.svg and `stem`.png.
+pub struct BurstFigure {
     pub stem: String,
     pub title: String,
     pub caption: String,
@@ -25,7 +25,7 @@ fn finite_abs_max(v: impl Iterator<Item = f64>) -> f64 {
 /// The figures drawn so far, in page order.
 struct Figures<'a> {
     dir: &'a Path,
-    out: Vec<Figure>,
+    out: Vec<BurstFigure>,
 }
 
 impl Figures<'_> {
@@ -37,7 +37,7 @@ impl Figures<'_> {
         link: Option<u32>,
     ) -> Result<(), ReportError> {
         line_chart(self.dir, &stem, chart)?;
-        self.out.push(Figure {
+        self.out.push(BurstFigure {
             stem,
             title: chart.title.to_string(),
             caption,
@@ -83,7 +83,7 @@ fn recorded_pct(b: &crate::link_view::Bin) -> f64 {
 }
 
 /// One piece: the figures in the order the page shows them, each with its caption.
-pub fn draw(dir: &Path, s: &Shown) -> Result<Vec<Figure>, ReportError> {
+pub fn draw(dir: &Path, s: &Shown) -> Result<Vec<BurstFigure>, ReportError> {
     let mut f = Figures {
         dir,
         out: Vec::new(),
@@ -135,7 +135,7 @@ pub fn draw(dir: &Path, s: &Shown) -> Result<Vec<Figure>, ReportError> {
                 value_label: "ADC - baseline",
             },
         )?;
-        f.out.push(Figure {
+        f.out.push(BurstFigure {
             stem,
             title: t,
             caption: format!("Every channel's samples over the window, decimated to {} columns keeping each column's value farthest from the channel's baseline, so a one-sample spike still shows. Grey: no data (a gap).", wf.column_s.len()),

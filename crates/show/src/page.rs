@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::figures::Figure;
+use crate::figures::BurstFigure;
 use crate::Shown;
 
 fn esc(s: &str) -> String {
@@ -13,7 +13,7 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-fn figure(html: &mut String, f: &Figure) {
+fn figure(html: &mut String, f: &BurstFigure) {
     let _ = writeln!(
         html,
         "<figure id=\"{stem}\"><img src=\"{stem}.svg\" alt=\"{title}\" onerror=\"this.setAttribute('data-broken','1')\"><figcaption><b>{title}.</b> {caption} (<a href=\"{stem}.png\">PNG</a>)</figcaption></figure>",
@@ -24,7 +24,7 @@ fn figure(html: &mut String, f: &Figure) {
 }
 
 /// One piece: the page top to bottom, in the order it reads.
-pub fn html(s: &Shown, figures: &[Figure]) -> String {
+pub fn html(s: &Shown, figures: &[BurstFigure]) -> String {
     let mut h = String::new();
     let _ = write!(
         h,

@@ -128,7 +128,7 @@ pub fn run(args: &EmitArgs) -> anyhow::Result<()> {
         } else {
             String::new()
         },
-        crate::unit_config::step_words(step, tpf)
+        snbuf_frames::clock::step_words(step, tpf)
     );
     let fb = frame_type.frame_bytes() as f64;
     let report = emit(&config, &stop, |sent, elapsed| {

@@ -164,7 +164,7 @@ fn recording_now(socket: &Path) -> Option<String> {
     if !socket.exists() {
         return None;
     }
-    let s = snbuf_unit::service::control::request(socket, &json!({"cmd": "status"})).ok()?;
+    let s = snbuf_unit::server::control::request(socket, &json!({"cmd": "status"})).ok()?;
     s["recording_burst"]["burst_id"]
         .as_str()
         .map(str::to_string)

@@ -13,7 +13,7 @@ use snbuf_unit::{record, Progress};
 
 use crate::cli::RecordArgs;
 use crate::exit::Failure;
-use crate::unit_config::{clock_line, config_from_args, record_error};
+use crate::unit_config::{config_from_args, record_error};
 
 pub fn run(args: RecordArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.json {
@@ -86,7 +86,7 @@ fn print_plan(config: &snbuf_unit::RecordConfig, why: &str, why_writers: &str) {
         config.buffer.as_secs_f64(),
         Bytes(config.buffer_frames() * fb as u64 * config.links as u64)
     );
-    eprintln!("  {}", clock_line(config));
+    eprintln!("  {}", config.clock_line());
     eprintln!(
         "  trigger after {:.1} s, window {:.1} s before to {:.1} s after; method {} ({why})",
         config.trigger_after.as_secs_f64(),
@@ -176,7 +176,7 @@ fn progress_line(
 /// One piece: the summary's lines in the order they print.
 fn print_summary(
     config: &snbuf_unit::RecordConfig,
-    report: &snbuf_unit::RecordReport,
+    report: &snbuf_unit::RecordSummary,
     why_writers: &str,
 ) {
     let m = &report.manifest;
@@ -340,51 +340,10 @@ fn print_summary(
     );
 }
 
-fn write_json(path: &PathBuf, r: &snbuf_unit::RecordReport) -> std::io::Result<()> {
-    let v = serde_json::json!({
-        "burst_dir": r.burst_dir,
-        "state": r.manifest.state,
-        "trigger": r.window,
-        "frame": r.manifest.frame,
-        "frame_bytes": r.frame_bytes,
-        "frames_recorded": r.frames_recorded,
-        "lost_frames": r.lost_frames,
-        "input_bytes_per_s": r.input_bytes_per_s,
-        "output_bytes_per_s": r.output_bytes_per_s,
-        "method": r.manifest.method,
-        "durability": r.durability,
-        "survives_power_loss": r.survives_power_loss,
-        "prepared_ahead": r.prepared_ahead,
-        "window_cut_to_bytes_per_link": r.window_cut_to_bytes_per_link,
-        "buffer_memory_bytes": r.buffer_memory_bytes,
-        "buffer_page_bytes": r.buffer_page_bytes,
-        "buffer_numa_nodes": r.buffer_nodes,
-        "skipped_at_source_per_link": r.skipped_at_source,
-        "source_max_lag_s": r.source_max_lag_s,
-        "writer_cpu_s": r.writer_cpu_s,
-        "writers": r.writers,
-        "chunks_from_source": r.chunks_from_source,
-        "source_cpu_s": r.source_cpu_s,
-        "source_bytes": r.source_bytes,
-        "source_cpu_core_s_per_gib": r.source_cpu_core_s_per_gib(),
-        "unit_cpu_core_s_per_gib": r.unit_cpu_core_s_per_gib(),
-        "process_cpu_s": r.process_cpu_s,
-        "other_cpu_s": r.other_cpu_s(),
-        "cpu_core_s_per_gib": r.cpu_core_s_per_gib(),
-        "links": r.manifest.links,
-        "ingest": r.ingest,
-        "ingest_gro": r.ingest_gro,
-        "ingest_rcvbuf_bytes": r.ingest_rcvbuf_bytes,
-        "ingest_nap_s": r.ingest_nap.map(|d| d.as_secs_f64()),
-        "ingest_receive_cpu": r.ingest_receive_cpu,
-        "ingest_nic": r.ingest_nic.as_ref().map(|n| &n.name),
-        "ingest_nic_numa_node": r.ingest_nic.as_ref().and_then(|n| n.node),
-        "valid": r.verify.valid,
-        "problems": r.verify.problems,
-    });
+fn write_json(path: &PathBuf, r: &snbuf_unit::RecordSummary) -> std::io::Result<()> {
     std::fs::write(
         path,
-        serde_json::to_string_pretty(&v).expect("serialises") + "\n",
+        serde_json::to_string_pretty(&r.result()).expect("serialises") + "\n",
     )
 }
 

@@ -2,28 +2,19 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use snbuf_quantity::{Bytes, Rate};
+use snbuf_service::{policy, Service, ServiceConfig};
 use snbuf_unit::protocol::{At, Request, TriggerReply, TriggerRequest, UnitStatus};
-use snbuf_unit::service::control::{ControlError, Server};
-use snbuf_unit::Unit;
+use snbuf_unit::server::control::ControlError;
 
 use crate::cli::{ServeArgs, StatusArgs, TriggerArgs};
 use crate::exit::{usage, Failure};
 
-/// The longest a burst can take (the longest window a trigger may ask for, and a buffer's
-/// worth of catching up) and 30 s to seal and verify it: a drain that takes longer is stuck.
-pub fn default_drain_timeout(config: &snbuf_unit::RecordConfig) -> Duration {
-    config.max_window.max(config.pre + config.post) + config.buffer + Duration::from_secs(30)
-}
-
-/// One piece: the service started in dependency order (options checked, unit, socket, exporter,
-/// metrics, fleet link, systemd, signals) and stopped in reverse; the order keeps a half-started
-/// unit from existing.
+/// Parses `serve`'s options into a service, checked before anything starts (a bad fleet or
+/// export option must not leave a half-started unit), and runs it.
 pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     crate::logging::init(args.log_format);
     snbuf_platform::memory::keep_large_allocations_off_the_heap();
-    // Checked before anything starts: a bad fleet option must not leave a half-started unit.
     let fleet = match args.nats.as_ref() {
         Some(servers) => Some((
             crate::fleet_args::nats_options(servers, &args.nats_auth)?,
@@ -37,140 +28,46 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let export = match &args.export_to {
         Some(url) => Some(crate::export_setup::options(
             url,
-            &args.unit.s3.clone().unwrap_or_default(),
+            &args.s3.clone().unwrap_or_default(),
             args.export_rate.as_deref(),
-            16 << 20,
+            policy::EXPORT_PART_BYTES,
             args.delete_after_verify,
         )?),
-        None => {
-            if args.export_rate.is_some() || args.delete_after_verify {
-                return Err(usage(
-                    "--export-rate and --delete-after-verify need --export-to",
-                ));
-            }
-            None
+        None if args.export_rate.is_some() || args.delete_after_verify => {
+            return Err(usage(
+                "--export-rate and --delete-after-verify need --export-to",
+            ));
         }
+        None => None,
     };
-    let (mut config, why) = crate::unit_config::config_from_args(&args.unit, None)?;
-    if args.unit.options.burst_id.is_none() {
-        config.burst_id = format!("burst-{}", config.burst_id);
-    }
+    let (mut unit, reasons) = crate::unit_config::config_from_args(&args.unit, None)?;
+    unit.burst_id = policy::burst_prefix(args.unit.options.burst_id.as_deref(), &unit.burst_id);
     let socket = args
         .socket
         .clone()
-        .unwrap_or_else(|| config.output_dir.join("snbuf.sock"));
-    let unit = Unit::start(&config).map_err(crate::unit_config::record_error)?;
-    let server = std::sync::Arc::new(Server::bind(unit, &socket)?);
-    let log: std::sync::Arc<dyn Fn(&str) + Send + Sync> =
-        std::sync::Arc::new(|line: &str| tracing::info!("{line}"));
-    let exporter = match export {
-        Some((dest, opts)) => {
-            match snbuf_export::probe(&dest) {
-                Ok(()) => tracing::info!("export to {}", dest.describe()),
-                Err(e) => tracing::warn!(
-                    "export: {} is unreachable ({e}); recording locally, exports are tried again every 10 s",
-                    dest.describe()
-                ),
-            }
-            let q = std::sync::Arc::new(snbuf_export::queue::ExportQueue::start(
-                dest,
-                opts,
-                log.clone(),
-            )?);
-            crate::export_setup::follow_bursts(&server, q.clone())?;
-            Some(q)
-        }
-        None => None,
-    };
-    // In the background, while the unit takes triggers, and once the exporter has looked at
-    // the output (it took the sealed bursts there; an interrupted one is still `recording`):
-    // the exporter and the fleet link take each recovered burst as a finished one, once it is
-    // verified (exported; a `recovered` event).
-    let _recovery = server.recover_interrupted()?;
-    let extra: snbuf_unit::service::metrics::ExtraMetrics = match &exporter {
-        Some(q) => {
-            let q = q.clone();
-            std::sync::Arc::new(move || q.metrics_text())
-        }
-        None => std::sync::Arc::new(String::new),
-    };
-    let metrics = match args.metrics {
-        Some(addr) => Some(
-            snbuf_unit::service::metrics::serve(addr, server.clone(), extra).map_err(|e| {
-                // Nothing ran yet: leave no socket behind.
-                let _ = std::fs::remove_file(&socket);
-                usage(format!("--metrics {addr}: {e}"))
-            })?,
-        ),
-        None => None,
-    };
-    tracing::info!(
-        "snbuf serve: {} links of {} at {} each, buffer {:.1} s ({}), method {} ({}), {} writer thread(s) ({})",
-        config.links,
-        config.frame_type,
-        Rate(config.link_bytes_per_s()),
-        config.buffer.as_secs_f64(),
-        Bytes(server.unit().buffer_memory_bytes()),
-        config.method,
-        why.method,
-        config.writers,
-        why.writers
-    );
-    tracing::info!("{}", crate::unit_config::clock_line(&config));
-    tracing::info!(
-        "control socket {} (mode 0600); bursts go to {}",
-        socket.display(),
-        config.output_dir.display()
-    );
-    tracing::info!(
-        "trigger with: snbuf trigger --socket {} --wait",
-        socket.display()
-    );
-    if let Some(addr) = metrics {
-        tracing::info!("metrics at http://{addr}/metrics");
-    }
-    // Held for the life of the server: dropping it stops the fleet link.
-    let _fleet_link = match fleet {
-        Some((opts, id)) => {
-            let url = opts.describe();
-            let (link, unreachable) = snbuf_fleet::UnitLink::start(
-                opts,
-                id.clone(),
-                server.clone(),
-                exporter.clone().map(|q| {
-                    std::sync::Arc::new(ExporterReport(q))
-                        as std::sync::Arc<dyn snbuf_fleet::unit_link::ExportReporter>
-                }),
-                log.clone(),
-            )?;
-            match unreachable {
-                Some(e) => tracing::warn!("fleet: {e}"),
-                None => tracing::info!("fleet: unit {id} on {url}"),
-            }
-            Some(link)
-        }
-        None => None,
-    };
+        .unwrap_or_else(|| unit.output_dir.join("snbuf.sock"));
     let drain_timeout = args
         .drain_timeout
-        .unwrap_or_else(|| default_drain_timeout(&config));
-    let stopped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    drain_on_signals(server.clone(), drain_timeout, stopped.clone(), log.clone())?;
-    let systemd = snbuf_unit::service::systemd::Notifier::from_env().map(|n| {
-        let (server, stopped) = (server.clone(), stopped.clone());
-        let ready_deadline = config.buffer + std::time::Duration::from_secs(60);
-        std::thread::spawn(move || {
-            snbuf_unit::service::systemd::run(server, n, stopped, ready_deadline)
-        })
-    });
+        .unwrap_or_else(|| policy::default_drain_timeout(&unit));
+    let service = Service::start(ServiceConfig {
+        unit,
+        reasons,
+        socket,
+        metrics: args.metrics,
+        export,
+        fleet,
+        drain_timeout,
+    })
+    .map_err(|e| {
+        if e.is_usage() {
+            usage(e.to_string())
+        } else {
+            anyhow::Error::new(e)
+        }
+    })?;
     // A unit outlives its terminal: once stderr is gone (closed pipe, logged-out session), log
     // lines are dropped rather than ending the recorder (logging::QuietStderr).
-    server.run(|line| tracing::info!("{line}"));
-    stopped.store(true, std::sync::atomic::Ordering::Release);
-    if let Some(h) = systemd {
-        let _ = h.join();
-    }
-    tracing::info!("snbuf serve: stopped");
+    service.run();
     Ok(())
 }
 
@@ -178,7 +75,7 @@ fn ask<T: serde::de::DeserializeOwned>(
     socket: &std::path::Path,
     req: &Request,
 ) -> anyhow::Result<T> {
-    snbuf_unit::service::control::ask(socket, req).map_err(|e| match e {
+    snbuf_unit::server::control::ask(socket, req).map_err(|e| match e {
         ControlError::NotRunning { .. } | ControlError::Refused(_) => {
             anyhow::Error::new(Failure(e.to_string()))
         }
@@ -404,62 +301,5 @@ pub fn status(args: &StatusArgs) -> anyhow::Result<()> {
             }
         );
     }
-    Ok(())
-}
-
-/// The exporter as the fleet link sees it.
-struct ExporterReport(std::sync::Arc<snbuf_export::queue::ExportQueue>);
-
-impl snbuf_fleet::unit_link::ExportReporter for ExporterReport {
-    fn progress(&self) -> Value {
-        self.0.progress()
-    }
-    fn take_exported(&self) -> Vec<String> {
-        self.0.take_exported()
-    }
-}
-
-/// SIGTERM or SIGINT drains the unit: no more triggers, the burst in progress finished and
-/// sealed, then `run` returns (exit 0). Past `timeout` the process exits 1, the burst persisted
-/// as far as it got and recoverable. A second signal exits at once.
-fn drain_on_signals(
-    server: std::sync::Arc<Server>,
-    timeout: std::time::Duration,
-    stopped: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    log: std::sync::Arc<dyn Fn(&str) + Send + Sync>,
-) -> anyhow::Result<()> {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    let term = std::sync::Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        // Registered first, so that it sees the flag the first signal set.
-        signal_hook::flag::register_conditional_shutdown(sig, 1, term.clone())?;
-        signal_hook::flag::register(sig, term.clone())?;
-    }
-    std::thread::Builder::new()
-        .name("snbuf-signals".into())
-        .spawn(move || {
-            while !term.load(Ordering::Acquire) {
-                if stopped.load(Ordering::Acquire) {
-                    return;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(50));
-            }
-            log(&format!(
-                "stopping: no more triggers; the burst in progress is finished first (at most {:.0} s; a second signal stops at once)",
-                timeout.as_secs_f64()
-            ));
-            if let Some(n) = snbuf_unit::service::systemd::Notifier::from_env() {
-                n.notify("STOPPING=1");
-            }
-            server.begin_shutdown();
-            let until = std::time::Instant::now() + timeout;
-            while !stopped.load(Ordering::Acquire) {
-                if std::time::Instant::now() >= until {
-                    log("stopping: the drain timed out; the burst in progress stays recoverable (`snbuf recover`)");
-                    std::process::exit(1);
-                }
-                std::thread::sleep(std::time::Duration::from_millis(50));
-            }
-        })?;
     Ok(())
 }

@@ -1,5 +1,5 @@
 //! What `export` and `serve --export-to` share: a destination and its options checked before
-//! anything runs, and a server's sealed bursts handed to the export queue.
+//! anything runs.
 
 use snbuf_export::{Destination, ExportError, ExportOptions};
 
@@ -35,42 +35,6 @@ pub fn options(
             delete_after_verify,
         },
     ))
-}
-
-/// Queues for export every burst of `server` that ends from now on, and those an earlier run
-/// left unexported (sealed, failed or recovered, without `export.json`).
-pub fn follow_bursts(
-    server: &std::sync::Arc<snbuf_unit::service::control::Server>,
-    queue: std::sync::Arc<snbuf_export::queue::ExportQueue>,
-) -> std::io::Result<()> {
-    let out = server.unit().config().output_dir.clone();
-    for e in std::fs::read_dir(&out)?.flatten() {
-        let dir = e.path();
-        if let Ok(m) = snbuf_burst::Manifest::read(&dir) {
-            if m.state != snbuf_burst::BurstState::Recording
-                && !dir.join(snbuf_export::EXPORTED).exists()
-            {
-                queue.push(dir);
-            }
-        }
-    }
-    let server = server.clone();
-    let mut seen = server.recent_bursts().0;
-    std::thread::Builder::new()
-        .name("snbuf-export-follow".into())
-        .spawn(move || loop {
-            std::thread::sleep(std::time::Duration::from_millis(500));
-            let (total, recent) = server.recent_bursts();
-            let new = (total - seen).min(recent.len() as u64) as usize;
-            for b in &recent[recent.len() - new..] {
-                // A burst that could not even be created has nothing to export.
-                if b.state != "error" {
-                    queue.push(out.join(&b.burst_id));
-                }
-            }
-            seen = total;
-        })?;
-    Ok(())
 }
 
 /// An export error for the command line: the user's mistake (exit 2) or the machine's (exit 1).

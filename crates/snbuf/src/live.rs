@@ -73,7 +73,7 @@ pub fn unit_status(socket: &Path) -> anyhow::Result<()> {
     let socket = socket.to_path_buf();
     run(
         move || {
-            snbuf_unit::service::control::ask::<UnitStatus>(&socket, &Request::Status)
+            snbuf_unit::server::control::ask::<UnitStatus>(&socket, &Request::Status)
                 .map_err(|e| e.to_string())
         },
         draw_unit,

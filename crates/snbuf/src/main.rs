@@ -44,6 +44,9 @@ fn main() -> ExitCode {
     if cli.command.writes_only_to_the_terminal() {
         snbuf_platform::process::exit_quietly_on_broken_pipe();
     }
+    if !matches!(cli.command, cli::Command::Serve(_)) {
+        logging::init_for_command();
+    }
     let result = match cli.command {
         cli::Command::Bench(cmd) => match cmd {
             cli::BenchCommand::Write(a) => cmd_bench::throughput(snbuf_bench::Direction::Write, *a),

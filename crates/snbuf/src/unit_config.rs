@@ -33,31 +33,3 @@ pub fn record_error(e: snbuf_unit::RecordError) -> anyhow::Error {
         anyhow::Error::new(e)
     }
 }
-
-/// What a second is for this unit, and how its links sample the detector.
-pub fn clock_line(config: &snbuf_unit::RecordConfig) -> String {
-    format!(
-        "detector clock {} MHz (a second of every window is {} ticks); a link's frames {} ticks apart: {}",
-        config.clock().hz() as f64 / 1e6,
-        config.clock().hz(),
-        config.frame_step_ticks(),
-        step_words(config.frame_step_ticks(), config.frame_type.ticks_per_frame())
-    )
-}
-
-/// What frames `step` ticks apart are for a frame type whose own are `tpf` apart.
-pub fn step_words(step: u64, tpf: u64) -> String {
-    if step == tpf {
-        "the frame type's own rate".to_string()
-    } else if step > tpf {
-        format!(
-            "a sub-sampled detector, 1 frame in {:.1}",
-            step as f64 / tpf as f64
-        )
-    } else {
-        format!(
-            "{:.2}x the frame type's own rate (frames overlap in time: a storage test, not a detector)",
-            tpf as f64 / step as f64
-        )
-    }
-}

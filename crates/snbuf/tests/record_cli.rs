@@ -24,15 +24,20 @@ fn a_short_recording_verifies_and_reports() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(stdout.contains("verify      valid"), "{stdout}");
-    let v: serde_json::Value =
+    // The summary is the unit's typed result, read back as that type.
+    let r: snbuf_unit::RecordResult =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(v["valid"], true);
-    assert_eq!(v["lost_frames"], 0);
-    assert!(v["frames_recorded"].as_u64().unwrap() > 0);
+    assert!(r.valid, "{r:?}");
+    assert_eq!(r.lost_frames, 0);
+    assert!(r.frames_recorded > 0);
+    assert_eq!(
+        r.frames_recorded,
+        r.links.iter().map(|l| l.data.frames).sum::<u64>()
+    );
+    assert_eq!(r.burst_dir, out.path().join("b1"));
     // How late the link emulation ran while recording: measured, so a number, and at this
     // gentle rate far below the window's length.
-    let lag_s = v["source_max_lag_s"].as_f64().unwrap();
-    assert!((0.0..0.7).contains(&lag_s), "{lag_s}");
+    assert!((0.0..0.7).contains(&r.source_max_lag_s), "{r:?}");
     assert_eq!(
         snbuf(&["verify", out.path().join("b1").to_str().unwrap()])
             .status

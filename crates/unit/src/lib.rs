@@ -16,7 +16,7 @@
 
 #![forbid(unsafe_code)]
 
-pub mod chunking;
+pub mod chunk_cuts;
 pub mod config;
 pub mod counters;
 pub mod error;
@@ -24,15 +24,15 @@ pub mod interrupted;
 mod link_files;
 pub mod link_rates;
 pub mod links;
+pub mod one_shot;
 mod open_burst;
 mod prepare;
 pub mod protocol;
 mod reach;
-pub mod record;
 pub mod recorder;
-pub mod report;
-pub mod service;
+pub mod server;
 pub mod status_file;
+pub mod summary;
 mod watchdog;
 pub mod window;
 mod window_job;
@@ -42,7 +42,7 @@ mod writers;
 pub use config::{ConfigError, RecordConfig, Source};
 pub use counters::{LinkCounters, Progress};
 pub use error::RecordError;
-pub use record::record;
+pub use one_shot::record;
 pub use recorder::Unit;
-pub use report::RecordReport;
+pub use summary::{RecordResult, RecordSummary};
 pub use window::{TriggerAt, WindowError};

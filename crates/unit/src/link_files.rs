@@ -159,7 +159,7 @@ fn say_once_if_source_not_registered(report: &snbuf_persist::SinkReport) {
     let not = snbuf_persist::backends::uring::SOURCE_NOT_REGISTERED;
     if let Some(note) = report.notes.iter().find(|n| n.starts_with(not)) {
         if !SAID.swap(true, Ordering::Relaxed) {
-            eprintln!("snbuf: {note}");
+            tracing::warn!("{note}");
         }
     }
 }

@@ -50,14 +50,13 @@ pub(crate) fn start(config: &RecordConfig, producers: Vec<Producer>) -> Result<L
         move |cause| RecordError::Thread { thread, cause }
     };
     match &config.source {
-        Source::Emulated { payload, gaps } => {
+        Source::Emulated { payload } => {
             let ft = config.frame_type;
             let (start, first_ts) = emulated_clock(config);
             let mut emulator = Emulator::new(
                 ft,
                 config.frame_step_ticks(),
                 payload.clone(),
-                *gaps,
                 (0..config.links).zip(producers).collect(),
                 first_ts,
             )

@@ -3,8 +3,6 @@
 //! then stops, failed with "full", when its share is used up: a supernova burst is worth what
 //! fits).
 
-use std::io::Write as _;
-
 use snbuf_burst::{BurstError, BurstSpec, BurstWriter, FrameInfo, LinkIdentity, TriggerInfo};
 use snbuf_persist::sink::SourceMemory;
 use snbuf_persist::{PersistError, Sink};
@@ -148,9 +146,8 @@ fn say_window_cut(dir: &std::path::Path, fits: u64, wanted: u64, limit: Limit) {
         Limit::Memory => "is memory (tmpfs): its pages are RAM, and memory has",
         Limit::Disk => "has",
     };
-    let _ = writeln!(
-        std::io::stderr(),
-        "snbuf: {} {why} room for {} per link of the {} this window needs; each link stops \
+    tracing::warn!(
+        "{} {why} room for {} per link of the {} this window needs; each link stops \
          when its share is full and the rest of its window is counted lost",
         dir.display(),
         snbuf_quantity::Bytes(fits),

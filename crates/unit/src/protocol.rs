@@ -212,7 +212,7 @@ impl BurstOutcome {
 
 /// Datagrams of a link the receiver dropped, by reason.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Dropped {
+pub struct DroppedDatagrams {
     pub out_of_order: u64,
     pub short: u64,
     pub long: u64,
@@ -241,7 +241,7 @@ pub struct LinkIngest {
     pub receive_calls: u64,
     #[serde(default)]
     pub truncated: u64,
-    pub dropped: Dropped,
+    pub dropped: DroppedDatagrams,
 }
 
 /// One link's figures: the same fields in the status file and in `snbuf status`.
@@ -284,7 +284,7 @@ impl From<&LinkCounters> for LinkStatus {
                 coalesced: g.coalesced,
                 receive_calls: g.receive_calls,
                 truncated: g.truncated,
-                dropped: Dropped {
+                dropped: DroppedDatagrams {
                     out_of_order: g.out_of_order,
                     short: g.short,
                     long: g.long,

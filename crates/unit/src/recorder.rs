@@ -6,7 +6,6 @@
 //! the writer threads of its burst (`writers`) and waits for them while it reports progress;
 //! `prepare` readies the next burst's files in the background.
 
-use std::io::Write as _;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -22,8 +21,8 @@ use crate::links::{Links, SourceTotals};
 use crate::open_burst::open_burst;
 use crate::prepare::NextBurst;
 use crate::reach::BurstReach;
-use crate::report::RecordReport;
 use crate::status_file::{StatusFile, STATUS_FILE_INTERVAL};
+use crate::summary::RecordSummary;
 use crate::window::{TriggerAt, WindowClock};
 use crate::window_job::WindowJob;
 use crate::writers::{WriterPlacement, Writers};
@@ -299,7 +298,7 @@ impl Unit {
         window: &TriggerInfo,
         burst_id: &str,
         on_progress: impl FnMut(&Progress),
-    ) -> Result<RecordReport, RecordError> {
+    ) -> Result<RecordSummary, RecordError> {
         let first = snbuf_burst::AnsweredTrigger::whole(burst_id, window);
         self.trigger_answering(window, first, on_progress)
     }
@@ -312,7 +311,7 @@ impl Unit {
         window: &TriggerInfo,
         first: snbuf_burst::AnsweredTrigger,
         mut on_progress: impl FnMut(&Progress),
-    ) -> Result<RecordReport, RecordError> {
+    ) -> Result<RecordSummary, RecordError> {
         assert!(
             first.covered_start_timestamp >= window.window_start_timestamp
                 && first.covered_end_timestamp <= window.window_end_timestamp,
@@ -355,7 +354,7 @@ impl Unit {
         first: snbuf_burst::AnsweredTrigger,
         live: &Arc<Vec<LiveLink>>,
         on_progress: &mut dyn FnMut(&Progress),
-    ) -> Result<RecordReport, RecordError> {
+    ) -> Result<RecordSummary, RecordError> {
         let config = &self.config;
         let fb = config.frame_type.frame_bytes() as usize;
         let window = window.clone();
@@ -408,7 +407,7 @@ impl Unit {
                 window: window.clone(),
                 ticks_per_frame: step,
                 chunk_frames: config.chunk_frames,
-                block_frames: crate::chunking::block_frames(config.frame_bytes()),
+                block_frames: crate::chunk_cuts::block_frames(config.frame_bytes()),
                 crcs: snbuf_burst::chunk::FrameCrcCombiner::new(config.frame_type.frame_bytes()),
                 chunks_per_persist: config.chunks_per_persist,
                 frames_per_s: config.link_frames_per_s(),
@@ -436,10 +435,7 @@ impl Unit {
             if let Some(file) = status.as_mut() {
                 if let Err(e) = file.update(burst_id, Some(&dir), force, || self.progress(phase)) {
                     // A reporting channel, not the data: recording goes on without it.
-                    let _ = writeln!(
-                        std::io::stderr(),
-                        "snbuf: status file: {e}; it is no longer updated"
-                    );
+                    tracing::warn!("status file: {e}; it is no longer updated");
                     status = None;
                 }
             }
@@ -494,11 +490,11 @@ impl Unit {
         let mut manifest = seal.seal(links)?;
         report_status("sealed", true);
         let durability = manifest.durability.clone();
-        let verify = crate::report::verify_sealed(&dir, &mut manifest, &abandoned)?;
+        let verify = crate::summary::verify_sealed(&dir, &mut manifest, &abandoned)?;
         let frames_recorded: u64 = manifest.links.iter().map(|l| l.data.frames).sum();
         let lost_frames: u64 = manifest.links.iter().map(|l| l.lost_frames).sum();
         let produced = self.buffers[0].written();
-        Ok(RecordReport {
+        Ok(RecordSummary {
             burst_dir: dir,
             output_bytes_per_s: frames_recorded as f64 * fb as f64 / writing_s,
             frames_recorded,

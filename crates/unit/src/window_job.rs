@@ -16,7 +16,7 @@ pub(crate) struct WindowJob {
     pub window: TriggerInfo,
     pub ticks_per_frame: u64,
     pub chunk_frames: u32,
-    /// The fewest frames that make whole blocks (`chunking`): chunks are cut on them.
+    /// The fewest frames that make whole blocks (`chunk_cuts`): chunks are cut on them.
     pub block_frames: u64,
     /// Puts a chunk's CRC-32C together from its frames'.
     pub crcs: snbuf_burst::chunk::FrameCrcCombiner,

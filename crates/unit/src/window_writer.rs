@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use snbuf_burst::WriteError;
 use snbuf_platform::HeldMemory;
-use snbuf_readout::{LatencyBuffer, Lookup, ReadError};
+use snbuf_readout::{LatencyBuffer, Lookup, RingReadError};
 
-use crate::chunking::frames_for_next_chunk;
+use crate::chunk_cuts::frames_for_next_chunk;
 use crate::counters::LiveLink;
 use crate::watchdog::WriterWatch;
 use crate::window::{
@@ -107,7 +107,7 @@ struct StartedChunk {
     /// The window's end the read was cut at.
     end: u64,
     /// How many frames were read and what came of them, or why nothing was.
-    read: Result<(usize, Batch), ReadError>,
+    read: Result<(usize, Batch), RingReadError>,
 }
 
 /// What a writer took from one read of a link's buffer.
@@ -358,7 +358,7 @@ impl LinkWork<'_> {
             }
         });
         let read = match read {
-            Err(ReadError::NotYet) => {
+            Err(RingReadError::NotYet) => {
                 self.c.persist_due = true;
                 return Turn::Waiting {
                     frames_missing: job.chunk_frames as u64,
@@ -423,13 +423,13 @@ impl LinkWork<'_> {
                 );
                 self.take_batch(next, n, batch, job, end);
             }
-            Err(ReadError::Overwritten { oldest }) => {
+            Err(RingReadError::Overwritten { oldest }) => {
                 // Overwritten before this writer got to them, or while they were written:
                 // resume at the oldest frame left; the frames skipped are counted (by
                 // timestamp) at the next read.
                 self.advance_to(oldest);
             }
-            Err(ReadError::NotYet) => unreachable!("turn returns NotYet itself"),
+            Err(RingReadError::NotYet) => unreachable!("turn returns NotYet itself"),
         }
     }
 

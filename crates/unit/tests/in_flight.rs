@@ -24,7 +24,7 @@ use snbuf_persist::fault::{FaultKind, FaultPlan};
 use snbuf_persist::{Method, PageSize, SyncMode};
 use snbuf_platform::cpu;
 use snbuf_readout::{FrameGen, FrameType, Payload};
-use snbuf_unit::{record, RecordConfig, RecordReport, Source};
+use snbuf_unit::{record, RecordConfig, RecordSummary, Source};
 
 /// 256-byte frames 25 ticks apart, with the timestamp at bytes 0..8: 16 to a 4 KiB block, so
 /// whole chunks go from the ring.
@@ -75,7 +75,6 @@ fn config(out: &Path, fault: FaultKind, buffer: Duration) -> RecordConfig {
         chunks_per_persist: 1,
         source: Source::Emulated {
             payload: Payload::Emulated,
-            gaps: None,
         },
         run_number: None,
         unit_id: Some("test-unit".into()),
@@ -93,7 +92,7 @@ fn config(out: &Path, fault: FaultKind, buffer: Duration) -> RecordConfig {
 /// `record(cfg)`, failing the test if it has not returned within 2 minutes: a writer that
 /// waits on a stalled or stuck device without end (a deadline or the watchdog gone) must fail
 /// here, not hang the suite. (A stuck recording is left behind in its thread.)
-fn record_within(cfg: &RecordConfig) -> RecordReport {
+fn record_within(cfg: &RecordConfig) -> RecordSummary {
     let (tx, rx) = std::sync::mpsc::channel();
     let cfg = cfg.clone();
     std::thread::spawn(move || {
@@ -107,7 +106,7 @@ fn record_within(cfg: &RecordConfig) -> RecordReport {
 
 /// Every frame of `link`'s file is the one the link sent at its timestamp, byte for byte;
 /// returns how many there are.
-fn frames_are_the_links(r: &RecordReport, link: u32, step: u64) -> u64 {
+fn frames_are_the_links(r: &RecordSummary, link: u32, step: u64) -> u64 {
     let bytes = std::fs::read(r.burst_dir.join(link_file_name(link))).unwrap();
     let report = scan(&bytes[..], Expect::default()).unwrap();
     let mut sent = FrameGen::new(FRAME, link, &Payload::Emulated)
@@ -126,7 +125,7 @@ fn frames_are_the_links(r: &RecordReport, link: u32, step: u64) -> u64 {
 }
 
 /// Frames the window holds on each link.
-fn window_frames(r: &RecordReport, step: u64) -> u64 {
+fn window_frames(r: &RecordSummary, step: u64) -> u64 {
     (r.window.window_end_timestamp - r.window.window_start_timestamp).div_ceil(step)
 }
 

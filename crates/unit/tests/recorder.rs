@@ -44,7 +44,6 @@ fn config(out: &Path, id: &str) -> RecordConfig {
         chunks_per_persist: 4,
         source: Source::Emulated {
             payload: Payload::Emulated,
-            gaps: None,
         },
         run_number: Some(7),
         unit_id: Some("test-unit".into()),

@@ -13,7 +13,9 @@ use snbuf_burst::{scan, ChunkWriter, End, Expect, WriteError};
 use snbuf_persist::sim::{SimKind, SimMedium, SimSink};
 use snbuf_persist::{PageSize, Sink, SinkReport};
 use snbuf_platform::HeldMemory;
-use snbuf_readout::{latency_buffer, FrameLayout, FrameType, LatencyBuffer, Producer, ReadError};
+use snbuf_readout::{
+    latency_buffer, FrameLayout, FrameType, LatencyBuffer, Producer, RingReadError,
+};
 
 /// Frames of 1 KiB (whole 512 B sectors, so every chunk is written from the ring), timestamp at
 /// bytes 0..8, 25 ticks apart.
@@ -162,7 +164,7 @@ fn a_chunk_overwritten_in_the_ring_while_written_is_never_acknowledged() {
         };
         let r = stage(&mut w, 0);
         assert!(
-            matches!(r, Err(ReadError::Overwritten { .. })),
+            matches!(r, Err(RingReadError::Overwritten { .. })),
             "the link ran during the write: {:?}",
             r.map(|(n, s)| (n, s.is_ok()))
         );
@@ -258,7 +260,7 @@ fn a_chunk_overwritten_after_its_read_while_its_write_is_queued_is_never_acknowl
     w.wait_staged().unwrap();
     assert_eq!(arm.load(Ordering::SeqCst), NEVER, "the overwrite happened");
     assert!(
-        matches!(ring.still_holds(0), Err(ReadError::Overwritten { .. })),
+        matches!(ring.still_holds(0), Err(RingReadError::Overwritten { .. })),
         "the link overwrote the frames while their write was queued"
     );
     assert_eq!(w.pending_chunks(), 0, "nothing appended");

@@ -40,7 +40,7 @@ pub struct IngestCounters {
 }
 
 /// A link's ingest counters at one moment (`record --json`'s `ingest`, field for field).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct IngestSnapshot {
     pub frames: u64,
     pub bytes: u64,

@@ -200,7 +200,7 @@ fn every_network_and_service_default_the_help_states_is_the_codes() {
     assert!(help("serve", "nats").contains(super::record::DEFAULT_NATS));
     assert!(help("serve", "drain-timeout").contains("default: --max-window + --buffer + 30 s"));
     assert_eq!(
-        crate::cmd_serve::default_drain_timeout(&emulated),
+        snbuf_service::policy::default_drain_timeout(&emulated),
         emulated.max_window + emulated.buffer + Duration::from_secs(30)
     );
 }

@@ -31,9 +31,6 @@ pub struct UnitArgs {
     pub config: Option<PathBuf>,
     #[command(flatten)]
     pub options: UnitOptions,
-    /// The `[s3]` table of the config file (export settings and credentials); not an option.
-    #[arg(skip)]
-    pub s3: Option<snbuf_export::S3Settings>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -78,6 +75,9 @@ pub struct ServeArgs {
     /// Levels by RUST_LOG (default info; e.g. RUST_LOG=debug).
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: crate::logging::LogFormat,
+    /// The `[s3]` table of the config file (export settings and credentials); not an option.
+    #[arg(skip)]
+    pub s3: Option<snbuf_export::S3Settings>,
 }
 
 pub const DEFAULT_NATS: &str = "nats://127.0.0.1:4222";

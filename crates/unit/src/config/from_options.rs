@@ -161,7 +161,7 @@ fn build_config(
     let source = source_from_options(args, frame_type, links)?;
     let chunk_frames = args
         .chunk_frames
-        .unwrap_or_else(|| crate::chunking::default_chunk_frames(fb as u64));
+        .unwrap_or_else(|| crate::chunk_cuts::default_chunk_frames(fb as u64));
     let config = RecordConfig {
         frame_type,
         links,
@@ -257,10 +257,7 @@ fn source_from_options(
             }
             None => Payload::Emulated,
         };
-        return Ok(Source::Emulated {
-            payload,
-            gaps: None,
-        });
+        return Ok(Source::Emulated { payload });
     }
     if args.gro == Some(false) && args.receive_batch.is_some() {
         return Err(SetupError::usage(

@@ -20,17 +20,14 @@ use snbuf_persist::fault::FaultPlan;
 use snbuf_persist::{Method, SyncMode};
 use snbuf_platform::memory::PageSize;
 use snbuf_readout::udp::UdpSource;
-use snbuf_readout::{FrameType, GapSpec, Payload};
+use snbuf_readout::{FrameType, Payload};
 
 /// Where the links' frames come from.
 #[derive(Clone)]
 pub enum Source {
     /// Emulated in this process: the frame type's emulated content or a replayed recording, on
-    /// an absolute schedule, with gaps injected for tests.
-    Emulated {
-        payload: Payload,
-        gaps: Option<GapSpec>,
-    },
+    /// an absolute schedule.
+    Emulated { payload: Payload },
     /// Received from the network, one frame per UDP datagram (`--source udp://ADDR:PORT`).
     Udp(UdpSource),
 }
@@ -119,6 +116,21 @@ pub enum ConfigError {
 }
 
 impl RecordConfig {
+    /// What a second is for this unit, and how its links sample the detector, in words.
+    pub fn clock_line(&self) -> String {
+        let clock = self.clock();
+        format!(
+            "detector clock {} MHz (a second of every window is {} ticks); a link's frames {} ticks apart: {}",
+            clock.hz() as f64 / 1e6,
+            clock.hz(),
+            self.frame_step_ticks(),
+            snbuf_frames::clock::step_words(
+                self.frame_step_ticks(),
+                self.frame_type.ticks_per_frame()
+            )
+        )
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.links == 0 {
             return Err(ConfigError::NoLinks);
@@ -164,13 +176,6 @@ impl RecordConfig {
         if let Source::Udp(u) = &self.source {
             u.check(&self.frame_type.layout(), self.links as usize)?;
         }
-        if let Source::Emulated { gaps: Some(g), .. } = &self.source {
-            if g.every_frames == 0 {
-                return Err(ConfigError::Source(
-                    snbuf_readout::SourceError::GapsEveryZero,
-                ));
-            }
-        }
         Ok(())
     }
 
@@ -187,10 +192,10 @@ impl RecordConfig {
     }
 
     /// Frames each link's latency buffer holds when full: `buffer` of the link, rounded up so
-    /// that the ring ends on a block boundary (`chunking`).
+    /// that the ring ends on a block boundary (`chunk_cuts`).
     pub fn buffer_frames(&self) -> u64 {
         let frames = (self.buffer.as_secs_f64() * self.link_frames_per_s()).ceil() as u64;
-        crate::chunking::ring_capacity_frames(frames, self.frame_bytes())
+        crate::chunk_cuts::ring_capacity_frames(frames, self.frame_bytes())
     }
 
     /// The detector's clock: every second of a window, a buffer or a rate is a second of it.

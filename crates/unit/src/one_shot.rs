@@ -8,14 +8,14 @@ use crate::config::RecordConfig;
 use crate::counters::Progress;
 use crate::error::RecordError;
 use crate::recorder::Unit;
-use crate::report::RecordReport;
 use crate::status_file::{StatusFile, STATUS_FILE_INTERVAL};
+use crate::summary::RecordSummary;
 use crate::window::TriggerAt;
 
 pub fn record(
     config: &RecordConfig,
     mut on_progress: impl FnMut(&Progress),
-) -> Result<RecordReport, RecordError> {
+) -> Result<RecordSummary, RecordError> {
     let unit = Unit::start(config)?;
     let trigger_at = Instant::now() + config.trigger_after;
     let mut next_tick = Instant::now() + Duration::from_secs(1);

@@ -1,4 +1,4 @@
-//! The service shell around a running unit (`snbuf serve`): the control socket and its typed
+//! The server around a running unit (`snbuf serve`): the control socket and its typed
 //! requests (`control`), the one check every trigger passes (`trigger_check`), Prometheus metrics over HTTP (`metrics`), and systemd's readiness,
 //! watchdog and status (`systemd`). It drives the recorder (`crate::recorder::Unit`) and reads
 //! its figures; the recorder knows nothing of it. (The status file stays with the recorder: a

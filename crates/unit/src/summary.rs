@@ -3,10 +3,13 @@
 
 use std::path::PathBuf;
 
-use snbuf_burst::{Manifest, TriggerInfo, VerifyReport};
+use serde::{Deserialize, Serialize};
+use snbuf_burst::manifest::{FrameInfo, LinkRecord};
+use snbuf_burst::{BurstState, Manifest, TriggerInfo, VerifyReport};
+use snbuf_readout::udp::IngestSnapshot;
 
 #[derive(Clone, Debug)]
-pub struct RecordReport {
+pub struct RecordSummary {
     pub burst_dir: PathBuf,
     pub manifest: Manifest,
     pub verify: VerifyReport,
@@ -61,7 +64,7 @@ pub struct RecordReport {
     pub ingest_nic: Option<snbuf_platform::numa::Nic>,
 }
 
-impl RecordReport {
+impl RecordSummary {
     /// Core-seconds per GiB recorded, everything the process spent while the window recorded
     /// (ingest, checksum, persist, the kernel's I/O workers).
     pub fn cpu_core_s_per_gib(&self) -> f64 {
@@ -100,6 +103,104 @@ impl RecordReport {
     }
 }
 
+/// `snbuf record --json`: one recording, as the benchmark scripts and the published tables read
+/// it. Field names are the schema; a new one is added at the end, none is renamed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecordResult {
+    pub burst_dir: PathBuf,
+    pub state: BurstState,
+    pub trigger: TriggerInfo,
+    pub frame: Option<FrameInfo>,
+    pub frame_bytes: u32,
+    pub frames_recorded: u64,
+    pub lost_frames: u64,
+    pub input_bytes_per_s: f64,
+    pub output_bytes_per_s: f64,
+    pub method: String,
+    pub durability: String,
+    pub survives_power_loss: bool,
+    pub prepared_ahead: bool,
+    pub window_cut_to_bytes_per_link: Option<u64>,
+    pub buffer_memory_bytes: u64,
+    pub buffer_page_bytes: Option<u64>,
+    pub buffer_numa_nodes: Vec<Option<u32>>,
+    pub skipped_at_source_per_link: u64,
+    pub source_max_lag_s: f64,
+    pub writer_cpu_s: f64,
+    pub writers: usize,
+    pub chunks_from_source: u64,
+    pub source_cpu_s: f64,
+    pub source_bytes: u64,
+    pub source_cpu_core_s_per_gib: Option<f64>,
+    pub unit_cpu_core_s_per_gib: Option<f64>,
+    pub process_cpu_s: f64,
+    pub other_cpu_s: f64,
+    pub cpu_core_s_per_gib: f64,
+    pub links: Vec<LinkRecord>,
+    pub ingest: Option<Vec<IngestSnapshot>>,
+    pub ingest_gro: Option<bool>,
+    pub ingest_rcvbuf_bytes: Option<usize>,
+    pub ingest_nap_s: Option<f64>,
+    pub ingest_receive_cpu: Option<usize>,
+    pub ingest_nic: Option<String>,
+    pub ingest_nic_numa_node: Option<u32>,
+    pub valid: bool,
+    pub problems: Vec<String>,
+}
+
+impl RecordSummary {
+    /// The summary as `record --json` writes it.
+    pub fn result(&self) -> RecordResult {
+        let m = &self.manifest;
+        assert_eq!(
+            self.lost_frames,
+            m.links.iter().map(|l| l.lost_frames).sum::<u64>(),
+            "the summary's loss is its links'"
+        );
+        RecordResult {
+            burst_dir: self.burst_dir.clone(),
+            state: m.state,
+            trigger: self.window.clone(),
+            frame: m.frame.clone(),
+            frame_bytes: self.frame_bytes,
+            frames_recorded: self.frames_recorded,
+            lost_frames: self.lost_frames,
+            input_bytes_per_s: self.input_bytes_per_s,
+            output_bytes_per_s: self.output_bytes_per_s,
+            method: m.method.clone(),
+            durability: self.durability.clone(),
+            survives_power_loss: self.survives_power_loss,
+            prepared_ahead: self.prepared_ahead,
+            window_cut_to_bytes_per_link: self.window_cut_to_bytes_per_link,
+            buffer_memory_bytes: self.buffer_memory_bytes,
+            buffer_page_bytes: self.buffer_page_bytes,
+            buffer_numa_nodes: self.buffer_nodes.clone(),
+            skipped_at_source_per_link: self.skipped_at_source,
+            source_max_lag_s: self.source_max_lag_s,
+            writer_cpu_s: self.writer_cpu_s,
+            writers: self.writers,
+            chunks_from_source: self.chunks_from_source,
+            source_cpu_s: self.source_cpu_s,
+            source_bytes: self.source_bytes,
+            source_cpu_core_s_per_gib: self.source_cpu_core_s_per_gib(),
+            unit_cpu_core_s_per_gib: self.unit_cpu_core_s_per_gib(),
+            process_cpu_s: self.process_cpu_s,
+            other_cpu_s: self.other_cpu_s(),
+            cpu_core_s_per_gib: self.cpu_core_s_per_gib(),
+            links: m.links.clone(),
+            ingest: self.ingest.clone(),
+            ingest_gro: self.ingest_gro,
+            ingest_rcvbuf_bytes: self.ingest_rcvbuf_bytes,
+            ingest_nap_s: self.ingest_nap.map(|d| d.as_secs_f64()),
+            ingest_receive_cpu: self.ingest_receive_cpu,
+            ingest_nic: self.ingest_nic.as_ref().map(|n| n.name.clone()),
+            ingest_nic_numa_node: self.ingest_nic.as_ref().and_then(|n| n.node),
+            valid: self.verify.valid,
+            problems: self.verify.problems.clone(),
+        }
+    }
+}
+
 /// Reads the sealed burst in `dir` back (`verify_burst`) and notes the verdict in its
 /// manifest; except when links were `abandoned` (their device stopped answering): reading
 /// their files could hang this thread as it hung their writer, so the burst is left for
@@ -112,8 +213,7 @@ pub(crate) fn verify_sealed(
     if abandoned.is_empty() {
         let verify = snbuf_burst::verify_burst(dir)?;
         if let Err(e) = snbuf_burst::verify::note_verified(dir, manifest, &verify) {
-            use std::io::Write as _;
-            let _ = writeln!(std::io::stderr(), "snbuf: noting the verification: {e}");
+            tracing::warn!("noting the verification: {e}");
         }
         return Ok(verify);
     }

@@ -28,7 +28,7 @@ use crate::protocol::{
     TriggerRequest, UnitStatus,
 };
 use crate::recorder::Unit;
-use crate::service::trigger_check::{self, CheckedTrigger, Refusals};
+use crate::server::trigger_check::{self, CheckedTrigger, Refusals};
 
 pub const MAX_REQUEST_BYTES: u64 = 64 << 10;
 /// Connections served at once.
@@ -197,7 +197,7 @@ impl Server {
     /// Each connection is served on its own thread, at most `MAX_CLIENTS` at once (one more is
     /// told to retry): a client that connects and says nothing holds only itself, for at most
     /// `CLIENT_TIMEOUT`, never a trigger behind it.
-    pub fn run(&self, log: impl Fn(&str) + Sync) {
+    pub fn run(&self) {
         let active = AtomicUsize::new(0);
         std::thread::scope(|scope| {
             for stream in self.listener.incoming() {
@@ -213,12 +213,12 @@ impl Server {
                     let _ = writeln!(stream, "{}", Refusal::json(busy));
                     continue;
                 }
-                let (active, log) = (&active, &log);
+                let active = &active;
                 let spawned = std::thread::Builder::new()
                     .name("snbuf-control".into())
                     .spawn_scoped(scope, move || {
                         let reply = match read_request(&mut stream) {
-                            Ok(req) => self.handle(&req, &mut |l: &str| log(l)),
+                            Ok(req) => self.handle(&req),
                             Err(e) => Refusal::json(e),
                         };
                         let _ = writeln!(stream, "{reply}");
@@ -241,7 +241,7 @@ impl Server {
     }
 
     /// Answers one request (as the control socket does): the socket's JSON in, JSON out.
-    pub fn handle(&self, req: &Value, log: &mut dyn FnMut(&str)) -> Value {
+    pub fn handle(&self, req: &Value) -> Value {
         let request = match Request::parse(req) {
             Ok(r) => r,
             Err(e) => return Refusal::json(e),
@@ -250,7 +250,7 @@ impl Server {
         match request {
             Request::Status => to_json(serde_json::to_value(self.status())),
             Request::Shutdown => {
-                log("shutdown requested");
+                tracing::info!("shutdown requested");
                 self.begin_shutdown();
                 json!({"ok": true})
             }

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::service::control::Server;
+use crate::server::control::Server;
 
 /// Where systemd listens, if it does.
 pub struct Notifier {

@@ -1,0 +1,56 @@
+//! The exporter beside a server: every burst the server finishes is queued for export, and the
+//! fleet link reads the exporter's progress.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use snbuf_export::queue::ExportQueue;
+use snbuf_unit::server::control::Server;
+
+use crate::policy::EXPORT_FOLLOW_INTERVAL;
+
+/// Queues for export every burst of `server` that ends from now on, and those an earlier run
+/// left unexported (sealed, failed or recovered, without `export.json`).
+pub fn follow_bursts(server: &Arc<Server>, queue: Arc<ExportQueue>) -> std::io::Result<()> {
+    let out = server.unit().config().output_dir.clone();
+    for e in std::fs::read_dir(&out)?.flatten() {
+        let dir = e.path();
+        if let Ok(m) = snbuf_burst::Manifest::read(&dir) {
+            if m.state != snbuf_burst::BurstState::Recording
+                && !dir.join(snbuf_export::EXPORTED).exists()
+            {
+                queue.push(dir);
+            }
+        }
+    }
+    let server = server.clone();
+    let mut seen = server.recent_bursts().0;
+    std::thread::Builder::new()
+        .name("snbuf-export-follow".into())
+        .spawn(move || loop {
+            std::thread::sleep(EXPORT_FOLLOW_INTERVAL);
+            let (total, recent) = server.recent_bursts();
+            assert!(total >= seen, "the count of finished bursts only grows");
+            let new = (total - seen).min(recent.len() as u64) as usize;
+            for b in &recent[recent.len() - new..] {
+                // A burst that could not even be created has nothing to export.
+                if b.state != "error" {
+                    queue.push(out.join(&b.burst_id));
+                }
+            }
+            seen = total;
+        })?;
+    Ok(())
+}
+
+/// The exporter as the fleet link sees it.
+pub struct ExporterReport(pub Arc<ExportQueue>);
+
+impl snbuf_fleet::unit_link::ExportReporter for ExporterReport {
+    fn progress(&self) -> Value {
+        self.0.progress()
+    }
+    fn take_exported(&self) -> Vec<String> {
+        self.0.take_exported()
+    }
+}
