@@ -134,10 +134,8 @@ fn alloc(bytes: usize) -> Result<AlignedBuf, BenchError> {
         .map_err(|e| BenchError::Config(format!("allocate {bytes} B: {e}")))
 }
 
-/// Runs every variant; results in the order measured.
-///
-/// One piece: the variants run in the order measured over the same buffers, each a few lines;
-/// split, the order and the buffers would be spread out.
+/// Runs every variant over the same buffers; results in the order measured: the checksum
+/// alone, a writer's chunk (copy and checksum, each way), the copy floor of a socket receive.
 pub fn run(
     config: &ChecksumConfig,
     mut step: impl FnMut(&str),
@@ -150,8 +148,21 @@ pub fn run(
     let mut src = alloc(config.dram_bytes)?;
     pattern(src.as_mut_slice());
     let src = src.as_slice();
-    let mut out = Vec::new();
+    let mut dst = alloc(config.dram_bytes)?;
+    let mut out = checksum_alone(config, src, &mut step)?;
+    out.extend(chunk_variants(config, src, dst.as_mut_slice(), &mut step)?);
+    out.push(copy_floor(config, src, dst.as_mut_slice(), &mut step)?);
+    assert_eq!(out.last().map(|r| r.variant.as_str()), Some(COPY_FLOOR));
+    Ok(out)
+}
 
+/// First, the checksum alone, in cache (the same 64 KiB again and again) and streamed from DRAM.
+fn checksum_alone(
+    config: &ChecksumConfig,
+    src: &[u8],
+    step: &mut impl FnMut(&str),
+) -> Result<Vec<ChecksumResult>, BenchError> {
+    let mut out = Vec::new();
     // 1. Checksum alone, in cache (the same 64 KiB again and again) and streamed from DRAM.
     let small = &src[..IN_CACHE_BYTES];
     let small_want = crc32c::crc32c(small);
@@ -185,12 +196,22 @@ pub fn run(
         let (w, c) = fastest(config.passes, || f(std::hint::black_box(src)), want, name)?;
         out.push(result(name.to_string(), "dram", src.len() as u64, w, c));
     }
+    Ok(out)
+}
 
+/// Second, a writer's chunk to mapped memory: the streaming copy alone, a plain copy, and the
+/// copy with the checksum in every order the recorder could take.
+fn chunk_variants(
+    config: &ChecksumConfig,
+    src: &[u8],
+    dst: &mut [u8],
+    step: &mut impl FnMut(&str),
+) -> Result<Vec<ChecksumResult>, BenchError> {
+    let mut out = Vec::new();
     // 2. A writer's chunk to mapped memory: streaming copy from DRAM, and the checksum. Each
     // variant copies every 1 MiB chunk and returns the XOR of the chunks' CRCs (0 for the copy
     // alone), checked against the crc32c crate's.
     let copy = StreamingCopy::detect();
-    let mut dst = alloc(config.dram_bytes)?;
     let chunks_want: u32 = src
         .chunks(CHUNK_BYTES)
         .fold(0, |a, c| a ^ crc32c::crc32c(c));
@@ -276,11 +297,7 @@ pub fn run(
             config.passes,
             || {
                 let mut acc = 0;
-                for (d, s) in dst
-                    .as_mut_slice()
-                    .chunks_mut(CHUNK_BYTES)
-                    .zip(src.chunks(CHUNK_BYTES))
-                {
+                for (d, s) in dst.chunks_mut(CHUNK_BYTES).zip(src.chunks(CHUNK_BYTES)) {
                     acc ^= per_chunk(d, s);
                 }
                 sfence();
@@ -291,11 +308,21 @@ pub fn run(
         )?;
         out.push(result(name.clone(), "dram", src.len() as u64, w, c));
     }
-    if dst.as_slice() != src {
+    if dst != src {
         return Err(BenchError::Implausible(
             "a streaming copy differs from its source".into(),
         ));
     }
+    Ok(out)
+}
+
+/// Third, the copy floor of a socket receive.
+fn copy_floor(
+    config: &ChecksumConfig,
+    src: &[u8],
+    dst: &mut [u8],
+    step: &mut impl FnMut(&str),
+) -> Result<ChecksumResult, BenchError> {
     // 3. The floor of receiving from a socket: the kernel copies each received buffer (at most
     // 64 KiB, a coalesced one) from its cache into the next bytes of the ring, with regular
     // stores. Here one cache-hot 64 KiB buffer goes into each successive 64 KiB of the region.
@@ -304,7 +331,7 @@ pub fn run(
     let (w, c) = fastest(
         config.passes,
         || {
-            for d in dst.as_mut_slice().chunks_exact_mut(RECEIVE_BUFFER_BYTES) {
+            for d in dst.chunks_exact_mut(RECEIVE_BUFFER_BYTES) {
                 copy_regular_stores(d, std::hint::black_box(hot));
             }
             0
@@ -312,15 +339,12 @@ pub fn run(
         0,
         COPY_FLOOR,
     )?;
-    out.push(result(COPY_FLOOR.into(), "cache", src.len() as u64, w, c));
-    if dst.as_slice()[..RECEIVE_BUFFER_BYTES] != *hot
-        || dst.as_slice()[src.len() - RECEIVE_BUFFER_BYTES..] != *hot
-    {
+    if dst[..RECEIVE_BUFFER_BYTES] != *hot || dst[src.len() - RECEIVE_BUFFER_BYTES..] != *hot {
         return Err(BenchError::Implausible(
             "the copy floor's ring does not hold its buffer".into(),
         ));
     }
-    Ok(out)
+    Ok(result(COPY_FLOOR.into(), "cache", src.len() as u64, w, c))
 }
 
 /// The copy-floor row's name: `bench/ingest.py` compares ingest's CPU with it.

@@ -4,11 +4,11 @@
 
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use snbuf_persist::medium;
 use snbuf_platform::cpu::CpuFeatures;
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Machine {
     pub hostname: String,
     pub cpu_model: String,
@@ -28,7 +28,7 @@ pub struct Machine {
     pub targets: Vec<TargetMachine>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TargetMachine {
     pub path: String,
     pub filesystem: String,

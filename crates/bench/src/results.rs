@@ -6,13 +6,13 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::machine::Machine;
 
 pub const SCHEMA_VERSION: u32 = 1;
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Results<R> {
     pub schema_version: u32,
     pub suite: String,
@@ -21,7 +21,7 @@ pub struct Results<R> {
 }
 
 /// Latency percentiles in nanoseconds.
-#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct LatencyNs {
     pub p50: u64,
     pub p99: u64,
@@ -32,7 +32,7 @@ pub struct LatencyNs {
 }
 
 /// One point of a `bench write` or `bench read` sweep.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ThroughputResult {
     /// `write` or `read`.
     pub suite: String,

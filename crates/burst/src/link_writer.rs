@@ -426,6 +426,22 @@ impl BurstSeal {
         }
         let failed = links.iter().any(|l| l.failed());
         self.manifest.links = links.iter().map(|l| l.record.clone()).collect();
+        // What the manifest says of each link is what its writer acknowledged: a file of
+        // whole chunks, frames only where there are chunks, timestamps in order.
+        for l in &self.manifest.links {
+            let d = &l.data;
+            assert!(
+                d.chunks > 0 || (d.frames == 0 && d.payload_bytes == 0),
+                "link {}: {d:?}",
+                l.link
+            );
+            assert!(d.payload_bytes <= d.file_bytes, "link {}: {d:?}", l.link);
+            assert!(
+                d.first_timestamp <= d.last_timestamp,
+                "link {}: {d:?}",
+                l.link
+            );
+        }
         self.manifest.state = if failed {
             BurstState::Failed
         } else {

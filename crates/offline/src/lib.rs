@@ -8,6 +8,7 @@ pub mod dune;
 pub mod extract;
 #[cfg(feature = "hdf5")]
 pub mod hdf5;
+pub mod inspect;
 pub mod plan;
 
 pub use extract::{extract, ExtractError, Extracted};

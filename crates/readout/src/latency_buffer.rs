@@ -417,6 +417,7 @@ impl LatencyBuffer {
             return Err(RingReadError::NotYet);
         }
         let n = max_frames.min(written - first).min(r.capacity);
+        assert!(first + n <= written, "only written frames are lent");
         if n == 0 {
             return Ok((0, f(&FrameRun::empty(r.frame_bytes))));
         }
@@ -427,6 +428,7 @@ impl LatencyBuffer {
         } else {
             (until_end, n as usize - until_end)
         };
+        assert!(a + b == n as usize && start + a <= r.capacity as usize && b <= start);
         // SAFETY: both ranges lie inside the ring's allocation. The producer may be writing them
         // right now: the slices are only trusted after the check below (seqlock validation), and
         // `read_with`'s contract makes `f` treat them as provisional.
@@ -453,6 +455,10 @@ impl LatencyBuffer {
         fence(Ordering::Acquire);
         let claimed = self.ring.claimed.load(Ordering::Relaxed);
         let oldest = claimed.saturating_sub(self.ring.capacity);
+        debug_assert!(
+            oldest <= claimed,
+            "the oldest readable frame is one claimed"
+        );
         if first < oldest {
             return Err(RingReadError::Overwritten { oldest });
         }

@@ -72,23 +72,73 @@ fn is_per_thread_layout(r: &Value) -> bool {
         .is_some_and(|n| n.iter().any(|x| x == "layout: per-thread"))
 }
 
-/// One piece: the report's figures in the order the page shows them, each a few declarative
-/// lines.
+/// The figures drawn so far into `out`, in the order the page shows them.
+struct Drawn<'a> {
+    out: &'a Path,
+    figs: Vec<Figure>,
+}
+
+impl Drawn<'_> {
+    /// A line chart, when it has any series.
+    fn line(
+        &mut self,
+        stem: &str,
+        title: &str,
+        caption: &str,
+        c: LineChart,
+    ) -> Result<(), ReportError> {
+        if c.series.is_empty() {
+            return Ok(());
+        }
+        line_chart(self.out, stem, &c)?;
+        self.push(stem, title, caption);
+        Ok(())
+    }
+
+    /// A bar chart, drawn.
+    fn bar(
+        &mut self,
+        stem: &str,
+        title: &str,
+        caption: &str,
+        c: &BarChart,
+    ) -> Result<(), ReportError> {
+        bar_chart(self.out, stem, c)?;
+        self.push(stem, title, caption);
+        Ok(())
+    }
+
+    fn push(&mut self, stem: &str, title: &str, caption: &str) {
+        assert!(
+            self.figs.iter().all(|f| f.stem != stem),
+            "{stem}: each figure is drawn once"
+        );
+        self.figs.push(Figure {
+            stem: stem.into(),
+            title: title.into(),
+            caption: caption.into(),
+        });
+    }
+}
+
+/// The report's figures, in the order the page shows them: the DUNE paper's throughput figures,
+/// its application's, the join's, then the latency matrix and the kernels.
 pub fn draw_all(r: &ResultsDir, out: &Path) -> Result<Vec<Figure>, ReportError> {
-    let mut figs = Vec::new();
+    let mut drawn = Drawn {
+        out,
+        figs: Vec::new(),
+    };
+    draw_throughput(r, &mut drawn)?;
+    draw_app(r, &mut drawn)?;
+    draw_join(r, &mut drawn)?;
+    draw_latency_and_kernels(r, &mut drawn)?;
+    Ok(drawn.figs)
+}
+
+/// DUNE Figs 2, 3 and 5: requests and throughput of the write and read sweeps.
+fn draw_throughput(r: &ResultsDir, d: &mut Drawn) -> Result<(), ReportError> {
     let mut line =
-        |stem: &str, title: &str, caption: &str, c: LineChart| -> Result<(), ReportError> {
-            if c.series.is_empty() {
-                return Ok(());
-            }
-            line_chart(out, stem, &c)?;
-            figs.push(Figure {
-                stem: stem.into(),
-                title: title.into(),
-                caption: caption.into(),
-            });
-            Ok(())
-        };
+        |stem: &str, title: &str, caption: &str, c: LineChart| d.line(stem, title, caption, c);
     for (suite, label) in [("write", ""), ("write-second", " (second target)")] {
         let rows = r.results(suite);
         let suffix = if suite == "write" { "" } else { "-second" };
@@ -176,7 +226,13 @@ pub fn draw_all(r: &ResultsDir, out: &Path) -> Result<Vec<Figure>, ReportError> 
                 |x| (num(x, "threads"), num(x, "gib_per_s")),
             ),
         },
-    )?;
+    )
+}
+
+/// DUNE Figs 7 and 8: the DUNE-like application, per thread and by layout.
+fn draw_app(r: &ResultsDir, d: &mut Drawn) -> Result<(), ReportError> {
+    let mut line =
+        |stem: &str, title: &str, caption: &str, c: LineChart| d.line(stem, title, caption, c);
     let app = r.results("app");
     let shared: Vec<Value> = app
         .iter()
@@ -220,7 +276,13 @@ pub fn draw_all(r: &ResultsDir, out: &Path) -> Result<Vec<Figure>, ReportError> 
                 |x| (num(x, "threads"), num(x, "gib_per_s")),
             ),
         },
-    )?;
+    )
+}
+
+/// The hash join's build under each lock, and its probe.
+fn draw_join(r: &ResultsDir, d: &mut Drawn) -> Result<(), ReportError> {
+    let mut line =
+        |stem: &str, title: &str, caption: &str, c: LineChart| d.line(stem, title, caption, c);
     let join = r.results("join");
     let build: Vec<Value> = join
         .iter()
@@ -267,8 +329,11 @@ pub fn draw_all(r: &ResultsDir, out: &Path) -> Result<Vec<Figure>, ReportError> 
                 |x| (num(x, "threads"), num(x, "mtuples_per_s")),
             ),
         },
-    )?;
+    )
+}
 
+/// The latency matrix and the kernels, as bars.
+fn draw_latency_and_kernels(r: &ResultsDir, d: &mut Drawn) -> Result<(), ReportError> {
     let lat = r.results("latency");
     if !lat.is_empty() {
         let (categories, series) = bars(
@@ -277,9 +342,10 @@ pub fn draw_all(r: &ResultsDir, out: &Path) -> Result<Vec<Figure>, ReportError> 
             |x| format!("{} {}", text(x, "medium"), text(x, "order")),
             |x| x["latency_ns"]["p50"].as_f64().unwrap_or(f64::NAN),
         );
-        bar_chart(
-            out,
+        d.bar(
             "latency-matrix",
+            "Latency matrix",
+            "Yoshioka et al.: median latency of each load and persist sequence, DRAM vs the target, sequential and random.",
             &BarChart {
                 title: "Median latency per access, its lines flushed before each",
                 y_label: "ns (median)",
@@ -287,11 +353,6 @@ pub fn draw_all(r: &ResultsDir, out: &Path) -> Result<Vec<Figure>, ReportError> 
                 series,
             },
         )?;
-        figs.push(Figure {
-            stem: "latency-matrix".into(),
-            title: "Latency matrix".into(),
-            caption: "Yoshioka et al.: median latency of each load and persist sequence, DRAM vs the target, sequential and random.".into(),
-        });
     }
     let ker = r.results("kernels");
     if !ker.is_empty() {
@@ -307,9 +368,10 @@ pub fn draw_all(r: &ResultsDir, out: &Path) -> Result<Vec<Figure>, ReportError> 
             },
             |x| num(x, "gflops"),
         );
-        bar_chart(
-            out,
+        d.bar(
             "kernels-dram-vs-target",
+            "Kernels",
+            "Mason et al.: PolyBench-style kernels with their arrays in DRAM or on the target mapping, at each page size asked for (see the table for what was granted).",
             &BarChart {
                 title: "Kernels: arrays in DRAM vs on the target, 4 KiB and 2 MiB pages",
                 y_label: "GFLOP/s",
@@ -317,11 +379,6 @@ pub fn draw_all(r: &ResultsDir, out: &Path) -> Result<Vec<Figure>, ReportError> 
                 series,
             },
         )?;
-        figs.push(Figure {
-            stem: "kernels-dram-vs-target".into(),
-            title: "Kernels".into(),
-            caption: "Mason et al.: PolyBench-style kernels with their arrays in DRAM or on the target mapping, at each page size asked for (see the table for what was granted).".into(),
-        });
     }
-    Ok(figs)
+    Ok(())
 }

@@ -13,9 +13,34 @@ use snbuf_readout::Payload;
 use crate::cli::EmitArgs;
 use crate::exit::usage;
 
-/// One piece: the options checked, then the plan printed, the run and its summary, in the order
-/// the user sees them.
+/// Checks the options, says what it will send, sends until the duration ends or a signal
+/// comes, and says what it sent.
 pub fn run(args: &EmitArgs) -> anyhow::Result<()> {
+    let config = config_from(args)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, stop.clone()).context("install a signal handler")?;
+    }
+    print_plan(args, &config);
+    let fb = config.frame_type.frame_bytes() as f64;
+    let report = emit(&config, &stop, |sent, elapsed| {
+        eprintln!(
+            "  {:5.1} s  {} frames sent, {}",
+            elapsed.as_secs_f64(),
+            sent,
+            Rate(sent as f64 * fb / elapsed.as_secs_f64().max(1e-3))
+        );
+    })?;
+    print_report(args, &report);
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")
+            .with_context(|| format!("write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// The sender's configuration from the options, each checked (a usage error naming it).
+fn config_from(args: &EmitArgs) -> anyhow::Result<EmitConfig> {
     let to = args
         .to
         .strip_prefix("udp://")
@@ -105,10 +130,17 @@ pub fn run(args: &EmitArgs) -> anyhow::Result<()> {
         }),
         gso: args.gso,
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, stop.clone()).context("install a signal handler")?;
-    }
+    assert_eq!(
+        config.payloads.len(),
+        config.streams.len(),
+        "a stream per link"
+    );
+    Ok(config)
+}
+
+/// What will be sent, where, on which clock.
+fn print_plan(args: &EmitArgs, config: &EmitConfig) {
+    let (frame_type, to, links) = (config.frame_type, config.to, config.payloads.len());
     let clock = snbuf_frames::DetectorClock::of(frame_type);
     let step = clock.frame_step_ticks(config.frames_per_s_per_link);
     let tpf = frame_type.ticks_per_frame();
@@ -130,15 +162,10 @@ pub fn run(args: &EmitArgs) -> anyhow::Result<()> {
         },
         snbuf_frames::clock::step_words(step, tpf)
     );
-    let fb = frame_type.frame_bytes() as f64;
-    let report = emit(&config, &stop, |sent, elapsed| {
-        eprintln!(
-            "  {:5.1} s  {} frames sent, {}",
-            elapsed.as_secs_f64(),
-            sent,
-            Rate(sent as f64 * fb / elapsed.as_secs_f64().max(1e-3))
-        );
-    })?;
+}
+
+/// What was sent: totals, and with --digest each link's digest.
+fn print_report(args: &EmitArgs, report: &snbuf_readout::emit::EmitReport) {
     println!(
         "sent {} frames in {:.1} s: {} (most {:.0} ms behind schedule){}",
         report.links.iter().map(|l| l.frames).sum::<u64>(),
@@ -172,9 +199,4 @@ pub fn run(args: &EmitArgs) -> anyhow::Result<()> {
             );
         }
     }
-    if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")
-            .with_context(|| format!("write {}", path.display()))?;
-    }
-    Ok(())
 }

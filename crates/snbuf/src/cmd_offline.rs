@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
-use serde_json::json;
-use snbuf_burst::{BurstReader, End, ReadError};
+use snbuf_burst::BurstReader;
+use snbuf_offline::inspect::{InspectOptions, InspectedLink};
 use snbuf_quantity::Bytes;
 
 use crate::cli::{ConvertArgs, ExtractArgs, InspectArgs};
@@ -77,172 +77,115 @@ pub fn extract(args: &ExtractArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn end_text(end: &End) -> String {
-    match end {
-        End::Clean { zero_tail_bytes } if *zero_tail_bytes > 0 => {
-            format!("clean ({} of zeros after)", Bytes(*zero_tail_bytes))
-        }
-        End::Clean { .. } => "clean".into(),
-        other => format!("{other:?}"),
-    }
-}
-
-/// One piece: the inspection's lines in the order they print.
+/// `snbuf inspect`: the library's inspection (`snbuf_offline::inspect`), printed, or as JSON.
 pub fn inspect(args: &InspectArgs) -> anyhow::Result<()> {
     let burst = open(&args.burst_dir)?;
-    let m = &burst.manifest;
-    let links: Vec<u32> = match args.link {
-        Some(l) => vec![l],
-        None => burst.links(),
-    };
-    let layout = burst.layout;
-    let mut out_links = Vec::new();
-    if !args.json {
-        println!(
-            "burst {} in {}: {:?}, {} ({} B a frame, {} ticks at {} Hz), run {}, unit {}",
-            m.burst_id,
-            burst.dir.display(),
-            m.state,
-            m.frame
-                .as_ref()
-                .map(|f| f.frame_type.as_str())
-                .unwrap_or("?"),
-            layout.frame_bytes,
-            layout.ticks_per_frame,
-            layout.clock_hz,
-            m.run_number.map_or("-".into(), |r| r.to_string()),
-            m.unit.as_deref().unwrap_or("-"),
-        );
-        if let Some(t) = &m.trigger {
-            println!(
-                "window [{}, {}) around trigger {}; method {}, durability {}",
-                t.window_start_timestamp,
-                t.window_end_timestamp,
-                t.trigger_timestamp,
-                m.method,
-                m.durability
-            );
-        }
-    }
-    let mut payload = Vec::new();
-    for link in links {
-        let reader = burst.link(link).map_err(read_error)?;
-        let record = m.links.iter().find(|l| l.link == link);
-        let chunks: Vec<_> = reader
-            .chunks()
-            .iter()
-            .filter(|c| args.chunk.is_none_or(|k| c.sequence == k))
-            .collect();
-        if !args.json {
-            let id = record.and_then(|r| r.identity.as_ref());
-            println!(
-                "\nlink {link} ({}): {} chunks, {} frames, lost {}, end {}{}",
-                reader.path.display(),
-                reader.chunks().len(),
-                reader.report.frames(),
-                record.map_or(0, |r| r.lost_frames),
-                end_text(reader.end()),
-                id.map_or(String::new(), |i| format!(
-                    "; det {} crate {} slot {} stream {}, source id {}",
-                    i.det_id, i.crate_id, i.slot_id, i.stream_id, i.source_id
-                )),
-            );
-        }
-        let mut t = Table::new(&[
-            ("chunk", true),
-            ("offset", true),
-            ("first ts", true),
-            ("last ts", true),
-            ("frames", true),
-            ("bytes", true),
-            ("crc", false),
-        ]);
-        let mut json_chunks = Vec::new();
-        for c in chunks {
-            // Read again, so that the CRC shown is the one checked now.
-            let crc = match reader.read_chunk(c, &mut payload) {
-                Ok(_) => "ok",
-                Err(ReadError::Changed { .. }) => "BAD",
-                Err(e) => return Err(anyhow::Error::new(e)),
-            };
-            t.row(vec![
-                c.sequence.to_string(),
-                c.offset.to_string(),
-                c.first_timestamp.to_string(),
-                c.last_timestamp.to_string(),
-                c.frame_count.to_string(),
-                Bytes(c.payload_bytes as u64).to_string(),
-                crc.into(),
-            ]);
-            let mut frames = Vec::new();
-            if args.frames && crc == "ok" {
-                for (k, f) in payload
-                    .chunks_exact(layout.frame_bytes as usize)
-                    .enumerate()
-                {
-                    let id = layout.identity(f);
-                    frames.push(json!({
-                        "frame": k,
-                        "timestamp": layout.timestamp(f),
-                        "seq_id": layout.sequence(f),
-                        "det_id": id.map(|i| i.det_id),
-                        "crate_id": id.map(|i| i.crate_id),
-                        "slot_id": id.map(|i| i.slot_id),
-                        "stream_id": id.map(|i| i.stream_id),
-                        "hex": args.hex.then(|| hex(&f[..f.len().min(64)])),
-                    }));
-                }
-            }
-            json_chunks.push(json!({
-                "sequence": c.sequence, "offset": c.offset,
-                "first_timestamp": c.first_timestamp, "last_timestamp": c.last_timestamp,
-                "frame_count": c.frame_count, "payload_bytes": c.payload_bytes,
-                "stride_bytes": c.stride_bytes, "crc": crc,
-                "frames": args.frames.then_some(frames),
-            }));
-        }
-        if !args.json {
-            print!("{}", t.render());
-            if args.frames {
-                for c in &json_chunks {
-                    println!("chunk {}:", c["sequence"]);
-                    for f in c["frames"].as_array().into_iter().flatten() {
-                        let v = |k: &str| f[k].as_u64().map_or("-".into(), |x| x.to_string());
-                        println!(
-                            "  frame {:>4}  ts {}  seq_id {}  det {} crate {} slot {} stream {}",
-                            v("frame"),
-                            v("timestamp"),
-                            v("seq_id"),
-                            v("det_id"),
-                            v("crate_id"),
-                            v("slot_id"),
-                            v("stream_id")
-                        );
-                        if let Some(h) = f["hex"].as_str() {
-                            println!("    {h}");
-                        }
-                    }
-                }
-            }
-        }
-        out_links.push(json!({
-            "link": link, "file": reader.path.display().to_string(),
-            "identity": record.and_then(|r| r.identity.as_ref()).map(|i| serde_json::to_value(i).ok()),
-            "end": format!("{:?}", reader.end()), "chunks": json_chunks,
-        }));
-    }
+    let inspection = snbuf_offline::inspect::inspect(
+        &burst,
+        InspectOptions {
+            link: args.link,
+            chunk: args.chunk,
+            frames: args.frames,
+            hex: args.hex,
+        },
+    )
+    .map_err(read_error)?;
     if args.json {
-        let v = json!({ "manifest": m, "links": out_links });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        println!("{}", serde_json::to_string_pretty(&inspection)?);
+        return Ok(());
+    }
+    print_burst_line(&burst);
+    for link in &inspection.links {
+        print_link(link);
     }
     Ok(())
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter()
-        .map(|x| format!("{x:02x}"))
-        .collect::<Vec<_>>()
-        .join(" ")
+/// The burst: its id, state, frame type and clock, run and unit, window and method.
+fn print_burst_line(burst: &BurstReader) {
+    let (m, layout) = (&burst.manifest, burst.layout);
+    println!(
+        "burst {} in {}: {:?}, {} ({} B a frame, {} ticks at {} Hz), run {}, unit {}",
+        m.burst_id,
+        burst.dir.display(),
+        m.state,
+        m.frame
+            .as_ref()
+            .map(|f| f.frame_type.as_str())
+            .unwrap_or("?"),
+        layout.frame_bytes,
+        layout.ticks_per_frame,
+        layout.clock_hz,
+        m.run_number.map_or("-".into(), |r| r.to_string()),
+        m.unit.as_deref().unwrap_or("-"),
+    );
+    if let Some(t) = &m.trigger {
+        println!(
+            "window [{}, {}) around trigger {}; method {}, durability {}",
+            t.window_start_timestamp,
+            t.window_end_timestamp,
+            t.trigger_timestamp,
+            m.method,
+            m.durability
+        );
+    }
+}
+
+/// A link: its file and identity, a table of its chunks, and with --frames each frame.
+fn print_link(link: &InspectedLink) {
+    println!(
+        "\nlink {} ({}): {} chunks, {} frames, lost {}, end {}{}",
+        link.link,
+        link.file,
+        link.valid_chunks,
+        link.frames,
+        link.lost_frames,
+        link.end,
+        link.identity.map_or(String::new(), |i| format!(
+            "; det {} crate {} slot {} stream {}, source id {}",
+            i.det_id, i.crate_id, i.slot_id, i.stream_id, i.source_id
+        )),
+    );
+    let mut t = Table::new(&[
+        ("chunk", true),
+        ("offset", true),
+        ("first ts", true),
+        ("last ts", true),
+        ("frames", true),
+        ("bytes", true),
+        ("crc", false),
+    ]);
+    for c in &link.chunks {
+        t.row(vec![
+            c.sequence.to_string(),
+            c.offset.to_string(),
+            c.first_timestamp.to_string(),
+            c.last_timestamp.to_string(),
+            c.frame_count.to_string(),
+            Bytes(c.payload_bytes as u64).to_string(),
+            c.crc.clone(),
+        ]);
+    }
+    print!("{}", t.render());
+    for c in link.chunks.iter().filter(|c| c.frames.is_some()) {
+        println!("chunk {}:", c.sequence);
+        for f in c.frames.iter().flatten() {
+            let v = |x: Option<u64>| x.map_or("-".into(), |x| x.to_string());
+            println!(
+                "  frame {:>4}  ts {}  seq_id {}  det {} crate {} slot {} stream {}",
+                f.frame,
+                f.timestamp,
+                v(f.seq_id),
+                v(f.det_id.map(u64::from)),
+                v(f.crate_id.map(u64::from)),
+                v(f.slot_id.map(u64::from)),
+                v(f.stream_id.map(u64::from))
+            );
+            if let Some(h) = &f.hex {
+                println!("    {h}");
+            }
+        }
+    }
 }
 
 #[cfg(not(feature = "hdf5"))]
@@ -316,7 +259,7 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
         println!("{}", f.display());
     }
     if let Some(p) = &args.json {
-        let v = json!({
+        let v = serde_json::json!({
             "burst": burst.dir.display().to_string(),
             "window_start_timestamp": window.window_start_timestamp,
             "window_end_timestamp": window.window_end_timestamp,

@@ -2,7 +2,8 @@
 //! links deliver must hold the difference in DRAM for the whole recording:
 //! DRAM = (input rate - output rate) x recording time; the medium must hold input x time.
 
-use anyhow::Context;
+use snbuf_bench::results::Results;
+use snbuf_bench::ThroughputResult;
 use snbuf_quantity::{Bytes, Rate};
 
 use crate::cli::PlanArgs;
@@ -21,51 +22,36 @@ fn from_bench(args: &PlanArgs) -> anyhow::Result<(f64, String)> {
     let path = args.bench.as_ref().expect("called with --bench");
     let text = std::fs::read_to_string(path)
         .map_err(|e| usage(format!("--bench {}: {e}", path.display())))?;
-    let doc: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+    let doc: Results<ThroughputResult> = serde_json::from_str(&text).map_err(|e| {
         usage(format!(
-            "--bench {}: not a results file: {e}",
+            "--bench {}: not a results file of `snbuf bench write --json`: {e}",
             path.display()
         ))
     })?;
-    let results = doc["results"]
-        .as_array()
-        .ok_or_else(|| usage(format!("--bench {}: no results", path.display())))?;
-    let best = results
+    let best = doc
+        .results
         .iter()
-        .filter(|r| r["suite"] == "write")
-        .filter(|r| {
-            args.method
-                .as_ref()
-                .is_none_or(|m| r["method"] == m.as_str())
-        })
-        .filter(|r| {
-            args.block_size
-                .is_none_or(|b| r["block_size_bytes"].as_u64() == Some(b))
-        })
-        .max_by(|a, b| {
-            a["gib_per_s"]
-                .as_f64()
-                .unwrap_or(0.0)
-                .total_cmp(&b["gib_per_s"].as_f64().unwrap_or(0.0))
-        })
+        .filter(|r| r.suite == "write")
+        .filter(|r| args.method.as_ref().is_none_or(|m| r.method == *m))
+        .filter(|r| args.block_size.is_none_or(|b| r.block_size_bytes == b))
+        .max_by(|a, b| a.gib_per_s.total_cmp(&b.gib_per_s))
         .ok_or_else(|| {
             usage(format!(
                 "--bench {}: no write result matches the method and block size given",
                 path.display()
             ))
         })?;
-    let gib = best["gib_per_s"].as_f64().context("gib_per_s")?;
     let mut why = format!(
         "{} at {} B with {} thread(s) in {}",
-        best["method"].as_str().unwrap_or("?"),
-        best["block_size_bytes"],
-        best["threads"],
+        best.method,
+        best.block_size_bytes,
+        best.threads,
         path.display()
     );
-    if best["durability"] == "volatile" {
+    if best.durability == "volatile" {
         why.push_str("; measured on a RAM-only medium, so not a durable rate");
     }
-    Ok((gib * (1u64 << 30) as f64, why))
+    Ok((best.gib_per_s * (1u64 << 30) as f64, why))
 }
 
 pub fn run(args: &PlanArgs) -> anyhow::Result<()> {

@@ -172,13 +172,18 @@ fn progress_line(
 
 /// The burst's summary on stdout: window, what was recorded and lost, where the CPU went, how
 /// it was written, and the verdict.
-///
-/// One piece: the summary's lines in the order they print.
 fn print_summary(
     config: &snbuf_unit::RecordConfig,
     report: &snbuf_unit::RecordSummary,
     why_writers: &str,
 ) {
+    print_what_was_kept(config, report);
+    print_where_the_cpu_went(report);
+    print_how_it_was_written(report, why_writers);
+}
+
+/// The window, what of it was recorded and lost, and what the links delivered.
+fn print_what_was_kept(config: &snbuf_unit::RecordConfig, report: &snbuf_unit::RecordSummary) {
     let m = &report.manifest;
     println!("burst {} ({:?})", report.burst_dir.display(), m.state);
     println!(
@@ -256,6 +261,10 @@ fn print_summary(
             report.source_max_lag_s * 1e3
         );
     }
+}
+
+/// Rates in and out, and the CPU the recording cost, by thread.
+fn print_where_the_cpu_went(report: &snbuf_unit::RecordSummary) {
     println!("  input       {}", Rate(report.input_bytes_per_s));
     println!(
         "  output      {} (durable, trigger to last chunk)",
@@ -283,6 +292,11 @@ fn print_summary(
             if report.ingest.is_some() { "the network" } else { "the links" },
         );
     }
+}
+
+/// How the window was written: writers, method, files, buffers, failed links, the verdict.
+fn print_how_it_was_written(report: &snbuf_unit::RecordSummary, why_writers: &str) {
+    let m = &report.manifest;
     let chunks: u64 = m.links.iter().map(|l| l.data.chunks).sum();
     println!(
         "  writers     {} thread(s) for {} link(s) ({why_writers}); {} of {} chunks written straight from the latency buffers{}",

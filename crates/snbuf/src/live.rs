@@ -80,7 +80,8 @@ pub fn unit_status(socket: &Path) -> anyhow::Result<()> {
     )
 }
 
-/// One piece: one screen of the live view, laid out top to bottom as it shows.
+/// One screen of the live view, top to bottom: the unit, its links, the burst being recorded,
+/// the bursts before it.
 fn draw_unit(f: &mut Frame, state: &Result<UnitStatus, String>, history: &mut History) {
     let [head, links, burst, past, help] = Layout::vertical([
         Constraint::Length(3),
@@ -109,7 +110,14 @@ fn draw_unit(f: &mut Frame, state: &Result<UnitStatus, String>, history: &mut Hi
             return;
         }
     };
-    let frame_bytes = s.frame_bytes();
+    draw_unit_head(f, s, head);
+    draw_unit_links(f, s, history, links);
+    draw_unit_burst(f, s, burst);
+    draw_unit_past(f, s, past);
+}
+
+/// The unit's line: recording or idle, and a stream that is not what it was configured for.
+fn draw_unit_head(f: &mut Frame, s: &UnitStatus, head: ratatui::layout::Rect) {
     let title = format!(" snbuf unit: {}, up {:.0} s ", s.summary(), s.uptime_s);
     let recording = s.recording_burst.as_ref();
     let mismatched: Vec<String> = s
@@ -135,6 +143,16 @@ fn draw_unit(f: &mut Frame, state: &Result<UnitStatus, String>, history: &mut Hi
         Paragraph::new(summary).block(Block::default().borders(Borders::ALL).title(title)),
         head,
     );
+}
+
+/// A row per link: input rate, what its buffer holds, backlog, durable watermark, loss.
+fn draw_unit_links(
+    f: &mut Frame,
+    s: &UnitStatus,
+    history: &mut History,
+    links: ratatui::layout::Rect,
+) {
+    let frame_bytes = s.frame_bytes();
     let capacity = (s.buffer_capacity_frames as f64).max(1.0);
     let rows: Vec<Row> = s
         .live
@@ -201,7 +219,11 @@ fn draw_unit(f: &mut Frame, state: &Result<UnitStatus, String>, history: &mut Hi
     )
     .block(Block::default().borders(Borders::ALL).title(" links "));
     f.render_widget(table, links);
-    let burst_text = match recording {
+}
+
+/// How much of the burst being recorded is durable, and how far its window's end is.
+fn draw_unit_burst(f: &mut Frame, s: &UnitStatus, burst: ratatui::layout::Rect) {
+    let burst_text = match s.recording_burst.as_ref() {
         Some(b) => {
             let (start, end) = (
                 b.window.window_start_timestamp,
@@ -231,6 +253,10 @@ fn draw_unit(f: &mut Frame, state: &Result<UnitStatus, String>, history: &mut Hi
             .block(Block::default().borders(Borders::ALL).title(" recording ")),
         burst,
     );
+}
+
+/// The bursts recorded before, newest first, with their verdict and whether exported.
+fn draw_unit_past(f: &mut Frame, s: &UnitStatus, past: ratatui::layout::Rect) {
     let past_rows: Vec<Row> = s
         .bursts
         .iter()

@@ -37,6 +37,7 @@ pub fn block_frames(frame_bytes: u64) -> u64 {
 /// The default frames per chunk: about 1 MiB, a whole number of blocks where that stays under
 /// 4 MiB.
 pub fn default_chunk_frames(frame_bytes: u64) -> u32 {
+    assert!(frame_bytes > 0, "frames have bytes");
     let about = (DEFAULT_CHUNK_BYTES / frame_bytes).max(1);
     let bf = block_frames(frame_bytes);
     let aligned = (about / bf).max(1) * bf;
@@ -51,7 +52,10 @@ pub fn default_chunk_frames(frame_bytes: u64) -> u32 {
 /// A latency buffer of at least `frames` frames whose end is a block boundary (so chunks that
 /// wrap are two whole-block pieces).
 pub fn ring_capacity_frames(frames: u64, frame_bytes: u64) -> u64 {
-    frames.div_ceil(block_frames(frame_bytes)) * block_frames(frame_bytes)
+    let bf = block_frames(frame_bytes);
+    let capacity = frames.div_ceil(bf) * bf;
+    assert!(capacity >= frames && capacity.is_multiple_of(bf));
+    capacity
 }
 
 /// How many frames from frame `next` the next chunk takes: up to the block boundary at or
@@ -64,7 +68,14 @@ pub fn frames_for_next_chunk(next: u64, chunk_frames: u64, block_frames: u64) ->
     }
     let end = next + chunk_frames;
     let n = end - end % block_frames - next;
-    debug_assert!(n >= 1 && n <= chunk_frames);
+    assert!(
+        n >= 1 && n <= chunk_frames,
+        "a chunk of 1 to {chunk_frames} frames"
+    );
+    debug_assert!(
+        (next + n).is_multiple_of(block_frames),
+        "it ends on a block boundary"
+    );
     n
 }
 

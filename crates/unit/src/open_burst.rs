@@ -29,10 +29,7 @@ pub(crate) struct OpenedBurst {
 }
 
 /// The burst `burst_id` for `window` on links whose frames are `step` ticks apart, from
-/// `prepared` when it fits.
-///
-/// One piece: the choice between the prepared files and new ones and the space check share the
-/// window's sizes and are made together.
+/// `prepared` when it fits, else files opened now (`open_new`).
 pub(crate) fn open_burst(
     config: &RecordConfig,
     burst_id: &str,
@@ -42,26 +39,14 @@ pub(crate) fn open_burst(
     sources: &[SourceMemory],
     step: u64,
 ) -> Result<OpenedBurst, RecordError> {
-    let ft = config.frame_type;
+    assert!(step > 0, "a link's frames are some ticks apart");
+    assert!(
+        window.window_start_timestamp <= window.window_end_timestamp,
+        "{window:?}"
+    );
     let window_frames = (window.window_end_timestamp - window.window_start_timestamp) / step + 1;
     let plan = link_region(config, window_frames);
-    let spec = BurstSpec {
-        burst_id: burst_id.to_string(),
-        frame: FrameInfo {
-            frame_type: ft.name(),
-            frame_bytes: ft.frame_bytes(),
-            ticks_per_frame: ft.ticks_per_frame(),
-            clock_hz: ft.clock_hz(),
-            frame_step_ticks: Some(step),
-        },
-        trigger: Some(window.clone()),
-        method: config.method.name().to_string(),
-        links: (0..config.links).collect(),
-        max_payload_bytes: max_payload_bytes(config),
-        identities,
-        run_number: config.run_number,
-        unit: config.unit_id.clone(),
-    };
+    let spec = burst_spec(config, burst_id, window, identities, step);
     match prepared {
         Some(p) if p.region_bytes >= plan.region_bytes && p.burst.fits(&spec) => {
             let cut = p.region_bytes < plan.wanted_bytes;
@@ -85,6 +70,50 @@ pub(crate) fn open_burst(
         // are made, so that its space is free for them.
         other => drop(other),
     }
+    let opened = open_new(config, spec, &plan, sources)?;
+    assert!(
+        opened.region_bytes <= plan.region_bytes,
+        "files no larger than planned"
+    );
+    Ok(opened)
+}
+
+/// What the manifest will say of the burst: its frames, window, method, links and identities.
+fn burst_spec(
+    config: &RecordConfig,
+    burst_id: &str,
+    window: &TriggerInfo,
+    identities: Vec<LinkIdentity>,
+    step: u64,
+) -> BurstSpec {
+    let ft = config.frame_type;
+    BurstSpec {
+        burst_id: burst_id.to_string(),
+        frame: FrameInfo {
+            frame_type: ft.name(),
+            frame_bytes: ft.frame_bytes(),
+            ticks_per_frame: ft.ticks_per_frame(),
+            clock_hz: ft.clock_hz(),
+            frame_step_ticks: Some(step),
+        },
+        trigger: Some(window.clone()),
+        method: config.method.name().to_string(),
+        links: (0..config.links).collect(),
+        max_payload_bytes: max_payload_bytes(config),
+        identities,
+        run_number: config.run_number,
+        unit: config.unit_id.clone(),
+    }
+}
+
+/// The burst's files opened now, sized to `plan`; where the disk turns out to hold less (its
+/// free space is shared with other writers), sized to what it holds, the cut said.
+fn open_new(
+    config: &RecordConfig,
+    spec: BurstSpec,
+    plan: &crate::link_files::LinkRegion,
+    sources: &[SourceMemory],
+) -> Result<OpenedBurst, RecordError> {
     if let Some(limit) = plan.limited_by {
         if plan.region_bytes == 0 {
             return Err(RecordError::NoSpace {

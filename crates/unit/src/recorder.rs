@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use snbuf_burst::{LinkIdentity, TriggerInfo};
-use snbuf_readout::{latency_buffer_on_node, LatencyBuffer};
+use snbuf_readout::{latency_buffer_on_node, LatencyBuffer, Producer};
 
 use crate::config::RecordConfig;
 use crate::counters::{LinkCounters, LiveLink, Progress};
@@ -58,10 +58,9 @@ pub struct Unit {
 }
 
 impl Unit {
-    /// Allocates and prefaults the buffers, and starts the links.
-    ///
-    /// One piece: the buffers allocated and prefaulted, then the links and the rate meter
-    /// started, in the order a failure must undo.
+    /// Allocates and prefaults the buffers, and starts the links: the outputs made ready, the
+    /// buffers allocated (each on its device's NUMA node), the next burst's files prepared,
+    /// then the links and the rate meter started, in the order a failure must undo.
     pub fn start(config: &RecordConfig) -> Result<Unit, RecordError> {
         config.validate()?;
         if config
@@ -71,60 +70,9 @@ impl Unit {
         {
             snbuf_persist::replace::lose_directory_syncs();
         }
-        let ft = config.frame_type;
-        for output in config.outputs() {
-            let dir_error = |what, cause| RecordError::OutputDir {
-                what,
-                path: output.clone(),
-                cause,
-            };
-            std::fs::create_dir_all(&output)
-                .map_err(|e| dir_error("create output directory", e))?;
-            // Preparations a crashed process left hold no data; this unit's start preparing now.
-            snbuf_burst::prepared::remove_stale(&output).map_err(|e| dir_error("clean", e))?;
-        }
-        // The buffers are prefaulted at once: refuse buffers that cannot fit in memory rather
-        // than be killed filling them.
-        let buffer_bytes = config.buffer_frames() * config.frame_bytes() * config.links as u64;
-        if let Some(available) = snbuf_persist::medium::memory_available_bytes() {
-            if buffer_bytes > available {
-                return Err(RecordError::NotEnoughMemory {
-                    need_bytes: buffer_bytes,
-                    available_bytes: available,
-                });
-            }
-        }
-        let mut producers = Vec::new();
-        let mut buffers: Vec<LatencyBuffer> = Vec::new();
-        // On a machine with several NUMA nodes each link's buffer lives on the node of the
-        // device it is written to (link l goes to output l mod N): the device's DMA and the
-        // writer pinned near it (`writers::near_cpus`) then read it without crossing sockets.
-        let nodes = snbuf_platform::numa::nodes();
-        let outputs = config.outputs();
-        let output_nodes: Vec<Option<u32>> = outputs
-            .iter()
-            .map(|o| {
-                snbuf_platform::numa::memory_node(snbuf_platform::numa::node_of_path(o), &nodes)
-            })
-            .collect();
-        let buffer_nodes: Vec<Option<u32>> = (0..config.links as usize)
-            .map(|l| output_nodes[l % output_nodes.len()])
-            .collect();
-        for link in 0..config.links {
-            let (mut p, b) = latency_buffer_on_node(
-                ft.layout(),
-                config.buffer_frames(),
-                config.page_size,
-                buffer_nodes[link as usize],
-            )
-            .map_err(|cause| RecordError::Buffer { link, cause })?;
-            // The links checksum each frame in their cache for writers that send frames to a
-            // block device without reading them; a writer to mapped memory checksums what its
-            // copy just read, and the links keep their CPU.
-            p.set_frame_checksums(!config.method.capabilities().mapped);
-            producers.push(p);
-            buffers.push(b);
-        }
+        prepare_outputs(config)?;
+        let (producers, buffers, buffer_nodes) = allocate_buffers(config)?;
+        assert_eq!(buffers.len(), config.links as usize, "a buffer per link");
         // Prepared after the buffers hold their memory: on a memory-backed output the burst's
         // files are sized to what is left.
         let mut next = NextBurst::default();
@@ -616,3 +564,64 @@ impl Drop for Unit {
 }
 
 mod held;
+
+/// Every output directory exists, and holds no preparation a crashed process left (they hold
+/// no data; this unit's start prepares anew).
+fn prepare_outputs(config: &RecordConfig) -> Result<(), RecordError> {
+    for output in config.outputs() {
+        let dir_error = |what, cause| RecordError::OutputDir {
+            what,
+            path: output.clone(),
+            cause,
+        };
+        std::fs::create_dir_all(&output).map_err(|e| dir_error("create output directory", e))?;
+        snbuf_burst::prepared::remove_stale(&output).map_err(|e| dir_error("clean", e))?;
+    }
+    Ok(())
+}
+
+/// Per link: the producer that fills its buffer, the buffer, and the NUMA node it is on.
+type LinkBuffers = (Vec<Producer>, Vec<LatencyBuffer>, Vec<Option<u32>>);
+
+/// Each link's latency buffer, prefaulted at once (buffers that cannot fit in memory are
+/// refused rather than killed filling them), with its producer and the NUMA node it is on.
+/// On a machine with several NUMA nodes each link's buffer lives on the node of the device it
+/// is written to (link l goes to output l mod N): the device's DMA and the writer pinned near it
+/// (`writers::near_cpus`) then read it without crossing sockets.
+fn allocate_buffers(config: &RecordConfig) -> Result<LinkBuffers, RecordError> {
+    let buffer_bytes = config.buffer_frames() * config.frame_bytes() * config.links as u64;
+    if let Some(available) = snbuf_persist::medium::memory_available_bytes() {
+        if buffer_bytes > available {
+            return Err(RecordError::NotEnoughMemory {
+                need_bytes: buffer_bytes,
+                available_bytes: available,
+            });
+        }
+    }
+    let nodes = snbuf_platform::numa::nodes();
+    let output_nodes: Vec<Option<u32>> = config
+        .outputs()
+        .iter()
+        .map(|o| snbuf_platform::numa::memory_node(snbuf_platform::numa::node_of_path(o), &nodes))
+        .collect();
+    let buffer_nodes: Vec<Option<u32>> = (0..config.links as usize)
+        .map(|l| output_nodes[l % output_nodes.len()])
+        .collect();
+    let (mut producers, mut buffers) = (Vec::new(), Vec::new());
+    for link in 0..config.links {
+        let (mut p, b) = latency_buffer_on_node(
+            config.frame_type.layout(),
+            config.buffer_frames(),
+            config.page_size,
+            buffer_nodes[link as usize],
+        )
+        .map_err(|cause| RecordError::Buffer { link, cause })?;
+        // The links checksum each frame in their cache for writers that send frames to a
+        // block device without reading them; a writer to mapped memory checksums what its
+        // copy just read, and the links keep their CPU.
+        p.set_frame_checksums(!config.method.capabilities().mapped);
+        producers.push(p);
+        buffers.push(b);
+    }
+    Ok((producers, buffers, buffer_nodes))
+}

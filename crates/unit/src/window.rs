@@ -101,6 +101,7 @@ impl WindowClock {
             });
         }
         let step = self.frame_step_ticks;
+        assert!(step > 0, "a link's frames are some ticks apart");
         // Whole frames each side, so the window's length is a whole number of frames.
         let pre_ticks = self.ticks(pre) / step * step;
         let post_ticks = self.ticks(post).div_ceil(step) * step;
@@ -118,6 +119,9 @@ impl WindowClock {
         if oldest > start {
             w.not_buffered_s = Some(self.clock.seconds(oldest.min(end) - start));
         }
+        // A window of whole frames around its trigger, unless it was clipped at tick 0.
+        assert!(w.window_start_timestamp <= t && t <= w.window_end_timestamp);
+        assert!(start == 0 || (end - start).is_multiple_of(step), "{w:?}");
         Ok(w)
     }
 
@@ -140,6 +144,7 @@ pub fn frames_between(from: u64, to: u64, ticks_per_frame: u64) -> u64 {
 /// Frames of the window before `first`, on the grid through `first`: what a link lacks at the
 /// window's start when the first frame it has is `first`.
 pub fn frames_before(window_start: u64, first: u64, ticks_per_frame: u64) -> u64 {
+    assert!(ticks_per_frame > 0, "frames are some ticks apart");
     first.saturating_sub(window_start) / ticks_per_frame
 }
 
@@ -149,22 +154,29 @@ pub fn frames_in_window(start: u64, end: u64, anchor: u64, ticks_per_frame: u64)
         return 0;
     }
     let tpf = ticks_per_frame;
+    assert!(tpf > 0, "frames are some ticks apart");
     // The first grid point at or after `start`.
     let first = if anchor >= start {
         anchor - (anchor - start) / tpf * tpf
     } else {
         anchor + (start - anchor).div_ceil(tpf) * tpf
     };
+    debug_assert!(first >= start && first - start < tpf && on_grid(first, anchor, tpf));
     frames_between(first, end, tpf)
 }
 
 /// Frames missing inside a run of `frames` frames from `first` to `last`.
 pub fn frames_missing_inside(first: u64, last: u64, frames: u64, ticks_per_frame: u64) -> u64 {
+    assert!(
+        first <= last && ticks_per_frame > 0,
+        "a run from {first} to {last}"
+    );
     ((last - first) / ticks_per_frame + 1).saturating_sub(frames)
 }
 
 /// Whether `ts` lies on the grid through `anchor`.
 pub fn on_grid(ts: u64, anchor: u64, ticks_per_frame: u64) -> bool {
+    debug_assert!(ticks_per_frame > 0);
     ts.abs_diff(anchor).is_multiple_of(ticks_per_frame)
 }
 
@@ -193,6 +205,10 @@ pub(crate) fn first_at_or_after(
             hi = mid;
         }
     }
+    debug_assert!(
+        timestamp(hi - 1) < ts && ts <= timestamp(hi),
+        "the first at or after"
+    );
     hi
 }
 

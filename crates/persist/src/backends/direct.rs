@@ -112,6 +112,9 @@ impl Sink for DirectSink {
             staging[data.len()..padded].fill(0);
             &staging[..padded]
         };
+        // O_DIRECT's contract: whole aligned blocks, inside the region.
+        assert!(bytes.len() == padded && (padded as u64).is_multiple_of(self.alignment_bytes));
+        assert!(offset + padded as u64 <= self.region_bytes);
         self.file
             .write_all_at(bytes, self.region_offset_bytes + offset)
             .map_err(|e| write_error("O_DIRECT write", &self.report.path, e, padded))
@@ -142,6 +145,7 @@ impl Sink for DirectSink {
         self.file
             .read_exact_at(staging, self.region_offset_bytes + offset)
             .map_err(|e| PersistError::io("O_DIRECT read", &self.report.path, e))?;
+        debug_assert!(staging.len() >= buf.len());
         buf.copy_from_slice(&staging[..buf.len()]);
         Ok(())
     }
@@ -153,6 +157,7 @@ impl Sink for DirectSink {
     fn grow(&mut self, to: u64) -> Result<()> {
         super::grow_reported(&self.file, self.region_offset_bytes, &mut self.report, to)?;
         self.region_bytes = self.report.region_bytes;
+        assert!(self.region_bytes >= to, "grown to at least {to} B");
         Ok(())
     }
 }

@@ -246,6 +246,11 @@ impl Sink for MappedSink {
                 };
                 off += part.len();
             }
+            assert_eq!(
+                off,
+                offset as usize + len,
+                "the parts fill the range back to back"
+            );
             self.note_written(offset as usize, len);
             return Ok(crc);
         }
@@ -267,6 +272,10 @@ impl Sink for MappedSink {
             Store::Pmdk => crate::backends::pmdk::drain(),
         }
         if let Some((lo, hi)) = self.dirty.take() {
+            assert!(
+                lo <= hi && hi as u64 <= self.region_bytes,
+                "dirty range [{lo}, {hi}) in the region"
+            );
             self.map
                 .msync(lo, hi - lo)
                 .map_err(|e| PersistError::io("msync", &self.report.path, e))?;

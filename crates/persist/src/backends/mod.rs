@@ -39,6 +39,7 @@ pub fn check_range(offset: u64, len: usize, region_bytes: u64) -> Result<()> {
 }
 
 pub(crate) fn check_aligned(offset: u64, alignment_bytes: u64) -> Result<()> {
+    assert!(alignment_bytes > 0, "an alignment of some bytes");
     if !offset.is_multiple_of(alignment_bytes) {
         return Err(PersistError::Misaligned {
             offset,
@@ -49,7 +50,10 @@ pub(crate) fn check_aligned(offset: u64, alignment_bytes: u64) -> Result<()> {
 }
 
 pub(crate) fn align_up(n: u64, alignment: u64) -> u64 {
-    n.div_ceil(alignment) * alignment
+    assert!(alignment > 0, "an alignment of some bytes");
+    let up = n.div_ceil(alignment) * alignment;
+    debug_assert!(up >= n && up - n < alignment);
+    up
 }
 
 /// Opens (creating if needed) the target and makes sure its region exists: with `prefault`, the
@@ -144,6 +148,10 @@ pub(crate) fn grow_reported(
     let from = report.region_bytes;
     grow_region(file, &report.path, region_offset_bytes, from, to)?;
     report.region_bytes = from.max(to);
+    assert!(
+        report.region_bytes >= to && report.region_bytes >= from,
+        "a region only grows"
+    );
     Ok(())
 }
 

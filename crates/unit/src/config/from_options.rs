@@ -78,15 +78,12 @@ fn distinct_outputs(outputs: &[PathBuf]) -> Result<(), SetupError> {
     Ok(())
 }
 
-/// One piece: the options resolved in dependency order (profile, frame type, rate, times, CPUs,
-/// write plan, source), each default depending on those before it.
-fn build_config(
-    args: &UnitOptions,
-    trigger_after: Option<Duration>,
-    mut outputs: Vec<PathBuf>,
-) -> Result<(RecordConfig, Reasons), SetupError> {
-    let output = outputs.remove(0);
-    let more_outputs = outputs;
+/// The profile, the frame type and the rate per link: the options every other default
+/// depends on. The paper's unit (`--profile dune`): 10 links at the detector's own rate, 10 s
+/// buffer, 100 s after the trigger. A network or replayed stream of a DUNE frame type runs at
+/// the type's own rate, so its buffer holds `--buffer` seconds of real data; the emulator on
+/// defaults is a sub-sampled detector at 20 MB/s a link, which a laptop's disk keeps up with.
+fn stream_of(args: &UnitOptions) -> Result<(bool, FrameType, f64), SetupError> {
     let dune = args.profile.as_deref() == Some("dune");
     if let Some(p) = args.profile.as_deref().filter(|p| *p != "dune") {
         return Err(SetupError::usage(format!(
@@ -99,11 +96,6 @@ fn build_config(
         .unwrap_or("protodune-wib")
         .parse()
         .map_err(|e: snbuf_frames::FrameTypeError| SetupError::usage(e.to_string()))?;
-    let fb = frame_type.frame_bytes() as f64;
-    // The paper's unit: 10 links at the detector's own rate, 10 s buffer, 100 s after the
-    // trigger. A network or replayed stream of a DUNE frame type runs at the type's own rate, so
-    // its buffer holds `--buffer` seconds of real data; the emulator on defaults is a sub-sampled
-    // detector at 20 MB/s a link, which a laptop's disk keeps up with.
     let real_stream =
         args.source.as_deref().is_some_and(|s| s != "emulate") || args.replay.is_some();
     let dune_type = frame_type.fragment_type().is_some();
@@ -117,6 +109,24 @@ fn build_config(
     if rate_bytes_per_s <= 0.0 {
         return Err(SetupError::usage("--rate-per-link must be more than 0"));
     }
+    assert!(
+        rate_bytes_per_s.is_finite(),
+        "a rate of some bytes a second"
+    );
+    Ok((dune, frame_type, rate_bytes_per_s))
+}
+
+/// The options resolved in dependency order (profile, frame type, rate, times, CPUs, write
+/// plan, source), each default depending on those before it.
+fn build_config(
+    args: &UnitOptions,
+    trigger_after: Option<Duration>,
+    mut outputs: Vec<PathBuf>,
+) -> Result<(RecordConfig, Reasons), SetupError> {
+    let output = outputs.remove(0);
+    let more_outputs = outputs;
+    let (dune, frame_type, rate_bytes_per_s) = stream_of(args)?;
+    let fb = frame_type.frame_bytes() as f64;
     let pick = |v: Option<Duration>, dune_v: u64, default: Duration| {
         v.unwrap_or(if dune {
             Duration::from_secs(dune_v)
@@ -146,16 +156,7 @@ fn build_config(
         cpus.len(),
     )?;
     if args.method.as_deref().unwrap_or("auto") == "auto" {
-        // One method serves every output: auto picks it from the home's medium, which is only
-        // right if the others are the same kind.
-        let dax = |o: &Path| medium::probe(o).map(|m| m.dax).unwrap_or(false);
-        if let Some(other) = more_outputs.iter().find(|o| dax(o) != dax(&output)) {
-            return Err(SetupError::usage(format!(
-                "--output {} and {} are different kinds of media (DAX and not): choose --method",
-                output.display(),
-                other.display()
-            )));
-        }
+        one_kind_of_medium(&output, &more_outputs)?;
     }
     let frames_per_s = rate_bytes_per_s / fb;
     let source = source_from_options(args, frame_type, links)?;
@@ -176,13 +177,7 @@ fn build_config(
         sync_mode: SyncMode::Fdatasync,
         output_dir: output,
         more_outputs,
-        burst_id: args.burst_id.clone().unwrap_or_else(|| {
-            format!(
-                "{}-{}",
-                snbuf_quantity::utc_stamp(snbuf_quantity::now_unix_ns() / 1_000_000_000),
-                std::process::id()
-            )
-        }),
+        burst_id: args.burst_id.clone().unwrap_or_else(default_burst_id),
         writers,
         cpus,
         // Huge pages unless asked otherwise: the writers and links walk the rings sequentially
@@ -200,13 +195,7 @@ fn build_config(
         unit_id: args.unit.clone(),
         source_ids: args.source_ids.clone(),
         status_file: args.status_file.clone(),
-        faults: args
-            .inject_fault
-            .iter()
-            .map(|f| {
-                FaultPlan::parse(f).map_err(|e| SetupError::usage(format!("--inject-fault: {e}")))
-            })
-            .collect::<Result<_, SetupError>>()?,
+        faults: faults_of(args)?,
         max_window: args.max_window.unwrap_or(super::DEFAULT_MAX_WINDOW),
         completion_deadline: args
             .completion_deadline
@@ -222,6 +211,37 @@ fn build_config(
             writers: why_writers,
         },
     ))
+}
+
+/// A burst's name when none is given: UTC time and process id, unique on the machine.
+fn default_burst_id() -> String {
+    format!(
+        "{}-{}",
+        snbuf_quantity::utc_stamp(snbuf_quantity::now_unix_ns() / 1_000_000_000),
+        std::process::id()
+    )
+}
+
+/// The faults `--inject-fault` asks for, each parsed.
+fn faults_of(args: &UnitOptions) -> Result<Vec<FaultPlan>, SetupError> {
+    args.inject_fault
+        .iter()
+        .map(|f| FaultPlan::parse(f).map_err(|e| SetupError::usage(format!("--inject-fault: {e}"))))
+        .collect()
+}
+
+/// One method serves every output: `auto` picks it from the home's medium, which is only right
+/// if the others are the same kind.
+fn one_kind_of_medium(home: &Path, more_outputs: &[PathBuf]) -> Result<(), SetupError> {
+    let dax = |o: &Path| medium::probe(o).map(|m| m.dax).unwrap_or(false);
+    if let Some(other) = more_outputs.iter().find(|o| dax(o) != dax(home)) {
+        return Err(SetupError::usage(format!(
+            "--output {} and {} are different kinds of media (DAX and not): choose --method",
+            home.display(),
+            other.display()
+        )));
+    }
+    Ok(())
 }
 
 /// Where the links' frames come from: emulated (or replayed), or the network.
