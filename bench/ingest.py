@@ -174,8 +174,7 @@ def snbuf_probe(args, rate_total, n, mode, output=None, method=None, record_extr
         sys.exit(f"ingest: snbuf record failed at {rate_total / 1e6:.0f} MB/s:\n{err.strip()}")
     ingest = rep.get("ingest") or []
     trouble = sum(l["kernel_drops"] + l["timestamp_gap_frames"] + l["sequence_gap_frames"]
-                  + l["out_of_order"] + l["short"] + l["long"] + l["bad_version"]
-                  + l["unknown_stream"] + l["implausible_timestamp"] for l in ingest)
+                  + sum(l["dropped"].values()) for l in ingest)
     clean = on_schedule and rep["lost_frames"] == 0 and trouble == 0 and rep["frames_recorded"] > 0
     # What made the probe unclean: the sender, the receiver, or both (named so that the side
     # that limits is read from the first probe above the loss-free rate).

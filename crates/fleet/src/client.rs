@@ -331,7 +331,7 @@ pub fn setup_streams(opts: &NatsOptions) -> Result<Vec<String>, FleetError> {
 /// A unit as `fleet status` shows it.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct UnitView {
-    pub status: UnitStatus,
+    pub status: Heartbeat,
     /// Seconds since its last heartbeat.
     pub silent_s: f64,
     /// No heartbeat for `MISSING_AFTER_MS`: stopped, crashed or cut off.
@@ -351,7 +351,7 @@ pub fn fleet_status(opts: &NatsOptions) -> Result<Vec<UnitView>, FleetError> {
         };
         for msg in latest {
             // A status another version wrote, or garbage: skipped.
-            let Ok(status) = serde_json::from_slice::<UnitStatus>(&msg) else {
+            let Ok(status) = serde_json::from_slice::<Heartbeat>(&msg) else {
                 continue;
             };
             let silent_s = now.saturating_sub(status.sent_unix_ns) as f64 / 1e9;

@@ -21,5 +21,5 @@ pub use client::{
     broadcast_trigger, fleet_status, recent_events, FleetError, Lookup, NotAcknowledged, UnitView,
 };
 pub use connect::NatsOptions;
-pub use schema::{TriggerMessage, UnitEvent, UnitStatus};
+pub use schema::{Heartbeat, TriggerMessage, UnitEvent, UnitState};
 pub use unit_link::UnitLink;

@@ -2,6 +2,7 @@
 //! message is one JSON object; fields are added, never repurposed (`schema` counts changes).
 
 use serde::{Deserialize, Serialize};
+use snbuf_unit::protocol::{OutcomeState, UnitStatus};
 
 /// Version of the message schema.
 pub const SCHEMA: u32 = 1;
@@ -57,14 +58,30 @@ pub struct TriggerMessage {
     pub issued_unix_ns: u64,
 }
 
-/// What a unit reports every heartbeat.
+/// Whether a unit is recording a burst.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnitState {
+    Idle,
+    Recording,
+}
+
+impl std::fmt::Display for UnitState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            UnitState::Idle => "idle",
+            UnitState::Recording => "recording",
+        })
+    }
+}
+
+/// What a unit reports every heartbeat: a projection of its own status (`Heartbeat::of`).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct UnitStatus {
+pub struct Heartbeat {
     pub schema: u32,
     pub unit: String,
     pub sent_unix_ns: u64,
-    /// `idle` or `recording`.
-    pub state: String,
+    pub state: UnitState,
     pub uptime_s: f64,
     pub links: u32,
     /// The fullest link's latency buffer, 0..1.
@@ -84,9 +101,58 @@ pub struct UnitStatus {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct BurstSummary {
     pub burst_id: String,
-    pub state: String,
+    pub state: OutcomeState,
     pub frames: Option<u64>,
     pub lost_frames: Option<u64>,
+}
+
+impl Heartbeat {
+    /// Unit `unit`'s heartbeat: its status (`snbuf status`'s) seen from the fleet, with the
+    /// triggers it missed and its exporter's progress, which only the fleet link knows.
+    pub fn of(
+        unit: &str,
+        status: &UnitStatus,
+        missed_triggers: u64,
+        export: Option<serde_json::Value>,
+    ) -> Heartbeat {
+        let capacity = status.buffer_capacity_frames.max(1) as f64;
+        let heartbeat = Heartbeat {
+            schema: SCHEMA,
+            unit: unit.to_string(),
+            sent_unix_ns: snbuf_quantity::now_unix_ns(),
+            state: match status.recording_burst {
+                Some(_) => UnitState::Recording,
+                None => UnitState::Idle,
+            },
+            uptime_s: status.uptime_s,
+            links: status.links,
+            buffer_fill: status
+                .live
+                .iter()
+                .map(|l| l.buffer_fill_frames as f64 / capacity)
+                .fold(0.0, f64::max),
+            durable_watermark: status
+                .live
+                .iter()
+                .map(|l| l.durable_until_timestamp)
+                .collect(),
+            bursts_total: status.bursts_total,
+            last_burst: status.bursts.last().map(|b| BurstSummary {
+                burst_id: b.burst_id.clone(),
+                state: b.state,
+                frames: b.frames,
+                lost_frames: b.lost_frames,
+            }),
+            missed_triggers,
+            export,
+        };
+        assert_eq!(
+            heartbeat.durable_watermark.len(),
+            status.live.len(),
+            "one per link"
+        );
+        heartbeat
+    }
 }
 
 /// Something that happened to a unit's burst or trigger.

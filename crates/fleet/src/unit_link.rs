@@ -441,38 +441,13 @@ async fn catch_up(js: &jetstream::Context, link: &Arc<Link>) {
 }
 
 async fn heartbeat(js: &jetstream::Context, link: &Link) -> Result<(), String> {
-    let unit = link.server.unit();
-    let totals = unit.totals();
-    let cap = unit.buffer_capacity_frames().max(1) as f64;
-    let (total, recent) = link.server.recent_bursts();
-    let last = recent.last().map(|b| BurstSummary {
-        burst_id: b.burst_id.clone(),
-        state: b.state.clone(),
-        frames: b.frames,
-        lost_frames: b.lost_frames,
-    });
-    let status = UnitStatus {
-        schema: SCHEMA,
-        unit: link.unit.clone(),
-        sent_unix_ns: now_unix_ns(),
-        state: if link.server.burst_counts().1 {
-            "recording"
-        } else {
-            "idle"
-        }
-        .into(),
-        uptime_s: unit.uptime().as_secs_f64(),
-        links: unit.config().links,
-        buffer_fill: totals
-            .iter()
-            .map(|l| l.buffer_fill_frames as f64 / cap)
-            .fold(0.0, f64::max),
-        durable_watermark: totals.iter().map(|l| l.durable_until_timestamp).collect(),
-        bursts_total: total,
-        last_burst: last,
-        missed_triggers: link.book().journal.missed(),
-        export: link.export.as_ref().map(|e| e.progress()),
-    };
+    let missed = link.book().journal.missed();
+    let status = Heartbeat::of(
+        &link.unit,
+        &link.server.status(),
+        missed,
+        link.export.as_ref().map(|e| e.progress()),
+    );
     js.publish(
         status_subject(&link.unit),
         serde_json::to_vec(&status)
@@ -494,7 +469,7 @@ async fn publish_burst_events(js: &jetstream::Context, link: &Link) -> Result<()
     for b in &recent[recent.len() - new..] {
         let detail = serde_json::to_value(b).expect("outcomes serialise");
         let id = &b.burst_id;
-        publish_event(js, link, &b.state, Some(id), Some(id), detail).await?;
+        publish_event(js, link, b.state.name(), Some(id), Some(id), detail).await?;
         link.published.fetch_add(1, Ordering::Relaxed);
     }
     link.published.store(total, Ordering::Relaxed);

@@ -221,130 +221,18 @@ fn throughput_table(title: &str, rows: &[Value]) -> Option<Table> {
     })
 }
 
-/// One piece: the page's tables in the order they appear, each a few declarative lines.
+/// The page's tables in the order they appear: the latency matrix, the join, the kernels, the
+/// application, then the throughput sweeps. A suite without results has no table.
 fn tables(r: &ResultsDir) -> Vec<Table> {
-    let mut t = Vec::new();
-    let lat = r.results("latency");
-    if !lat.is_empty() {
-        t.push(Table {
-            title: "Latency (Yoshioka et al.)".into(),
-            header: vec![
-                "medium",
-                "order",
-                "operation",
-                "bytes",
-                "p50 ns",
-                "p99 ns",
-                "p50 cycles",
-                "GB/s",
-            ],
-            rows: lat
-                .iter()
-                .map(|x| {
-                    vec![
-                        text(x, "medium"),
-                        text(x, "order"),
-                        text(x, "op"),
-                        text(x, "access_bytes"),
-                        text(&x["latency_ns"], "p50"),
-                        text(&x["latency_ns"], "p99"),
-                        text(&x["latency_cycles"], "p50"),
-                        f2(num(x, "throughput_gb_per_s")),
-                    ]
-                })
-                .collect(),
-        });
-    }
-    let join = r.results("join");
-    if !join.is_empty() {
-        t.push(Table {
-            title: "Hash join (Yoshioka et al.)".into(),
-            header: vec![
-                "phase",
-                "lock",
-                "threads",
-                "table in",
-                "M tuples/s",
-                "result checked",
-            ],
-            rows: join
-                .iter()
-                .map(|x| {
-                    vec![
-                        text(x, "phase"),
-                        text(x, "lock"),
-                        text(x, "threads"),
-                        text(x, "placement"),
-                        f2(num(x, "mtuples_per_s")),
-                        if x["verified"] == true { "ok" } else { "WRONG" }.into(),
-                    ]
-                })
-                .collect(),
-        });
-    }
-    let ker = r.results("kernels");
-    if !ker.is_empty() {
-        t.push(Table {
-            title: "Kernels (Mason et al.)".into(),
-            header: vec![
-                "kernel",
-                "n",
-                "arrays in",
-                "pages asked",
-                "pages granted",
-                "s",
-                "GFLOP/s",
-                "result checked",
-            ],
-            rows: ker
-                .iter()
-                .map(|x| {
-                    vec![
-                        text(x, "kernel"),
-                        text(x, "n"),
-                        text(x, "placement"),
-                        crate::plot::human_bytes(num(x, "page_size_bytes")),
-                        if x["page_size_obtained_bytes"].is_null() {
-                            "?".into()
-                        } else {
-                            crate::plot::human_bytes(num(x, "page_size_obtained_bytes"))
-                        },
-                        format!("{:.3}", num(x, "seconds")),
-                        f2(num(x, "gflops")),
-                        if x["verified"] == true { "ok" } else { "WRONG" }.into(),
-                    ]
-                })
-                .collect(),
-        });
-    }
-    let app = r.results("app");
-    if !app.is_empty() {
-        t.push(Table {
-            title: "The DUNE-like application (5568 B frames)".into(),
-            header: vec![
-                "layout",
-                "method",
-                "threads",
-                "total GiB/s",
-                "per thread GiB/s",
-            ],
-            rows: app
-                .iter()
-                .map(|x| {
-                    let per = x["notes"]
-                        .as_array()
-                        .is_some_and(|n| n.iter().any(|s| s == "layout: per-thread"));
-                    vec![
-                        if per { "per-thread" } else { "shared" }.into(),
-                        text(x, "method"),
-                        text(x, "threads"),
-                        f2(num(x, "gib_per_s")),
-                        f2(num(x, "gib_per_s") / num(x, "threads")),
-                    ]
-                })
-                .collect(),
-        });
-    }
+    let mut t: Vec<Table> = [
+        latency_table(r.results("latency")),
+        join_table(r.results("join")),
+        kernels_table(r.results("kernels")),
+        app_table(r.results("app")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     for (suite, title) in [
         ("write", "Persist sweep, first target"),
         ("read", "Read sweep, first target"),
@@ -354,6 +242,127 @@ fn tables(r: &ResultsDir) -> Vec<Table> {
         t.extend(throughput_table(title, r.results(suite)));
     }
     t
+}
+
+fn latency_table(lat: &[Value]) -> Option<Table> {
+    (!lat.is_empty()).then(|| Table {
+        title: "Latency (Yoshioka et al.)".into(),
+        header: vec![
+            "medium",
+            "order",
+            "operation",
+            "bytes",
+            "p50 ns",
+            "p99 ns",
+            "p50 cycles",
+            "GB/s",
+        ],
+        rows: lat
+            .iter()
+            .map(|x| {
+                vec![
+                    text(x, "medium"),
+                    text(x, "order"),
+                    text(x, "op"),
+                    text(x, "access_bytes"),
+                    text(&x["latency_ns"], "p50"),
+                    text(&x["latency_ns"], "p99"),
+                    text(&x["latency_cycles"], "p50"),
+                    f2(num(x, "throughput_gb_per_s")),
+                ]
+            })
+            .collect(),
+    })
+}
+
+fn join_table(join: &[Value]) -> Option<Table> {
+    (!join.is_empty()).then(|| Table {
+        title: "Hash join (Yoshioka et al.)".into(),
+        header: vec![
+            "phase",
+            "lock",
+            "threads",
+            "table in",
+            "M tuples/s",
+            "result checked",
+        ],
+        rows: join
+            .iter()
+            .map(|x| {
+                vec![
+                    text(x, "phase"),
+                    text(x, "lock"),
+                    text(x, "threads"),
+                    text(x, "placement"),
+                    f2(num(x, "mtuples_per_s")),
+                    if x["verified"] == true { "ok" } else { "WRONG" }.into(),
+                ]
+            })
+            .collect(),
+    })
+}
+
+fn kernels_table(ker: &[Value]) -> Option<Table> {
+    (!ker.is_empty()).then(|| Table {
+        title: "Kernels (Mason et al.)".into(),
+        header: vec![
+            "kernel",
+            "n",
+            "arrays in",
+            "pages asked",
+            "pages granted",
+            "s",
+            "GFLOP/s",
+            "result checked",
+        ],
+        rows: ker
+            .iter()
+            .map(|x| {
+                vec![
+                    text(x, "kernel"),
+                    text(x, "n"),
+                    text(x, "placement"),
+                    crate::plot::human_bytes(num(x, "page_size_bytes")),
+                    if x["page_size_obtained_bytes"].is_null() {
+                        "?".into()
+                    } else {
+                        crate::plot::human_bytes(num(x, "page_size_obtained_bytes"))
+                    },
+                    format!("{:.3}", num(x, "seconds")),
+                    f2(num(x, "gflops")),
+                    if x["verified"] == true { "ok" } else { "WRONG" }.into(),
+                ]
+            })
+            .collect(),
+    })
+}
+
+fn app_table(app: &[Value]) -> Option<Table> {
+    (!app.is_empty()).then(|| Table {
+        title: "The DUNE-like application (5568 B frames)".into(),
+        header: vec![
+            "layout",
+            "method",
+            "threads",
+            "total GiB/s",
+            "per thread GiB/s",
+        ],
+        rows: app
+            .iter()
+            .map(|x| {
+                let per = x["notes"]
+                    .as_array()
+                    .is_some_and(|n| n.iter().any(|s| s == "layout: per-thread"));
+                vec![
+                    if per { "per-thread" } else { "shared" }.into(),
+                    text(x, "method"),
+                    text(x, "threads"),
+                    f2(num(x, "gib_per_s")),
+                    f2(num(x, "gib_per_s") / num(x, "threads")),
+                ]
+            })
+            .collect(),
+    })
 }
 
 fn md_table(t: &Table, out: &mut String) {

@@ -34,7 +34,7 @@ pub fn follow_bursts(server: &Arc<Server>, queue: Arc<ExportQueue>) -> std::io::
             let new = (total - seen).min(recent.len() as u64) as usize;
             for b in &recent[recent.len() - new..] {
                 // A burst that could not even be created has nothing to export.
-                if b.state != "error" {
+                if b.state != snbuf_unit::protocol::OutcomeState::Error {
                     queue.push(out.join(&b.burst_id));
                 }
             }

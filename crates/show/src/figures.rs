@@ -82,7 +82,8 @@ fn recorded_pct(b: &crate::link_view::Bin) -> f64 {
     }
 }
 
-/// One piece: the figures in the order the page shows them, each with its caption.
+/// The figures in the order the page shows them, each with its caption: the timeline of every
+/// link, then per link with ADC values its heat map, waveform and channels.
 pub fn draw(dir: &Path, s: &Shown) -> Result<Vec<BurstFigure>, ReportError> {
     let mut f = Figures {
         dir,
@@ -115,10 +116,23 @@ pub fn draw(dir: &Path, s: &Shown) -> Result<Vec<BurstFigure>, ReportError> {
         None,
     )?;
     for l in &s.links {
-        let (Some(adc), Some(wf)) = (&l.adc, &l.waveform) else {
-            continue;
-        };
-        let n = l.link;
+        if let (Some(adc), Some(wf)) = (&l.adc, &l.waveform) {
+            draw_link(&mut f, s, l.link, adc, wf)?;
+        }
+    }
+    Ok(f.out)
+}
+
+/// One link's ADC figures: heat map, waveform (and its zoom), noise and baseline per channel.
+fn draw_link(
+    f: &mut Figures,
+    s: &Shown,
+    n: u32,
+    adc: &crate::link_view::AdcView,
+    wf: &crate::Waveform,
+) -> Result<(), ReportError> {
+    let dir = f.dir;
+    {
         let stem = format!("link-{n}-heat");
         let t = format!("Link {n}: ADC minus baseline, channel x time");
         heat_map(
@@ -215,5 +229,5 @@ pub fn draw(dir: &Path, s: &Shown) -> Result<Vec<BurstFigure>, ReportError> {
             f.line(format!("link-{n}-{what}"), &chart, caption.clone(), Some(n))?;
         }
     }
-    Ok(f.out)
+    Ok(())
 }

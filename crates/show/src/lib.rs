@@ -110,10 +110,9 @@ pub struct Shown {
     pub page: PathBuf,
 }
 
-/// Reads the burst at `dir` and writes its page; `progress(done, total)` in bytes read.
-///
-/// One piece: the links in turn, each read once and then drawn, so that only one link's
-/// reduction is in memory at a time.
+/// Reads the burst at `dir` and writes its page; `progress(done, total)` in bytes read. The
+/// links in turn, each read once and reduced, so that only one link's reduction is in memory at
+/// a time.
 pub fn show(
     dir: &Path,
     opts: &ShowOptions,
@@ -137,16 +136,7 @@ pub fn show(
             });
         }
     }
-    let window = Window {
-        start: trigger.window_start_timestamp,
-        end: trigger
-            .window_end_timestamp
-            .max(trigger.window_start_timestamp + 1),
-        trigger: trigger.trigger_timestamp,
-        clock_hz: reader.layout.clock_hz,
-        columns: opts.columns.max(16),
-        bins: opts.bins.max(4),
-    };
+    let window = window_of(&trigger, reader.layout.clock_hz, opts);
     let links: Vec<u32> = if opts.links.is_empty() {
         reader.links()
     } else {
@@ -176,26 +166,15 @@ pub fn show(
             done += n;
             progress(done, total);
         })?;
-        let (timeline, gaps, frames, expected) = acc.timeline();
-        let adc = acc.adc();
-        let waveform = match (&adc, shape) {
-            (Some(a), Some(s)) => Some(waveform(r, window, s, a, &acc, opts.channel)),
-            _ => None,
-        };
         let record = m.links.iter().find(|x| x.link == link);
-        shown_links.push(LinkShown {
-            link,
-            identity: record.and_then(|x| x.identity),
-            frames,
-            expected_frames: expected,
-            lost_frames_recorded: record.map_or(0, |x| x.lost_frames),
-            timeline,
-            gaps,
-            adc,
-            waveform,
-            skipped,
-        });
+        shown_links.push(link_shown(
+            r, link, record, window, shape, opts, acc, skipped,
+        ));
     }
+    assert!(
+        done <= total,
+        "read {done} of the {total} bytes in the window"
+    );
     let verified = match m.verified {
         Some(v) if v.valid => "yes".to_string(),
         Some(v) => format!("NO ({} problems)", v.problems),
@@ -229,6 +208,52 @@ pub fn show(
     write("index.html", &page::html(&shown, &figures))?;
     shown.page = opts.out_dir.join("index.html");
     Ok(shown)
+}
+
+/// The window shown: the trigger's, at least a tick long, at the resolution asked for.
+fn window_of(trigger: &snbuf_burst::TriggerInfo, clock_hz: u64, opts: &ShowOptions) -> Window {
+    Window {
+        start: trigger.window_start_timestamp,
+        end: trigger
+            .window_end_timestamp
+            .max(trigger.window_start_timestamp + 1),
+        trigger: trigger.trigger_timestamp,
+        clock_hz,
+        columns: opts.columns.max(16),
+        bins: opts.bins.max(4),
+    }
+}
+
+/// One link as shown, from what reading it accumulated.
+#[allow(clippy::too_many_arguments)]
+fn link_shown(
+    r: &LinkReader,
+    link: u32,
+    record: Option<&snbuf_burst::manifest::LinkRecord>,
+    window: Window,
+    shape: Option<AdcShape>,
+    opts: &ShowOptions,
+    acc: LinkAccumulator,
+    skipped: Vec<String>,
+) -> LinkShown {
+    let (timeline, gaps, frames, expected) = acc.timeline();
+    let adc = acc.adc();
+    let waveform = match (&adc, shape) {
+        (Some(a), Some(s)) => Some(waveform(r, window, s, a, &acc, opts.channel)),
+        _ => None,
+    };
+    LinkShown {
+        link,
+        identity: record.and_then(|x| x.identity),
+        frames,
+        expected_frames: expected,
+        lost_frames_recorded: record.map_or(0, |x| x.lost_frames),
+        timeline,
+        gaps,
+        adc,
+        waveform,
+        skipped,
+    }
 }
 
 /// Feeds `acc` the link's frames inside the window from its verified chunks, each chunk's CRC

@@ -23,7 +23,8 @@ fn figure(html: &mut String, f: &BurstFigure) {
     );
 }
 
-/// One piece: the page top to bottom, in the order it reads.
+/// The page top to bottom, in the order it reads: the burst's identity, what was not read, the
+/// timeline and the links' counts, then each link's figures.
 pub fn html(s: &Shown, figures: &[BurstFigure]) -> String {
     let mut h = String::new();
     let _ = write!(
@@ -31,6 +32,22 @@ pub fn html(s: &Shown, figures: &[BurstFigure]) -> String {
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>burst {id}</title>\n<style>\nbody{{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}}\ntable{{border-collapse:collapse;margin:0.5em 0 1.5em}}\ntd,th{{border:1px solid #bbb;padding:3px 8px;text-align:right}}\nth{{background:#eee}}\ntd:first-child,th:first-child,#identity td{{text-align:left}}\nfigure{{margin:1.5em 0}}\nfigure img{{width:100%;border:1px solid #ddd}}\n.warn{{color:#a00}}\n</style>\n</head>\n<body>\n<h1>Burst {id}</h1>\n",
         id = esc(&s.burst_id)
     );
+    identity_table(&mut h, s);
+    skipped_note(&mut h, s);
+    h.push_str("<h2>Frames along the window</h2>\n");
+    for f in figures.iter().filter(|f| f.link.is_none()) {
+        figure(&mut h, f);
+    }
+    links_table(&mut h, s);
+    for l in &s.links {
+        link_section(&mut h, s, l, figures);
+    }
+    h.push_str("<p>The numbers behind every figure: <a href=\"show.json\">show.json</a>.</p>\n</body>\n</html>\n");
+    h
+}
+
+/// Run, unit, state, frame type, window, verdicts and the links' sources.
+fn identity_table(h: &mut String, s: &Shown) {
     let run = s.run_number.map_or("-".into(), |r| r.to_string());
     let unit = s.unit.clone().unwrap_or_else(|| "-".into());
     let sources: Vec<String> = s
@@ -64,6 +81,10 @@ pub fn html(s: &Shown, figures: &[BurstFigure]) -> String {
         let _ = writeln!(h, "<tr><th>{k}</th><td>{}</td></tr>", esc(&v));
     }
     h.push_str("</table>\n");
+}
+
+/// Whether every chunk of the window was read, and if not, what was not.
+fn skipped_note(h: &mut String, s: &Shown) {
     let skipped: Vec<String> = s
         .links
         .iter()
@@ -84,10 +105,10 @@ pub fn html(s: &Shown, figures: &[BurstFigure]) -> String {
         }
         h.push_str("</ul>\n");
     }
-    h.push_str("<h2>Frames along the window</h2>\n");
-    for f in figures.iter().filter(|f| f.link.is_none()) {
-        figure(&mut h, f);
-    }
+}
+
+/// Per link: frames held, expected and missing, the recorder's loss, and the gaps.
+fn links_table(h: &mut String, s: &Shown) {
     h.push_str("<table id=\"links\">\n<tr><th>link</th><th>frames</th><th>expected</th><th>missing</th><th>lost (recorder)</th><th>gaps</th></tr>\n");
     for l in &s.links {
         let gaps: Vec<String> = l
@@ -116,7 +137,11 @@ pub fn html(s: &Shown, figures: &[BurstFigure]) -> String {
         );
     }
     h.push_str("</table>\n");
-    for l in &s.links {
+}
+
+/// One link's section: its figures and its flagged channels.
+fn link_section(h: &mut String, s: &Shown, l: &crate::LinkShown, figures: &[BurstFigure]) {
+    {
         let _ = writeln!(h, "<h2 id=\"link-{0}\">Link {0}</h2>", l.link);
         let Some(adc) = &l.adc else {
             let _ = writeln!(
@@ -124,10 +149,10 @@ pub fn html(s: &Shown, figures: &[BurstFigure]) -> String {
                 "<p>No ADC display: snbuf does not decode the samples of {} frames.</p>",
                 esc(&s.frame_type)
             );
-            continue;
+            return;
         };
         for f in figures.iter().filter(|f| f.link == Some(l.link)) {
-            figure(&mut h, f);
+            figure(h, f);
         }
         let flagged: Vec<_> = adc.channels.iter().filter(|c| c.flag != "ok").collect();
         let _ = writeln!(
@@ -151,6 +176,4 @@ pub fn html(s: &Shown, figures: &[BurstFigure]) -> String {
             h.push_str("</table>\n");
         }
     }
-    h.push_str("<p>The numbers behind every figure: <a href=\"show.json\">show.json</a>.</p>\n</body>\n</html>\n");
-    h
 }

@@ -25,7 +25,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
     // its start); a burst another unit is recording now is left alone.
     let hz = Some(config.clock().hz());
     for b in snbuf_unit::interrupted::recover_all(&config.output_dir, hz) {
-        if b.state == "error" {
+        if b.state == snbuf_unit::protocol::OutcomeState::Error {
             eprintln!(
                 "  {} was interrupted when its unit stopped and could not be recovered (left as it was): {}",
                 b.burst_id,
@@ -226,7 +226,7 @@ fn print_what_was_kept(config: &snbuf_unit::RecordConfig, report: &snbuf_unit::R
             "  ingest      {} frames received, {} dropped by the kernel, {} datagrams refused, {} frames missing by timestamp (socket buffer {}; {})",
             sum(|g| g.frames),
             sum(|g| g.kernel_drops),
-            sum(|g| g.dropped()),
+            sum(|g| g.dropped.total()),
             sum(|g| g.timestamp_gap_frames),
             report
                 .ingest_rcvbuf_bytes

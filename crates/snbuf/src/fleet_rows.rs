@@ -23,7 +23,7 @@ pub fn unit_cells(u: &snbuf_fleet::UnitView) -> Vec<String> {
         if u.missing {
             "MISSING".into()
         } else {
-            s.state.clone()
+            s.state.to_string()
         },
         format!("{:.1} s ago", u.silent_s),
         s.links.to_string(),

@@ -268,7 +268,7 @@ fn draw_unit_past(f: &mut Frame, s: &UnitStatus, past: ratatui::layout::Rect) {
                 .is_some_and(|d| d.join(snbuf_export::EXPORTED).exists());
             Row::new(vec![
                 b.burst_id.clone(),
-                b.state.clone(),
+                b.state.to_string(),
                 b.frames.map_or("-".into(), |f| f.to_string()),
                 b.lost_frames.map_or("-".into(), |f| f.to_string()),
                 if b.valid {

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use snbuf_burst::manifest::{link_of_file_name, MANIFEST_FILE};
 use snbuf_burst::{being_recorded, recover_burst, verify_burst, BurstState, Manifest};
 
-use crate::protocol::BurstOutcome;
+use crate::protocol::{BurstOutcome, OutcomeState};
 
 /// The bursts under `output` that a stopped unit left unsealed: a manifest still `recording`
 /// that no live recorder holds (`snbuf_burst::being_recorded`). Anything else is left as it is:
@@ -77,7 +77,7 @@ pub fn recover_one(dir: &Path, clock_hz: Option<u64>) -> BurstOutcome {
         tracing::error!(burst = %burst_id, "an interrupted burst could not be recovered: {why}");
         BurstOutcome {
             burst_id: burst_id.clone(),
-            state: "error".into(),
+            state: OutcomeState::Error,
             dir: Some(dir.to_path_buf()),
             error: Some(why),
             ..BurstOutcome::default()
@@ -123,7 +123,7 @@ pub fn recover_one(dir: &Path, clock_hz: Option<u64>) -> BurstOutcome {
     );
     BurstOutcome {
         burst_id,
-        state: manifest.state.name().into(),
+        state: OutcomeState::of(manifest.state),
         dir: Some(dir.to_path_buf()),
         frames: Some(frames),
         lost_frames: Some(lost_frames),

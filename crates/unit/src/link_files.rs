@@ -57,6 +57,10 @@ pub(crate) fn link_region(config: &RecordConfig, window_frames: u64) -> LinkRegi
     } else {
         None
     };
+    assert!(
+        stride > 0 && wanted.is_multiple_of(2 << 20),
+        "whole huge pages of whole strides"
+    );
     match room {
         Some(room) if room < wanted => LinkRegion {
             region_bytes: room,
@@ -81,6 +85,7 @@ fn slack_chunks(config: &RecordConfig) -> u64 {
 /// The most window frames a link's file of `region_bytes` holds (the inverse of `link_region`).
 pub(crate) fn frames_fitting(config: &RecordConfig, region_bytes: u64) -> u64 {
     let stride = stride_for(4096, max_payload_bytes(config), 4096);
+    assert!(stride > 0, "a chunk takes some bytes");
     (region_bytes / stride).saturating_sub(slack_chunks(config)) * config.chunk_frames as u64
 }
 
@@ -98,13 +103,19 @@ pub(crate) fn room_to_grow(config: &RecordConfig, region_bytes: u64) -> u64 {
         true => disk.min(memory_room_for_each_link(config, stride).unwrap_or(0)),
         false => disk,
     };
-    region_bytes + more
+    let room = region_bytes + more;
+    debug_assert!(
+        room >= region_bytes,
+        "a file's room to grow is at least what it has"
+    );
+    room
 }
 
 /// Bytes each link's file may take from memory now, whole strides and pages.
 fn memory_room_for_each_link(config: &RecordConfig, stride: u64) -> Option<u64> {
     let available = snbuf_persist::medium::memory_available_bytes()?;
     let usable = available.saturating_sub((available / 10).max(MEMORY_KEPT_FREE_BYTES));
+    assert!(config.links > 0, "a unit has links");
     Some(whole_strides_and_pages(
         config,
         usable / config.links as u64,
@@ -148,7 +159,10 @@ pub(crate) fn disk_room_for_each_link(config: &RecordConfig, stride: u64) -> (u6
 
 fn whole_strides_and_pages(config: &RecordConfig, bytes: u64, stride: u64) -> u64 {
     let page = config.page_size.bytes() as u64;
-    bytes / stride * stride / page * page
+    assert!(stride > 0 && page > 0, "strides and pages of some bytes");
+    let whole = bytes / stride * stride / page * page;
+    debug_assert!(whole <= bytes && whole.is_multiple_of(page));
+    whole
 }
 
 /// Tells the operator, once per process, that a latency buffer could not be registered with

@@ -169,12 +169,54 @@ impl Refusal {
     }
 }
 
+/// How a trigger's burst ended: as its manifest says (`sealed`, `failed`, `recovered`), or
+/// `error` when nothing could be recorded (the outcome's `error` says why).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum OutcomeState {
+    Sealed,
+    Failed,
+    Recovered,
+    #[default]
+    Error,
+}
+
+impl OutcomeState {
+    /// The state as the wire, the metrics and the fleet's events write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            OutcomeState::Sealed => "sealed",
+            OutcomeState::Failed => "failed",
+            OutcomeState::Recovered => "recovered",
+            OutcomeState::Error => "error",
+        }
+    }
+
+    /// The outcome of a burst whose manifest was left in `state` when its recording (or its
+    /// recovery) ended: one still `recording` then was not finished, an error.
+    pub fn of(state: snbuf_burst::BurstState) -> OutcomeState {
+        match state {
+            snbuf_burst::BurstState::Sealed => OutcomeState::Sealed,
+            snbuf_burst::BurstState::Failed => OutcomeState::Failed,
+            snbuf_burst::BurstState::Recovered => OutcomeState::Recovered,
+            snbuf_burst::BurstState::Recording => OutcomeState::Error,
+        }
+    }
+}
+
+impl std::fmt::Display for OutcomeState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// What became of one trigger's burst.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BurstOutcome {
     pub burst_id: String,
-    /// `sealed`, `failed`, `recovered`, or `error` (nothing was recorded: see `error`).
-    pub state: String,
+    pub state: OutcomeState,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dir: Option<std::path::PathBuf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -206,42 +248,8 @@ pub struct BurstOutcome {
 impl BurstOutcome {
     /// Sealed and verified.
     pub fn clean(&self) -> bool {
-        self.state == "sealed" && self.valid
+        self.state == OutcomeState::Sealed && self.valid
     }
-}
-
-/// Datagrams of a link the receiver dropped, by reason.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DroppedDatagrams {
-    pub out_of_order: u64,
-    pub short: u64,
-    pub long: u64,
-    pub bad_version: u64,
-    pub unknown_stream: u64,
-    pub implausible_timestamp: u64,
-}
-
-/// What the network receiver counted for a link.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LinkIngest {
-    pub frames: u64,
-    pub bytes: u64,
-    pub kernel_drops: u64,
-    pub sequence_gap_frames: u64,
-    pub timestamp_gap_frames: u64,
-    pub rerouted: u64,
-    /// Messages received (datagrams or coalesced buffers), those that carried a coalesced
-    /// buffer of several frames (UDP GRO), the system calls that received them, and coalesced
-    /// buffers the kernel cut short.
-    #[serde(default)]
-    pub receives: u64,
-    #[serde(default)]
-    pub coalesced: u64,
-    #[serde(default)]
-    pub receive_calls: u64,
-    #[serde(default)]
-    pub truncated: u64,
-    pub dropped: DroppedDatagrams,
 }
 
 /// One link's figures: the same fields in the status file and in `snbuf status`.
@@ -257,7 +265,8 @@ pub struct LinkStatus {
     pub buffer_fill_frames: u64,
     pub backlog_frames: u64,
     pub failed: bool,
-    pub ingest: Option<LinkIngest>,
+    /// With links from the network: what the receiver counted, as it counts it.
+    pub ingest: Option<snbuf_readout::udp::IngestSnapshot>,
 }
 
 impl From<&LinkCounters> for LinkStatus {
@@ -273,26 +282,7 @@ impl From<&LinkCounters> for LinkStatus {
             buffer_fill_frames: l.buffer_fill_frames,
             backlog_frames: l.backlog_frames,
             failed: l.failed,
-            ingest: l.ingest.map(|g| LinkIngest {
-                frames: g.frames,
-                bytes: g.bytes,
-                kernel_drops: g.kernel_drops,
-                sequence_gap_frames: g.sequence_gap_frames,
-                timestamp_gap_frames: g.timestamp_gap_frames,
-                rerouted: g.rerouted,
-                receives: g.receives,
-                coalesced: g.coalesced,
-                receive_calls: g.receive_calls,
-                truncated: g.truncated,
-                dropped: DroppedDatagrams {
-                    out_of_order: g.out_of_order,
-                    short: g.short,
-                    long: g.long,
-                    bad_version: g.bad_version,
-                    unknown_stream: g.unknown_stream,
-                    implausible_timestamp: g.implausible_timestamp,
-                },
-            }),
+            ingest: l.ingest,
         }
     }
 }
@@ -318,7 +308,7 @@ pub struct IngestStatus {
     pub receive_cpu: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nic: Option<String>,
-    pub links: Vec<Option<LinkIngest>>,
+    pub links: Vec<Option<snbuf_readout::udp::IngestSnapshot>>,
 }
 
 /// The burst being recorded.

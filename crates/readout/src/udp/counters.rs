@@ -39,7 +39,8 @@ pub struct IngestCounters {
     pub truncated: AtomicU64,
 }
 
-/// A link's ingest counters at one moment (`record --json`'s `ingest`, field for field).
+/// A link's ingest counters at one moment, as they go on the wire: `snbuf status`, the status
+/// file, `record --json`'s `ingest` and the metrics all carry this type as it is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct IngestSnapshot {
     pub frames: u64,
@@ -47,17 +48,30 @@ pub struct IngestSnapshot {
     pub kernel_drops: u64,
     pub sequence_gap_frames: u64,
     pub timestamp_gap_frames: u64,
+    pub rerouted: u64,
+    /// Messages received (datagrams or coalesced buffers), those that carried a coalesced
+    /// buffer of several frames (UDP GRO), the system calls that received them, and coalesced
+    /// buffers the kernel cut short.
+    #[serde(default)]
+    pub receives: u64,
+    #[serde(default)]
+    pub coalesced: u64,
+    #[serde(default)]
+    pub receive_calls: u64,
+    #[serde(default)]
+    pub truncated: u64,
+    pub dropped: DroppedDatagrams,
+}
+
+/// Datagrams of a link the receiver dropped, by reason (see `IngestCounters`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DroppedDatagrams {
     pub out_of_order: u64,
     pub short: u64,
     pub long: u64,
     pub bad_version: u64,
     pub unknown_stream: u64,
     pub implausible_timestamp: u64,
-    pub rerouted: u64,
-    pub receives: u64,
-    pub coalesced: u64,
-    pub receive_calls: u64,
-    pub truncated: u64,
 }
 
 impl IngestCounters {
@@ -69,24 +83,26 @@ impl IngestCounters {
             kernel_drops: g(&self.kernel_drops),
             sequence_gap_frames: g(&self.sequence_gap_frames),
             timestamp_gap_frames: g(&self.timestamp_gap_frames),
-            out_of_order: g(&self.out_of_order),
-            short: g(&self.short),
-            long: g(&self.long),
-            bad_version: g(&self.bad_version),
-            unknown_stream: g(&self.unknown_stream),
-            implausible_timestamp: g(&self.implausible_timestamp),
             rerouted: g(&self.rerouted),
             receives: g(&self.receives),
             coalesced: g(&self.coalesced),
             receive_calls: g(&self.receive_calls),
             truncated: g(&self.truncated),
+            dropped: DroppedDatagrams {
+                out_of_order: g(&self.out_of_order),
+                short: g(&self.short),
+                long: g(&self.long),
+                bad_version: g(&self.bad_version),
+                unknown_stream: g(&self.unknown_stream),
+                implausible_timestamp: g(&self.implausible_timestamp),
+            },
         }
     }
 }
 
-impl IngestSnapshot {
-    /// Datagrams that reached snbuf and were dropped.
-    pub fn dropped(&self) -> u64 {
+impl DroppedDatagrams {
+    /// Datagrams that reached snbuf and were dropped, for whatever reason.
+    pub fn total(&self) -> u64 {
         self.out_of_order
             + self.short
             + self.long

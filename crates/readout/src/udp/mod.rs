@@ -50,7 +50,7 @@ mod messages;
 mod receiver;
 mod socket;
 
-pub use counters::{IngestCounters, IngestSnapshot};
+pub use counters::{DroppedDatagrams, IngestCounters, IngestSnapshot};
 use receiver::{nap, Receiver};
 pub use receiver::{DEFAULT_MAX_NAP, DEFAULT_RECEIVE_BATCH};
 pub use socket::stream_router;

@@ -92,7 +92,7 @@ fn a_frame_queued_on_another_links_socket_joins_its_link_in_time_order() {
     }
     assert_eq!(rig.buffers[0].written(), 0);
     let c = rig.counters[1].snapshot();
-    assert_eq!((c.frames, c.rerouted, c.out_of_order), (6, 2, 0));
+    assert_eq!((c.frames, c.rerouted, c.dropped.out_of_order), (6, 2, 0));
     assert_eq!((c.sequence_gap_frames, c.timestamp_gap_frames), (0, 0));
 }
 
@@ -226,7 +226,11 @@ fn a_coalesced_buffer_lands_frame_by_frame_in_consecutive_slots() {
     let c = rig.counters[0].snapshot();
     assert_eq!((c.frames, c.receives, c.coalesced), (6, 1, 1));
     assert_eq!(
-        (c.short, c.sequence_gap_frames, c.timestamp_gap_frames),
+        (
+            c.dropped.short,
+            c.sequence_gap_frames,
+            c.timestamp_gap_frames
+        ),
         (0, 0, 0)
     );
     assert_eq!(rig.buffers[0].written(), 6);
@@ -265,13 +269,13 @@ fn a_short_last_segment_is_counted_and_never_kept() {
     gso_send(&tx, rig.addrs[0], &[frames.concat(), tail].concat(), 7200);
     receive_all(&mut rig, 0);
     let c = rig.counters[0].snapshot();
-    assert_eq!((c.frames, c.short, c.coalesced), (3, 1, 1));
+    assert_eq!((c.frames, c.dropped.short, c.coalesced), (3, 1, 1));
     assert_eq!(rig.buffers[0].written(), 3);
     // Segments of another size than a frame's are none of them frames.
     gso_send(&tx, rig.addrs[0], &frames.concat(), 3600);
     receive_all(&mut rig, 0);
     let c = rig.counters[0].snapshot();
-    assert_eq!((c.frames, c.short), (3, 1 + 6));
+    assert_eq!((c.frames, c.dropped.short), (3, 1 + 6));
     assert_eq!(rig.buffers[0].written(), 3);
 }
 
@@ -287,7 +291,7 @@ fn a_bad_segment_inside_a_coalesced_buffer_is_counted_and_the_rest_kept() {
     gso_send(&tx, rig.addrs[0], &frames.concat(), 7200);
     receive_all(&mut rig, 0);
     let c = rig.counters[0].snapshot();
-    assert_eq!((c.frames, c.bad_version), (4, 1));
+    assert_eq!((c.frames, c.dropped.bad_version), (4, 1));
     assert_eq!(
         c.timestamp_gap_frames, 1,
         "the frame missing from the link is counted"
@@ -323,7 +327,7 @@ fn a_coalesced_buffer_mixing_streams_sends_each_frame_to_its_link() {
     }
     let (c0, c1) = (rig.counters[0].snapshot(), rig.counters[1].snapshot());
     assert_eq!((c0.frames, c1.frames, c1.rerouted), (4, 4, 4));
-    assert_eq!(c1.sequence_gap_frames + c1.out_of_order, 0);
+    assert_eq!(c1.sequence_gap_frames + c1.dropped.out_of_order, 0);
 }
 
 #[test]
@@ -350,7 +354,10 @@ fn full_buffers_come_several_a_call_and_a_short_one_among_them_leaves_no_hole() 
     assert_eq!(c.receive_calls as usize, calls);
     // 9 | 9 + 4 (two asked, the 4 is short) | 9 | 9 + 1 (two asked after a full one).
     assert_eq!(calls, 4, "full buffers share a call");
-    assert_eq!((c.short, c.truncated, c.sequence_gap_frames), (0, 0, 0));
+    assert_eq!(
+        (c.dropped.short, c.truncated, c.sequence_gap_frames),
+        (0, 0, 0)
+    );
     assert_eq!(rig.buffers[0].written(), 41);
     // A short buffer before full ones in one call: 3, then 9 and 9, asked for eight at once.
     // The 9s were received 6 and 15 slots later than they belong, and move down.
@@ -378,5 +385,5 @@ fn an_empty_datagram_is_counted_too_short() {
     tx.send_to(&wibeth_frame(0, 0), rig.addrs[0]).unwrap();
     receive_all(&mut rig, 0);
     let c = rig.counters[0].snapshot();
-    assert_eq!((c.frames, c.short, c.receives), (1, 1, 2));
+    assert_eq!((c.frames, c.dropped.short, c.receives), (1, 1, 2));
 }

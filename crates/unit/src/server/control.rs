@@ -24,8 +24,8 @@ use snbuf_burst::TriggerInfo;
 
 use crate::error::RecordError;
 use crate::protocol::{
-    BurstOutcome, IngestStatus, LinkStatus, RecordingBurst, Refusal, Request, TriggerReply,
-    TriggerRequest, UnitStatus,
+    BurstOutcome, IngestStatus, LinkStatus, OutcomeState, RecordingBurst, Refusal, Request,
+    TriggerReply, TriggerRequest, UnitStatus,
 };
 use crate::recorder::Unit;
 use crate::server::trigger_check::{self, CheckedTrigger, Refusals};
@@ -43,7 +43,7 @@ struct BurstHistory {
     recent: std::collections::VecDeque<BurstOutcome>,
     total: u64,
     /// Bursts by final state (`sealed`, `failed`, `recovered`, `error`), over the whole run.
-    by_state: std::collections::BTreeMap<String, u64>,
+    by_state: std::collections::BTreeMap<OutcomeState, u64>,
     /// Seconds of accepted windows the buffers no longer held (`TriggerInfo::not_buffered_s`).
     not_buffered_s: f64,
 }
@@ -59,7 +59,7 @@ impl BurstHistory {
     /// A burst is over: counted, and kept among the recent ones.
     fn push(&mut self, outcome: BurstOutcome) {
         self.total += 1;
-        *self.by_state.entry(outcome.state.clone()).or_default() += 1;
+        *self.by_state.entry(outcome.state).or_default() += 1;
         if self.recent.len() == MAX_BURSTS_SHOWN {
             self.recent.pop_front();
         }
@@ -166,7 +166,7 @@ impl Server {
                 let mut recovered = 0;
                 for dir in found {
                     let outcome = crate::interrupted::recover_one(&dir, Some(hz));
-                    if outcome.state != "error" {
+                    if outcome.state != OutcomeState::Error {
                         recovered += 1;
                         bursts.lock().expect("bursts").push(outcome);
                     }
@@ -461,7 +461,7 @@ impl Server {
             let outcome = match unit.trigger_answering(&window, first, |_| {}) {
                 Ok(rep) => BurstOutcome {
                     burst_id: id.clone(),
-                    state: rep.manifest.state.name().into(),
+                    state: OutcomeState::of(rep.manifest.state),
                     dir: Some(rep.burst_dir.clone()),
                     frames: Some(rep.frames_recorded),
                     lost_frames: Some(rep.lost_frames),
@@ -489,7 +489,7 @@ impl Server {
                 },
                 Err(e) => BurstOutcome {
                     burst_id: id.clone(),
-                    state: "error".into(),
+                    state: OutcomeState::Error,
                     error: Some(e.to_string()),
                     ..BurstOutcome::default()
                 },
@@ -528,7 +528,10 @@ impl Server {
     pub fn burst_counts(&self) -> (Vec<(String, u64)>, bool) {
         let h = self.bursts.lock().expect("bursts");
         (
-            h.by_state.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+            h.by_state
+                .iter()
+                .map(|(k, v)| (k.name().to_string(), *v))
+                .collect(),
             self.busy.load(Ordering::Acquire),
         )
     }

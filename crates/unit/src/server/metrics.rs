@@ -116,12 +116,12 @@ const INGEST_FAMILIES: &[IngestFamily] = &[
 type DropReason = (&'static str, fn(&IngestSnapshot) -> u64);
 
 const DROP_REASONS: &[DropReason] = &[
-    ("implausible_timestamp", |g| g.implausible_timestamp),
-    ("out_of_order", |g| g.out_of_order),
-    ("short", |g| g.short),
-    ("long", |g| g.long),
-    ("bad_version", |g| g.bad_version),
-    ("unknown_stream", |g| g.unknown_stream),
+    ("implausible_timestamp", |g| g.dropped.implausible_timestamp),
+    ("out_of_order", |g| g.dropped.out_of_order),
+    ("short", |g| g.dropped.short),
+    ("long", |g| g.dropped.long),
+    ("bad_version", |g| g.dropped.bad_version),
+    ("unknown_stream", |g| g.dropped.unknown_stream),
 ];
 
 /// A family of a link's measured clock and rate; None until measured.
