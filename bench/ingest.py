@@ -185,7 +185,8 @@ def snbuf_probe(args, rate_total, n, mode, output=None, method=None, record_extr
                                       if sent and sent["bytes_per_s"] > 0 else None)
     rep["emit_gso"] = sent.get("gso") if sent else None
     if args.verbose:
-        kinds = {k: sum(l[k] for l in ingest) for k in ingest[0]} if ingest else {}
+        flat = [{**{k: v for k, v in l.items() if k != "dropped"}, **l["dropped"]} for l in ingest]
+        kinds = {k: sum(l[k] for l in flat) for k in flat[0]} if flat else {}
         print(f"  snbuf {mode} probe {rate_total / GIB:.2f} GiB/s: {'clean' if clean else 'NOT clean'}; "
               f"sender {sent['max_lag_s'] * 1e3 if sent else -1:.0f} ms behind; lost {rep['lost_frames']}; "
               f"ingest {({k: v for k, v in kinds.items() if v and k not in ('frames', 'bytes')})}",

@@ -327,7 +327,7 @@ def main():
     if args.quick:
         args.steps, args.post, args.repeat = 2, "3s", 1
     # The recorder's default chunk for 5568 B frames: 128 frames, whole 4 KiB blocks
-    # (crates/unit/src/chunking.rs), so bench write moves the same requests.
+    # (crates/unit/src/chunk_cuts.rs), so bench write moves the same requests.
     chunk = 128 * 5568
     args.crc_core_s_per_gib = bare_crc(args)
     writers_label = args.writers or "record's default number of"

@@ -215,7 +215,41 @@ fn chunk_variants(
     let chunks_want: u32 = src
         .chunks(CHUNK_BYTES)
         .fold(0, |a, c| a ^ crc32c::crc32c(c));
-    type Variant<'a> = (String, u32, Box<dyn Fn(&mut [u8], &[u8]) -> u32 + 'a>);
+    for (name, want, per_chunk) in &chunk_variant_list(config, &copy, chunks_want) {
+        step(name);
+        let (w, c) = fastest(
+            config.passes,
+            || {
+                let mut acc = 0;
+                for (d, s) in dst.chunks_mut(CHUNK_BYTES).zip(src.chunks(CHUNK_BYTES)) {
+                    acc ^= per_chunk(d, s);
+                }
+                sfence();
+                acc
+            },
+            *want,
+            name,
+        )?;
+        out.push(result(name.clone(), "dram", src.len() as u64, w, c));
+    }
+    if dst != src {
+        return Err(BenchError::Implausible(
+            "a streaming copy differs from its source".into(),
+        ));
+    }
+    Ok(out)
+}
+
+/// A variant of the chunk measurement: its name, the XOR of the chunks' CRCs it must return (0
+/// for a copy alone), and what it does to each chunk (destination, source).
+type Variant<'a> = (String, u32, Box<dyn Fn(&mut [u8], &[u8]) -> u32 + 'a>);
+
+/// Every variant `chunk_variants` measures, in order.
+fn chunk_variant_list<'a>(
+    config: &ChecksumConfig,
+    copy: &'a StreamingCopy,
+    chunks_want: u32,
+) -> Vec<Variant<'a>> {
     let mut variants: Vec<Variant> = vec![
         (
             "streaming copy alone (no checksum)".into(),
@@ -291,29 +325,11 @@ fn chunk_variants(
             ));
         }
     }
-    for (name, want, per_chunk) in &variants {
-        step(name);
-        let (w, c) = fastest(
-            config.passes,
-            || {
-                let mut acc = 0;
-                for (d, s) in dst.chunks_mut(CHUNK_BYTES).zip(src.chunks(CHUNK_BYTES)) {
-                    acc ^= per_chunk(d, s);
-                }
-                sfence();
-                acc
-            },
-            *want,
-            name,
-        )?;
-        out.push(result(name.clone(), "dram", src.len() as u64, w, c));
-    }
-    if dst != src {
-        return Err(BenchError::Implausible(
-            "a streaming copy differs from its source".into(),
-        ));
-    }
-    Ok(out)
+    assert!(
+        variants.len() >= 3,
+        "the copies alone and the plain checksum are always there"
+    );
+    variants
 }
 
 /// Third, the copy floor of a socket receive.

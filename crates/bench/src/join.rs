@@ -345,8 +345,8 @@ pub fn steps(config: &JoinConfig) -> u64 {
     ((config.locks.len() + 1) * config.threads.len()) as u64
 }
 
-/// One piece: the build and the probe share the table, the inputs and the timing; the phases read
-/// in the order they run, as the paper describes them.
+/// The build under each lock and the probe, at each thread count, over one table and one pair
+/// of inputs, in the order the paper describes them; each result checked.
 pub fn run(
     config: &JoinConfig,
     mut progress: impl FnMut(&str),
@@ -358,24 +358,7 @@ pub fn run(
         ));
     }
     let (buckets, bytes) = Table::bytes_for(config.r_rows);
-    let (region, placement, target) = match &config.target {
-        None => (
-            Region::Dram(AlignedBuf::new(bytes, config.page_size)?),
-            "dram",
-            "anonymous memory".to_string(),
-        ),
-        Some(t) => {
-            let (m, guard) = map_target(t, bytes, config.page_size)?;
-            (
-                Region::File {
-                    mapping: m,
-                    _temp_file: guard,
-                },
-                "target",
-                t.display().to_string(),
-            )
-        }
-    };
+    let (region, placement, target) = table_region(config, bytes)?;
     let base = match &region {
         Region::Dram(b) => b.as_ptr() as *mut u8,
         Region::File { mapping, .. } => mapping.as_ptr(),
@@ -409,25 +392,7 @@ pub fn run(
     };
     for &lock in &config.locks {
         for &threads in &config.threads {
-            table.clear();
-            let giant = GiantLock::new(lock);
-            let next = std::sync::atomic::AtomicUsize::new(0);
-            let t0 = Instant::now();
-            std::thread::scope(|sc| {
-                for part in r.chunks(r.len().div_ceil(threads)) {
-                    let (table, giant, next) = (&table, &giant, &next);
-                    sc.spawn(move || {
-                        for row in part {
-                            giant.with(|| {
-                                let i = next.fetch_add(1, Ordering::Relaxed);
-                                // SAFETY: under the giant lock; `i` < capacity (one per row).
-                                unsafe { table.insert(i, row) };
-                            });
-                        }
-                    });
-                }
-            });
-            let secs = t0.elapsed().as_secs_f64();
+            let secs = timed_build(&table, &r, lock, threads);
             let mut res = result("build", Some(lock), threads, config.r_rows, secs);
             let reachable = table.reachable();
             res.verified = reachable == config.r_rows;
@@ -450,34 +415,7 @@ pub fn run(
         }
     }
     for &threads in &config.threads {
-        let t0 = Instant::now();
-        let parts: Vec<(u64, u64)> = std::thread::scope(|sc| {
-            let handles: Vec<_> = s
-                .chunks(s.len().div_ceil(threads))
-                .map(|part| {
-                    let table = &table;
-                    sc.spawn(move || {
-                        let (mut n, mut sum) = (0u64, 0u64);
-                        for row in part {
-                            if let Some(v) = table.lookup(row.id) {
-                                n += 1;
-                                sum = sum.wrapping_add(pair_sum(v, row));
-                            }
-                            std::hint::black_box(row.key);
-                        }
-                        (n, sum)
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("probe thread"))
-                .collect()
-        });
-        let secs = t0.elapsed().as_secs_f64();
-        let (n, sum) = parts
-            .iter()
-            .fold((0u64, 0u64), |(a, b), (n, s)| (a + n, b.wrapping_add(*s)));
+        let (secs, n, sum) = timed_probe(&table, &s, threads);
         let mut res = result("probe", None, threads, config.s_rows, secs);
         res.matches = Some(n);
         res.expected_matches = Some(want_matches);
@@ -493,7 +431,92 @@ pub fn run(
         progress(&format!("join probe x{threads}"));
     }
     drop(region);
+    assert_eq!(out.len() as u64, steps(config), "a result per step");
     Ok(out)
+}
+
+/// Where the table lives, `bytes` of it: anonymous memory (DRAM) or the target's mapping; with
+/// the placement's name and what it is.
+fn table_region(
+    config: &JoinConfig,
+    bytes: usize,
+) -> std::io::Result<(Region, &'static str, String)> {
+    Ok(match &config.target {
+        None => (
+            Region::Dram(AlignedBuf::new(bytes, config.page_size)?),
+            "dram",
+            "anonymous memory".to_string(),
+        ),
+        Some(t) => {
+            let (m, guard) = map_target(t, bytes, config.page_size)?;
+            (
+                Region::File {
+                    mapping: m,
+                    _temp_file: guard,
+                },
+                "target",
+                t.display().to_string(),
+            )
+        }
+    })
+}
+
+/// Builds the table from `r` on `threads` threads under one giant `lock`; the seconds it took.
+fn timed_build(table: &Table, r: &[RRow], lock: LockKind, threads: usize) -> f64 {
+    assert!(threads > 0, "a build runs on some threads");
+    table.clear();
+    let giant = GiantLock::new(lock);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let t0 = Instant::now();
+    std::thread::scope(|sc| {
+        for part in r.chunks(r.len().div_ceil(threads)) {
+            let (giant, next) = (&giant, &next);
+            sc.spawn(move || {
+                for row in part {
+                    giant.with(|| {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        // SAFETY: under the giant lock; `i` < capacity (one per row).
+                        unsafe { table.insert(i, row) };
+                    });
+                }
+            });
+        }
+    });
+    t0.elapsed().as_secs_f64()
+}
+
+/// Probes the table with `s` on `threads` threads, lock-free: the seconds it took, the matches
+/// and their checksum.
+fn timed_probe(table: &Table, s: &[SRow], threads: usize) -> (f64, u64, u64) {
+    assert!(threads > 0, "a probe runs on some threads");
+    let t0 = Instant::now();
+    let parts: Vec<(u64, u64)> = std::thread::scope(|sc| {
+        let handles: Vec<_> = s
+            .chunks(s.len().div_ceil(threads))
+            .map(|part| {
+                sc.spawn(move || {
+                    let (mut n, mut sum) = (0u64, 0u64);
+                    for row in part {
+                        if let Some(v) = table.lookup(row.id) {
+                            n += 1;
+                            sum = sum.wrapping_add(pair_sum(v, row));
+                        }
+                        std::hint::black_box(row.key);
+                    }
+                    (n, sum)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("probe thread"))
+            .collect()
+    });
+    let secs = t0.elapsed().as_secs_f64();
+    let (n, sum) = parts
+        .iter()
+        .fold((0u64, 0u64), |(a, b), (n, s)| (a + n, b.wrapping_add(*s)));
+    (secs, n, sum)
 }
 
 #[cfg(test)]

@@ -237,152 +237,172 @@ pub fn run(
 }
 
 /// Initialises the arrays as PolyBench does, runs the kernel, returns the sum of its output.
-///
-/// One piece: the kernels as PolyBench writes them, each a loop nest in its own arm.
 fn run_kernel(k: Kernel, data: &mut [f64], n: usize) -> f64 {
-    let nn = n * n;
-    let init = |m: &mut [f64], a: usize, b: usize| {
-        for i in 0..n {
-            for j in 0..n {
-                m[i * n + j] = ((i * j + a) % n) as f64 / (n * b) as f64;
-            }
-        }
-    };
+    assert!(n > 0, "kernels of some size");
     match k {
-        Kernel::Gemm => {
-            let (a, rest) = data.split_at_mut(nn);
-            let (b, c) = rest.split_at_mut(nn);
-            init(a, 1, 1);
-            init(b, 2, 1);
-            init(c, 3, 1);
-            let (alpha, beta) = (1.5, 1.2);
-            for i in 0..n {
-                for j in 0..n {
-                    c[i * n + j] *= beta;
-                }
-                for kk in 0..n {
-                    let aik = alpha * a[i * n + kk];
-                    for j in 0..n {
-                        c[i * n + j] += aik * b[kk * n + j];
-                    }
-                }
-            }
-            c.iter().sum()
-        }
-        Kernel::TwoMm => {
-            let (a, rest) = data.split_at_mut(nn);
-            let (b, rest) = rest.split_at_mut(nn);
-            let (c, rest) = rest.split_at_mut(nn);
-            let (d, tmp) = rest.split_at_mut(nn);
-            init(a, 1, 1);
-            init(b, 1, 2);
-            init(c, 3, 3);
-            init(d, 2, 2);
-            let (alpha, beta) = (1.5, 1.2);
-            tmp[..nn].fill(0.0);
-            for i in 0..n {
-                for kk in 0..n {
-                    let aik = alpha * a[i * n + kk];
-                    for j in 0..n {
-                        tmp[i * n + j] += aik * b[kk * n + j];
-                    }
-                }
-            }
-            for i in 0..n {
-                for j in 0..n {
-                    d[i * n + j] *= beta;
-                }
-                for kk in 0..n {
-                    let t = tmp[i * n + kk];
-                    for j in 0..n {
-                        d[i * n + j] += t * c[kk * n + j];
-                    }
-                }
-            }
-            d.iter().sum()
-        }
-        Kernel::Atax => {
-            let (a, rest) = data.split_at_mut(nn);
-            let (x, rest) = rest.split_at_mut(n);
-            let (y, tmp) = rest.split_at_mut(n);
-            for i in 0..n {
-                x[i] = 1.0 + i as f64 / n as f64;
-                for j in 0..n {
-                    a[i * n + j] = ((i + j) % n) as f64 / (5 * n) as f64;
-                }
-            }
-            y.fill(0.0);
-            for i in 0..n {
-                let mut t = 0.0;
-                for j in 0..n {
-                    t += a[i * n + j] * x[j];
-                }
-                tmp[i] = t;
-                for j in 0..n {
-                    y[j] += a[i * n + j] * t;
-                }
-            }
-            y.iter().sum()
-        }
-        Kernel::Mvt => {
-            let (a, rest) = data.split_at_mut(nn);
-            let (x1, rest) = rest.split_at_mut(n);
-            let (x2, rest) = rest.split_at_mut(n);
-            let (y1, y2) = rest.split_at_mut(n);
-            for i in 0..n {
-                x1[i] = (i % n) as f64 / n as f64;
-                x2[i] = ((i + 1) % n) as f64 / n as f64;
-                y1[i] = ((i + 3) % n) as f64 / n as f64;
-                y2[i] = ((i + 4) % n) as f64 / n as f64;
-                for j in 0..n {
-                    a[i * n + j] = ((i * j) % n) as f64 / n as f64;
-                }
-            }
-            for i in 0..n {
-                for j in 0..n {
-                    x1[i] += a[i * n + j] * y1[j];
-                }
-            }
-            for i in 0..n {
-                for j in 0..n {
-                    x2[j] += a[i * n + j] * y2[i];
-                }
-            }
-            x1.iter().sum::<f64>() + x2.iter().sum::<f64>()
-        }
-        Kernel::Jacobi2d => {
-            let (a, b) = data.split_at_mut(nn);
-            for i in 0..n {
-                for j in 0..n {
-                    a[i * n + j] = (i as f64 * (j + 2) as f64 + 2.0) / n as f64;
-                    b[i * n + j] = (i as f64 * (j + 3) as f64 + 3.0) / n as f64;
-                }
-            }
-            for _ in 0..JACOBI_STEPS {
-                for i in 1..n - 1 {
-                    for j in 1..n - 1 {
-                        b[i * n + j] = 0.2
-                            * (a[i * n + j]
-                                + a[i * n + j - 1]
-                                + a[i * n + j + 1]
-                                + a[(i + 1) * n + j]
-                                + a[(i - 1) * n + j]);
-                    }
-                }
-                for i in 1..n - 1 {
-                    for j in 1..n - 1 {
-                        a[i * n + j] = 0.2
-                            * (b[i * n + j]
-                                + b[i * n + j - 1]
-                                + b[i * n + j + 1]
-                                + b[(i + 1) * n + j]
-                                + b[(i - 1) * n + j]);
-                    }
-                }
-            }
-            a.iter().sum()
+        Kernel::Gemm => gemm(data, n),
+        Kernel::TwoMm => two_mm(data, n),
+        Kernel::Atax => atax(data, n),
+        Kernel::Mvt => mvt(data, n),
+        Kernel::Jacobi2d => jacobi_2d(data, n),
+    }
+}
+
+/// PolyBench's initialisation of an n x n matrix (`a` and `b` vary it by array).
+fn init(m: &mut [f64], n: usize, a: usize, b: usize) {
+    for i in 0..n {
+        for j in 0..n {
+            m[i * n + j] = ((i * j + a) % n) as f64 / (n * b) as f64;
         }
     }
+}
+
+/// C = alpha A B + beta C.
+fn gemm(data: &mut [f64], n: usize) -> f64 {
+    let nn = n * n;
+    let (a, rest) = data.split_at_mut(nn);
+    let (b, c) = rest.split_at_mut(nn);
+    init(a, n, 1, 1);
+    init(b, n, 2, 1);
+    init(c, n, 3, 1);
+    let (alpha, beta) = (1.5, 1.2);
+    for i in 0..n {
+        for j in 0..n {
+            c[i * n + j] *= beta;
+        }
+        for kk in 0..n {
+            let aik = alpha * a[i * n + kk];
+            for j in 0..n {
+                c[i * n + j] += aik * b[kk * n + j];
+            }
+        }
+    }
+    c.iter().sum()
+}
+
+/// D = alpha A B C + beta D, through a temporary.
+fn two_mm(data: &mut [f64], n: usize) -> f64 {
+    let nn = n * n;
+    let (a, rest) = data.split_at_mut(nn);
+    let (b, rest) = rest.split_at_mut(nn);
+    let (c, rest) = rest.split_at_mut(nn);
+    let (d, tmp) = rest.split_at_mut(nn);
+    init(a, n, 1, 1);
+    init(b, n, 1, 2);
+    init(c, n, 3, 3);
+    init(d, n, 2, 2);
+    let (alpha, beta) = (1.5, 1.2);
+    tmp[..nn].fill(0.0);
+    for i in 0..n {
+        for kk in 0..n {
+            let aik = alpha * a[i * n + kk];
+            for j in 0..n {
+                tmp[i * n + j] += aik * b[kk * n + j];
+            }
+        }
+    }
+    for i in 0..n {
+        for j in 0..n {
+            d[i * n + j] *= beta;
+        }
+        for kk in 0..n {
+            let t = tmp[i * n + kk];
+            for j in 0..n {
+                d[i * n + j] += t * c[kk * n + j];
+            }
+        }
+    }
+    d.iter().sum()
+}
+
+/// y = A^T (A x).
+fn atax(data: &mut [f64], n: usize) -> f64 {
+    let nn = n * n;
+    let (a, rest) = data.split_at_mut(nn);
+    let (x, rest) = rest.split_at_mut(n);
+    let (y, tmp) = rest.split_at_mut(n);
+    for i in 0..n {
+        x[i] = 1.0 + i as f64 / n as f64;
+        for j in 0..n {
+            a[i * n + j] = ((i + j) % n) as f64 / (5 * n) as f64;
+        }
+    }
+    y.fill(0.0);
+    for i in 0..n {
+        let mut t = 0.0;
+        for j in 0..n {
+            t += a[i * n + j] * x[j];
+        }
+        tmp[i] = t;
+        for j in 0..n {
+            y[j] += a[i * n + j] * t;
+        }
+    }
+    y.iter().sum()
+}
+
+/// x1 += A y1, x2 += A^T y2.
+fn mvt(data: &mut [f64], n: usize) -> f64 {
+    let nn = n * n;
+    let (a, rest) = data.split_at_mut(nn);
+    let (x1, rest) = rest.split_at_mut(n);
+    let (x2, rest) = rest.split_at_mut(n);
+    let (y1, y2) = rest.split_at_mut(n);
+    for i in 0..n {
+        x1[i] = (i % n) as f64 / n as f64;
+        x2[i] = ((i + 1) % n) as f64 / n as f64;
+        y1[i] = ((i + 3) % n) as f64 / n as f64;
+        y2[i] = ((i + 4) % n) as f64 / n as f64;
+        for j in 0..n {
+            a[i * n + j] = ((i * j) % n) as f64 / n as f64;
+        }
+    }
+    for i in 0..n {
+        for j in 0..n {
+            x1[i] += a[i * n + j] * y1[j];
+        }
+    }
+    for i in 0..n {
+        for j in 0..n {
+            x2[j] += a[i * n + j] * y2[i];
+        }
+    }
+    x1.iter().sum::<f64>() + x2.iter().sum::<f64>()
+}
+
+/// `JACOBI_STEPS` sweeps of a five-point stencil between two grids.
+fn jacobi_2d(data: &mut [f64], n: usize) -> f64 {
+    let nn = n * n;
+    let (a, b) = data.split_at_mut(nn);
+    for i in 0..n {
+        for j in 0..n {
+            a[i * n + j] = (i as f64 * (j + 2) as f64 + 2.0) / n as f64;
+            b[i * n + j] = (i as f64 * (j + 3) as f64 + 3.0) / n as f64;
+        }
+    }
+    for _ in 0..JACOBI_STEPS {
+        for i in 1..n - 1 {
+            for j in 1..n - 1 {
+                b[i * n + j] = 0.2
+                    * (a[i * n + j]
+                        + a[i * n + j - 1]
+                        + a[i * n + j + 1]
+                        + a[(i + 1) * n + j]
+                        + a[(i - 1) * n + j]);
+            }
+        }
+        for i in 1..n - 1 {
+            for j in 1..n - 1 {
+                a[i * n + j] = 0.2
+                    * (b[i * n + j]
+                        + b[i * n + j - 1]
+                        + b[i * n + j + 1]
+                        + b[(i + 1) * n + j]
+                        + b[(i - 1) * n + j]);
+            }
+        }
+    }
+    a.iter().sum()
 }
 
 #[cfg(test)]

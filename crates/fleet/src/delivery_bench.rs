@@ -34,8 +34,8 @@ pub struct DeliveryReport {
     pub mean_ms: f64,
 }
 
-/// One piece: the units, the sender and the collector share one runtime and its channels; the
-/// phases read in the order they run.
+/// `units` units subscribed, then `triggers` triggers published `interval` apart, each unit's
+/// delivery delays collected: on one runtime, in the order they run.
 pub fn run(
     opts: &NatsOptions,
     units: usize,
@@ -68,38 +68,7 @@ pub fn run(
             let opts = opts.clone();
             let hist = hist.clone();
             let ready = ready_tx.clone();
-            tasks.push(tokio::spawn(async move {
-                let c = opts.connect().await.ok()?;
-                let js = jetstream::new(c);
-                let stream = js.get_stream(STREAM).await.ok()?;
-                let consumer = stream
-                    .create_consumer(pull::Config {
-                        durable_name: Some(format!("bench-unit-{i}")),
-                        filter_subject: SUBJECT.into(),
-                        deliver_policy: DeliverPolicy::New,
-                        ack_policy: AckPolicy::Explicit,
-                        ..Default::default()
-                    })
-                    .await
-                    .ok()?;
-                let mut msgs = consumer.messages().await.ok()?;
-                ready.send(()).await.ok()?;
-                let mut got = 0;
-                while got < triggers {
-                    let m = tokio::time::timeout(Duration::from_secs(30), msgs.next())
-                        .await
-                        .ok()??
-                        .ok()?;
-                    let now = now_unix_ns();
-                    if let Ok(t) = serde_json::from_slice::<TriggerMessage>(&m.payload) {
-                        let ns = now.saturating_sub(t.issued_unix_ns).max(1);
-                        let _ = hist.lock().await.record(ns);
-                    }
-                    let _ = m.ack().await;
-                    got += 1;
-                }
-                Some(got)
-            }));
+            tasks.push(tokio::spawn(bench_unit(opts, i, triggers, hist, ready)));
         }
         drop(ready_tx);
         let mut subscribed = 0;
@@ -149,4 +118,46 @@ pub fn run(
             mean_ms: h.mean() / 1e6,
         })
     })
+}
+
+/// Unit `i` of the bench: subscribed (said on `ready`), then the delay of each of `triggers`
+/// triggers recorded in `hist`; how many it received (None: it could not subscribe, or one
+/// did not come within 30 s).
+async fn bench_unit(
+    opts: NatsOptions,
+    i: usize,
+    triggers: usize,
+    hist: Arc<tokio::sync::Mutex<Histogram<u64>>>,
+    ready: tokio::sync::mpsc::Sender<()>,
+) -> Option<usize> {
+    let c = opts.connect().await.ok()?;
+    let js = jetstream::new(c);
+    let stream = js.get_stream(STREAM).await.ok()?;
+    let consumer = stream
+        .create_consumer(pull::Config {
+            durable_name: Some(format!("bench-unit-{i}")),
+            filter_subject: SUBJECT.into(),
+            deliver_policy: DeliverPolicy::New,
+            ack_policy: AckPolicy::Explicit,
+            ..Default::default()
+        })
+        .await
+        .ok()?;
+    let mut msgs = consumer.messages().await.ok()?;
+    ready.send(()).await.ok()?;
+    let mut got = 0;
+    while got < triggers {
+        let m = tokio::time::timeout(Duration::from_secs(30), msgs.next())
+            .await
+            .ok()??
+            .ok()?;
+        let now = now_unix_ns();
+        if let Ok(t) = serde_json::from_slice::<TriggerMessage>(&m.payload) {
+            let ns = now.saturating_sub(t.issued_unix_ns).max(1);
+            let _ = hist.lock().await.record(ns);
+        }
+        let _ = m.ack().await;
+        got += 1;
+    }
+    Some(got)
 }

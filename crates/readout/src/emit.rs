@@ -101,17 +101,14 @@ pub enum EmitError {
 }
 
 /// Sends until `config.duration` has passed or `stop` is set; `progress` is told the frames
-/// sent so far (all links) about once a second.
-///
-/// One piece: the sender's paced loop, whose state (each link's schedule, the batches, the
-/// counters) every step shares.
+/// sent so far (all links) about once a second. The paced loop is one piece: its state (each
+/// link's schedule, the batches, the counters) every step shares.
 pub fn emit(
     config: &EmitConfig,
     stop: &AtomicBool,
     mut progress: impl FnMut(u64, Duration),
 ) -> Result<EmitReport, EmitError> {
     let t = config.frame_type;
-    let layout = t.layout();
     if config.payloads.is_empty() {
         return Err(EmitError::Config("no link to send".into()));
     }
@@ -120,41 +117,17 @@ pub fn emit(
     }
     let clock = DetectorClock::of(t);
     let step = clock.frame_step_ticks(config.frames_per_s_per_link);
-    let mut gens = Vec::new();
-    for (link, p) in config.payloads.iter().enumerate() {
-        let mut g = FrameGen::new(t, link as u32, p)?.with_frame_step(step);
-        if let (Payload::Emulated, Some(&stream), HeaderKind::DaqEth) =
-            (p, config.streams.get(link), layout.header)
-        {
-            g.set_stream(stream);
-        }
-        gens.push(g);
-    }
+    let mut gens = generators(config, step)?;
     let socket_err = |cause| EmitError::Socket {
         to: config.to,
         cause,
     };
-    let bind: SocketAddr = if config.to.is_ipv4() {
-        "0.0.0.0:0".parse().expect("an address")
-    } else {
-        "[::]:0".parse().expect("an address")
-    };
-    if let Some(cpu) = config.cpu {
-        snbuf_platform::cpu::pin_current_thread(cpu).map_err(socket_err)?;
-    }
-    let socket = UdpSocket::bind(bind).map_err(socket_err)?;
-    socket.connect(config.to).map_err(socket_err)?;
-    let fb = layout.frame_bytes as usize;
+    let socket = connected_socket(config).map_err(socket_err)?;
+    let fb = t.frame_bytes() as usize;
     let fps = clock.frames_per_s(step);
     let (start, first_ts) = clock_from_epoch(clock, step, config.clock_offset_s);
     let links = gens.len();
-    let mut digests: Vec<LinkDigest> = (0..links)
-        .map(|l| LinkDigest {
-            link: l as u32,
-            stream_id: config.streams.get(l).copied(),
-            ..LinkDigest::default()
-        })
-        .collect();
+    let mut digests = empty_digests(config);
     let mut crcs: Vec<crc_fast::Digest> = (0..links)
         .map(|_| crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi))
         .collect();
@@ -162,12 +135,7 @@ pub fn emit(
     // for PAYLOAD_VARIANTS calls, so a run holds at most that many frames per link. A run is
     // one GSO send; without GSO its frames are messages of their own, BATCH at most in all.
     let mut sender = Sender::new(socket, fb, config.gso);
-    let run_max = if config.gso {
-        (MAX_GSO_BYTES / fb).clamp(1, MAX_GSO_SEGMENTS)
-    } else {
-        (BATCH / links).max(1)
-    }
-    .min(PAYLOAD_VARIANTS as usize);
+    let run_max = run_max(config.gso, fb, links);
     let mut runs: Vec<Vec<*const u8>> = vec![Vec::with_capacity(run_max); links];
     let cpu0 = snbuf_platform::cpu::thread_cpu_seconds();
     let (mut sent, mut next, mut errors) = (0u64, 0u64, 0u64);
@@ -235,6 +203,61 @@ pub fn emit(
         send_calls: sender.calls,
         cpu_s: snbuf_platform::cpu::thread_cpu_seconds() - cpu0,
     })
+}
+
+/// The most frames of a link one send carries: a GSO send's segments, or without GSO its share
+/// of a batch of messages; never more than a generator keeps unchanged.
+fn run_max(gso: bool, frame_bytes: usize, links: usize) -> usize {
+    assert!(frame_bytes > 0 && links > 0);
+    let most = if gso {
+        (MAX_GSO_BYTES / frame_bytes).clamp(1, MAX_GSO_SEGMENTS)
+    } else {
+        (BATCH / links).max(1)
+    };
+    most.min(PAYLOAD_VARIANTS as usize)
+}
+
+/// Each link's digest before anything is sent.
+fn empty_digests(config: &EmitConfig) -> Vec<LinkDigest> {
+    (0..config.payloads.len())
+        .map(|l| LinkDigest {
+            link: l as u32,
+            stream_id: config.streams.get(l).copied(),
+            ..LinkDigest::default()
+        })
+        .collect()
+}
+
+/// Each link's frame generator, on the sender's step, its stream set where the frames carry one.
+fn generators(config: &EmitConfig, step: u64) -> Result<Vec<FrameGen>, EmitError> {
+    let layout = config.frame_type.layout();
+    let mut gens = Vec::new();
+    for (link, p) in config.payloads.iter().enumerate() {
+        let mut g = FrameGen::new(config.frame_type, link as u32, p)?.with_frame_step(step);
+        if let (Payload::Emulated, Some(&stream), HeaderKind::DaqEth) =
+            (p, config.streams.get(link), layout.header)
+        {
+            g.set_stream(stream);
+        }
+        gens.push(g);
+    }
+    assert_eq!(gens.len(), config.payloads.len(), "a generator per link");
+    Ok(gens)
+}
+
+/// A UDP socket connected to the receiver, this thread pinned first where asked.
+fn connected_socket(config: &EmitConfig) -> std::io::Result<UdpSocket> {
+    let bind: SocketAddr = if config.to.is_ipv4() {
+        "0.0.0.0:0".parse().expect("an address")
+    } else {
+        "[::]:0".parse().expect("an address")
+    };
+    if let Some(cpu) = config.cpu {
+        snbuf_platform::cpu::pin_current_thread(cpu)?;
+    }
+    let socket = UdpSocket::bind(bind)?;
+    socket.connect(config.to)?;
+    Ok(socket)
 }
 
 /// The sending socket, and how it sends.

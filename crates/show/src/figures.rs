@@ -132,102 +132,110 @@ fn draw_link(
     wf: &crate::Waveform,
 ) -> Result<(), ReportError> {
     let dir = f.dir;
-    {
-        let stem = format!("link-{n}-heat");
-        let t = format!("Link {n}: ADC minus baseline, channel x time");
-        heat_map(
-            dir,
-            &stem,
-            &HeatMap {
-                title: &t,
-                x_label: "time from the trigger (s)",
-                y_label: "channel",
-                x_range: s.window_s,
-                y_range: (0.0, adc.channels.len() as f64),
-                values: adc.heat.clone(),
-                scale: finite_abs_max(adc.heat.iter().flatten().copied()).max(1.0),
-                value_label: "ADC - baseline",
-            },
-        )?;
-        f.out.push(BurstFigure {
-            stem,
-            title: t,
-            caption: format!("Every channel's samples over the window, decimated to {} columns keeping each column's value farthest from the channel's baseline, so a one-sample spike still shows. Grey: no data (a gap).", wf.column_s.len()),
-            link: Some(n),
-        });
-        let envelope = |name: &str, v: &Vec<f64>| Series {
-            name: name.into(),
-            points: wf
-                .column_s
-                .iter()
-                .zip(v)
-                .filter(|(_, y)| y.is_finite())
-                .map(|(x, y)| (*x, *y))
-                .collect(),
-        };
+    let stem = format!("link-{n}-heat");
+    let t = format!("Link {n}: ADC minus baseline, channel x time");
+    heat_map(
+        dir,
+        &stem,
+        &HeatMap {
+            title: &t,
+            x_label: "time from the trigger (s)",
+            y_label: "channel",
+            x_range: s.window_s,
+            y_range: (0.0, adc.channels.len() as f64),
+            values: adc.heat.clone(),
+            scale: finite_abs_max(adc.heat.iter().flatten().copied()).max(1.0),
+            value_label: "ADC - baseline",
+        },
+    )?;
+    f.out.push(BurstFigure {
+        stem,
+        title: t,
+        caption: format!("Every channel's samples over the window, decimated to {} columns keeping each column's value farthest from the channel's baseline, so a one-sample spike still shows. Grey: no data (a gap).", wf.column_s.len()),
+        link: Some(n),
+    });
+    let envelope = |name: &str, v: &Vec<f64>| Series {
+        name: name.into(),
+        points: wf
+            .column_s
+            .iter()
+            .zip(v)
+            .filter(|(_, y)| y.is_finite())
+            .map(|(x, y)| (*x, *y))
+            .collect(),
+    };
+    f.signal(
+        format!("link-{n}-waveform"),
+        &format!("Link {n}, channel {}: waveform", wf.channel),
+        vec![
+            envelope("largest per column", &wf.high),
+            envelope("smallest per column", &wf.low),
+        ],
+        format!(
+            "Channel {} ({}), baseline {:.0} ADC: its range in each column over the window.",
+            wf.channel, wf.chosen, wf.baseline
+        ),
+        n,
+    )?;
+    if !wf.zoom.is_empty() {
         f.signal(
-            format!("link-{n}-waveform"),
-            &format!("Link {n}, channel {}: waveform", wf.channel),
-            vec![
-                envelope("largest per column", &wf.high),
-                envelope("smallest per column", &wf.low),
-            ],
-            format!(
-                "Channel {} ({}), baseline {:.0} ADC: its range in each column over the window.",
-                wf.channel, wf.chosen, wf.baseline
+            format!("link-{n}-zoom"),
+            &format!(
+                "Link {n}, channel {}: around its largest excursion",
+                wf.channel
             ),
+            vec![Series {
+                name: format!("channel {}", wf.channel),
+                points: wf.zoom.clone(),
+            }],
+            "Every sample near the excursion, at full resolution.".into(),
             n,
         )?;
-        if !wf.zoom.is_empty() {
-            f.signal(
-                format!("link-{n}-zoom"),
-                &format!(
-                    "Link {n}, channel {}: around its largest excursion",
-                    wf.channel
-                ),
-                vec![Series {
-                    name: format!("channel {}", wf.channel),
-                    points: wf.zoom.clone(),
-                }],
-                "Every sample near the excursion, at full resolution.".into(),
-                n,
-            )?;
-        }
-        let flagged: Vec<String> = adc
-            .channels
-            .iter()
-            .filter(|c| c.flag != "ok")
-            .map(|c| format!("{} ({})", c.channel, c.flag))
-            .collect();
-        let caption = if flagged.is_empty() {
-            "No channel dead or noisy.".to_string()
-        } else {
-            format!("Flagged: {}.", flagged.join(", "))
+    }
+    draw_channels(f, n, adc)?;
+    Ok(())
+}
+
+/// A link's noise and baseline per channel, captioned with its flagged channels.
+fn draw_channels(
+    f: &mut Figures,
+    n: u32,
+    adc: &crate::link_view::AdcView,
+) -> Result<(), ReportError> {
+    let flagged: Vec<String> = adc
+        .channels
+        .iter()
+        .filter(|c| c.flag != "ok")
+        .map(|c| format!("{} ({})", c.channel, c.flag))
+        .collect();
+    let caption = if flagged.is_empty() {
+        "No channel dead or noisy.".to_string()
+    } else {
+        format!("Flagged: {}.", flagged.join(", "))
+    };
+    let per_channel: [(&str, &str, ChannelValue); 2] = [
+        ("noise", "RMS (ADC)", |c| c.rms),
+        ("baseline", "median (ADC)", |c| c.baseline),
+    ];
+    for (what, unit, value) in per_channel {
+        let chart = LineChart {
+            title: &format!("Link {n}: {what} per channel"),
+            x_label: "channel",
+            y_label: unit,
+            log2_x: false,
+            y_range: None,
+            markers: true,
+            series: vec![Series {
+                name: what.into(),
+                points: adc
+                    .channels
+                    .iter()
+                    .filter(|c| c.samples > 0)
+                    .map(|c| (c.channel as f64, value(c)))
+                    .collect(),
+            }],
         };
-        let per_channel: [(&str, &str, ChannelValue); 2] = [
-            ("noise", "RMS (ADC)", |c| c.rms),
-            ("baseline", "median (ADC)", |c| c.baseline),
-        ];
-        for (what, unit, value) in per_channel {
-            let chart = LineChart {
-                title: &format!("Link {n}: {what} per channel"),
-                x_label: "channel",
-                y_label: unit,
-                log2_x: false,
-                y_range: None,
-                markers: true,
-                series: vec![Series {
-                    name: what.into(),
-                    points: adc
-                        .channels
-                        .iter()
-                        .filter(|c| c.samples > 0)
-                        .map(|c| (c.channel as f64, value(c)))
-                        .collect(),
-                }],
-            };
-            f.line(format!("link-{n}-{what}"), &chart, caption.clone(), Some(n))?;
-        }
+        f.line(format!("link-{n}-{what}"), &chart, caption.clone(), Some(n))?;
     }
     Ok(())
 }

@@ -141,39 +141,37 @@ fn links_table(h: &mut String, s: &Shown) {
 
 /// One link's section: its figures and its flagged channels.
 fn link_section(h: &mut String, s: &Shown, l: &crate::LinkShown, figures: &[BurstFigure]) {
-    {
-        let _ = writeln!(h, "<h2 id=\"link-{0}\">Link {0}</h2>", l.link);
-        let Some(adc) = &l.adc else {
-            let _ = writeln!(
-                h,
-                "<p>No ADC display: snbuf does not decode the samples of {} frames.</p>",
-                esc(&s.frame_type)
-            );
-            return;
-        };
-        for f in figures.iter().filter(|f| f.link == Some(l.link)) {
-            figure(h, f);
-        }
-        let flagged: Vec<_> = adc.channels.iter().filter(|c| c.flag != "ok").collect();
+    let _ = writeln!(h, "<h2 id=\"link-{0}\">Link {0}</h2>", l.link);
+    let Some(adc) = &l.adc else {
         let _ = writeln!(
             h,
-            "<p>{} channels, samples {:.2} ticks apart; {} flagged (dead: RMS below {} ADC; noisy: RMS above {} times the link's median).</p>",
-            adc.channels.len(),
-            adc.ticks_per_sample,
-            flagged.len(),
-            crate::link_view::DEAD_RMS,
-            crate::link_view::NOISY_FACTOR
+            "<p>No ADC display: snbuf does not decode the samples of {} frames.</p>",
+            esc(&s.frame_type)
         );
-        if !flagged.is_empty() {
-            h.push_str("<table class=\"flagged\">\n<tr><th>channel</th><th>flag</th><th>baseline</th><th>RMS</th></tr>\n");
-            for c in flagged {
-                let _ = writeln!(
-                    h,
-                    "<tr><td>{}</td><td>{}</td><td>{:.0}</td><td>{:.2}</td></tr>",
-                    c.channel, c.flag, c.baseline, c.rms
-                );
-            }
-            h.push_str("</table>\n");
+        return;
+    };
+    for f in figures.iter().filter(|f| f.link == Some(l.link)) {
+        figure(h, f);
+    }
+    let flagged: Vec<_> = adc.channels.iter().filter(|c| c.flag != "ok").collect();
+    let _ = writeln!(
+        h,
+        "<p>{} channels, samples {:.2} ticks apart; {} flagged (dead: RMS below {} ADC; noisy: RMS above {} times the link's median).</p>",
+        adc.channels.len(),
+        adc.ticks_per_sample,
+        flagged.len(),
+        crate::link_view::DEAD_RMS,
+        crate::link_view::NOISY_FACTOR
+    );
+    if !flagged.is_empty() {
+        h.push_str("<table class=\"flagged\">\n<tr><th>channel</th><th>flag</th><th>baseline</th><th>RMS</th></tr>\n");
+        for c in flagged {
+            let _ = writeln!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td>{:.0}</td><td>{:.2}</td></tr>",
+                c.channel, c.flag, c.baseline, c.rms
+            );
         }
+        h.push_str("</table>\n");
     }
 }

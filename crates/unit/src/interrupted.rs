@@ -112,7 +112,7 @@ pub fn recover_one(dir: &Path, clock_hz: Option<u64>) -> BurstOutcome {
             .unwrap_or(0) as f64
             * s
     });
-    tracing::warn!(
+    tracing::info!(
         burst = %burst_id,
         frames,
         lost_frames,

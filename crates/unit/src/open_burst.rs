@@ -73,7 +73,7 @@ pub(crate) fn open_burst(
     let opened = open_new(config, spec, &plan, sources)?;
     assert!(
         opened.region_bytes <= plan.region_bytes,
-        "files no larger than planned"
+        "files no larger than planned (the space check's answer is capped at the plan)"
     );
     Ok(opened)
 }
@@ -147,14 +147,19 @@ fn open_new(
             cause: PersistError::NoSpace { .. },
             ..
         }) => {
+            // No larger than planned: a shortage that passed (another writer freed space) is
+            // no reason for larger files.
             let (fits, tightest) = disk_room_for_each_link(config, stride);
+            let fits = fits.min(plan.region_bytes);
             if fits == 0 {
                 return Err(RecordError::NoSpace {
                     dir: config.output_dir.clone(),
                 });
             }
-            say_window_cut(&tightest, fits, plan.wanted_bytes, Limit::Disk);
-            cut_to_bytes_per_link = Some(fits);
+            if fits < plan.region_bytes {
+                say_window_cut(&tightest, fits, plan.wanted_bytes, Limit::Disk);
+                cut_to_bytes_per_link = Some(fits);
+            }
             region_bytes = fits;
             create(fits)?
         }

@@ -126,9 +126,8 @@ struct Batch {
 /// Beats on `watch` each round; once the watchdog gave this writer up (it was stuck in a call
 /// longer than allowed, and the burst was sealed without it), it returns at once.
 ///
-/// One piece: the writer's round (turns, the device waits youngest first, the flushes, the
-/// sleep) is one schedule over all its links; split, its order would be spread over several
-/// functions that each need all of it.
+/// The writer's round (turns, the device waits youngest first, the flushes, the sleep) is one
+/// schedule over all its links, kept in this one function so that its order reads in one place.
 pub(crate) fn write_window(
     links: Vec<DynLink>,
     bufs: &[LatencyBuffer],
@@ -136,25 +135,12 @@ pub(crate) fn write_window(
     job: &WindowJob,
     watch: &WriterWatch,
 ) -> Vec<DynLink> {
-    let mut work: Vec<LinkWork> = links
-        .into_iter()
-        .zip(bufs)
-        .enumerate()
-        .map(|(index, (lw, buf))| {
-            let live = &live[lw.link() as usize];
-            LinkWork {
-                lw,
-                index,
-                watch,
-                held: buf.held_memory(),
-                buf,
-                live,
-                c: Cursor::default(),
-                started: None,
-                in_flight_since: None,
-            }
-        })
-        .collect();
+    assert_eq!(
+        links.len(),
+        bufs.len(),
+        "a buffer per link, in the same order"
+    );
+    let mut work = link_works(links, bufs, live, watch);
     let mut order: Vec<usize> = Vec::with_capacity(work.len());
     while work.iter().any(|w| !w.c.done) {
         watch.beat();
@@ -234,6 +220,32 @@ pub(crate) fn write_window(
         w.finish(job);
     }
     work.into_iter().map(|w| w.lw).collect()
+}
+
+/// Each link's work: its writer, its buffer (held while a device may read from it), its live
+/// counters, and a cursor at the window's start.
+fn link_works<'a>(
+    links: Vec<DynLink>,
+    bufs: &'a [LatencyBuffer],
+    live: &'a [LiveLink],
+    watch: &'a WriterWatch,
+) -> Vec<LinkWork<'a>> {
+    links
+        .into_iter()
+        .zip(bufs)
+        .enumerate()
+        .map(|(index, (lw, buf))| LinkWork {
+            live: &live[lw.link() as usize],
+            lw,
+            index,
+            watch,
+            held: buf.held_memory(),
+            buf,
+            c: Cursor::default(),
+            started: None,
+            in_flight_since: None,
+        })
+        .collect()
 }
 
 /// The links with a write or flush in flight, the one started last first.

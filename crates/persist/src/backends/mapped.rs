@@ -55,45 +55,10 @@ pub struct MappedSink {
 }
 
 impl MappedSink {
-    /// One piece: each check on the way to a mapping (CPU instructions, DAX, file size, mapping
-    /// flags) refuses with its own reason before anything is mapped.
+    /// Each check on the way to a mapping (CPU instructions, DAX, file size, mapping flags)
+    /// refuses with its own reason before anything is mapped.
     pub fn open(config: &SinkConfig) -> Result<Self> {
-        let cpu = CpuFeatures::detect();
-        let unsupported = |why: &str| PersistError::Unsupported {
-            method: config.method,
-            why: why.to_string(),
-        };
-        let need = |instr: FlushInstr| {
-            if cpu.has(instr) {
-                Ok(instr)
-            } else {
-                Err(unsupported(&format!("this CPU has no {}", instr.name())))
-            }
-        };
-        let store = match config.method {
-            Method::Nt => {
-                let path = cpu
-                    .simd_path()
-                    .ok_or_else(|| unsupported("non-temporal stores need x86-64"))?;
-                Store::Nt {
-                    path,
-                    edge: cpu
-                        .best_flush()
-                        .ok_or_else(|| unsupported("no cache-line flush instruction"))?,
-                    #[cfg(target_arch = "x86_64")]
-                    copy: snbuf_platform::instructions::copy_nt_fn(path),
-                    copy_crc: crate::nt_crc::copy_nt_crc_fn(),
-                }
-            }
-            Method::Clwb => Store::Flush(need(FlushInstr::Clwb)?),
-            Method::Clflushopt => Store::Flush(need(FlushInstr::Clflushopt)?),
-            Method::Clflush => Store::Flush(need(FlushInstr::Clflush)?),
-            Method::Msync => Store::Plain,
-            #[cfg(feature = "pmdk")]
-            Method::Pmdk => Store::Pmdk,
-            other => return Err(unsupported(&format!("{other} is not a mapped method"))),
-        };
-
+        let store = store_for(config)?;
         let file = open_target(config, 0)?;
         let medium =
             medium::probe(&config.path).map_err(|e| PersistError::io("probe", &config.path, e))?;
@@ -107,52 +72,10 @@ impl MappedSink {
             config.prefault && config.populate,
         )
         .map_err(|e| PersistError::io("mmap", &config.path, e))?;
-
         let mut notes = Vec::new();
-        let (durability, msync_at_persist) = match (map.kind(), config.method, medium.volatile) {
-            (_, Method::Msync, true) => (Durability::Volatile, true),
-            (_, Method::Msync, false) => (Durability::Msync, true),
-            (MapKind::Sync, _, _) => (Durability::MapSync, false),
-            (MapKind::Shared, _, true) => {
-                notes.push(format!(
-                    "{} is not persistent memory and keeps data in RAM only: this measures the \
-                     instruction path, nothing here survives power loss",
-                    medium.fs_type
-                ));
-                (Durability::Volatile, false)
-            }
-            (MapKind::Shared, _, false) => {
-                notes.push(format!(
-                    "{} refused MAP_SYNC (not DAX): not persistent memory; msync of the written \
-                     range makes data durable",
-                    medium.fs_type
-                ));
-                (Durability::Msync, true)
-            }
-        };
-        let instruction_path = match store {
-            Store::Nt {
-                path,
-                edge,
-                copy_crc,
-                ..
-            } => {
-                notes.push(format!(
-                    "non-temporal stores use {path} (widest the CPU has); partial lines use {}; \
-                     the recorder's chunk CRC is {}",
-                    edge.name(),
-                    match copy_crc {
-                        Some(_) => "folded in as the copy loads (VPCLMULQDQ)",
-                        None => "taken after the copy (no VPCLMULQDQ)",
-                    }
-                ));
-                path.name().to_string()
-            }
-            Store::Flush(f) => f.name().to_string(),
-            Store::Plain => "memcpy".to_string(),
-            #[cfg(feature = "pmdk")]
-            Store::Pmdk => "libpmem".to_string(),
-        };
+        let (durability, msync_at_persist) =
+            durability_of(map.kind(), config.method, &medium, &mut notes);
+        let instruction_path = instruction_path(store, &mut notes);
         let pages = map.pages_obtained().ok();
         Ok(MappedSink {
             map,
@@ -175,6 +98,104 @@ impl MappedSink {
                 notes,
             },
         })
+    }
+}
+
+/// How `config.method` stores to the mapping, refused where this CPU lacks its instructions.
+fn store_for(config: &SinkConfig) -> Result<Store> {
+    let cpu = CpuFeatures::detect();
+    let unsupported = |why: &str| PersistError::Unsupported {
+        method: config.method,
+        why: why.to_string(),
+    };
+    let need = |instr: FlushInstr| {
+        if cpu.has(instr) {
+            Ok(instr)
+        } else {
+            Err(unsupported(&format!("this CPU has no {}", instr.name())))
+        }
+    };
+    let store = match config.method {
+        Method::Nt => {
+            let path = cpu
+                .simd_path()
+                .ok_or_else(|| unsupported("non-temporal stores need x86-64"))?;
+            Store::Nt {
+                path,
+                edge: cpu
+                    .best_flush()
+                    .ok_or_else(|| unsupported("no cache-line flush instruction"))?,
+                #[cfg(target_arch = "x86_64")]
+                copy: snbuf_platform::instructions::copy_nt_fn(path),
+                copy_crc: crate::nt_crc::copy_nt_crc_fn(),
+            }
+        }
+        Method::Clwb => Store::Flush(need(FlushInstr::Clwb)?),
+        Method::Clflushopt => Store::Flush(need(FlushInstr::Clflushopt)?),
+        Method::Clflush => Store::Flush(need(FlushInstr::Clflush)?),
+        Method::Msync => Store::Plain,
+        #[cfg(feature = "pmdk")]
+        Method::Pmdk => Store::Pmdk,
+        other => return Err(unsupported(&format!("{other} is not a mapped method"))),
+    };
+    Ok(store)
+}
+
+/// What a persist achieves on this mapping (and whether it must msync), with the notes that
+/// say why.
+fn durability_of(
+    kind: MapKind,
+    method: Method,
+    medium: &medium::Medium,
+    notes: &mut Vec<String>,
+) -> (Durability, bool) {
+    match (kind, method, medium.volatile) {
+        (_, Method::Msync, true) => (Durability::Volatile, true),
+        (_, Method::Msync, false) => (Durability::Msync, true),
+        (MapKind::Sync, _, _) => (Durability::MapSync, false),
+        (MapKind::Shared, _, true) => {
+            notes.push(format!(
+                "{} is not persistent memory and keeps data in RAM only: this measures the \
+                 instruction path, nothing here survives power loss",
+                medium.fs_type
+            ));
+            (Durability::Volatile, false)
+        }
+        (MapKind::Shared, _, false) => {
+            notes.push(format!(
+                "{} refused MAP_SYNC (not DAX): not persistent memory; msync of the written \
+                 range makes data durable",
+                medium.fs_type
+            ));
+            (Durability::Msync, true)
+        }
+    }
+}
+
+/// The instructions the store uses, with a note on the nt path's choices.
+fn instruction_path(store: Store, notes: &mut Vec<String>) -> String {
+    match store {
+        Store::Nt {
+            path,
+            edge,
+            copy_crc,
+            ..
+        } => {
+            notes.push(format!(
+                "non-temporal stores use {path} (widest the CPU has); partial lines use {}; \
+                 the recorder's chunk CRC is {}",
+                edge.name(),
+                match copy_crc {
+                    Some(_) => "folded in as the copy loads (VPCLMULQDQ)",
+                    None => "taken after the copy (no VPCLMULQDQ)",
+                }
+            ));
+            path.name().to_string()
+        }
+        Store::Flush(f) => f.name().to_string(),
+        Store::Plain => "memcpy".to_string(),
+        #[cfg(feature = "pmdk")]
+        Store::Pmdk => "libpmem".to_string(),
     }
 }
 

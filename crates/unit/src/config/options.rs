@@ -65,7 +65,7 @@ pub struct UnitOptions {
     #[arg(long, value_name = "N")]
     pub run: Option<u32>,
     /// This unit's name: in every burst's manifest, and in the fleet (letters, digits, '-',
-    /// '_'). Default: the host name (the caller resolves and checks it before `from_options`).
+    /// '_'). Default: the host name.
     #[arg(long, value_name = "ID")]
     pub unit: Option<String>,
     /// Each link's DUNE SourceID, in link order (default: the link number).

@@ -218,7 +218,7 @@ impl Server {
                     .name("snbuf-control".into())
                     .spawn_scoped(scope, move || {
                         let reply = match read_request(&mut stream) {
-                            Ok(req) => self.handle(&req),
+                            Ok(req) => self.handle_contained(&req),
                             Err(e) => Refusal::json(e),
                         };
                         let _ = writeln!(stream, "{reply}");
@@ -238,6 +238,26 @@ impl Server {
         }
         self.unit.wind_down();
         let _ = std::fs::remove_file(&self.socket);
+    }
+
+    /// `handle`, with a bug that panics while answering contained to that request: it is
+    /// refused with the panic's message and logged, and the server (its other clients, the
+    /// burst being recorded, the count of clients served) goes on.
+    fn handle_contained(&self, req: &Value) -> Value {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.handle(req))) {
+            Ok(reply) => reply,
+            Err(panic) => {
+                let why = panic
+                    .downcast_ref::<String>()
+                    .map(String::as_str)
+                    .or_else(|| panic.downcast_ref::<&str>().copied())
+                    .unwrap_or("a panic");
+                tracing::error!(request = %req, "a request failed inside the server: {why}");
+                Refusal::json(format!(
+                    "the server failed on this request ({why}); it goes on"
+                ))
+            }
+        }
     }
 
     /// Answers one request (as the control socket does): the socket's JSON in, JSON out.
@@ -268,7 +288,16 @@ impl Server {
     /// Takes a trigger: decides its window now, from what the buffers hold, and records that
     /// window in the background (the window replied is the one recorded and the one in the
     /// manifest). Refused, with the reason, when it cannot be recorded.
+    ///
+    /// One that comes before any frame (a unit just started, a source not yet flowing) waits
+    /// for the first, at most `FIRST_FRAME_WAIT`, when that is all that stands in its way.
     pub fn trigger(&self, req: &TriggerRequest) -> Result<TriggerReply, String> {
+        if self.unit.newest_timestamp().is_none()
+            && trigger_check::check(&self.unit, req, false).err()
+                == Some(crate::window::WindowError::NothingBuffered.to_string())
+        {
+            self.wait_for_first_frame(FIRST_FRAME_WAIT);
+        }
         self.trigger_as(req, true)
     }
 
@@ -312,7 +341,6 @@ impl Server {
         if self.stopping() {
             return Err("the unit is stopping: it takes no more triggers".into());
         }
-        self.wait_for_first_frame(FIRST_FRAME_WAIT);
         let config = self.unit.config();
         let busy = self.busy.load(Ordering::Acquire);
         let checked = trigger_check::check(&self.unit, req, !busy)?;
