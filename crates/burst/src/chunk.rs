@@ -220,7 +220,9 @@ impl ChunkHeader {
     }
 
     pub fn chunk_bytes(&self) -> usize {
-        self.header_bytes as usize + self.payload_bytes as usize
+        let bytes = self.header_bytes as usize + self.payload_bytes as usize;
+        debug_assert!(self.stride_bytes == 0 || bytes <= self.stride_bytes as usize);
+        bytes
     }
 
     /// Bytes from the chunk's start to its payload.
@@ -232,7 +234,12 @@ impl ChunkHeader {
 /// The stride of a chunk of `payload_bytes` behind a header block of `header_bytes`, at
 /// `align_bytes`.
 pub fn stride_for(header_bytes: usize, payload_bytes: usize, align_bytes: u64) -> u64 {
-    (header_bytes as u64 + payload_bytes as u64).div_ceil(align_bytes) * align_bytes
+    assert!(align_bytes > 0, "an alignment of some bytes");
+    let stride = (header_bytes as u64 + payload_bytes as u64).div_ceil(align_bytes) * align_bytes;
+    debug_assert!(
+        stride >= (header_bytes + payload_bytes) as u64 && stride.is_multiple_of(align_bytes)
+    );
+    stride
 }
 
 /// CRC-32C (Castagnoli, the iSCSI polynomial) of `data`: the checksum of headers and payloads,
@@ -302,6 +309,7 @@ pub struct FrameCrcCombiner {
 
 impl FrameCrcCombiner {
     pub fn new(frame_bytes: u32) -> Self {
+        assert!(frame_bytes > 0, "frames have bytes");
         let shift = shift_operator(frame_bytes as u64);
         let mut by_byte = Box::new([[0u32; 256]; 4]);
         for (k, table) in by_byte.iter_mut().enumerate() {

@@ -269,7 +269,9 @@ impl LinkRecord {
 
 /// The data file name of a link: `link-0003.dat`.
 pub fn link_file_name(link: u32) -> String {
-    format!("link-{link:04}.dat")
+    let name = format!("link-{link:04}.dat");
+    debug_assert_eq!(link_of_file_name(&name), Some(link), "the name reads back");
+    name
 }
 
 /// Parses `link-0003.dat` back to 3.

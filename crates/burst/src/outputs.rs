@@ -16,7 +16,9 @@ use crate::manifest::Manifest;
 /// The output that holds the `index`-th link of a burst written to `outputs` (home first).
 pub fn output_for(outputs: &[PathBuf], index: usize) -> &Path {
     assert!(!outputs.is_empty(), "a burst has at least one output");
-    &outputs[index % outputs.len()]
+    let output = &outputs[index % outputs.len()];
+    debug_assert!(index >= outputs.len() || output == &outputs[index]);
+    output
 }
 
 /// Removes a burst: its directory and, for links whose files live on other outputs, those files

@@ -151,6 +151,11 @@ impl LinkReader {
         if crate::chunk::crc32c(payload) != h.payload_crc32c || h.sequence != c.sequence {
             return Err(changed());
         }
+        debug_assert_eq!(
+            payload.len(),
+            h.payload_bytes as usize,
+            "the payload read whole"
+        );
         Ok(h)
     }
 

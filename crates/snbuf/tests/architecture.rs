@@ -537,7 +537,7 @@ const MAX_KEY_LOOKUPS: usize = 42;
 /// the crates that persist and account for the detector's data.
 const MIN_ASSERTIONS_PER_FUNCTION: &[(&str, f64)] = &[
     ("persist", 0.21),
-    ("burst", 0.09),
+    ("burst", 0.13),
     ("unit", 0.15),
     ("readout", 0.55),
 ];
