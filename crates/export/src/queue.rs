@@ -183,16 +183,30 @@ impl ExportQueue {
     }
 
     /// The exporter at a glance, for a unit's heartbeat.
-    pub fn progress(&self) -> serde_json::Value {
+    pub fn progress(&self) -> ExportProgress {
         let (queued, lag) = self.backlog();
-        serde_json::json!({
-            "exported_total": self.stats.exported_total.load(Ordering::Relaxed),
-            "failed_attempts_total": self.stats.failures_total.load(Ordering::Relaxed),
-            "bytes_total": self.stats.bytes_total.load(Ordering::Relaxed),
-            "queued": queued,
-            "lag_s": lag,
-        })
+        ExportProgress {
+            exported_total: self.stats.exported_total.load(Ordering::Relaxed),
+            failed_attempts_total: self.stats.failures_total.load(Ordering::Relaxed),
+            bytes_total: self.stats.bytes_total.load(Ordering::Relaxed),
+            queued,
+            lag_s: lag,
+        }
     }
+}
+
+/// The exporter's progress, as a unit's heartbeat carries it to the fleet.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ExportProgress {
+    /// Bursts exported and verified since the unit started.
+    pub exported_total: u64,
+    /// Attempts that failed (each is tried again).
+    pub failed_attempts_total: u64,
+    /// Bytes sent.
+    pub bytes_total: u64,
+    /// Bursts waiting or being exported, and how long the oldest of them has waited (s).
+    pub queued: usize,
+    pub lag_s: f64,
 }
 
 impl Drop for ExportQueue {

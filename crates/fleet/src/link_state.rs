@@ -107,7 +107,7 @@ pub(crate) async fn publish_owed(js: &jetstream::Context, link: &Link) -> Result
 /// What the unit's exporter reports, if it has one: its progress for the heartbeat, and the
 /// bursts it exported since the last call (each published as an `exported` event).
 pub trait ExportReporter: Send + Sync {
-    fn progress(&self) -> serde_json::Value;
+    fn progress(&self) -> snbuf_export::queue::ExportProgress;
     fn take_exported(&self) -> Vec<String>;
 }
 

@@ -95,7 +95,7 @@ pub struct Heartbeat {
     /// The exporter (`serve --export-to`): exported_total, failed_attempts_total, bytes_total,
     /// queued, lag_s. Null without one.
     #[serde(default)]
-    pub export: Option<serde_json::Value>,
+    pub export: Option<snbuf_export::queue::ExportProgress>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -113,7 +113,7 @@ impl Heartbeat {
         unit: &str,
         status: &UnitStatus,
         missed_triggers: u64,
-        export: Option<serde_json::Value>,
+        export: Option<snbuf_export::queue::ExportProgress>,
     ) -> Heartbeat {
         let capacity = status.buffer_capacity_frames.max(1) as f64;
         let heartbeat = Heartbeat {

@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
 use snbuf_export::queue::ExportQueue;
 use snbuf_unit::server::control::Server;
 
@@ -47,7 +46,7 @@ pub fn follow_bursts(server: &Arc<Server>, queue: Arc<ExportQueue>) -> std::io::
 pub struct ExporterReport(pub Arc<ExportQueue>);
 
 impl snbuf_fleet::unit_link::ExportReporter for ExporterReport {
-    fn progress(&self) -> Value {
+    fn progress(&self) -> snbuf_export::queue::ExportProgress {
         self.0.progress()
     }
     fn take_exported(&self) -> Vec<String> {

@@ -164,8 +164,10 @@ fn recording_now(socket: &Path) -> Option<String> {
     if !socket.exists() {
         return None;
     }
-    let s = snbuf_unit::server::control::request(socket, &json!({"cmd": "status"})).ok()?;
-    s["recording_burst"]["burst_id"]
-        .as_str()
-        .map(str::to_string)
+    let s: snbuf_unit::protocol::UnitStatus = snbuf_unit::server::control::ask(
+        socket,
+        &snbuf_unit::protocol::Request::Status,
+    )
+    .ok()?;
+    s.recording_burst.map(|b| b.burst_id)
 }

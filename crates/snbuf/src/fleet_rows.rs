@@ -41,9 +41,7 @@ pub fn unit_cells(u: &snbuf_fleet::UnitView) -> Vec<String> {
         s.export.as_ref().map_or("-".into(), |e| {
             format!(
                 "{} exported, {} queued, lag {:.0} s",
-                e["exported_total"],
-                e["queued"],
-                e["lag_s"].as_f64().unwrap_or(0.0)
+                e.exported_total, e.queued, e.lag_s
             )
         }),
     ]
