@@ -96,15 +96,23 @@ struct Journal {
 const JOURNAL: &str = ".export-journal.json";
 pub const EXPORTED: &str = "export.json";
 
+/// A burst's export record (`export.json`), written once every object was read back and
+/// matched: where it went, when, and each object.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Exported {
+    pub destination: String,
+    pub verified_unix_ns: u64,
+    pub objects: Vec<ObjectRecord>,
+}
+
 /// A burst's export state in words, as `snbuf ls` and `snbuf show` say it: "yes: DESTINATION"
 /// once its export record is written, "in progress" while an export's journal is there, else
 /// "no".
 pub fn export_state(dir: &Path) -> String {
     if let Ok(t) = std::fs::read_to_string(dir.join(EXPORTED)) {
-        let v: serde_json::Value = serde_json::from_str(&t).unwrap_or(serde_json::Value::Null);
-        match v["destination"].as_str() {
-            Some(d) => format!("yes: {d}"),
-            None => "yes".into(),
+        match serde_json::from_str::<Exported>(&t) {
+            Ok(e) => format!("yes: {}", e.destination),
+            Err(_) => "yes".into(),
         }
     } else if dir.join(JOURNAL).exists() {
         "in progress".into()
@@ -397,11 +405,16 @@ pub fn export_burst(
         }
         Ok::<(), ExportError>(())
     })?;
-    let exported = serde_json::json!({
-        "destination": dest.describe(),
-        "verified_unix_ns": snbuf_quantity::now_unix_ns(),
-        "objects": records,
-    });
+    let exported = Exported {
+        destination: dest.describe(),
+        verified_unix_ns: snbuf_quantity::now_unix_ns(),
+        objects: records.clone(),
+    };
+    assert_eq!(
+        exported.objects.len(),
+        files.len(),
+        "every file exported and verified"
+    );
     write_json(dir, EXPORTED, &exported)?;
     let mut deleted = false;
     if opts.delete_after_verify {

@@ -164,10 +164,7 @@ fn recording_now(socket: &Path) -> Option<String> {
     if !socket.exists() {
         return None;
     }
-    let s: snbuf_unit::protocol::UnitStatus = snbuf_unit::server::control::ask(
-        socket,
-        &snbuf_unit::protocol::Request::Status,
-    )
-    .ok()?;
+    let s: snbuf_unit::protocol::UnitStatus =
+        snbuf_unit::server::control::ask(socket, &snbuf_unit::protocol::Request::Status).ok()?;
     s.recording_burst.map(|b| b.burst_id)
 }
