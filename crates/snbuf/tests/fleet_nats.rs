@@ -438,8 +438,13 @@ fn a_unit_that_exports_reports_its_progress_and_an_exported_event() {
     let o = snbuf(&["trigger", "--nats", &url, "--burst-id", "e1"]);
     assert!(o.status.success(), "{}", stderr(&o));
     wait_sealed(&u.out.join("e1"));
+    // Idle again, the unit still says how far each link was made durable over its run.
     wait_fleet(&url, &["x"], |u| {
         u["status"]["export"]["exported_total"] == 1
+            && u["status"]["state"] == "idle"
+            && u["status"]["durable_watermark"]
+                .as_array()
+                .is_some_and(|w| !w.is_empty() && w.iter().all(|t| t.is_u64()))
     });
     let deadline = Instant::now() + Duration::from_secs(10);
     while !events(&url)

@@ -341,6 +341,10 @@ pub struct UnitStatus {
     /// Per link, while a burst records.
     pub recording: Option<Vec<LinkStatus>>,
     pub live: Vec<LinkStatus>,
+    /// Per link, over the unit's run: the detector timestamp of the newest frame any burst made
+    /// durable (`live` holds only the burst being recorded).
+    #[serde(default)]
+    pub durable_watermark: Vec<Option<u64>>,
     /// Per link, its data clock and rate as measured, and its buffer's span in detector seconds.
     #[serde(default)]
     pub link_rates: Vec<LinkRate>,

@@ -240,9 +240,10 @@ impl Server {
         let _ = std::fs::remove_file(&self.socket);
     }
 
-    /// `handle`, with a bug that panics while answering contained to that request: it is
-    /// refused with the panic's message and logged, and the server (its other clients, the
-    /// burst being recorded, the count of clients served) goes on.
+    /// `handle`, a panic while answering caught: the request is refused with the panic's
+    /// message and logged, and the accept loop and its count of clients go on (before, each
+    /// such panic held a client slot for good, and ended the process at shutdown). What the
+    /// panic left half-done is not undone: state it changed stays as it was left.
     fn handle_contained(&self, req: &Value) -> Value {
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.handle(req))) {
             Ok(reply) => reply,
@@ -597,6 +598,11 @@ impl Server {
             newest_timestamp: u.newest_timestamp(),
             recording: self.busy.load(Ordering::Acquire).then(|| links.clone()),
             live: links,
+            durable_watermark: u
+                .totals()
+                .iter()
+                .map(|l| l.durable_until_timestamp)
+                .collect(),
             link_rates: u.link_rates(),
             recording_burst: self.current.lock().expect("current").clone(),
             next_burst: u.next_burst_state().into(),
