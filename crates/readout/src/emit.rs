@@ -186,9 +186,7 @@ pub fn emit(
                 .clamp(Duration::from_micros(100), Duration::from_millis(20)),
         );
     }
-    for (d, c) in digests.iter_mut().zip(crcs) {
-        d.crc32c = config.digest.then(|| c.finalize() as u32);
-    }
+    finish_digests(&mut digests, crcs, config.digest);
     let seconds = began.elapsed().as_secs_f64();
     Ok(EmitReport {
         links: digests,
@@ -215,6 +213,14 @@ fn run_max(gso: bool, frame_bytes: usize, links: usize) -> usize {
         (BATCH / links).max(1)
     };
     most.min(PAYLOAD_VARIANTS as usize)
+}
+
+/// Each link's digest completed with its CRC, when one was asked for.
+fn finish_digests(digests: &mut [LinkDigest], crcs: Vec<crc_fast::Digest>, digest: bool) {
+    assert_eq!(digests.len(), crcs.len(), "a CRC per link");
+    for (d, c) in digests.iter_mut().zip(crcs) {
+        d.crc32c = digest.then(|| c.finalize() as u32);
+    }
 }
 
 /// Each link's digest before anything is sent.
