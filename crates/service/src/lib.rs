@@ -81,7 +81,6 @@ fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> ServiceError {
 /// A started service: the server and what runs beside it, held until `run` returns.
 pub struct Service {
     server: Arc<Server>,
-    socket: PathBuf,
     /// Set when the server stopped, for the threads that watch it.
     stopped: Arc<AtomicBool>,
     systemd: Option<std::thread::JoinHandle<()>>,
@@ -136,17 +135,11 @@ impl Service {
         });
         Ok(Service {
             server,
-            socket,
             stopped,
             systemd,
             _fleet_link: fleet_link,
             _exporter: exporter,
         })
-    }
-
-    /// The control socket it listens on.
-    pub fn socket(&self) -> &std::path::Path {
-        &self.socket
     }
 
     /// Serves until a drain (a signal, or a `shutdown` request) has sealed the burst in
