@@ -49,6 +49,22 @@ pub struct Converted {
     pub bytes: u64,
 }
 
+impl Converted {
+    /// Counts one record written: `bytes` of it, its fragments as planned.
+    fn count_record(&mut self, plan: &[FragmentPlan], bytes: u64) {
+        self.records += 1;
+        self.bytes += bytes;
+        for p in plan {
+            self.fragments += 1;
+            self.frames += p.frames;
+            if p.frames < p.expected {
+                self.incomplete_fragments += 1;
+                self.missing_frames += p.expected - p.frames;
+            }
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConvertError {
     #[error("{0}")]
@@ -83,9 +99,6 @@ struct Link {
 
 /// Converts `burst` into DUNE HDF5 raw-data files in `opts.out_dir`. `progress(done, total)`
 /// in bytes. On failure nothing stays behind: files of this conversion are removed.
-///
-/// One piece: the file written in the order DUNE's layout has it (file attributes, records,
-/// layout group, closing attributes).
 pub fn convert(
     burst: &BurstReader,
     opts: &ConvertOptions,
@@ -105,36 +118,22 @@ pub fn convert(
             ticks_per_frame: burst.layout.ticks_per_frame,
             timestamp_offset: 0,
         });
-    let mut links = Vec::new();
-    for l in &m.links {
-        let id = l.identity.unwrap_or_default();
-        let source_id = if l.identity.is_some() {
-            id.source_id
-        } else {
-            l.link
-        };
-        links.push(Link {
-            reader: burst.link(l.link)?,
-            link: l.link,
-            source_id: SourceId::readout(source_id),
-            det_id: id.det_id,
-            geo_id: geo_id(id.det_id, id.crate_id, id.slot_id, id.stream_id),
-        });
-    }
+    let links = links_of(burst)?;
     let records = slices(
         window.window_start_timestamp,
         window.window_end_timestamp,
         opts.slice_ticks,
     );
     // Plan every fragment first: the sizes fix each dataset, and the total the progress.
-    let mut plans: Vec<Vec<FragmentPlan>> = Vec::new();
-    for r in &records {
-        let mut v = Vec::new();
-        for l in &links {
-            v.push(plan_fragment(&l.reader, l.link, r)?);
-        }
-        plans.push(v);
-    }
+    let plans = records
+        .iter()
+        .map(|r| {
+            links
+                .iter()
+                .map(|l| plan_fragment(&l.reader, l.link, r))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let fb = burst.layout.frame_bytes as u64;
     let record_bytes = |p: &[FragmentPlan]| {
         TimeSliceHeader::BYTES as u64
@@ -179,16 +178,7 @@ pub fn convert(
                 files.run,
             )?;
             f.recorded += bytes;
-            done.records += 1;
-            done.bytes += bytes;
-            for p in plan {
-                done.fragments += 1;
-                done.frames += p.frames;
-                if p.frames < p.expected {
-                    done.incomplete_fragments += 1;
-                    done.missing_frames += p.expected - p.frames;
-                }
-            }
+            done.count_record(plan, bytes);
             progress(done.bytes, total);
         }
         if let Some(f) = current.take() {
@@ -202,6 +192,28 @@ pub fn convert(
         }
     }
     result
+}
+
+/// Each link of the burst, with its DUNE identity (the link number stands in for a source id the
+/// manifest does not have).
+fn links_of(burst: &BurstReader) -> Result<Vec<Link>, ConvertError> {
+    let mut links = Vec::new();
+    for l in &burst.manifest.links {
+        let id = l.identity.unwrap_or_default();
+        let source_id = if l.identity.is_some() {
+            id.source_id
+        } else {
+            l.link
+        };
+        links.push(Link {
+            reader: burst.link(l.link)?,
+            link: l.link,
+            source_id: SourceId::readout(source_id),
+            det_id: id.det_id,
+            geo_id: geo_id(id.det_id, id.crate_id, id.slot_id, id.stream_id),
+        });
+    }
+    Ok(links)
 }
 
 /// The files of one conversion.
@@ -336,8 +348,6 @@ impl FileSet<'_> {
 
 /// One TimeSlice record: its header, then each link's fragment streamed from the burst.
 ///
-/// One piece: one trigger record's header and fragments, written in DUNE's byte layout field by
-/// field.
 #[allow(clippy::too_many_arguments)]
 fn write_record(
     f: &mut OpenFile,
@@ -379,9 +389,8 @@ fn write_record(
     let fb = frame_type.frame_bytes() as u64;
     for (l, p) in links.iter().zip(plan) {
         let name = format!("{}_{type_name}", l.source_id.path_name());
-        let size = FragmentHeader::BYTES as u64 + p.frames * fb;
         let header = FragmentHeader {
-            size,
+            size: FragmentHeader::BYTES as u64 + p.frames * fb,
             trigger_number: number,
             trigger_timestamp,
             window_begin: begin,
@@ -393,32 +402,7 @@ fn write_record(
             detector_id: l.det_id as u16,
             element_id: l.source_id,
         };
-        let ds = raw
-            .new_dataset::<i8>()
-            .shape((size as usize, 1))
-            .create(name.as_str())
-            .map_err(&e)?;
-        write_at(&ds, 0, &header.encode()).map_err(&e)?;
-        let mut at = FragmentHeader::BYTES as u64;
-        l.reader.frames_between(begin, end, |frames: &[u8]| {
-            if at + frames.len() as u64 > size {
-                return Err(ConvertError::Changed {
-                    path: l.reader.path.clone(),
-                    link: l.link,
-                    record: number,
-                });
-            }
-            write_at(&ds, at, frames).map_err(&e)?;
-            at += frames.len() as u64;
-            Ok(())
-        })?;
-        if at != size {
-            return Err(ConvertError::Changed {
-                path: l.reader.path.clone(),
-                link: l.link,
-                record: number,
-            });
-        }
+        write_fragment(&raw, &name, &header, l, &f.writing)?;
         paths.push(serde_json::json!({
             "subsys": l.source_id.subsystem as u32, "id": l.source_id.id,
             "path": format!("/{group_name}/RawData/{name}"),
@@ -455,6 +439,49 @@ fn write_record(
             .create(k)
             .and_then(|a| a.write_scalar(&v))
             .map_err(&e)?;
+    }
+    Ok(())
+}
+
+/// One link's fragment of a record: its header, then its frames of the record's window streamed
+/// from the burst. The frames must fill exactly the size the plan gave the header: anything
+/// else means the burst changed under the conversion.
+fn write_fragment(
+    raw: &h5::Group,
+    name: &str,
+    header: &FragmentHeader,
+    l: &Link,
+    writing: &Path,
+) -> Result<(), ConvertError> {
+    let e = h5err(writing);
+    let size = header.size;
+    assert!(
+        size >= FragmentHeader::BYTES as u64,
+        "a fragment holds its header"
+    );
+    let changed = || ConvertError::Changed {
+        path: l.reader.path.clone(),
+        link: l.link,
+        record: header.trigger_number,
+    };
+    let ds = raw
+        .new_dataset::<i8>()
+        .shape((size as usize, 1))
+        .create(name)
+        .map_err(&e)?;
+    write_at(&ds, 0, &header.encode()).map_err(&e)?;
+    let mut at = FragmentHeader::BYTES as u64;
+    l.reader
+        .frames_between(header.window_begin, header.window_end, |frames: &[u8]| {
+            if at + frames.len() as u64 > size {
+                return Err(changed());
+            }
+            write_at(&ds, at, frames).map_err(&e)?;
+            at += frames.len() as u64;
+            Ok(())
+        })?;
+    if at != size {
+        return Err(changed());
     }
     Ok(())
 }

@@ -223,13 +223,7 @@ fn buffers<S: Sink>(sink: &mut S, ctx: &ThreadCtx) -> Result<Buffers, PersistErr
 fn drive<S: Sink>(sink: &mut S, ctx: &ThreadCtx) -> Result<ThreadOutcome, DriveError> {
     let (config, point) = (ctx.config, ctx.point);
     let block = point.block_size_bytes as usize;
-    let align = sink.report().alignment_bytes;
-    let slot_bytes = (point.block_size_bytes.div_ceil(align) * align).max(1);
-    let mut walk = SlotWalk::new(
-        config.pattern,
-        ctx.region / slot_bytes,
-        ctx.region_offset / REGION_ALIGN_BYTES + 1,
-    );
+    let (mut walk, slot_bytes) = slot_walk(sink, ctx);
     let Buffers {
         data: mut buf,
         source_page_bytes,
@@ -258,12 +252,7 @@ fn drive<S: Sink>(sink: &mut S, ctx: &ThreadCtx) -> Result<ThreadOutcome, DriveE
             break;
         }
         if p == PHASE_MEASURE && !measuring {
-            // Leave the warm-up with nothing pending, so the timed region owes nothing to it.
-            if config.direction == Direction::Write && since_persist > 0 {
-                sink.persist()?;
-                since_persist = 0;
-            }
-            let _ = sink.drain_completion_latencies_ns(&mut |_| {});
+            leave_warm_up(sink, config.direction, &mut since_persist)?;
             measuring = true;
             t0 = Instant::now();
             cpu0 = thread_cpu_seconds();
@@ -326,6 +315,38 @@ fn drive<S: Sink>(sink: &mut S, ctx: &ThreadCtx) -> Result<ThreadOutcome, DriveE
         source_page_bytes,
         slot_bytes,
     })
+}
+
+/// The walk over the thread's region and the slot size: one block rounded up to the sink's
+/// alignment, so every operation starts on an aligned offset.
+fn slot_walk<S: Sink>(sink: &S, ctx: &ThreadCtx) -> (SlotWalk, u64) {
+    let align = sink.report().alignment_bytes;
+    let slot_bytes = (ctx.point.block_size_bytes.div_ceil(align) * align).max(1);
+    assert!(
+        slot_bytes <= ctx.region,
+        "a slot ({slot_bytes} B) must fit the thread's region ({} B)",
+        ctx.region
+    );
+    let walk = SlotWalk::new(
+        ctx.config.pattern,
+        ctx.region / slot_bytes,
+        ctx.region_offset / REGION_ALIGN_BYTES + 1,
+    );
+    (walk, slot_bytes)
+}
+
+/// Leaves the warm-up with nothing pending, so the timed region owes nothing to it.
+fn leave_warm_up<S: Sink>(
+    sink: &mut S,
+    direction: Direction,
+    since_persist: &mut u64,
+) -> Result<(), DriveError> {
+    if direction == Direction::Write && *since_persist > 0 {
+        sink.persist()?;
+        *since_persist = 0;
+    }
+    let _ = sink.drain_completion_latencies_ns(&mut |_| {});
+    Ok(())
 }
 
 /// One block written at `offset`, persisted as `persist_every` asks (`since_persist`: bytes
