@@ -14,12 +14,12 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use snbuf_platform::memory::{AlignedBuf, FileMapping, PageSize};
 
 use crate::latency::{map_target, RemoveOnDrop};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LockKind {
     PthreadSpinlock,
@@ -57,7 +57,10 @@ pub struct JoinConfig {
     pub page_size: PageSize,
 }
 
-#[derive(Clone, Debug, Serialize)]
+/// One phase of the hash join at one thread count. A field an older version did not write reads
+/// as zero or empty (a missing `verified` as a failed check).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct JoinResult {
     /// `build` or `probe`.
     pub phase: String,

@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use snbuf_platform::memory::{AlignedBuf, FileMapping, PageSize, PagesObtained};
 
 use crate::latency::{map_target, RemoveOnDrop};
@@ -102,7 +102,10 @@ pub struct KernelsConfig {
     pub page_sizes: Vec<PageSize>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+/// One kernel at one placement and page size. A field an older version did not write reads as
+/// zero or empty (a missing `verified` as a failed check).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct KernelResult {
     pub kernel: String,
     pub n: usize,

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use snbuf_platform::memory::{AlignedBuf, FileMapping, PageSize};
 
 use crate::clock::OpClock;
@@ -75,7 +75,7 @@ impl Op {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Order {
     Seq,
@@ -97,7 +97,8 @@ pub struct LatencyConfig {
 }
 
 /// Percentiles in TSC cycles.
-#[derive(Clone, Copy, Debug, Default, Serialize)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct LatencyCycles {
     pub p50: u64,
     pub p99: u64,
@@ -105,20 +106,30 @@ pub struct LatencyCycles {
     pub max: u64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+/// One (medium, order, operation) of the latency matrix. What was measured (`medium`, `order`,
+/// `op`) must be in a results file; a figure an older version did not write reads as zero.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LatencyResult {
     /// `dram` or `target`.
     pub medium: String,
+    #[serde(default)]
     pub target: String,
     pub order: Order,
     pub op: String,
+    #[serde(default)]
     pub access_bytes: usize,
+    #[serde(default)]
     pub region_bytes: u64,
+    #[serde(default)]
     pub latency_ns: LatencyNs,
+    #[serde(default)]
     pub latency_cycles: LatencyCycles,
     /// The same operation back to back over the region.
+    #[serde(default)]
     pub throughput_gb_per_s: f64,
+    #[serde(default)]
     pub tsc_hz: Option<f64>,
+    #[serde(default)]
     pub notes: Vec<String>,
 }
 

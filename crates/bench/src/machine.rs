@@ -8,7 +8,10 @@ use serde::{Deserialize, Serialize};
 use snbuf_persist::medium;
 use snbuf_platform::cpu::CpuFeatures;
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// The machine a results file was measured on. A field an older version did not write reads as
+/// empty.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Machine {
     pub hostname: String,
     pub cpu_model: String,
@@ -28,7 +31,8 @@ pub struct Machine {
     pub targets: Vec<TargetMachine>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct TargetMachine {
     pub path: String,
     pub filesystem: String,

@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use serde::{Deserialize, Serialize};
 use snbuf_persist::{medium, Method, PageSize, SyncMode};
 use snbuf_platform::cpu;
 
@@ -299,18 +300,36 @@ impl Plan {
     }
 
     /// What the run was, for `paper.json`.
-    pub fn describe(&self, run: &PaperRun, notes: &[String]) -> serde_json::Value {
-        serde_json::json!({
-            "schema_version": SCHEMA_VERSION,
-            "suite": "paper",
-            "scale": self.scale.name(),
-            "target": self.target,
-            "second_target": self.second_target,
-            "seconds": (run.seconds * 10.0).round() / 10.0,
-            "notes": notes,
-            "files": run.files,
-        })
+    pub fn describe(&self, run: &PaperRun, notes: &[String]) -> PaperRecord {
+        PaperRecord {
+            schema_version: SCHEMA_VERSION,
+            suite: "paper".into(),
+            scale: self.scale.name().into(),
+            target: Some(self.target.clone()),
+            second_target: self.second_target.clone(),
+            seconds: (run.seconds * 10.0).round() / 10.0,
+            notes: notes.to_vec(),
+            files: run.files.clone(),
+        }
     }
+}
+
+/// `paper.json`: what a paper run was (its scale, targets and time) and the files it wrote.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PaperRecord {
+    pub schema_version: u32,
+    /// Always `paper`.
+    pub suite: String,
+    /// `full`, `quick` or `smoke`.
+    pub scale: String,
+    pub target: Option<PathBuf>,
+    pub second_target: Option<PathBuf>,
+    /// The run's wall time, to a tenth of a second.
+    pub seconds: f64,
+    pub notes: Vec<String>,
+    /// The results files written, in the results directory.
+    pub files: Vec<String>,
 }
 
 /// Saves one suite's results as `<name>.json` in `out` and notes the file.

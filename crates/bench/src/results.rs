@@ -22,6 +22,7 @@ pub struct Results<R> {
 
 /// Latency percentiles in nanoseconds.
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct LatencyNs {
     pub p50: u64,
     pub p99: u64,
@@ -31,8 +32,10 @@ pub struct LatencyNs {
     pub samples: u64,
 }
 
-/// One point of a `bench write` or `bench read` sweep.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// One point of a `bench write` or `bench read` sweep. A field an older version did not write
+/// reads as zero or empty.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ThroughputResult {
     /// `write` or `read`.
     pub suite: String,

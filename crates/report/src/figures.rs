@@ -4,17 +4,15 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde_json::Value;
+use snbuf_bench::join::JoinResult;
+use snbuf_bench::latency::Order;
+use snbuf_bench::ThroughputResult;
 
-use crate::plot::{bar_chart, line_chart, BarChart, LineChart, Series};
-use crate::{num, text, Figure, ReportError, ResultsDir};
+use crate::plot::{bar_chart, human_bytes, line_chart, BarChart, LineChart, Series};
+use crate::{Figure, ReportError, ResultsDir};
 
 /// Groups `rows` into series by `key`, each a list of (x, y) sorted by x.
-fn group(
-    rows: &[Value],
-    key: impl Fn(&Value) -> String,
-    xy: impl Fn(&Value) -> (f64, f64),
-) -> Vec<Series> {
+fn group<T>(rows: &[T], key: impl Fn(&T) -> String, xy: impl Fn(&T) -> (f64, f64)) -> Vec<Series> {
     let mut m: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     for r in rows {
         let (x, y) = xy(r);
@@ -32,11 +30,11 @@ fn group(
 
 /// Rows as bars: one category per distinct `category` (in order of appearance), one series per
 /// distinct `series` key, each with a value per category (NaN where a row is missing).
-fn bars(
-    rows: &[Value],
-    category: impl Fn(&Value) -> String,
-    series: impl Fn(&Value) -> String,
-    value: impl Fn(&Value) -> f64,
+fn bars<T>(
+    rows: &[T],
+    category: impl Fn(&T) -> String,
+    series: impl Fn(&T) -> String,
+    value: impl Fn(&T) -> f64,
 ) -> (Vec<String>, Vec<(String, Vec<f64>)>) {
     let mut categories: Vec<String> = Vec::new();
     for x in rows {
@@ -57,19 +55,34 @@ fn bars(
     (categories, m.into_iter().collect())
 }
 
-fn block_name(r: &Value) -> String {
-    crate::plot::human_bytes(num(r, "block_size_bytes"))
+fn block_name(r: &ThroughputResult) -> String {
+    human_bytes(r.block_size_bytes as f64)
 }
 
 /// Per-thread throughput of a throughput result, GiB/s.
-fn per_thread(r: &Value) -> f64 {
-    num(r, "gib_per_s") / num(r, "threads")
+pub(crate) fn per_thread(r: &ThroughputResult) -> f64 {
+    r.gib_per_s / r.threads as f64
 }
 
-fn is_per_thread_layout(r: &Value) -> bool {
-    r["notes"]
-        .as_array()
-        .is_some_and(|n| n.iter().any(|x| x == "layout: per-thread"))
+/// Whether an application result had each thread write a target of its own (the suite says so
+/// in a note).
+pub(crate) fn is_per_thread_layout(r: &ThroughputResult) -> bool {
+    r.notes.iter().any(|x| x == "layout: per-thread")
+}
+
+/// A throughput result's (method, threads) series name.
+fn method_threads(x: &ThroughputResult) -> String {
+    format!("{} x{}", x.method, x.threads)
+}
+
+/// A throughput result's (method, block size) series name.
+fn method_block(x: &ThroughputResult) -> String {
+    format!("{} {}", x.method, block_name(x))
+}
+
+/// (threads, GiB/s) of a throughput result.
+fn threads_gib(x: &ThroughputResult) -> (f64, f64) {
+    (x.threads as f64, x.gib_per_s)
 }
 
 /// The figures drawn so far into `out`, in the order the page shows them.
@@ -140,7 +153,7 @@ fn draw_throughput(r: &ResultsDir, d: &mut Drawn) -> Result<(), ReportError> {
     let mut line =
         |stem: &str, title: &str, caption: &str, c: LineChart| d.line(stem, title, caption, c);
     for (suite, label) in [("write", ""), ("write-second", " (second target)")] {
-        let rows = r.results(suite);
+        let rows = r.throughput(suite);
         let suffix = if suite == "write" { "" } else { "-second" };
         let t = format!("Persist request rate vs block size{label}");
         line(
@@ -154,11 +167,9 @@ fn draw_throughput(r: &ResultsDir, d: &mut Drawn) -> Result<(), ReportError> {
                 log2_x: true,
                 y_range: None,
                 markers: true,
-                series: group(
-                    rows,
-                    |x| format!("{} x{}", text(x, "method"), text(x, "threads")),
-                    |x| (num(x, "block_size_bytes"), num(x, "mops_per_s")),
-                ),
+                series: group(rows, method_threads, |x| {
+                    (x.block_size_bytes as f64, x.mops_per_s)
+                }),
             },
         )?;
         let t = format!("Persist throughput vs threads{label}");
@@ -173,11 +184,7 @@ fn draw_throughput(r: &ResultsDir, d: &mut Drawn) -> Result<(), ReportError> {
                 log2_x: false,
                 y_range: None,
                 markers: true,
-                series: group(
-                    rows,
-                    |x| format!("{} {}", text(x, "method"), block_name(x)),
-                    |x| (num(x, "threads"), num(x, "gib_per_s")),
-                ),
+                series: group(rows, method_block, threads_gib),
             },
         )?;
     }
@@ -195,18 +202,14 @@ fn draw_throughput(r: &ResultsDir, d: &mut Drawn) -> Result<(), ReportError> {
                 log2_x: false,
                 y_range: None,
                 markers: true,
-                series: group(
-                    r.results(suite),
-                    |x| format!("{} {}", text(x, "method"), block_name(x)),
-                    |x| (num(x, "threads"), num(x, "gib_per_s")),
-                ),
+                series: group(r.throughput(suite), method_block, threads_gib),
             },
         )?;
     }
-    let small_large: Vec<Value> = r
-        .results("write")
+    let small_large: Vec<ThroughputResult> = r
+        .throughput("write")
         .iter()
-        .filter(|x| [4096.0, 1048576.0].contains(&num(x, "block_size_bytes")))
+        .filter(|x| [4096, 1 << 20].contains(&x.block_size_bytes))
         .cloned()
         .collect();
     line(
@@ -220,11 +223,7 @@ fn draw_throughput(r: &ResultsDir, d: &mut Drawn) -> Result<(), ReportError> {
             log2_x: false,
             y_range: None,
             markers: true,
-            series: group(
-                &small_large,
-                |x| format!("{} {}", text(x, "method"), block_name(x)),
-                |x| (num(x, "threads"), num(x, "gib_per_s")),
-            ),
+            series: group(&small_large, method_block, threads_gib),
         },
     )
 }
@@ -233,8 +232,8 @@ fn draw_throughput(r: &ResultsDir, d: &mut Drawn) -> Result<(), ReportError> {
 fn draw_app(r: &ResultsDir, d: &mut Drawn) -> Result<(), ReportError> {
     let mut line =
         |stem: &str, title: &str, caption: &str, c: LineChart| d.line(stem, title, caption, c);
-    let app = r.results("app");
-    let shared: Vec<Value> = app
+    let app = r.throughput("app");
+    let shared: Vec<ThroughputResult> = app
         .iter()
         .filter(|x| !is_per_thread_layout(x))
         .cloned()
@@ -250,7 +249,7 @@ fn draw_app(r: &ResultsDir, d: &mut Drawn) -> Result<(), ReportError> {
             log2_x: false,
             y_range: None,
             markers: true,
-            series: group(&shared, |x| text(x, "method"), |x| (num(x, "threads"), per_thread(x))),
+            series: group(&shared, |x| x.method.clone(), |x| (x.threads as f64, per_thread(x))),
         },
     )?;
     line(
@@ -269,11 +268,11 @@ fn draw_app(r: &ResultsDir, d: &mut Drawn) -> Result<(), ReportError> {
                 |x| {
                     format!(
                         "{} {}",
-                        text(x, "method"),
+                        x.method,
                         if is_per_thread_layout(x) { "per-thread" } else { "shared" }
                     )
                 },
-                |x| (num(x, "threads"), num(x, "gib_per_s")),
+                threads_gib,
             ),
         },
     )
@@ -283,17 +282,10 @@ fn draw_app(r: &ResultsDir, d: &mut Drawn) -> Result<(), ReportError> {
 fn draw_join(r: &ResultsDir, d: &mut Drawn) -> Result<(), ReportError> {
     let mut line =
         |stem: &str, title: &str, caption: &str, c: LineChart| d.line(stem, title, caption, c);
-    let join = r.results("join");
-    let build: Vec<Value> = join
-        .iter()
-        .filter(|x| x["phase"] == "build")
-        .cloned()
-        .collect();
-    let probe: Vec<Value> = join
-        .iter()
-        .filter(|x| x["phase"] == "probe")
-        .cloned()
-        .collect();
+    let phase = |name: &str| -> Vec<JoinResult> {
+        r.join.iter().filter(|x| x.phase == name).cloned().collect()
+    };
+    let (build, probe) = (phase("build"), phase("probe"));
     line(
         "join-build-per-lock",
         "Hash join build under one giant lock",
@@ -307,8 +299,8 @@ fn draw_join(r: &ResultsDir, d: &mut Drawn) -> Result<(), ReportError> {
             markers: true,
             series: group(
                 &build,
-                |x| format!("{} {}", text(x, "lock"), text(x, "placement")),
-                |x| (num(x, "threads"), num(x, "mtuples_per_s")),
+                |x| format!("{} {}", lock_name(x), x.placement),
+                |x| (x.threads as f64, x.mtuples_per_s),
             ),
         },
     )?;
@@ -325,8 +317,8 @@ fn draw_join(r: &ResultsDir, d: &mut Drawn) -> Result<(), ReportError> {
             markers: true,
             series: group(
                 &probe,
-                |x| text(x, "placement"),
-                |x| (num(x, "threads"), num(x, "mtuples_per_s")),
+                |x| x.placement.clone(),
+                |x| (x.threads as f64, x.mtuples_per_s),
             ),
         },
     )
@@ -334,13 +326,13 @@ fn draw_join(r: &ResultsDir, d: &mut Drawn) -> Result<(), ReportError> {
 
 /// The latency matrix and the kernels, as bars.
 fn draw_latency_and_kernels(r: &ResultsDir, d: &mut Drawn) -> Result<(), ReportError> {
-    let lat = r.results("latency");
+    let lat = &r.latency;
     if !lat.is_empty() {
         let (categories, series) = bars(
             lat,
-            |x| text(x, "op"),
-            |x| format!("{} {}", text(x, "medium"), text(x, "order")),
-            |x| x["latency_ns"]["p50"].as_f64().unwrap_or(f64::NAN),
+            |x| x.op.clone(),
+            |x| format!("{} {}", x.medium, order_name(x.order)),
+            |x| x.latency_ns.p50 as f64,
         );
         d.bar(
             "latency-matrix",
@@ -354,19 +346,19 @@ fn draw_latency_and_kernels(r: &ResultsDir, d: &mut Drawn) -> Result<(), ReportE
             },
         )?;
     }
-    let ker = r.results("kernels");
+    let ker = &r.kernels;
     if !ker.is_empty() {
         let (categories, series) = bars(
             ker,
-            |x| text(x, "kernel"),
+            |x| x.kernel.clone(),
             |x| {
                 format!(
                     "{} {} pages",
-                    text(x, "placement"),
-                    crate::plot::human_bytes(num(x, "page_size_bytes"))
+                    x.placement,
+                    human_bytes(x.page_size_bytes as f64)
                 )
             },
-            |x| num(x, "gflops"),
+            |x| x.gflops,
         );
         d.bar(
             "kernels-dram-vs-target",
@@ -381,4 +373,17 @@ fn draw_latency_and_kernels(r: &ResultsDir, d: &mut Drawn) -> Result<(), ReportE
         )?;
     }
     Ok(())
+}
+
+/// The join's lock as the results name it; `-` for a probe, which takes none.
+pub(crate) fn lock_name(x: &JoinResult) -> &'static str {
+    x.lock.map_or("-", |l| l.name())
+}
+
+/// A latency order as the results name it.
+pub(crate) fn order_name(o: Order) -> &'static str {
+    match o {
+        Order::Seq => "seq",
+        Order::Rand => "rand",
+    }
 }

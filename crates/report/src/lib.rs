@@ -1,10 +1,12 @@
 //! snbuf-report: the papers' figures and tables from a `snbuf bench paper` results directory.
 //!
-//! It reads the results as JSON values (the schema of docs/RESULTS.md), so a report can be
-//! drawn from results of any snbuf version that has the fields it plots. Every figure is written
-//! as SVG and PNG under the papers' names; report.md and report.html show the machine, the
-//! tables and the figures, and list every check a result failed (a join with a wrong result, a
-//! huge-page run that got 4 KiB pages, a latency that looks like a cache hit).
+//! It reads each results file as the bench suite's own result type (docs/RESULTS.md), so the
+//! report and the suites share one schema. A field an older snbuf did not write reads as zero
+//! or empty, so a report can still be drawn from older results that have the fields it plots.
+//! Every figure is written as SVG and PNG under the papers' names; report.md and report.html
+//! show the machine, the tables and the figures, and list every check a result failed (a join
+//! with a wrong result, a huge-page run that got 4 KiB pages, a latency that looks like a cache
+//! hit).
 
 #![forbid(unsafe_code)]
 
@@ -14,7 +16,12 @@ pub mod plot;
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
+use serde::de::DeserializeOwned;
+use snbuf_bench::join::JoinResult;
+use snbuf_bench::kernels::KernelResult;
+use snbuf_bench::latency::LatencyResult;
+use snbuf_bench::paper::PaperRecord;
+use snbuf_bench::{Machine, Results, ThroughputResult};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
@@ -30,15 +37,12 @@ pub enum ReportError {
     Plot(String, String),
 }
 
-/// The results files a paper run writes, by suite.
-pub const SUITE_FILES: &[(&str, &str)] = &[
+/// The throughput sweeps a paper run writes (each a `ThroughputResult` list), by suite and file.
+pub const THROUGHPUT_FILES: &[(&str, &str)] = &[
     ("write", "write.json"),
     ("read", "read.json"),
     ("write-second", "write-second.json"),
     ("read-second", "read-second.json"),
-    ("latency", "latency.json"),
-    ("join", "join.json"),
-    ("kernels", "kernels.json"),
     ("app", "app.json"),
 ];
 
@@ -46,62 +50,87 @@ pub const SUITE_FILES: &[(&str, &str)] = &[
 pub struct ResultsDir {
     pub dir: PathBuf,
     /// `paper.json`: the run's own record (targets, scale, time), if present.
-    pub paper: Option<Value>,
-    /// Suite name → its results document.
-    pub suites: Vec<(String, Value)>,
+    pub paper: Option<PaperRecord>,
+    /// The machine of the first results file (all files of a run share it).
+    pub machine: Machine,
+    /// The throughput sweeps present, in `THROUGHPUT_FILES` order.
+    pub throughput: Vec<(&'static str, Vec<ThroughputResult>)>,
+    pub latency: Vec<LatencyResult>,
+    pub join: Vec<JoinResult>,
+    pub kernels: Vec<KernelResult>,
+}
+
+/// Reads `path` as `T`; a missing file is `None`.
+fn read<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, ReportError> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => serde_json::from_str(&t)
+            .map(Some)
+            .map_err(|e| ReportError::Parse(path.to_path_buf(), e.to_string())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(ReportError::Io(path.to_path_buf(), e)),
+    }
 }
 
 impl ResultsDir {
     pub fn load(dir: &Path) -> Result<ResultsDir, ReportError> {
-        let read = |p: &Path| -> Result<Option<Value>, ReportError> {
-            match std::fs::read_to_string(p) {
-                Ok(t) => serde_json::from_str(&t)
-                    .map(Some)
-                    .map_err(|e| ReportError::Parse(p.to_path_buf(), e.to_string())),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(ReportError::Io(p.to_path_buf(), e)),
-            }
-        };
         if !dir.is_dir() {
             return Err(ReportError::Io(
                 dir.to_path_buf(),
                 std::io::Error::new(std::io::ErrorKind::NotFound, "not a directory"),
             ));
         }
-        let paper = read(&dir.join("paper.json"))?;
-        let mut suites = Vec::new();
-        for (suite, file) in SUITE_FILES {
-            let path = dir.join(file);
-            if let Some(v) = read(&path)? {
-                if !v["results"].is_array() {
-                    return Err(ReportError::Parse(path, "no \"results\" array".into()));
-                }
-                suites.push((suite.to_string(), v));
+        let mut machine = None;
+        let mut throughput = Vec::new();
+        for (name, file) in THROUGHPUT_FILES {
+            if let Some(doc) = read::<Results<ThroughputResult>>(&dir.join(file))? {
+                machine.get_or_insert(doc.machine);
+                throughput.push((*name, doc.results));
             }
         }
-        if suites.is_empty() {
+        let latency = read_results(&dir.join("latency.json"), &mut machine)?;
+        let join = read_results(&dir.join("join.json"), &mut machine)?;
+        let kernels = read_results(&dir.join("kernels.json"), &mut machine)?;
+        let Some(machine) = machine else {
             return Err(ReportError::Empty(dir.to_path_buf()));
-        }
+        };
         Ok(ResultsDir {
             dir: dir.to_path_buf(),
-            paper,
-            suites,
+            paper: read(&dir.join("paper.json"))?,
+            machine,
+            throughput,
+            latency,
+            join,
+            kernels,
         })
     }
 
-    pub fn results(&self, suite: &str) -> &[Value] {
-        self.suites
+    /// The results of throughput sweep `suite` (`write`, `read`, `write-second`, `read-second`
+    /// or `app`); none when the run did not have it.
+    pub fn throughput(&self, suite: &str) -> &[ThroughputResult] {
+        assert!(
+            THROUGHPUT_FILES.iter().any(|(s, _)| *s == suite),
+            "{suite} is not a throughput sweep"
+        );
+        self.throughput
             .iter()
-            .find(|(s, _)| s == suite)
-            .and_then(|(_, v)| v["results"].as_array())
-            .map(|a| a.as_slice())
+            .find(|(s, _)| *s == suite)
+            .map(|(_, v)| v.as_slice())
             .unwrap_or(&[])
     }
+}
 
-    /// The machine record of the first suite (all suites of a run share it).
-    pub fn machine(&self) -> &Value {
-        &self.suites[0].1["machine"]
-    }
+/// The results of one suite's file, none when it is absent; the first machine seen is kept.
+fn read_results<R: DeserializeOwned>(
+    path: &Path,
+    machine: &mut Option<Machine>,
+) -> Result<Vec<R>, ReportError> {
+    Ok(match read::<Results<R>>(path)? {
+        Some(doc) => {
+            machine.get_or_insert(doc.machine);
+            doc.results
+        }
+        None => Vec::new(),
+    })
 }
 
 /// One figure: its file stem (named after the paper's figure), title and what it shows.
@@ -133,17 +162,4 @@ pub fn build(results: &Path, out: &Path) -> Result<Report, ReportError> {
         html,
         findings,
     })
-}
-
-/// A number field of a result, NaN when absent.
-pub(crate) fn num(v: &Value, key: &str) -> f64 {
-    v[key].as_f64().unwrap_or(f64::NAN)
-}
-
-pub(crate) fn text(v: &Value, key: &str) -> String {
-    match &v[key] {
-        Value::String(s) => s.clone(),
-        Value::Null => "-".into(),
-        other => other.to_string(),
-    }
 }

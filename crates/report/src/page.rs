@@ -5,8 +5,14 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+use snbuf_bench::join::JoinResult;
+use snbuf_bench::kernels::KernelResult;
+use snbuf_bench::latency::LatencyResult;
+use snbuf_bench::ThroughputResult;
 
-use crate::{num, text, Figure, ReportError, ResultsDir};
+use crate::figures::{is_per_thread_layout, lock_name, order_name, per_thread};
+use crate::plot::human_bytes;
+use crate::{Figure, ReportError, ResultsDir};
 
 /// A table: header and rows of cells.
 struct Table {
@@ -22,20 +28,65 @@ fn is_finding(note: &str) -> bool {
     note.starts_with("WRONG") || note.starts_with("suspect:")
 }
 
+/// What the checks read of any result: its suite, whether it checked out (for suites that check
+/// their result), its notes, and a few words naming it.
+struct Checked<'a> {
+    suite: &'a str,
+    verified: Option<bool>,
+    notes: &'a [String],
+    brief: String,
+}
+
+/// Every result of the directory, as its checks see it.
+fn checked(r: &ResultsDir) -> Vec<Checked<'_>> {
+    let mut v = Vec::new();
+    for (suite, rows) in &r.throughput {
+        v.extend(rows.iter().map(|x| Checked {
+            suite,
+            verified: None,
+            notes: &x.notes,
+            brief: format!("method {}, threads {}", x.method, x.threads),
+        }));
+    }
+    v.extend(r.latency.iter().map(|x| Checked {
+        suite: "latency",
+        verified: None,
+        notes: &x.notes,
+        brief: format!("op {}", x.op),
+    }));
+    v.extend(r.join.iter().map(|x| Checked {
+        suite: "join",
+        verified: Some(x.verified),
+        notes: &x.notes,
+        brief: format!(
+            "phase {}, lock {}, placement {}, threads {}",
+            x.phase,
+            lock_name(x),
+            x.placement,
+            x.threads
+        ),
+    }));
+    v.extend(r.kernels.iter().map(|x| Checked {
+        suite: "kernels",
+        verified: Some(x.verified),
+        notes: &x.notes,
+        brief: format!("kernel {}, placement {}", x.kernel, x.placement),
+    }));
+    v
+}
+
 /// Every failed check (`verified: false`) and every note that flags a figure.
 pub fn findings(r: &ResultsDir) -> Vec<String> {
     let mut v = Vec::new();
-    for (suite, doc) in &r.suites {
-        for x in doc["results"].as_array().into_iter().flatten() {
-            if x["verified"] == false {
-                v.push(format!("{suite}: a result failed its check: {}", brief(x)));
-            }
-            for n in x["notes"].as_array().into_iter().flatten() {
-                let n = n.as_str().unwrap_or_default();
-                if is_finding(n) {
-                    v.push(format!("{suite}: {n}"));
-                }
-            }
+    for x in checked(r) {
+        if x.verified == Some(false) {
+            v.push(format!(
+                "{}: a result failed its check: {}",
+                x.suite, x.brief
+            ));
+        }
+        for n in x.notes.iter().filter(|n| is_finding(n)) {
+            v.push(format!("{}: {n}", x.suite));
         }
     }
     v.sort();
@@ -45,40 +96,18 @@ pub fn findings(r: &ResultsDir) -> Vec<String> {
 
 /// The other notes (how a figure was measured), once each.
 fn plain_notes(r: &ResultsDir) -> Vec<String> {
-    let mut v: Vec<String> = r
-        .suites
+    let mut v: Vec<String> = checked(r)
         .iter()
-        .flat_map(|(suite, doc)| {
-            doc["results"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .flat_map(|x| x["notes"].as_array().into_iter().flatten())
-                .filter_map(|n| n.as_str())
+        .flat_map(|x| {
+            x.notes
+                .iter()
                 .filter(|n| !is_finding(n) && !n.starts_with("layout:"))
-                .map(move |n| format!("{suite}: {n}"))
+                .map(|n| format!("{}: {n}", x.suite))
         })
         .collect();
     v.sort();
     v.dedup();
     v
-}
-
-fn brief(x: &Value) -> String {
-    [
-        "method",
-        "kernel",
-        "phase",
-        "lock",
-        "op",
-        "placement",
-        "threads",
-    ]
-    .iter()
-    .filter(|k| !x[**k].is_null())
-    .map(|k| format!("{k} {}", text(x, k)))
-    .collect::<Vec<_>>()
-    .join(", ")
 }
 
 fn f2(v: f64) -> String {
@@ -89,25 +118,34 @@ fn f2(v: f64) -> String {
     }
 }
 
+/// A JSON scalar as a table cell.
+fn cell(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        other => other.to_string(),
+    }
+}
+
 fn machine_table(r: &ResultsDir) -> Table {
-    let m = r.machine();
     let mut rows = Vec::new();
-    if let Some(obj) = m.as_object() {
-        for (k, v) in obj {
+    // Every scalar the machine record has, in its own words: the record grows with the suites.
+    if let Ok(Value::Object(obj)) = serde_json::to_value(&r.machine) {
+        for (k, v) in &obj {
             if !v.is_array() && !v.is_object() {
-                rows.push(vec![k.clone(), text(m, k)]);
+                rows.push(vec![k.clone(), cell(v)]);
             }
         }
     }
-    for t in m["targets"].as_array().into_iter().flatten() {
+    for t in &r.machine.targets {
         rows.push(vec![
             "target".into(),
             format!(
                 "{} ({}, {}{})",
-                text(t, "path"),
-                text(t, "filesystem"),
-                if t["dax"] == true { "DAX" } else { "not DAX" },
-                if t["volatile"] == true {
+                t.path,
+                t.filesystem,
+                if t.dax { "DAX" } else { "not DAX" },
+                if t.volatile {
                     ", RAM only: not durable"
                 } else {
                     ""
@@ -116,16 +154,17 @@ fn machine_table(r: &ResultsDir) -> Table {
         ]);
     }
     if let Some(p) = &r.paper {
-        for k in ["scale", "seconds", "target", "second_target"] {
-            if !p[k].is_null() {
-                rows.push(vec![format!("run {k}"), text(p, k)]);
+        if !p.scale.is_empty() {
+            rows.push(vec!["run scale".into(), p.scale.clone()]);
+        }
+        rows.push(vec!["run seconds".into(), p.seconds.to_string()]);
+        for (k, t) in [("target", &p.target), ("second_target", &p.second_target)] {
+            if let Some(t) = t {
+                rows.push(vec![format!("run {k}"), t.display().to_string()]);
             }
         }
-        for n in p["notes"].as_array().into_iter().flatten() {
-            rows.push(vec![
-                "run note".into(),
-                n.as_str().unwrap_or_default().into(),
-            ]);
+        for n in &p.notes {
+            rows.push(vec!["run note".into(), n.clone()]);
         }
     }
     Table {
@@ -138,33 +177,32 @@ fn machine_table(r: &ResultsDir) -> Table {
 /// DUNE Table II: best sequential read and write bandwidth of each target.
 fn table_two(r: &ResultsDir) -> Option<Table> {
     let best = |suite: &str| {
-        r.results(suite)
+        r.throughput(suite)
             .iter()
-            .filter(|x| x["pattern"] == "seq")
-            .map(|x| num(x, "gib_per_s"))
+            .filter(|x| x.pattern == "seq")
+            .map(|x| x.gib_per_s)
             .filter(|v| v.is_finite())
             .fold(f64::NAN, f64::max)
     };
-    if r.results("write").is_empty() {
+    if r.throughput("write").is_empty() {
         return None;
     }
     // The directory measured, not the temporary file the sweep made in it.
     let name = |suite: &str| {
-        r.results(suite)
+        r.throughput(suite)
             .first()
             .map(|x| {
-                let t = text(x, "target");
-                let p = Path::new(&t);
+                let p = Path::new(&x.target);
                 match (p.parent(), p.file_name()) {
                     (Some(dir), Some(f)) if f.to_string_lossy().starts_with("snbuf-bench-") => {
                         dir.display().to_string()
                     }
-                    _ => t,
+                    _ => x.target.clone(),
                 }
             })
             .unwrap_or_else(|| "-".into())
     };
-    let second = !r.results("write-second").is_empty();
+    let second = !r.throughput("write-second").is_empty();
     let mut header = vec!["", "first target [GiB/s]"];
     if second {
         header.push("second target [GiB/s]");
@@ -192,7 +230,7 @@ fn table_two(r: &ResultsDir) -> Option<Table> {
     })
 }
 
-fn throughput_table(title: &str, rows: &[Value]) -> Option<Table> {
+fn throughput_table(title: &str, rows: &[ThroughputResult]) -> Option<Table> {
     (!rows.is_empty()).then(|| Table {
         title: title.into(),
         header: vec![
@@ -208,13 +246,13 @@ fn throughput_table(title: &str, rows: &[Value]) -> Option<Table> {
             .iter()
             .map(|x| {
                 vec![
-                    text(x, "method"),
-                    crate::plot::human_bytes(num(x, "block_size_bytes")),
-                    text(x, "threads"),
-                    f2(num(x, "gib_per_s")),
-                    f2(num(x, "mops_per_s")),
-                    text(&x["latency_ns"], "p99"),
-                    text(x, "durability"),
+                    x.method.clone(),
+                    human_bytes(x.block_size_bytes as f64),
+                    x.threads.to_string(),
+                    f2(x.gib_per_s),
+                    f2(x.mops_per_s),
+                    x.latency_ns.p99.to_string(),
+                    x.durability.clone(),
                 ]
             })
             .collect(),
@@ -225,10 +263,10 @@ fn throughput_table(title: &str, rows: &[Value]) -> Option<Table> {
 /// application, then the throughput sweeps. A suite without results has no table.
 fn tables(r: &ResultsDir) -> Vec<Table> {
     let mut t: Vec<Table> = [
-        latency_table(r.results("latency")),
-        join_table(r.results("join")),
-        kernels_table(r.results("kernels")),
-        app_table(r.results("app")),
+        latency_table(&r.latency),
+        join_table(&r.join),
+        kernels_table(&r.kernels),
+        app_table(r.throughput("app")),
     ]
     .into_iter()
     .flatten()
@@ -239,12 +277,12 @@ fn tables(r: &ResultsDir) -> Vec<Table> {
         ("write-second", "Persist sweep, second target"),
         ("read-second", "Read sweep, second target"),
     ] {
-        t.extend(throughput_table(title, r.results(suite)));
+        t.extend(throughput_table(title, r.throughput(suite)));
     }
     t
 }
 
-fn latency_table(lat: &[Value]) -> Option<Table> {
+fn latency_table(lat: &[LatencyResult]) -> Option<Table> {
     (!lat.is_empty()).then(|| Table {
         title: "Latency (Yoshioka et al.)".into(),
         header: vec![
@@ -261,21 +299,26 @@ fn latency_table(lat: &[Value]) -> Option<Table> {
             .iter()
             .map(|x| {
                 vec![
-                    text(x, "medium"),
-                    text(x, "order"),
-                    text(x, "op"),
-                    text(x, "access_bytes"),
-                    text(&x["latency_ns"], "p50"),
-                    text(&x["latency_ns"], "p99"),
-                    text(&x["latency_cycles"], "p50"),
-                    f2(num(x, "throughput_gb_per_s")),
+                    x.medium.clone(),
+                    order_name(x.order).into(),
+                    x.op.clone(),
+                    x.access_bytes.to_string(),
+                    x.latency_ns.p50.to_string(),
+                    x.latency_ns.p99.to_string(),
+                    x.latency_cycles.p50.to_string(),
+                    f2(x.throughput_gb_per_s),
                 ]
             })
             .collect(),
     })
 }
 
-fn join_table(join: &[Value]) -> Option<Table> {
+/// `ok` or `WRONG`: whether a result checked out.
+fn check_cell(verified: bool) -> String {
+    if verified { "ok" } else { "WRONG" }.into()
+}
+
+fn join_table(join: &[JoinResult]) -> Option<Table> {
     (!join.is_empty()).then(|| Table {
         title: "Hash join (Yoshioka et al.)".into(),
         header: vec![
@@ -290,19 +333,19 @@ fn join_table(join: &[Value]) -> Option<Table> {
             .iter()
             .map(|x| {
                 vec![
-                    text(x, "phase"),
-                    text(x, "lock"),
-                    text(x, "threads"),
-                    text(x, "placement"),
-                    f2(num(x, "mtuples_per_s")),
-                    if x["verified"] == true { "ok" } else { "WRONG" }.into(),
+                    x.phase.clone(),
+                    lock_name(x).into(),
+                    x.threads.to_string(),
+                    x.placement.clone(),
+                    f2(x.mtuples_per_s),
+                    check_cell(x.verified),
                 ]
             })
             .collect(),
     })
 }
 
-fn kernels_table(ker: &[Value]) -> Option<Table> {
+fn kernels_table(ker: &[KernelResult]) -> Option<Table> {
     (!ker.is_empty()).then(|| Table {
         title: "Kernels (Mason et al.)".into(),
         header: vec![
@@ -319,25 +362,22 @@ fn kernels_table(ker: &[Value]) -> Option<Table> {
             .iter()
             .map(|x| {
                 vec![
-                    text(x, "kernel"),
-                    text(x, "n"),
-                    text(x, "placement"),
-                    crate::plot::human_bytes(num(x, "page_size_bytes")),
-                    if x["page_size_obtained_bytes"].is_null() {
-                        "?".into()
-                    } else {
-                        crate::plot::human_bytes(num(x, "page_size_obtained_bytes"))
-                    },
-                    format!("{:.3}", num(x, "seconds")),
-                    f2(num(x, "gflops")),
-                    if x["verified"] == true { "ok" } else { "WRONG" }.into(),
+                    x.kernel.clone(),
+                    x.n.to_string(),
+                    x.placement.clone(),
+                    human_bytes(x.page_size_bytes as f64),
+                    x.page_size_obtained_bytes
+                        .map_or("?".into(), |b| human_bytes(b as f64)),
+                    format!("{:.3}", x.seconds),
+                    f2(x.gflops),
+                    check_cell(x.verified),
                 ]
             })
             .collect(),
     })
 }
 
-fn app_table(app: &[Value]) -> Option<Table> {
+fn app_table(app: &[ThroughputResult]) -> Option<Table> {
     (!app.is_empty()).then(|| Table {
         title: "The DUNE-like application (5568 B frames)".into(),
         header: vec![
@@ -350,15 +390,17 @@ fn app_table(app: &[Value]) -> Option<Table> {
         rows: app
             .iter()
             .map(|x| {
-                let per = x["notes"]
-                    .as_array()
-                    .is_some_and(|n| n.iter().any(|s| s == "layout: per-thread"));
                 vec![
-                    if per { "per-thread" } else { "shared" }.into(),
-                    text(x, "method"),
-                    text(x, "threads"),
-                    f2(num(x, "gib_per_s")),
-                    f2(num(x, "gib_per_s") / num(x, "threads")),
+                    if is_per_thread_layout(x) {
+                        "per-thread"
+                    } else {
+                        "shared"
+                    }
+                    .into(),
+                    x.method.clone(),
+                    x.threads.to_string(),
+                    f2(x.gib_per_s),
+                    f2(per_thread(x)),
                 ]
             })
             .collect(),
