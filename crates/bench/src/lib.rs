@@ -1,12 +1,14 @@
 //! snbuf-bench: the characterization suites and their result schema.
 //!
 //! Every suite drives the same persistence code as the recorder (`snbuf_persist::open`), records
-//! the machine it ran on, and returns raw results; the binary prints them in human units and
-//! exports them (`results`). The schema is documented in docs/RESULTS.md.
+//! the machine it ran on, and returns raw results (`results`: the schema of docs/RESULTS.md,
+//! which `snbuf report` reads back). `command` runs a suite for the command line: its
+//! arguments, a progress bar, its table in human units and its JSON.
 
 pub mod app;
 pub mod checksum;
 pub mod clock;
+pub mod command;
 pub mod defaults;
 pub mod error;
 pub mod join;

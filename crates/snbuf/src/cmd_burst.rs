@@ -9,7 +9,7 @@ use snbuf_burst::{recover_burst, verify_burst, End};
 use snbuf_quantity::Bytes;
 
 use crate::exit::{usage, Failure};
-use crate::table::Table;
+use snbuf_console::Table;
 
 fn dir_error(e: BurstDirError) -> anyhow::Error {
     match e {

@@ -13,7 +13,7 @@ use crate::cli::{
 use crate::exit::{usage, Failure};
 use crate::fleet_args::nats_options;
 use crate::fleet_rows;
-use crate::table::Table;
+use snbuf_console::Table;
 
 pub fn run(cmd: FleetCommand) -> anyhow::Result<()> {
     match cmd {

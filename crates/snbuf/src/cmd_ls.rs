@@ -7,7 +7,7 @@ use snbuf_burst::{verify_burst, BurstState, Manifest};
 use snbuf_quantity::{utc_stamp, Bytes};
 
 use crate::exit::usage;
-use crate::table::Table;
+use snbuf_console::Table;
 
 /// One burst as `ls` shows it.
 struct Entry {

@@ -6,7 +6,7 @@ use anyhow::Context;
 use snbuf_persist::{medium, METHODS};
 use snbuf_platform::cpu::CpuFeatures;
 
-use crate::table::Table;
+use snbuf_console::Table;
 
 pub fn run(target: Option<&Path>) -> anyhow::Result<()> {
     let cpu = CpuFeatures::detect();

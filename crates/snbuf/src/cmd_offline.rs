@@ -8,7 +8,7 @@ use snbuf_quantity::Bytes;
 
 use crate::cli::{ConvertArgs, ExtractArgs, InspectArgs};
 use crate::exit::{read_error, usage, Failure};
-use crate::table::Table;
+use snbuf_console::Table;
 
 fn open(dir: &Path) -> anyhow::Result<BurstReader> {
     if !dir.is_dir() {
@@ -228,7 +228,7 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
         offline_data_stream: args.offline_data_stream.clone(),
         run_was_for_test_purposes: args.test_run,
     };
-    let bar = crate::progress::bar(1);
+    let bar = snbuf_console::progress::bar(1);
     let started = std::time::Instant::now();
     let done = convert(&burst, &opts, &mut |done, total| {
         bar.set_length(total.max(1));

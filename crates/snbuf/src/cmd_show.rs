@@ -49,7 +49,7 @@ pub fn run(args: &ShowArgs) -> anyhow::Result<()> {
         bins: 200,
         export_state: snbuf_export::export_state(dir),
     };
-    let bar = crate::progress::bytes_bar();
+    let bar = snbuf_console::progress::bytes_bar();
     let shown = show(dir, &opts, &mut |done, total| {
         bar.set_length(total);
         bar.set_position(done);

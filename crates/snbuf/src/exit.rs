@@ -2,17 +2,7 @@
 //! that does not verify), 2 the command was wrong (bad option, a path that cannot be used) — the
 //! same 2 clap uses.
 
-/// Marks an error as the user's input being wrong, for exit code 2.
-#[derive(Debug)]
-pub struct UsageError(pub String);
-
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UsageError {}
+pub use snbuf_console::{usage, UsageError};
 
 /// A finding already printed in full (a burst that does not verify): exit 1 with one line.
 #[derive(Debug)]
@@ -25,10 +15,6 @@ impl std::fmt::Display for Failure {
 }
 
 impl std::error::Error for Failure {}
-
-pub fn usage(msg: impl Into<String>) -> anyhow::Error {
-    anyhow::Error::new(UsageError(msg.into()))
-}
 
 /// A path that is not a burst, or a link it does not have, is the user's mistake (exit 2); any
 /// other failure to read a burst is the run's (exit 1).

@@ -5,9 +5,7 @@
 
 mod args;
 mod cli;
-mod cmd_bench;
 mod cmd_burst;
-mod cmd_checksum;
 mod cmd_emit;
 mod cmd_export;
 mod cmd_fleet;
@@ -15,12 +13,11 @@ mod cmd_ls;
 mod cmd_man;
 mod cmd_methods;
 mod cmd_offline;
-mod cmd_paper;
 mod cmd_plan;
 mod cmd_record;
+mod cmd_report;
 mod cmd_serve;
 mod cmd_show;
-mod cmd_suites;
 mod config_file;
 mod exit;
 mod export_setup;
@@ -29,9 +26,6 @@ mod fleet_rows;
 mod ingest_words;
 mod live;
 mod logging;
-mod progress;
-mod suite_runner;
-mod table;
 mod unit_config;
 
 use std::process::ExitCode;
@@ -48,16 +42,7 @@ fn main() -> ExitCode {
         logging::init_for_command();
     }
     let result = match cli.command {
-        cli::Command::Bench(cmd) => match cmd {
-            cli::BenchCommand::Write(a) => cmd_bench::throughput(snbuf_bench::Direction::Write, *a),
-            cli::BenchCommand::Read(a) => cmd_bench::throughput(snbuf_bench::Direction::Read, *a),
-            cli::BenchCommand::Latency(a) => cmd_suites::latency(a),
-            cli::BenchCommand::Join(a) => cmd_suites::join(a),
-            cli::BenchCommand::Kernels(a) => cmd_suites::kernels(a),
-            cli::BenchCommand::App(a) => cmd_suites::app(a),
-            cli::BenchCommand::Checksum(a) => cmd_checksum::run(a),
-            cli::BenchCommand::Paper(a) => cmd_paper::run(a),
-        },
+        cli::Command::Bench(cmd) => snbuf_bench::command::run(cmd),
         cli::Command::Record(args) => cmd_record::run(*args),
         cli::Command::Plan(args) => cmd_plan::run(&args),
         cli::Command::Serve(args) => cmd_serve::serve(*args),
@@ -67,7 +52,7 @@ fn main() -> ExitCode {
             None => cmd_serve::trigger(&args),
         },
         cli::Command::Status(args) => cmd_serve::status(&args),
-        cli::Command::Report(args) => cmd_paper::report(&args),
+        cli::Command::Report(args) => cmd_report::run(&args),
         cli::Command::Fleet(cmd) => cmd_fleet::run(cmd),
         cli::Command::Export(args) => cmd_export::run(&args),
         cli::Command::Convert(args) => cmd_offline::convert(&args),

@@ -14,15 +14,13 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-pub use bench::{
-    AppArgs, BenchCommand, ChecksumArgs, JoinArgs, KernelsArgs, LatencyArgs, PaperArgs, PatternArg,
-    PlanArgs, ReportArgs, SyncArg, ThroughputArgs,
-};
+pub use bench::{PlanArgs, ReportArgs};
 pub use emit::EmitArgs;
 pub use export::ExportArgs;
 pub use fleet::{FleetBenchArgs, FleetCommand, FleetReadArgs, FleetSetupArgs, FleetStatusArgs};
 pub use offline::{ConvertArgs, ExtractArgs, InspectArgs, ShowArgs};
 pub use record::{NatsArgs, RecordArgs, ServeArgs, StatusArgs, TriggerArgs, UnitArgs};
+pub use snbuf_bench::command::BenchCommand;
 
 #[derive(Parser, Debug)]
 #[command(

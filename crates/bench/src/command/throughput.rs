@@ -3,22 +3,22 @@
 
 use std::time::Duration;
 
-use anyhow::Context;
-use snbuf_bench::defaults::{default_region_bytes, default_target};
-use snbuf_bench::results::write_throughput_csv;
-use snbuf_bench::throughput::run_point;
-use snbuf_bench::{
+use crate::defaults::{default_region_bytes, default_target};
+use crate::results::write_throughput_csv;
+use crate::throughput::run_point;
+use crate::{
     BenchError, Direction, Machine, OpClock, Pattern, PersistEvery, TargetFiles, ThroughputConfig,
     ThroughputResult,
 };
+use anyhow::Context;
 use snbuf_persist::{Method, PageSize, SyncMode};
 use snbuf_platform::cpu;
 use snbuf_quantity::{Bytes, Count, Nanos, Rate};
 
-use crate::cli::{PatternArg, SyncArg, ThroughputArgs};
-use crate::exit::usage;
-use crate::suite_runner::{run_suite, Suite};
-use crate::table::Table;
+use super::args::{PatternArg, SyncArg, ThroughputArgs};
+use super::runner::{run_suite, Suite};
+use snbuf_console::usage;
+use snbuf_console::Table;
 
 fn parse_persist_every(s: &str) -> anyhow::Result<PersistEvery> {
     match s.trim() {

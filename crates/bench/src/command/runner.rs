@@ -6,11 +6,11 @@
 
 use std::path::Path;
 
+use crate::results::save;
+use crate::Machine;
 use serde::Serialize;
-use snbuf_bench::results::save;
-use snbuf_bench::Machine;
 
-use crate::progress::{bar, steps};
+use snbuf_console::progress::{bar, steps};
 
 /// Whether a result checked itself right, and what to say when one did not.
 pub type Verified<R> = (fn(&R) -> bool, &'static str);

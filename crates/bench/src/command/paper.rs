@@ -1,18 +1,17 @@
-//! `snbuf bench paper` (the plan and its runs are `snbuf_bench::paper`'s): one results directory
-//! with one progress bar and the time left; and `snbuf report`, which turns that directory into
-//! figures and a report.
+//! `snbuf bench paper` (the plan and its runs are `crate::paper`'s): one results directory with
+//! one progress bar and the time left. `snbuf report` then turns it into figures and a report.
 
 use std::path::Path;
 use std::time::Duration;
 
+use crate::paper::{Plan, Scale};
+use crate::{BenchError, Machine, OpClock};
 use anyhow::Context;
-use snbuf_bench::paper::{Plan, Scale};
-use snbuf_bench::{BenchError, Machine, OpClock};
 use snbuf_persist::Method;
 
-use crate::cli::{PaperArgs, ReportArgs};
-use crate::exit::usage;
-use crate::progress::{bar, steps};
+use super::args::PaperArgs;
+use snbuf_console::progress::{bar, steps};
+use snbuf_console::usage;
 
 pub fn run(args: PaperArgs) -> anyhow::Result<()> {
     let scale = if args.smoke {
@@ -93,30 +92,6 @@ pub fn run(args: PaperArgs) -> anyhow::Result<()> {
             "{} result(s) failed their check (see the notes in the JSON)",
             run.wrong
         ));
-    }
-    Ok(())
-}
-
-pub fn report(args: &ReportArgs) -> anyhow::Result<()> {
-    let r = snbuf_report::build(&args.results, &args.out).map_err(|e| match e {
-        snbuf_report::ReportError::Empty(_) | snbuf_report::ReportError::Parse(..) => {
-            usage(e.to_string())
-        }
-        snbuf_report::ReportError::Io(ref p, ref io)
-            if p == &args.results && io.kind() == std::io::ErrorKind::NotFound =>
-        {
-            usage(e.to_string())
-        }
-        other => anyhow::Error::new(other),
-    })?;
-    println!(
-        "wrote {} figures (SVG and PNG), {} and {}",
-        r.figures.len(),
-        r.markdown.display(),
-        r.html.display()
-    );
-    for f in &r.findings {
-        println!("check: {f}");
     }
     Ok(())
 }

@@ -5,23 +5,21 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::app::{self, AppConfig, Layout};
+use crate::defaults::{default_app_methods, default_region_bytes, default_target, default_threads};
+use crate::join::{self, JoinConfig, JoinResult, LockKind, ALL_LOCKS};
+use crate::kernels::{self, Kernel, KernelResult, KernelsConfig, ALL_KERNELS};
+use crate::latency::{self, LatencyConfig, LatencyResult, Order, ALL_OPS};
+use crate::{Machine, OpClock, ThroughputResult};
 use anyhow::Context;
-use snbuf_bench::app::{self, AppConfig, Layout};
-use snbuf_bench::defaults::{
-    default_app_methods, default_region_bytes, default_target, default_threads,
-};
-use snbuf_bench::join::{self, JoinConfig, JoinResult, LockKind, ALL_LOCKS};
-use snbuf_bench::kernels::{self, Kernel, KernelResult, KernelsConfig, ALL_KERNELS};
-use snbuf_bench::latency::{self, LatencyConfig, LatencyResult, Order, ALL_OPS};
-use snbuf_bench::{Machine, OpClock, ThroughputResult};
 use snbuf_persist::{Method, PageSize};
 use snbuf_platform::cpu;
 use snbuf_quantity::{Bytes, Nanos, Rate};
 
-use crate::cli::{AppArgs, JoinArgs, KernelsArgs, LatencyArgs};
-use crate::exit::usage;
-use crate::suite_runner::{no_notes, run_suite, Suite};
-use crate::table::Table;
+use super::args::{AppArgs, JoinArgs, KernelsArgs, LatencyArgs};
+use super::runner::{no_notes, run_suite, Suite};
+use snbuf_console::usage;
+use snbuf_console::Table;
 
 fn check_target(t: &Path) -> anyhow::Result<()> {
     if t.is_dir()

@@ -1,15 +1,15 @@
 //! `snbuf bench checksum`: the CRC-32C implementations and a writer's copy-and-checksum
 //! variants, as a table of GB/s and core-seconds per GiB (and JSON on request).
 
+use crate::checksum::{self, ChecksumConfig, ChecksumResult};
+use crate::{Machine, OpClock};
 use anyhow::Context;
-use snbuf_bench::checksum::{self, ChecksumConfig, ChecksumResult};
-use snbuf_bench::{Machine, OpClock};
 use snbuf_quantity::Bytes;
 
-use crate::cli::ChecksumArgs;
-use crate::exit::usage;
-use crate::suite_runner::{no_notes, run_suite, Suite};
-use crate::table::Table;
+use super::args::ChecksumArgs;
+use super::runner::{no_notes, run_suite, Suite};
+use snbuf_console::usage;
+use snbuf_console::Table;
 
 pub fn run(args: ChecksumArgs) -> anyhow::Result<()> {
     if !args.dram_size.is_multiple_of(1 << 20) || args.passes == 0 {
