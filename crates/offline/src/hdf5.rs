@@ -36,7 +36,7 @@ pub struct ConvertOptions {
 }
 
 /// What was written.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Converted {
     pub files: Vec<PathBuf>,
     pub records: u64,
@@ -47,6 +47,19 @@ pub struct Converted {
     pub missing_frames: u64,
     /// Bytes of fragments and record headers written.
     pub bytes: u64,
+}
+
+/// `convert --json`: what was converted, from which window, and what was written.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct ConvertRecord {
+    pub burst: PathBuf,
+    pub window_start_timestamp: u64,
+    pub window_end_timestamp: u64,
+    /// Length of one TimeSlice record, in ticks of the detector's clock.
+    pub slice_ticks: u64,
+    #[serde(flatten)]
+    pub converted: Converted,
+    pub seconds: f64,
 }
 
 impl Converted {

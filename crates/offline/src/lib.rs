@@ -4,6 +4,7 @@
 //! window is cut into records is `plan`. Frames pass through unchanged.
 #![forbid(unsafe_code)]
 
+pub mod command;
 pub mod dune;
 pub mod extract;
 #[cfg(feature = "hdf5")]

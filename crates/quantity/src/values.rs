@@ -2,6 +2,7 @@
 //! not be zero, a row count (`4M`), a thread count, a page size. Each refuses bad input with a
 //! typed error whose message names what was wrong; clap takes these functions as value parsers.
 
+use std::path::Path;
 use std::time::Duration;
 
 use crate::{parse_bytes, parse_duration, QuantityError};
@@ -28,6 +29,29 @@ pub enum ValueError {
     PageSize,
     #[error("'{0}': on or off")]
     NotOnOff(String),
+    #[error("{flag} {path}: {parent} is not a directory")]
+    NoParentDir {
+        flag: String,
+        path: String,
+        parent: String,
+    },
+}
+
+/// A file a command will write must have somewhere to go: its directory exists (checked now,
+/// not after a run). `flag` names the option, for the message.
+pub fn check_parent_dir(flag: &str, path: &Path) -> Result<(), ValueError> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !parent.is_dir() {
+        return Err(ValueError::NoParentDir {
+            flag: flag.into(),
+            path: path.display().to_string(),
+            parent: parent.display().to_string(),
+        });
+    }
+    Ok(())
 }
 
 /// The most threads a benchmark point may ask for.

@@ -12,8 +12,8 @@ use crate::cli::{
 };
 use crate::exit::{usage, Failure};
 use crate::fleet_args::nats_options;
-use crate::fleet_rows;
 use snbuf_console::Table;
+use snbuf_live::fleet_rows;
 
 pub fn run(cmd: FleetCommand) -> anyhow::Result<()> {
     match cmd {
@@ -47,7 +47,7 @@ fn status(status_args: &FleetStatusArgs) -> anyhow::Result<()> {
     let args = &status_args.read;
     let opts = nats_options(&args.nats, &args.nats_auth)?;
     if status_args.watch && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-        return crate::live::fleet_status(&opts);
+        return snbuf_live::fleet_status(&opts);
     }
     let units = snbuf_fleet::fleet_status(&opts).map_err(fleet_error)?;
     if args.json {

@@ -242,7 +242,7 @@ fn print_what_was_kept(config: &snbuf_unit::RecordConfig, report: &snbuf_unit::R
         );
         println!(
             "  receiver    {}",
-            crate::ingest_words::receiver(
+            snbuf_readout::udp::receiver_words(
                 report.ingest_receive_cpu,
                 report.ingest_nic.as_ref().map(|n| n.to_string()).as_deref(),
                 report.ingest_nap.unwrap_or_default(),

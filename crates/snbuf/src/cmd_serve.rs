@@ -217,7 +217,7 @@ fn print_ingest(i: &snbuf_unit::protocol::IngestStatus) {
     );
     println!(
         "receiver: {}",
-        crate::ingest_words::receiver(
+        snbuf_readout::udp::receiver_words(
             i.receive_cpu,
             i.nic.as_deref(),
             std::time::Duration::try_from_secs_f64(i.nap_s).unwrap_or_default(),
@@ -227,7 +227,7 @@ fn print_ingest(i: &snbuf_unit::protocol::IngestStatus) {
 
 pub fn status(args: &StatusArgs) -> anyhow::Result<()> {
     if args.watch && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-        return crate::live::unit_status(&args.socket);
+        return snbuf_live::unit_status(&args.socket);
     }
     let s: UnitStatus = ask(&args.socket, &Request::Status)?;
     if args.json {

@@ -11,9 +11,6 @@ mod cmd_export;
 mod cmd_fleet;
 mod cmd_ls;
 mod cmd_man;
-mod cmd_methods;
-mod cmd_offline;
-mod cmd_plan;
 mod cmd_record;
 mod cmd_report;
 mod cmd_serve;
@@ -22,9 +19,6 @@ mod config_file;
 mod exit;
 mod export_setup;
 mod fleet_args;
-mod fleet_rows;
-mod ingest_words;
-mod live;
 mod logging;
 mod unit_config;
 
@@ -44,7 +38,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         cli::Command::Bench(cmd) => snbuf_bench::command::run(cmd),
         cli::Command::Record(args) => cmd_record::run(*args),
-        cli::Command::Plan(args) => cmd_plan::run(&args),
+        cli::Command::Plan(args) => snbuf_bench::command::plan::run(&args),
         cli::Command::Serve(args) => cmd_serve::serve(*args),
         cli::Command::Emit(args) => cmd_emit::run(&args),
         cli::Command::Trigger(args) => match &args.nats {
@@ -55,14 +49,14 @@ fn main() -> ExitCode {
         cli::Command::Report(args) => cmd_report::run(&args),
         cli::Command::Fleet(cmd) => cmd_fleet::run(cmd),
         cli::Command::Export(args) => cmd_export::run(&args),
-        cli::Command::Convert(args) => cmd_offline::convert(&args),
-        cli::Command::Inspect(args) => cmd_offline::inspect(&args),
+        cli::Command::Convert(args) => snbuf_offline::command::convert(&args),
+        cli::Command::Inspect(args) => snbuf_offline::command::inspect(&args),
         cli::Command::Show(args) => cmd_show::run(&args),
-        cli::Command::Extract(args) => cmd_offline::extract(&args),
+        cli::Command::Extract(args) => snbuf_offline::command::extract(&args),
         cli::Command::Ls { dir, verify, json } => cmd_ls::run(&dir, json, verify),
         cli::Command::Completions { shell } => cmd_man::completions(shell),
         cli::Command::Man { dir } => cmd_man::man_pages(&dir),
-        cli::Command::Methods { target } => cmd_methods::run(target.as_deref()),
+        cli::Command::Methods { target } => snbuf_bench::command::methods::run(target.as_deref()),
         cli::Command::Verify { burst_dir, json } => cmd_burst::verify(&burst_dir, json),
         cli::Command::Recover {
             burst_dir,

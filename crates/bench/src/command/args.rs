@@ -297,3 +297,25 @@ pub struct ThroughputArgs {
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
 }
+
+#[derive(Args, Debug, Clone)]
+pub struct PlanArgs {
+    /// Input rate of the unit: 10GB/s.
+    #[arg(long, value_name = "RATE")]
+    pub input_rate: String,
+    /// How long a trigger records: 100s.
+    #[arg(long, value_name = "TIME", value_parser = parse_duration_nonzero)]
+    pub time: Duration,
+    /// The medium's sustained write rate, if known.
+    #[arg(long, value_name = "RATE", conflicts_with = "bench")]
+    pub output_rate: Option<String>,
+    /// Or: a `snbuf bench write --json` results file to take the output rate from.
+    #[arg(long, value_name = "FILE")]
+    pub bench: Option<PathBuf>,
+    /// With --bench: the method to take (default: the fastest in the file).
+    #[arg(long)]
+    pub method: Option<String>,
+    /// With --bench: the block size to take (default: any).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_nonzero)]
+    pub block_size: Option<u64>,
+}

@@ -5,14 +5,16 @@
 
 mod args;
 mod checksum;
+pub mod methods;
 mod paper;
+pub mod plan;
 mod runner;
 mod suites;
 mod throughput;
 
 pub use args::{
     AppArgs, BenchCommand, ChecksumArgs, JoinArgs, KernelsArgs, LatencyArgs, PaperArgs, PatternArg,
-    SyncArg, ThroughputArgs,
+    PlanArgs, SyncArg, ThroughputArgs,
 };
 
 use crate::Direction;

@@ -281,3 +281,23 @@ fn check_routes(routes: &[(u8, u32)], links: usize) -> Result<(), UdpError> {
     }
     Ok(())
 }
+
+/// How the terminal words the receiver's placement, the same in `record`'s summary and in
+/// `status`: the CPU its thread runs on, the interface it listens on, its nap between polls.
+///
+/// "on CPU 0, interface lo (no NUMA node); sleeps up to 500 us between polls". `nic` is the
+/// interface as `Nic` displays it; None: bound to every interface.
+pub fn receiver_words(cpu: Option<usize>, nic: Option<&str>, nap: std::time::Duration) -> String {
+    format!(
+        "on CPU {}, {}; {}",
+        cpu.map_or("?".into(), |c| c.to_string()),
+        nic.map_or("every interface (0.0.0.0)".into(), |n| format!(
+            "interface {n}"
+        )),
+        if nap.is_zero() {
+            "never sleeps between polls (--receive-nap off)".into()
+        } else {
+            format!("sleeps up to {} us between polls", nap.as_micros())
+        }
+    )
+}

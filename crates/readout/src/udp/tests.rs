@@ -387,3 +387,19 @@ fn an_empty_datagram_is_counted_too_short() {
     let c = rig.counters[0].snapshot();
     assert_eq!((c.frames, c.dropped.short, c.receives), (1, 1, 2));
 }
+
+#[test]
+fn the_receiver_is_worded_with_its_cpu_interface_and_nap() {
+    assert_eq!(
+        crate::udp::receiver_words(
+            Some(3),
+            Some("eth1 (NUMA node 1)"),
+            std::time::Duration::from_micros(500)
+        ),
+        "on CPU 3, interface eth1 (NUMA node 1); sleeps up to 500 us between polls"
+    );
+    assert_eq!(
+        crate::udp::receiver_words(None, None, std::time::Duration::ZERO),
+        "on CPU ?, every interface (0.0.0.0); never sleeps between polls (--receive-nap off)"
+    );
+}

@@ -3,24 +3,25 @@
 //! characterization suites, report and plan), `fleet`, `export`. Values are parsed by
 //! `snbuf_quantity` (sizes, rates, durations, counts), so every command reads them the same way.
 
-mod bench;
 mod emit;
 mod export;
 mod fleet;
-mod offline;
 mod record;
+mod report;
+mod show;
 
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-pub use bench::{PlanArgs, ReportArgs};
 pub use emit::EmitArgs;
 pub use export::ExportArgs;
 pub use fleet::{FleetBenchArgs, FleetCommand, FleetReadArgs, FleetSetupArgs, FleetStatusArgs};
-pub use offline::{ConvertArgs, ExtractArgs, InspectArgs, ShowArgs};
 pub use record::{NatsArgs, RecordArgs, ServeArgs, StatusArgs, TriggerArgs, UnitArgs};
-pub use snbuf_bench::command::BenchCommand;
+pub use report::ReportArgs;
+pub use show::ShowArgs;
+pub use snbuf_bench::command::{BenchCommand, PlanArgs};
+pub use snbuf_offline::command::{ConvertArgs, ExtractArgs, InspectArgs};
 
 #[derive(Parser, Debug)]
 #[command(

@@ -331,16 +331,6 @@ fn source_from_options(
 
 /// A file the unit will write must have somewhere to go: refused now, not after a run.
 pub fn check_parent_dir(flag: &str, path: &Path) -> Result<(), SetupError> {
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    if !parent.is_dir() {
-        return Err(SetupError::usage(format!(
-            "{flag} {}: {} is not a directory",
-            path.display(),
-            parent.display()
-        )));
-    }
-    Ok(())
+    snbuf_quantity::values::check_parent_dir(flag, path)
+        .map_err(|e| SetupError::usage(e.to_string()))
 }

@@ -5,6 +5,10 @@
 //! highlighted). Refreshed about once a second; `q` or Esc quits. A server that goes away is
 //! shown as such, and the view keeps trying.
 
+#![forbid(unsafe_code)]
+
+pub mod fleet_rows;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -353,7 +357,7 @@ fn draw_fleet(f: &mut Frame, state: &Result<Vec<snbuf_fleet::UnitView>, String>,
     let rows: Vec<Row> = units
         .iter()
         .map(|u| {
-            let row = Row::new(crate::fleet_rows::unit_cells(u));
+            let row = Row::new(fleet_rows::unit_cells(u));
             if u.missing {
                 row.style(
                     Style::default()
@@ -382,7 +386,7 @@ fn draw_fleet(f: &mut Frame, state: &Result<Vec<snbuf_fleet::UnitView>, String>,
         ],
     )
     .header(
-        Row::new(crate::fleet_rows::HEADER.map(|(title, _)| title))
+        Row::new(fleet_rows::HEADER.map(|(title, _)| title))
             .style(Style::default().add_modifier(Modifier::BOLD)),
     )
     .block(Block::default().borders(Borders::ALL).title(format!(

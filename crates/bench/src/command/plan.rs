@@ -2,12 +2,12 @@
 //! links deliver must hold the difference in DRAM for the whole recording:
 //! DRAM = (input rate - output rate) x recording time; the medium must hold input x time.
 
-use snbuf_bench::results::Results;
-use snbuf_bench::ThroughputResult;
+use snbuf_console::usage;
 use snbuf_quantity::{Bytes, Rate};
 
-use crate::cli::PlanArgs;
-use crate::exit::usage;
+use super::args::PlanArgs;
+use crate::results::Results;
+use crate::ThroughputResult;
 
 fn rate(s: &str, what: &str) -> anyhow::Result<f64> {
     match snbuf_quantity::parse_rate_bytes_per_s(s) {

@@ -1,14 +1,31 @@
-//! `snbuf convert`, `inspect` and `extract`: a burst for the people and tools that analyse it.
+//! `snbuf convert`, `inspect` and `extract` as the command line runs them: a burst for the
+//! people and tools that analyse it, with each command's arguments (`args.rs`), its progress
+//! and its table in human units. The binary only parses and calls.
+
+mod args;
 
 use std::path::Path;
 
 use snbuf_burst::BurstReader;
-use snbuf_offline::inspect::{InspectOptions, InspectedLink};
+use snbuf_console::{usage, Failure, Table};
 use snbuf_quantity::Bytes;
 
-use crate::cli::{ConvertArgs, ExtractArgs, InspectArgs};
-use crate::exit::{read_error, usage, Failure};
-use snbuf_console::Table;
+use crate::inspect::{InspectOptions, InspectedLink};
+pub use args::{ConvertArgs, ConvertTo, ExtractArgs, InspectArgs};
+
+/// A path that is not a burst, or a link it does not have, is the user's mistake (exit 2); any
+/// other failure to read a burst is the run's (exit 1).
+pub fn read_error(e: snbuf_burst::ReadError) -> anyhow::Error {
+    use snbuf_burst::manifest::ManifestError;
+    use snbuf_burst::ReadError;
+    match e {
+        ReadError::Manifest(ManifestError::Missing { .. })
+        | ReadError::Manifest(ManifestError::Invalid { .. })
+        | ReadError::NoSuchLink { .. }
+        | ReadError::NoFrameType { .. } => usage(format!("{e} (is it a burst directory?)")),
+        other => anyhow::Error::new(other),
+    }
+}
 
 fn open(dir: &Path) -> anyhow::Result<BurstReader> {
     if !dir.is_dir() {
@@ -39,26 +56,25 @@ pub fn extract(args: &ExtractArgs) -> anyhow::Result<()> {
     if from >= to {
         return Err(usage(format!("--from {from} is not before --to {to}")));
     }
-    let got =
-        snbuf_offline::extract(&burst, args.link, &args.out, from, to).map_err(|e| match e {
-            snbuf_offline::ExtractError::Read(r) => read_error(r),
-            snbuf_offline::ExtractError::Exists(_) => usage(e.to_string()),
-            snbuf_offline::ExtractError::Empty { .. } => {
-                let held = burst
-                    .manifest
-                    .links
-                    .iter()
-                    .find(|l| l.link == args.link)
-                    .and_then(|l| Some((l.data.first_timestamp?, l.data.last_timestamp?)));
-                match held {
-                    Some((first, last)) => usage(format!(
-                        "{e}: the link holds timestamps {first}..={last} (`snbuf inspect` shows them)"
-                    )),
-                    None => anyhow::Error::new(Failure(format!("{e}: the link recorded no frame"))),
-                }
+    let got = crate::extract(&burst, args.link, &args.out, from, to).map_err(|e| match e {
+        crate::ExtractError::Read(r) => read_error(r),
+        crate::ExtractError::Exists(_) => usage(e.to_string()),
+        crate::ExtractError::Empty { .. } => {
+            let held = burst
+                .manifest
+                .links
+                .iter()
+                .find(|l| l.link == args.link)
+                .and_then(|l| Some((l.data.first_timestamp?, l.data.last_timestamp?)));
+            match held {
+                Some((first, last)) => usage(format!(
+                    "{e}: the link holds timestamps {first}..={last} (`snbuf inspect` shows them)"
+                )),
+                None => anyhow::Error::new(Failure(format!("{e}: the link recorded no frame"))),
             }
-            other => anyhow::Error::new(other),
-        })?;
+        }
+        other => anyhow::Error::new(other),
+    })?;
     eprintln!(
         "link {}: {} frames ({}) of {}, timestamps {}..{}, to {}",
         args.link,
@@ -77,10 +93,10 @@ pub fn extract(args: &ExtractArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `snbuf inspect`: the library's inspection (`snbuf_offline::inspect`), printed, or as JSON.
+/// `snbuf inspect`: the library's inspection (`crate::inspect`), printed, or as JSON.
 pub fn inspect(args: &InspectArgs) -> anyhow::Result<()> {
     let burst = open(&args.burst_dir)?;
-    let inspection = snbuf_offline::inspect::inspect(
+    let inspection = crate::inspect::inspect(
         &burst,
         InspectOptions {
             link: args.link,
@@ -190,7 +206,7 @@ fn print_link(link: &InspectedLink) {
 
 #[cfg(not(feature = "hdf5"))]
 pub fn convert(_: &ConvertArgs) -> anyhow::Result<()> {
-    Err(anyhow::Error::new(crate::exit::Failure(
+    Err(anyhow::Error::new(Failure(
         "this snbuf was built without HDF5: build it with `cargo build --release --features hdf5` \
          (Debian: apt-get install libhdf5-dev)"
             .into(),
@@ -199,10 +215,10 @@ pub fn convert(_: &ConvertArgs) -> anyhow::Result<()> {
 
 #[cfg(feature = "hdf5")]
 pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
-    use snbuf_offline::hdf5::{convert, ConvertError, ConvertOptions};
+    use crate::hdf5::{convert, ConvertError, ConvertOptions};
     let burst = open(&args.burst_dir)?;
     if let Some(p) = &args.json {
-        crate::args::check_parent_dir("--json", p)?;
+        snbuf_quantity::values::check_parent_dir("--json", p).map_err(|e| usage(e.to_string()))?;
     }
     if args.out_dir.exists() && !args.out_dir.is_dir() {
         return Err(usage(format!(
@@ -259,17 +275,15 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
         println!("{}", f.display());
     }
     if let Some(p) = &args.json {
-        let v = serde_json::json!({
-            "burst": burst.dir.display().to_string(),
-            "window_start_timestamp": window.window_start_timestamp,
-            "window_end_timestamp": window.window_end_timestamp,
-            "slice_ticks": slice_ticks,
-            "files": done.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
-            "records": done.records, "fragments": done.fragments, "frames": done.frames,
-            "bytes": done.bytes, "incomplete_fragments": done.incomplete_fragments,
-            "missing_frames": done.missing_frames, "seconds": secs,
-        });
-        std::fs::write(p, serde_json::to_string_pretty(&v)? + "\n")?;
+        let record = crate::hdf5::ConvertRecord {
+            burst: burst.dir.clone(),
+            window_start_timestamp: window.window_start_timestamp,
+            window_end_timestamp: window.window_end_timestamp,
+            slice_ticks,
+            converted: done,
+            seconds: secs,
+        };
+        std::fs::write(p, serde_json::to_string_pretty(&record)? + "\n")?;
     }
     Ok(())
 }
