@@ -107,10 +107,10 @@ fn crc_fast(data: &[u8]) -> u32 {
 }
 
 /// A CRC-32C implementation: its name and its function.
-type Implementation = (&'static str, fn(&[u8]) -> u32);
+type CrcCandidate = (&'static str, fn(&[u8]) -> u32);
 
 /// The CRC-32C implementations compared.
-const IMPLEMENTATIONS: [Implementation; 2] = [
+const IMPLEMENTATIONS: [CrcCandidate; 2] = [
     ("crc32c crate (SSE4.2 crc32 instruction)", crc32c_crate),
     (
         "crc-fast (carry-less multiply, VPCLMULQDQ where present)",

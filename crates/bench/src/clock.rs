@@ -10,13 +10,13 @@ use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy, Debug)]
 pub struct OpClock {
-    kind: Kind,
+    kind: ClockKind,
     ticks_per_ns: f64,
     base: Instant,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
+enum ClockKind {
     Tsc,
     Monotonic,
 }
@@ -27,7 +27,7 @@ impl OpClock {
         let base = Instant::now();
         if !invariant_tsc() {
             return OpClock {
-                kind: Kind::Monotonic,
+                kind: ClockKind::Monotonic,
                 ticks_per_ns: 1.0,
                 base,
             };
@@ -40,7 +40,7 @@ impl OpClock {
         let c1 = rdtsc();
         let ns = t0.elapsed().as_nanos() as f64;
         OpClock {
-            kind: Kind::Tsc,
+            kind: ClockKind::Tsc,
             ticks_per_ns: (c1.wrapping_sub(c0)) as f64 / ns,
             base,
         }
@@ -50,8 +50,8 @@ impl OpClock {
     #[inline(always)]
     pub fn now(&self) -> u64 {
         match self.kind {
-            Kind::Tsc => rdtsc(),
-            Kind::Monotonic => self.base.elapsed().as_nanos() as u64,
+            ClockKind::Tsc => rdtsc(),
+            ClockKind::Monotonic => self.base.elapsed().as_nanos() as u64,
         }
     }
 
@@ -63,16 +63,16 @@ impl OpClock {
     /// `rdtsc (invariant TSC, 2.30 GHz calibrated against CLOCK_MONOTONIC)` or `CLOCK_MONOTONIC`.
     pub fn describe(&self) -> String {
         match self.kind {
-            Kind::Tsc => format!(
+            ClockKind::Tsc => format!(
                 "rdtsc (invariant TSC, {:.3} GHz calibrated against CLOCK_MONOTONIC)",
                 self.ticks_per_ns
             ),
-            Kind::Monotonic => "CLOCK_MONOTONIC".to_string(),
+            ClockKind::Monotonic => "CLOCK_MONOTONIC".to_string(),
         }
     }
 
     pub fn tsc_hz(&self) -> Option<f64> {
-        (self.kind == Kind::Tsc).then_some(self.ticks_per_ns * 1e9)
+        (self.kind == ClockKind::Tsc).then_some(self.ticks_per_ns * 1e9)
     }
 }
 

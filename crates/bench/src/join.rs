@@ -164,16 +164,16 @@ struct Node {
 }
 
 /// The hash table, laid out in one region: bucket heads, then nodes.
-struct Table {
+struct HashTable {
     base: *mut u8,
     buckets: usize,
     capacity: usize,
 }
 
 // SAFETY: writers are serialised by the build's giant lock; probes only read after the build.
-unsafe impl Sync for Table {}
+unsafe impl Sync for HashTable {}
 
-impl Table {
+impl HashTable {
     fn bytes_for(rows: u64) -> (usize, usize) {
         let buckets = (rows as usize).next_power_of_two();
         (
@@ -334,7 +334,7 @@ impl Drop for GiantLock {
     }
 }
 
-enum Region {
+enum TableMemory {
     Dram(AlignedBuf),
     File {
         mapping: FileMapping,
@@ -360,13 +360,13 @@ pub fn run(
             "rows and threads must be more than 0",
         ));
     }
-    let (buckets, bytes) = Table::bytes_for(config.r_rows);
+    let (buckets, bytes) = HashTable::bytes_for(config.r_rows);
     let (region, placement, target) = table_region(config, bytes)?;
     let base = match &region {
-        Region::Dram(b) => b.as_ptr() as *mut u8,
-        Region::File { mapping, .. } => mapping.as_ptr(),
+        TableMemory::Dram(b) => b.as_ptr() as *mut u8,
+        TableMemory::File { mapping, .. } => mapping.as_ptr(),
     };
-    let table = Table {
+    let table = HashTable {
         base,
         buckets,
         capacity: config.r_rows as usize,
@@ -443,17 +443,17 @@ pub fn run(
 fn table_region(
     config: &JoinConfig,
     bytes: usize,
-) -> std::io::Result<(Region, &'static str, String)> {
+) -> std::io::Result<(TableMemory, &'static str, String)> {
     Ok(match &config.target {
         None => (
-            Region::Dram(AlignedBuf::new(bytes, config.page_size)?),
+            TableMemory::Dram(AlignedBuf::new(bytes, config.page_size)?),
             "dram",
             "anonymous memory".to_string(),
         ),
         Some(t) => {
             let (m, guard) = map_target(t, bytes, config.page_size)?;
             (
-                Region::File {
+                TableMemory::File {
                     mapping: m,
                     _temp_file: guard,
                 },
@@ -465,7 +465,7 @@ fn table_region(
 }
 
 /// Builds the table from `r` on `threads` threads under one giant `lock`; the seconds it took.
-fn timed_build(table: &Table, r: &[RRow], lock: LockKind, threads: usize) -> f64 {
+fn timed_build(table: &HashTable, r: &[RRow], lock: LockKind, threads: usize) -> f64 {
     assert!(threads > 0, "a build runs on some threads");
     table.clear();
     let giant = GiantLock::new(lock);
@@ -490,7 +490,7 @@ fn timed_build(table: &Table, r: &[RRow], lock: LockKind, threads: usize) -> f64
 
 /// Probes the table with `s` on `threads` threads, lock-free: the seconds it took, the matches
 /// and their checksum.
-fn timed_probe(table: &Table, s: &[SRow], threads: usize) -> (f64, u64, u64) {
+fn timed_probe(table: &HashTable, s: &[SRow], threads: usize) -> (f64, u64, u64) {
     assert!(threads > 0, "a probe runs on some threads");
     let t0 = Instant::now();
     let parts: Vec<(u64, u64)> = std::thread::scope(|sc| {

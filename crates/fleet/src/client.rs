@@ -155,7 +155,7 @@ const LOOKUP_MAX_MESSAGES: u64 = 256;
 
 /// What the stream says of a trigger whose publish got no acknowledgement.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Lookup {
+pub enum TriggerLookup {
     /// It is there: the cluster stored it, and its answer was lost.
     Stored {
         stream_sequence: u64,
@@ -173,7 +173,7 @@ pub enum Lookup {
 #[derive(Debug)]
 pub struct NotAcknowledged {
     pub error: FleetError,
-    pub lookup: Lookup,
+    pub lookup: TriggerLookup,
 }
 
 /// Broadcasts `t` to every unit: returns once the cluster has stored it (replicated as its
@@ -187,7 +187,7 @@ pub fn broadcast_trigger(
 ) -> Result<TriggerAccepted, NotAcknowledged> {
     let rt = runtime().map_err(|e| NotAcknowledged {
         error: e.into(),
-        lookup: Lookup::Unknown("no runtime".into()),
+        lookup: TriggerLookup::Unknown("no runtime".into()),
     })?;
     let error = match rt.block_on(publish_trigger(opts, t)) {
         Ok(accepted) => return Ok(accepted),
@@ -195,7 +195,7 @@ pub fn broadcast_trigger(
     };
     let lookup = rt.block_on(look_up(opts, t));
     match lookup {
-        Lookup::Stored {
+        TriggerLookup::Stored {
             stream_sequence,
             server,
         } => Ok(TriggerAccepted {
@@ -212,7 +212,7 @@ pub fn broadcast_trigger(
 
 /// Trigger `t` looked up in the trigger stream, newest first, back to the triggers issued well
 /// before it (a minute, for senders' clocks that differ), within `LOOKUP_DEADLINE`.
-pub async fn look_up(opts: &NatsOptions, t: &TriggerMessage) -> Lookup {
+pub async fn look_up(opts: &NatsOptions, t: &TriggerMessage) -> TriggerLookup {
     let read = async {
         let (js, _client, server) = open(opts).await?;
         let mut stream = js
@@ -260,13 +260,13 @@ pub async fn look_up(opts: &NatsOptions, t: &TriggerMessage) -> Lookup {
         Ok(None)
     };
     match tokio::time::timeout(LOOKUP_DEADLINE, read).await {
-        Ok(Ok(Some((stream_sequence, server)))) => Lookup::Stored {
+        Ok(Ok(Some((stream_sequence, server)))) => TriggerLookup::Stored {
             stream_sequence,
             server,
         },
-        Ok(Ok(None)) => Lookup::NotStored,
-        Ok(Err(e)) => Lookup::Unknown(e),
-        Err(_) => Lookup::Unknown(format!(
+        Ok(Ok(None)) => TriggerLookup::NotStored,
+        Ok(Err(e)) => TriggerLookup::Unknown(e),
+        Err(_) => TriggerLookup::Unknown(format!(
             "the trigger stream did not answer within {} s",
             LOOKUP_DEADLINE.as_secs()
         )),

@@ -18,7 +18,8 @@ mod trigger_handling;
 pub mod unit_link;
 
 pub use client::{
-    broadcast_trigger, fleet_status, recent_events, FleetError, Lookup, NotAcknowledged, UnitView,
+    broadcast_trigger, fleet_status, recent_events, FleetError, NotAcknowledged, TriggerLookup,
+    UnitView,
 };
 pub use connect::NatsOptions;
 pub use schema::{Heartbeat, TriggerMessage, UnitEvent, UnitState};

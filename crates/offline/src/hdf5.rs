@@ -102,7 +102,7 @@ pub enum ConvertError {
 }
 
 /// One link as the files describe it.
-struct Link {
+struct LinkSource {
     reader: LinkReader,
     link: u32,
     source_id: SourceId,
@@ -209,7 +209,7 @@ pub fn convert(
 
 /// Each link of the burst, with its DUNE identity (the link number stands in for a source id the
 /// manifest does not have).
-fn links_of(burst: &BurstReader) -> Result<Vec<Link>, ConvertError> {
+fn links_of(burst: &BurstReader) -> Result<Vec<LinkSource>, ConvertError> {
     let mut links = Vec::new();
     for l in &burst.manifest.links {
         let id = l.identity.unwrap_or_default();
@@ -218,7 +218,7 @@ fn links_of(burst: &BurstReader) -> Result<Vec<Link>, ConvertError> {
         } else {
             l.link
         };
-        links.push(Link {
+        links.push(LinkSource {
             reader: burst.link(l.link)?,
             link: l.link,
             source_id: SourceId::readout(source_id),
@@ -368,7 +368,7 @@ fn write_record(
     begin: u64,
     end: u64,
     trigger_timestamp: u64,
-    links: &[Link],
+    links: &[LinkSource],
     plan: &[FragmentPlan],
     frame_type: FrameType,
     run: u32,
@@ -463,7 +463,7 @@ fn write_fragment(
     raw: &h5::Group,
     name: &str,
     header: &FragmentHeader,
-    l: &Link,
+    l: &LinkSource,
     writing: &Path,
 ) -> Result<(), ConvertError> {
     let e = h5err(writing);
@@ -537,7 +537,7 @@ fn layout_params_json() -> String {
         "path_param_list": [{
             "detector_group_type": "Detector_Readout",
             "detector_group_name": "TPC",
-            "element_name_prefix": "Link",
+            "element_name_prefix": "LinkSource",
             "digits_for_element_number": 5
         }]
     })
@@ -545,7 +545,7 @@ fn layout_params_json() -> String {
 }
 
 /// The file-level map from each link's SourceID to its geo id.
-fn geo_map_json(links: &[Link]) -> String {
+fn geo_map_json(links: &[LinkSource]) -> String {
     serde_json::json!({
         "map_entries": links.iter().map(|l| serde_json::json!({
             "subsys": l.source_id.subsystem as u32, "id": l.source_id.id, "geoids": [l.geo_id],

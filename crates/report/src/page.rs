@@ -1,4 +1,4 @@
-//! report.md and report.html: the machine, the checks, Table II, the figures and the tables.
+//! report.md and report.html: the machine, the checks, PageTable II, the figures and the tables.
 //! Both are written from the same tables, so they always agree.
 
 use std::fmt::Write as _;
@@ -15,7 +15,7 @@ use crate::plot::human_bytes;
 use crate::{Figure, ReportError, ResultsDir};
 
 /// A table: header and rows of cells.
-struct Table {
+struct PageTable {
     title: String,
     header: Vec<&'static str>,
     rows: Vec<Vec<String>>,
@@ -127,7 +127,7 @@ fn cell(v: &Value) -> String {
     }
 }
 
-fn machine_table(r: &ResultsDir) -> Table {
+fn machine_table(r: &ResultsDir) -> PageTable {
     let mut rows = Vec::new();
     // Every scalar the machine record has, in its own words: the record grows with the suites.
     if let Ok(Value::Object(obj)) = serde_json::to_value(&r.machine) {
@@ -167,15 +167,15 @@ fn machine_table(r: &ResultsDir) -> Table {
             rows.push(vec!["run note".into(), n.clone()]);
         }
     }
-    Table {
+    PageTable {
         title: "Machine".into(),
         header: vec!["", ""],
         rows,
     }
 }
 
-/// DUNE Table II: best sequential read and write bandwidth of each target.
-fn table_two(r: &ResultsDir) -> Option<Table> {
+/// DUNE PageTable II: best sequential read and write bandwidth of each target.
+fn table_two(r: &ResultsDir) -> Option<PageTable> {
     let best = |suite: &str| {
         r.throughput(suite)
             .iter()
@@ -223,15 +223,15 @@ fn table_two(r: &ResultsDir) -> Option<Table> {
         names.push(name("write-second"));
     }
     rows.insert(0, names);
-    Some(Table {
-        title: "Table II: bandwidth for sequential read and sequential write".into(),
+    Some(PageTable {
+        title: "PageTable II: bandwidth for sequential read and sequential write".into(),
         header,
         rows,
     })
 }
 
-fn throughput_table(title: &str, rows: &[ThroughputResult]) -> Option<Table> {
-    (!rows.is_empty()).then(|| Table {
+fn throughput_table(title: &str, rows: &[ThroughputResult]) -> Option<PageTable> {
+    (!rows.is_empty()).then(|| PageTable {
         title: title.into(),
         header: vec![
             "method",
@@ -261,8 +261,8 @@ fn throughput_table(title: &str, rows: &[ThroughputResult]) -> Option<Table> {
 
 /// The page's tables in the order they appear: the latency matrix, the join, the kernels, the
 /// application, then the throughput sweeps. A suite without results has no table.
-fn tables(r: &ResultsDir) -> Vec<Table> {
-    let mut t: Vec<Table> = [
+fn tables(r: &ResultsDir) -> Vec<PageTable> {
+    let mut t: Vec<PageTable> = [
         latency_table(&r.latency),
         join_table(&r.join),
         kernels_table(&r.kernels),
@@ -282,8 +282,8 @@ fn tables(r: &ResultsDir) -> Vec<Table> {
     t
 }
 
-fn latency_table(lat: &[LatencyResult]) -> Option<Table> {
-    (!lat.is_empty()).then(|| Table {
+fn latency_table(lat: &[LatencyResult]) -> Option<PageTable> {
+    (!lat.is_empty()).then(|| PageTable {
         title: "Latency (Yoshioka et al.)".into(),
         header: vec![
             "medium",
@@ -318,8 +318,8 @@ fn check_cell(verified: bool) -> String {
     if verified { "ok" } else { "WRONG" }.into()
 }
 
-fn join_table(join: &[JoinResult]) -> Option<Table> {
-    (!join.is_empty()).then(|| Table {
+fn join_table(join: &[JoinResult]) -> Option<PageTable> {
+    (!join.is_empty()).then(|| PageTable {
         title: "Hash join (Yoshioka et al.)".into(),
         header: vec![
             "phase",
@@ -345,8 +345,8 @@ fn join_table(join: &[JoinResult]) -> Option<Table> {
     })
 }
 
-fn kernels_table(ker: &[KernelResult]) -> Option<Table> {
-    (!ker.is_empty()).then(|| Table {
+fn kernels_table(ker: &[KernelResult]) -> Option<PageTable> {
+    (!ker.is_empty()).then(|| PageTable {
         title: "Kernels (Mason et al.)".into(),
         header: vec![
             "kernel",
@@ -377,8 +377,8 @@ fn kernels_table(ker: &[KernelResult]) -> Option<Table> {
     })
 }
 
-fn app_table(app: &[ThroughputResult]) -> Option<Table> {
-    (!app.is_empty()).then(|| Table {
+fn app_table(app: &[ThroughputResult]) -> Option<PageTable> {
+    (!app.is_empty()).then(|| PageTable {
         title: "The DUNE-like application (5568 B frames)".into(),
         header: vec![
             "layout",
@@ -407,7 +407,7 @@ fn app_table(app: &[ThroughputResult]) -> Option<Table> {
     })
 }
 
-fn md_table(t: &Table, out: &mut String) {
+fn md_table(t: &PageTable, out: &mut String) {
     let _ = writeln!(out, "### {}\n", t.title);
     let _ = writeln!(out, "| {} |", t.header.join(" | "));
     let _ = writeln!(
@@ -428,7 +428,7 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-fn html_table(t: &Table, out: &mut String) {
+fn html_table(t: &PageTable, out: &mut String) {
     let _ = writeln!(out, "<h3>{}</h3>\n<table>\n<tr>", esc(&t.title));
     for h in &t.header {
         let _ = write!(out, "<th>{}</th>", esc(h));

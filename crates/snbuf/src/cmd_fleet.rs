@@ -243,15 +243,15 @@ fn not_acknowledged(
         }
     }
     let what = match &not.lookup {
-        snbuf_fleet::Lookup::NotStored => format!(
+        snbuf_fleet::TriggerLookup::NotStored => format!(
             "trigger {} is NOT stored: the fleet's trigger stream does not hold it",
             t.trigger_id
         ),
-        snbuf_fleet::Lookup::Unknown(why) => format!(
+        snbuf_fleet::TriggerLookup::Unknown(why) => format!(
             "trigger {}: UNKNOWN whether it was stored ({why})",
             t.trigger_id
         ),
-        snbuf_fleet::Lookup::Stored { .. } => unreachable!("a stored trigger is accepted"),
+        snbuf_fleet::TriggerLookup::Stored { .. } => unreachable!("a stored trigger is accepted"),
     };
     let error = not.error.to_string();
     if error.contains(snbuf_fleet::connect::REFUSED) {

@@ -700,3 +700,60 @@ fn the_function_finder_measures_functions() {
     assert!(f[0].3.contains("One piece"));
     assert_eq!((f[1].0.as_str(), f[1].2), ("b", 7));
 }
+
+/// The types a file defines at its top level (`struct`, `enum`, `type`, `trait`, public or not):
+/// associated types and types local to a function are indented, so they are not counted.
+fn top_level_types(code: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    for line in code.lines() {
+        let mut rest = line;
+        if let Some(r) = rest.strip_prefix("pub") {
+            rest = r.strip_prefix("(crate)").unwrap_or(r).trim_start();
+        }
+        for kind in ["struct ", "enum ", "type ", "trait "] {
+            if let Some(r) = rest.strip_prefix(kind) {
+                let name: String = r
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if name.starts_with(|c: char| c.is_ascii_uppercase()) {
+                    names.push(name);
+                }
+            }
+        }
+    }
+    names
+}
+
+#[test]
+fn a_type_name_means_one_thing() {
+    assert_eq!(
+        top_level_types(
+            "pub struct A;\npub(crate) enum B {}\ntype C<R> = R;\n    type Err = ();\n"
+        ),
+        ["A", "B", "C"]
+    );
+    let mut defined: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for dir in crates() {
+        let krate = dir.file_name().unwrap().to_string_lossy().to_string();
+        for f in source_files(&dir) {
+            if f.file_name().is_some_and(|n| n == "tests.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&f).unwrap();
+            for name in top_level_types(before_tests(&text)) {
+                defined.entry(name).or_default().insert(krate.clone());
+            }
+        }
+    }
+    let twice: Vec<String> = defined
+        .iter()
+        .filter(|(_, crates)| crates.len() > 1)
+        .map(|(name, crates)| format!("{name}: {crates:?}"))
+        .collect();
+    assert!(
+        twice.is_empty(),
+        "type names defined in more than one crate (name each for what it is there):\n{}",
+        twice.join("\n")
+    );
+}

@@ -740,14 +740,14 @@ fn a_trigger_without_an_answer_is_looked_up_and_its_retry_is_printed() {
         issued_unix_ns: snbuf_quantity::now_unix_ns(),
     };
     match rt.block_on(snbuf_fleet::client::look_up(&opts, &stored("sn-9"))) {
-        snbuf_fleet::Lookup::Stored {
+        snbuf_fleet::TriggerLookup::Stored {
             stream_sequence, ..
         } => assert_eq!(stream_sequence, 1),
         other => panic!("{other:?}"),
     }
     assert_eq!(
         rt.block_on(snbuf_fleet::client::look_up(&opts, &stored("sn-10"))),
-        snbuf_fleet::Lookup::NotStored
+        snbuf_fleet::TriggerLookup::NotStored
     );
     // The stored copy is the retried trigger: same id, same instant, same window.
     let stream = trigger_stream_message(&url, 1);

@@ -13,7 +13,7 @@ use serde::Serialize;
 use snbuf_console::progress::{bar, steps};
 
 /// Whether a result checked itself right, and what to say when one did not.
-pub type Verified<R> = (fn(&R) -> bool, &'static str);
+pub type ResultCheck<R> = (fn(&R) -> bool, &'static str);
 
 /// Another place to keep the results (a CSV file).
 pub type AlsoKeep<'a, R> = &'a dyn Fn(&[R]) -> anyhow::Result<()>;
@@ -30,7 +30,7 @@ pub struct Suite<'a, R> {
     pub render: fn(&[R]) -> String,
     /// A result's notes, printed once each under the table.
     pub notes: fn(&R) -> &[String],
-    pub verified: Option<Verified<R>>,
+    pub verified: Option<ResultCheck<R>>,
     /// Another file to write the results to (a CSV), after the JSON.
     pub also: Option<AlsoKeep<'a, R>>,
 }

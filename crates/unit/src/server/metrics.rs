@@ -18,16 +18,16 @@ use crate::server::control::Server;
 
 /// Counter (`_total`, only grows) or gauge (the value now).
 #[derive(Clone, Copy)]
-enum Kind {
+enum MetricKind {
     Counter,
     Gauge,
 }
 
-impl Kind {
+impl MetricKind {
     fn word(self) -> &'static str {
         match self {
-            Kind::Counter => "counter",
-            Kind::Gauge => "gauge",
+            MetricKind::Counter => "counter",
+            MetricKind::Gauge => "gauge",
         }
     }
 }
@@ -43,41 +43,41 @@ struct LinkView<'a> {
 /// A family with one sample per link: name, kind, help, and how to read it.
 type LinkFamily = (
     &'static str,
-    Kind,
+    MetricKind,
     &'static str,
     fn(&LinkView) -> Option<f64>,
 );
 
 #[rustfmt::skip]
 const LINK_FAMILIES: &[LinkFamily] = &[
-    ("snbuf_link_input_frames_total", Kind::Counter,
+    ("snbuf_link_input_frames_total", MetricKind::Counter,
      "Frames the link produced into its latency buffer.",
      |l| Some(l.counters.frames_in as f64)),
-    ("snbuf_link_input_bytes_total", Kind::Counter,
+    ("snbuf_link_input_bytes_total", MetricKind::Counter,
      "Bytes the link produced into its latency buffer.",
      |l| Some((l.counters.frames_in * l.frame_bytes) as f64)),
-    ("snbuf_link_output_frames_total", Kind::Counter,
+    ("snbuf_link_output_frames_total", MetricKind::Counter,
      "Frames of trigger windows made durable, over all bursts.",
      |l| Some(l.counters.durable_frames as f64)),
-    ("snbuf_link_output_bytes_total", Kind::Counter,
+    ("snbuf_link_output_bytes_total", MetricKind::Counter,
      "Bytes of trigger windows made durable, over all bursts.",
      |l| Some((l.counters.durable_frames * l.frame_bytes) as f64)),
-    ("snbuf_link_lost_frames_total", Kind::Counter,
+    ("snbuf_link_lost_frames_total", MetricKind::Counter,
      "Frames of trigger windows lost (overwritten before written, missing, or after a failure).",
      |l| Some(l.counters.lost_frames as f64)),
-    ("snbuf_link_buffer_fill_frames", Kind::Gauge,
+    ("snbuf_link_buffer_fill_frames", MetricKind::Gauge,
      "Frames the latency buffer holds now.",
      |l| Some(l.counters.buffer_fill_frames as f64)),
-    ("snbuf_link_buffer_capacity_frames", Kind::Gauge,
+    ("snbuf_link_buffer_capacity_frames", MetricKind::Gauge,
      "Frames the latency buffer holds when full.",
      |l| Some(l.capacity_frames as f64)),
-    ("snbuf_link_backlog_frames", Kind::Gauge,
+    ("snbuf_link_backlog_frames", MetricKind::Gauge,
      "Frames of the window being recorded that are produced but not yet durable.",
      |l| Some(l.counters.backlog_frames as f64)),
-    ("snbuf_link_durable_timestamp_ticks", Kind::Gauge,
+    ("snbuf_link_durable_timestamp_ticks", MetricKind::Gauge,
      "Detector timestamp (ticks) of the newest durable frame of the newest burst: the durable watermark.",
      |l| l.counters.durable_until_timestamp.map(|t| t as f64)),
-    ("snbuf_link_failed", Kind::Gauge,
+    ("snbuf_link_failed", MetricKind::Gauge,
      "1 if the link failed in the burst being recorded.",
      |l| Some(l.counters.failed as u8 as f64)),
 ];
@@ -147,38 +147,38 @@ const RATE_FAMILIES: &[RateFamily] = &[
 /// A family of the unit as a whole: one sample, or one per label.
 type UnitFamily = (
     &'static str,
-    Kind,
+    MetricKind,
     &'static str,
     fn(&Server) -> Vec<(String, f64)>,
 );
 
 #[rustfmt::skip]
 const UNIT_FAMILIES: &[UnitFamily] = &[
-    ("snbuf_window_not_buffered_seconds_total", Kind::Counter,
+    ("snbuf_window_not_buffered_seconds_total", MetricKind::Counter,
      "Seconds of accepted trigger windows that the latency buffers no longer held when the trigger came (recorded as lost).",
      |s| vec![(String::new(), s.not_buffered_seconds_total())]),
-    ("snbuf_triggers_refused_total", Kind::Counter,
+    ("snbuf_triggers_refused_total", MetricKind::Counter,
      "Triggers refused, over the socket and the fleet alike (each with its reason in the log, and in the fleet a missed event): a window too long, gone, far ahead or without room, a bad id, a busy or stopping unit.",
      |s| vec![(String::new(), s.refused_total() as f64)]),
-    ("snbuf_bursts_total", Kind::Counter,
+    ("snbuf_bursts_total", MetricKind::Counter,
      "Bursts finished, by final state (sealed, failed, error).",
      |s| s.burst_counts().0.into_iter().map(|(state, n)| (format!("{{state=\"{state}\"}}"), n as f64)).collect()),
-    ("snbuf_recording", Kind::Gauge,
+    ("snbuf_recording", MetricKind::Gauge,
      "1 while a burst is being recorded.",
      |s| vec![(String::new(), s.burst_counts().1 as u8 as f64)]),
-    ("snbuf_uptime_seconds", Kind::Gauge,
+    ("snbuf_uptime_seconds", MetricKind::Gauge,
      "Seconds since the unit started.",
      |s| vec![(String::new(), s.unit().uptime().as_secs_f64())]),
 ];
 
 /// One family in the exposition format: HELP, TYPE, then its samples (`labels value`).
-fn family(out: &mut String, name: &str, kind: Kind, help: &str, samples: Vec<(String, f64)>) {
+fn family(out: &mut String, name: &str, kind: MetricKind, help: &str, samples: Vec<(String, f64)>) {
     debug_assert!(
         name.starts_with("snbuf_"),
         "{name}: every family is snbuf's"
     );
     debug_assert!(
-        matches!(kind, Kind::Gauge) || name.ends_with("_total"),
+        matches!(kind, MetricKind::Gauge) || name.ends_with("_total"),
         "{name}: a counter's name ends in _total"
     );
     let _ = writeln!(out, "# HELP {name} {help}");
@@ -222,7 +222,7 @@ pub fn render(server: &Server) -> String {
                 .iter()
                 .map(|(link, g)| (link_label(*link), read(g) as f64))
                 .collect();
-            family(&mut out, name, Kind::Counter, help, samples);
+            family(&mut out, name, MetricKind::Counter, help, samples);
         }
         let samples = ingest
             .iter()
@@ -238,7 +238,7 @@ pub fn render(server: &Server) -> String {
         family(
             &mut out,
             "snbuf_link_ingest_dropped_datagrams_total",
-            Kind::Counter,
+            MetricKind::Counter,
             "Datagrams received and dropped, by reason: out of order, shorter or longer than a frame, another header version, a stream no link takes.",
             samples,
         );
@@ -249,7 +249,7 @@ pub fn render(server: &Server) -> String {
             .iter()
             .filter_map(|r| read(r).map(|v| (link_label(r.link), v)))
             .collect();
-        family(&mut out, name, Kind::Gauge, help, samples);
+        family(&mut out, name, MetricKind::Gauge, help, samples);
     }
     for (name, kind, help, read) in UNIT_FAMILIES {
         family(&mut out, name, *kind, help, read(server));
