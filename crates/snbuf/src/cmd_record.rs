@@ -60,12 +60,12 @@ pub fn run(args: RecordArgs) -> anyhow::Result<()> {
     if !report.verify.valid {
         Err(anyhow::Error::new(Failure(format!(
             "{}: the burst does not verify",
-            report.burst_dir.display()
+            report.result.burst_dir.display()
         ))))
     } else if failed > 0 {
         Err(anyhow::Error::new(Failure(format!(
             "{}: {failed} of {} links failed (above); what they recorded before is valid",
-            report.burst_dir.display(),
+            report.result.burst_dir.display(),
             m.links.len()
         ))))
     } else {
@@ -185,41 +185,45 @@ fn print_summary(
 /// The window, what of it was recorded and lost, and what the links delivered.
 fn print_what_was_kept(config: &snbuf_unit::RecordConfig, report: &snbuf_unit::RecordSummary) {
     let m = &report.manifest;
-    println!("burst {} ({:?})", report.burst_dir.display(), m.state);
+    println!(
+        "burst {} ({:?})",
+        report.result.burst_dir.display(),
+        m.state
+    );
     println!(
         "  window      {:.3} s before to {:.3} s after the trigger: ticks {}..{} around {} ({} frame type, {} MHz clock)",
-        report.window.pre_s.unwrap_or(0.0),
-        report.window.post_s.unwrap_or(0.0),
-        report.window.window_start_timestamp,
-        report.window.window_end_timestamp,
-        report.window.trigger_timestamp,
+        report.result.trigger.pre_s.unwrap_or(0.0),
+        report.result.trigger.post_s.unwrap_or(0.0),
+        report.result.trigger.window_start_timestamp,
+        report.result.trigger.window_end_timestamp,
+        report.result.trigger.trigger_timestamp,
         m.frame
             .as_ref()
             .map(|f| f.frame_type.as_str())
             .unwrap_or("?"),
         config.clock().hz() as f64 / 1e6
     );
-    if let Some(s) = report.window.not_buffered_s {
+    if let Some(s) = report.result.trigger.not_buffered_s {
         println!(
             "  not held    the window's first {s:.3} s had left the latency buffers: counted lost"
         );
     }
     println!(
         "  recorded    {} frames, {} in {} files",
-        report.frames_recorded,
-        Bytes(report.frames_recorded * report.frame_bytes as u64),
+        report.result.frames_recorded,
+        Bytes(report.result.frames_recorded * report.result.frame_bytes as u64),
         m.links.len()
     );
     println!(
         "  lost        {} frames{}",
-        report.lost_frames,
-        if report.lost_frames > 0 {
+        report.result.lost_frames,
+        if report.result.lost_frames > 0 {
             " (counted per link in the manifest)"
         } else {
             ""
         }
     );
-    if let Some(ingest) = &report.ingest {
+    if let Some(ingest) = &report.result.ingest {
         let sum =
             |f: fn(&snbuf_readout::udp::IngestSnapshot) -> u64| ingest.iter().map(f).sum::<u64>();
         println!(
@@ -229,10 +233,10 @@ fn print_what_was_kept(config: &snbuf_unit::RecordConfig, report: &snbuf_unit::R
             sum(|g| g.dropped.total()),
             sum(|g| g.timestamp_gap_frames),
             report
-                .ingest_rcvbuf_bytes
+                .result.ingest_rcvbuf_bytes
                 .map(|b| Bytes(b as u64).to_string())
                 .unwrap_or_else(|| "?".into()),
-            match report.ingest_gro {
+            match report.result.ingest_gro {
                 Some(true) => format!(
                     "GRO on, {:.1} frames per receive",
                     sum(|g| g.frames) as f64 / sum(|g| g.receives).max(1) as f64
@@ -243,53 +247,53 @@ fn print_what_was_kept(config: &snbuf_unit::RecordConfig, report: &snbuf_unit::R
         println!(
             "  receiver    {}",
             snbuf_readout::udp::receiver_words(
-                report.ingest_receive_cpu,
+                report.result.ingest_receive_cpu,
                 report.ingest_nic.as_ref().map(|n| n.to_string()).as_deref(),
-                report.ingest_nap.unwrap_or_default(),
+                std::time::Duration::from_secs_f64(report.result.ingest_nap_s.unwrap_or_default()),
             )
         );
     }
-    if report.skipped_at_source > 0 {
+    if report.result.skipped_at_source_per_link > 0 {
         println!(
             "  source      fell {} frames per link behind its schedule",
-            report.skipped_at_source
+            report.result.skipped_at_source_per_link
         );
     }
-    if report.source_max_lag_s > SOURCE_LAG_WORTH_SAYING_S {
+    if report.result.source_max_lag_s > SOURCE_LAG_WORTH_SAYING_S {
         println!(
             "  source      ran up to {:.0} ms late while recording (the links were slower than set)",
-            report.source_max_lag_s * 1e3
+            report.result.source_max_lag_s * 1e3
         );
     }
 }
 
 /// Rates in and out, and the CPU the recording cost, by thread.
 fn print_where_the_cpu_went(report: &snbuf_unit::RecordSummary) {
-    println!("  input       {}", Rate(report.input_bytes_per_s));
+    println!("  input       {}", Rate(report.result.input_bytes_per_s));
     println!(
         "  output      {} (durable, trigger to last chunk)",
-        Rate(report.output_bytes_per_s)
+        Rate(report.result.output_bytes_per_s)
     );
     println!(
         "  CPU         {:.2} core-s per GiB recorded (writers {:.2} s, {} {:.2} s, other threads {:.2} s: io_uring's kernel workers, the main thread)",
-        report.cpu_core_s_per_gib(),
-        report.writer_cpu_s,
-        if report.ingest.is_some() {
+        report.result.cpu_core_s_per_gib,
+        report.result.writer_cpu_s,
+        if report.result.ingest.is_some() {
             "network receive"
         } else {
             "link emulation"
         },
-        report.source_cpu_s,
-        report.other_cpu_s()
+        report.result.source_cpu_s,
+        report.result.other_cpu_s
     );
     if let (Some(source), Some(unit)) = (
-        report.source_cpu_core_s_per_gib(),
-        report.unit_cpu_core_s_per_gib(),
+        report.result.source_cpu_core_s_per_gib,
+        report.result.unit_cpu_core_s_per_gib,
     ) {
         println!(
             "              {} {source:.3} core-s per GiB it took in; the whole unit {unit:.3} core-s per GiB from {} to durable",
-            if report.ingest.is_some() { "receive" } else { "emulation" },
-            if report.ingest.is_some() { "the network" } else { "the links" },
+            if report.result.ingest.is_some() { "receive" } else { "emulation" },
+            if report.result.ingest.is_some() { "the network" } else { "the links" },
         );
     }
 }
@@ -300,11 +304,11 @@ fn print_how_it_was_written(report: &snbuf_unit::RecordSummary, why_writers: &st
     let chunks: u64 = m.links.iter().map(|l| l.data.chunks).sum();
     println!(
         "  writers     {} thread(s) for {} link(s) ({why_writers}); {} of {} chunks written straight from the latency buffers{}",
-        report.writers,
+        report.result.writers,
         m.links.len(),
-        report.chunks_from_source,
+        report.result.chunks_from_source,
         chunks,
-        if report.chunks_from_source > 0 {
+        if report.result.chunks_from_source > 0 {
             " (no CPU copy)"
         } else {
             ""
@@ -313,8 +317,8 @@ fn print_how_it_was_written(report: &snbuf_unit::RecordSummary, why_writers: &st
     println!(
         "  method      {} ({}){}",
         m.method,
-        report.durability,
-        if report.survives_power_loss {
+        report.result.durability,
+        if report.result.survives_power_loss {
             ""
         } else {
             ": the output medium keeps data in RAM only, nothing survives power loss"
@@ -322,7 +326,7 @@ fn print_how_it_was_written(report: &snbuf_unit::RecordSummary, why_writers: &st
     );
     println!(
         "  files       {}",
-        if report.prepared_ahead {
+        if report.result.prepared_ahead {
             "prepared before the trigger"
         } else {
             "opened at the trigger (the window was larger than prepared, or none was ready)"
@@ -330,12 +334,13 @@ fn print_how_it_was_written(report: &snbuf_unit::RecordSummary, why_writers: &st
     );
     println!(
         "  buffers     {} of DRAM on {} pages{}",
-        Bytes(report.buffer_memory_bytes),
+        Bytes(report.result.buffer_memory_bytes),
         report
+            .result
             .buffer_page_bytes
             .map(|b| Bytes(b).to_string())
             .unwrap_or_else(|| "?".into()),
-        numa_placement(&report.buffer_nodes)
+        numa_placement(&report.result.buffer_numa_nodes)
     );
     for l in m.links.iter().filter(|l| l.error.is_some()) {
         println!(
@@ -357,7 +362,7 @@ fn print_how_it_was_written(report: &snbuf_unit::RecordSummary, why_writers: &st
 fn write_json(path: &PathBuf, r: &snbuf_unit::RecordSummary) -> std::io::Result<()> {
     std::fs::write(
         path,
-        serde_json::to_string_pretty(&r.result()).expect("serialises") + "\n",
+        serde_json::to_string_pretty(&r.result).expect("serialises") + "\n",
     )
 }
 

@@ -46,6 +46,6 @@ pub fn record(
     let window = unit.window(TriggerAt::Now, config.pre, config.post)?;
     let mut report = unit.trigger(&window, &config.burst_id, &mut on_progress)?;
     let (_, skipped) = unit.stop();
-    report.skipped_at_source = skipped;
+    report.result.skipped_at_source_per_link = skipped;
     Ok(report)
 }

@@ -22,7 +22,7 @@ use crate::open_burst::open_burst;
 use crate::prepare::NextBurst;
 use crate::reach::BurstReach;
 use crate::status_file::{StatusFile, STATUS_FILE_INTERVAL};
-use crate::summary::RecordSummary;
+use crate::summary::{RecordResult, RecordSummary};
 use crate::window::{TriggerAt, WindowClock};
 use crate::window_job::WindowJob;
 use crate::writers::{WriterPlacement, Writers};
@@ -442,25 +442,30 @@ impl Unit {
         let frames_recorded: u64 = manifest.links.iter().map(|l| l.data.frames).sum();
         let lost_frames: u64 = manifest.links.iter().map(|l| l.lost_frames).sum();
         let produced = self.buffers[0].written();
-        Ok(RecordSummary {
+        let ingest = self.ingest();
+        let ingest = ingest.as_ref();
+        let nic = ingest.and_then(|i| i.nic.clone());
+        let result = RecordResult {
             burst_dir: dir,
-            output_bytes_per_s: frames_recorded as f64 * fb as f64 / writing_s,
+            state: manifest.state,
+            trigger: window,
+            frame: manifest.frame.clone(),
+            frame_bytes: fb as u32,
             frames_recorded,
             lost_frames,
-            manifest,
-            verify,
-            window,
-            frame_bytes: fb as u32,
             input_bytes_per_s: produced as f64 * fb as f64 * config.links as f64
                 / self.started.elapsed().as_secs_f64(),
-            buffer_memory_bytes: self.buffer_memory_bytes,
-            buffer_page_bytes: self.buffer_page_bytes,
-            buffer_nodes: self.buffer_nodes.clone(),
+            output_bytes_per_s: frames_recorded as f64 * fb as f64 / writing_s,
+            method: manifest.method.clone(),
             durability,
             survives_power_loss: opened.survives_power_loss,
             prepared_ahead: opened.prepared_ahead,
             window_cut_to_bytes_per_link: opened.cut_to_bytes_per_link,
-            skipped_at_source: 0,
+            buffer_memory_bytes: self.buffer_memory_bytes,
+            buffer_page_bytes: self.buffer_page_bytes,
+            buffer_numa_nodes: self.buffer_nodes.clone(),
+            // Known once the links stop (`one_shot`).
+            skipped_at_source_per_link: 0,
             source_max_lag_s,
             writer_cpu_s,
             writers: config.writers,
@@ -468,14 +473,28 @@ impl Unit {
             source_cpu_s,
             source_bytes,
             process_cpu_s,
-            ingest: self
-                .ingest()
-                .map(|i| i.counters.iter().map(|c| c.snapshot()).collect()),
-            ingest_rcvbuf_bytes: self.ingest().map(|i| i.rcvbuf_bytes),
-            ingest_gro: self.ingest().map(|i| i.gro),
-            ingest_nap: self.ingest().map(|i| i.nap),
-            ingest_receive_cpu: self.ingest().and_then(|i| i.receive_cpu),
-            ingest_nic: self.ingest().and_then(|i| i.nic),
+            // Derived below, from the figures above.
+            source_cpu_core_s_per_gib: None,
+            unit_cpu_core_s_per_gib: None,
+            other_cpu_s: 0.0,
+            cpu_core_s_per_gib: 0.0,
+            links: manifest.links.clone(),
+            ingest: ingest.map(|i| i.counters.iter().map(|c| c.snapshot()).collect()),
+            ingest_gro: ingest.map(|i| i.gro),
+            ingest_rcvbuf_bytes: ingest.map(|i| i.rcvbuf_bytes),
+            ingest_nap_s: ingest.map(|i| i.nap.as_secs_f64()),
+            ingest_receive_cpu: ingest.and_then(|i| i.receive_cpu),
+            ingest_nic: nic.as_ref().map(|n| n.name.clone()),
+            ingest_nic_numa_node: nic.as_ref().and_then(|n| n.node),
+            valid: verify.valid,
+            problems: verify.problems.clone(),
+        }
+        .with_cpu_figures();
+        Ok(RecordSummary {
+            result,
+            ingest_nic: nic,
+            manifest,
+            verify,
         })
     }
 

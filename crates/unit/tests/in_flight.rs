@@ -107,7 +107,7 @@ fn record_within(cfg: &RecordConfig) -> RecordSummary {
 /// Every frame of `link`'s file is the one the link sent at its timestamp, byte for byte;
 /// returns how many there are.
 fn frames_are_the_links(r: &RecordSummary, link: u32, step: u64) -> u64 {
-    let bytes = std::fs::read(r.burst_dir.join(link_file_name(link))).unwrap();
+    let bytes = std::fs::read(r.result.burst_dir.join(link_file_name(link))).unwrap();
     let report = scan(&bytes[..], Expect::default()).unwrap();
     let mut sent = FrameGen::new(FRAME, link, &Payload::Emulated)
         .unwrap()
@@ -126,7 +126,7 @@ fn frames_are_the_links(r: &RecordSummary, link: u32, step: u64) -> u64 {
 
 /// Frames the window holds on each link.
 fn window_frames(r: &RecordSummary, step: u64) -> u64 {
-    (r.window.window_end_timestamp - r.window.window_start_timestamp).div_ceil(step)
+    (r.result.trigger.window_end_timestamp - r.result.trigger.window_start_timestamp).div_ceil(step)
 }
 
 #[test]
@@ -168,7 +168,7 @@ fn a_chunk_the_link_overwrote_while_its_write_was_in_flight_is_never_acknowledge
     assert_eq!((l1.data.frames, l1.lost_frames), (window, 0), "{l1:?}");
     assert_eq!(frames_are_the_links(&r, 1, step), window);
     assert!(
-        r.chunks_from_source > 0,
+        r.result.chunks_from_source > 0,
         "written from the rings: zero copy"
     );
 }

@@ -89,12 +89,12 @@ fn a_triggered_window_is_recorded_completely_and_verifies() {
         r.verify.problems, r.verify.links
     );
     assert_eq!(
-        r.lost_frames, 0,
+        r.result.lost_frames, 0,
         "20k frames/s of 256 B is far below the disk"
     );
     let (ws, we) = (
-        r.window.window_start_timestamp,
-        r.window.window_end_timestamp,
+        r.result.trigger.window_start_timestamp,
+        r.result.trigger.window_end_timestamp,
     );
     // The emulator is a sub-sampled detector: one frame every `step` ticks of the real 50 MHz
     // clock, so the window is the 0.3 s + 0.5 s asked in the detector's seconds.
@@ -105,10 +105,10 @@ fn a_triggered_window_is_recorded_completely_and_verifies() {
         (window_s - 0.8).abs() <= cfg.clock().seconds(step),
         "{window_s}"
     );
-    assert_eq!(r.window.pre_s, Some(0.3));
+    assert_eq!(r.result.trigger.pre_s, Some(0.3));
     let expected = (we - ws).div_ceil(step);
     for link in 0..3 {
-        let frames = frames_of(&r.burst_dir, link, 256);
+        let frames = frames_of(&r.result.burst_dir, link, 256);
         assert_eq!(
             frames.len() as u64,
             expected,
@@ -136,19 +136,22 @@ fn a_triggered_window_is_recorded_completely_and_verifies() {
         assert!(timestamp_of(frames.last().unwrap()) < we);
     }
     assert!(ticks >= 1, "progress was reported");
-    assert!(r.prepared_ahead, "the files were ready before the trigger");
+    assert!(
+        r.result.prepared_ahead,
+        "the files were ready before the trigger"
+    );
     // The process's CPU over the window covers its writers and links (read a few microseconds
     // apart, hence the slack), and the total per GiB counts all of it.
     assert!(
-        r.process_cpu_s + 0.005 >= r.writer_cpu_s + r.source_cpu_s,
+        r.result.process_cpu_s + 0.005 >= r.result.writer_cpu_s + r.result.source_cpu_s,
         "process {} s, writers {} s, links {} s",
-        r.process_cpu_s,
-        r.writer_cpu_s,
-        r.source_cpu_s
+        r.result.process_cpu_s,
+        r.result.writer_cpu_s,
+        r.result.source_cpu_s
     );
-    assert!(r.writer_cpu_s > 0.0 && r.other_cpu_s() >= 0.0);
-    let gib = (r.frames_recorded * r.frame_bytes as u64) as f64 / (1u64 << 30) as f64;
-    assert!(r.cpu_core_s_per_gib() * gib + 1e-9 >= r.process_cpu_s);
+    assert!(r.result.writer_cpu_s > 0.0 && r.result.other_cpu_s >= 0.0);
+    let gib = (r.result.frames_recorded * r.result.frame_bytes as u64) as f64 / (1u64 << 30) as f64;
+    assert!(r.result.cpu_core_s_per_gib * gib + 1e-9 >= r.result.process_cpu_s);
     let names: Vec<_> = std::fs::read_dir(out.path())
         .unwrap()
         .map(|e| e.unwrap().file_name())
@@ -174,19 +177,19 @@ fn io_uring_writes_from_the_latency_buffer_and_every_frame_lands() {
     };
     let r = record(&cfg, |_| {}).unwrap();
     assert!(r.verify.valid, "{:?}", r.verify.problems);
-    assert_eq!(r.lost_frames, 0);
+    assert_eq!(r.result.lost_frames, 0);
     let chunks: u64 = r.manifest.links.iter().map(|l| l.data.chunks).sum();
     // Whole 4 KiB blocks of the ring (16 frames of 256 B): all but a window's edge chunks.
     assert!(
-        r.chunks_from_source > 0 && r.chunks_from_source + 2 * 3 >= chunks,
+        r.result.chunks_from_source > 0 && r.result.chunks_from_source + 2 * 3 >= chunks,
         "{} of {chunks} chunks from the ring",
-        r.chunks_from_source
+        r.result.chunks_from_source
     );
     for link in 0..3 {
         let mut sent = FrameGen::new(FRAME, link, &Payload::Emulated)
             .unwrap()
             .with_frame_step(cfg.frame_step_ticks());
-        for f in frames_of(&r.burst_dir, link, 256) {
+        for f in frames_of(&r.result.burst_dir, link, 256) {
             assert_eq!(sent.frame_at(timestamp_of(&f)), &f[..], "link {link}");
         }
     }
@@ -208,15 +211,15 @@ fn overload_is_counted_and_the_burst_still_verifies() {
     let r = record(&cfg, |_| {}).unwrap();
     eprintln!(
         "overload: recorded {} frames, lost {}, per link {:?}",
-        r.frames_recorded,
-        r.lost_frames,
+        r.result.frames_recorded,
+        r.result.lost_frames,
         r.manifest
             .links
             .iter()
             .map(|l| (l.data.frames, l.lost_frames))
             .collect::<Vec<_>>()
     );
-    assert!(r.lost_frames > 0, "loss is counted, not silent");
+    assert!(r.result.lost_frames > 0, "loss is counted, not silent");
     for l in &r.manifest.links {
         assert!(l.lost_frames > 0, "link {} reports its loss", l.link);
     }
@@ -228,7 +231,8 @@ fn overload_is_counted_and_the_burst_still_verifies() {
     // Exact accounting: recorded + lost is the window, on every link. Nothing is lost silently,
     // and nothing outside the window is counted. (An earlier version counted every frame a slow
     // writer skipped, past the window's end too: more "lost" frames than the window holds.)
-    let window_frames = (r.window.window_end_timestamp - r.window.window_start_timestamp)
+    let window_frames = (r.result.trigger.window_end_timestamp
+        - r.result.trigger.window_start_timestamp)
         .div_ceil(cfg.frame_step_ticks());
     for l in &r.manifest.links {
         assert_eq!(
@@ -296,12 +300,19 @@ fn a_trigger_older_than_the_buffer_records_what_is_left_and_counts_the_rest() {
         )
         .unwrap();
     let r = unit.trigger(&window, "old", |_| {}).unwrap();
-    assert!(r.lost_frames > 0, "the shortfall is counted");
+    assert!(r.result.lost_frames > 0, "the shortfall is counted");
     // And said in seconds: the window began 1.3 s ago, the buffer holds about 1 s.
-    let not_buffered = r.window.not_buffered_s.expect("the shortfall in seconds");
+    let not_buffered = r
+        .result
+        .trigger
+        .not_buffered_s
+        .expect("the shortfall in seconds");
     assert!((0.1..=0.5).contains(&not_buffered), "{not_buffered}");
     assert_eq!(r.manifest.trigger.as_ref(), Some(&window));
-    assert!(r.frames_recorded > 0, "what is still buffered is recorded");
+    assert!(
+        r.result.frames_recorded > 0,
+        "what is still buffered is recorded"
+    );
     assert!(
         r.verify.valid,
         "{:?} {:?}",
@@ -316,10 +327,13 @@ fn a_trigger_older_than_the_buffer_records_what_is_left_and_counts_the_rest() {
         )
         .unwrap();
     let r2 = unit.trigger(&window, "next", |_| {}).unwrap();
-    assert!(r2.verify.valid && r2.lost_frames == 0);
-    assert!(r.prepared_ahead, "a window inside the prepared one uses it");
+    assert!(r2.verify.valid && r2.result.lost_frames == 0);
     assert!(
-        !r2.prepared_ahead,
+        r.result.prepared_ahead,
+        "a window inside the prepared one uses it"
+    );
+    assert!(
+        !r2.result.prepared_ahead,
         "nothing was prepared again (serve does that)"
     );
     unit.prepare_next();

@@ -491,9 +491,9 @@ impl Server {
                 Ok(rep) => BurstOutcome {
                     burst_id: id.clone(),
                     state: OutcomeState::of(rep.manifest.state),
-                    dir: Some(rep.burst_dir.clone()),
-                    frames: Some(rep.frames_recorded),
-                    lost_frames: Some(rep.lost_frames),
+                    dir: Some(rep.result.burst_dir.clone()),
+                    frames: Some(rep.result.frames_recorded),
+                    lost_frames: Some(rep.result.lost_frames),
                     lost_s: Some(
                         rep.manifest
                             .links
@@ -504,10 +504,10 @@ impl Server {
                             * step_s,
                     ),
                     valid: rep.verify.valid,
-                    output_bytes_per_s: Some(rep.output_bytes_per_s),
-                    window: Some(rep.window.clone()),
-                    prepared_ahead: Some(rep.prepared_ahead),
-                    window_cut_to_bytes_per_link: rep.window_cut_to_bytes_per_link,
+                    output_bytes_per_s: Some(rep.result.output_bytes_per_s),
+                    window: Some(rep.result.trigger.clone()),
+                    prepared_ahead: Some(rep.result.prepared_ahead),
+                    window_cut_to_bytes_per_link: rep.result.window_cut_to_bytes_per_link,
                     error: None,
                     triggers: rep
                         .manifest
