@@ -155,6 +155,31 @@ pub struct SinkReport {
 }
 
 impl SinkReport {
+    /// The report of a sink opened with `config`: no page facts and no notes yet.
+    pub(crate) fn of(
+        config: &SinkConfig,
+        medium: Medium,
+        durability: Durability,
+        alignment_bytes: u64,
+        instruction_path: impl Into<String>,
+    ) -> SinkReport {
+        assert!(
+            alignment_bytes.is_power_of_two(),
+            "alignment {alignment_bytes} B: offsets and lengths are padded to a power of two"
+        );
+        SinkReport {
+            method: config.method,
+            path: config.path.clone(),
+            region_bytes: config.region_bytes,
+            medium,
+            durability,
+            alignment_bytes,
+            instruction_path: instruction_path.into(),
+            pages: None,
+            notes: Vec::new(),
+        }
+    }
+
     /// One line for people, e.g. `nt via avx512 on tmpfs: volatile (RAM only), 4 KiB pages`.
     pub fn summary(&self) -> String {
         let durability = match self.durability {

@@ -3,7 +3,7 @@
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
-use crate::backends::{check_range, open_target, write_error};
+use crate::backends::{check_range, open_target, sync_as_asked, write_error};
 use crate::error::{PersistError, Result};
 use crate::medium;
 use crate::sink::{Durability, Sink, SinkConfig, SinkReport, SyncMode};
@@ -36,17 +36,7 @@ impl BufferedSink {
             region_offset_bytes: config.region_offset_bytes,
             region_bytes: config.region_bytes,
             sync_mode: config.sync_mode,
-            report: SinkReport {
-                method: config.method,
-                path: config.path.clone(),
-                region_bytes: config.region_bytes,
-                medium,
-                durability,
-                alignment_bytes: 1,
-                instruction_path: "pwrite".to_string(),
-                pages: None,
-                notes: Vec::new(),
-            },
+            report: SinkReport::of(config, medium, durability, 1, "pwrite"),
         })
     }
 }
@@ -60,13 +50,7 @@ impl Sink for BufferedSink {
     }
 
     fn persist(&mut self) -> Result<()> {
-        match self.sync_mode {
-            SyncMode::Fdatasync => self
-                .file
-                .sync_data()
-                .map_err(|e| PersistError::io("fdatasync", &self.report.path, e)),
-            SyncMode::Dsync => Ok(()),
-        }
+        sync_as_asked(&self.file, self.sync_mode, &self.report.path)
     }
 
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {

@@ -9,7 +9,9 @@
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
-use crate::backends::{align_up, check_aligned, check_range, open_target, write_error};
+use crate::backends::{
+    align_up, check_aligned, check_range, open_target, sync_as_asked, write_error,
+};
 use crate::error::{PersistError, Result};
 use crate::medium;
 use crate::sink::{Durability, Sink, SinkConfig, SinkReport, SyncMode};
@@ -58,6 +60,12 @@ impl DirectSink {
         };
         let pages = staging.pages_obtained().ok();
         let mem_alignment_bytes = medium.dio_mem_align_bytes.unwrap_or(alignment_bytes).max(1);
+        // What O_DIRECT reaches on a RAM-only file system is still RAM.
+        let durability = if medium.volatile {
+            Durability::Volatile
+        } else {
+            durability
+        };
         Ok(DirectSink {
             file,
             alignment_bytes,
@@ -66,21 +74,17 @@ impl DirectSink {
             region_bytes: config.region_bytes,
             sync_mode: config.sync_mode,
             report: SinkReport {
-                method: config.method,
-                path: config.path.clone(),
-                region_bytes: config.region_bytes,
-                durability: if medium.volatile {
-                    Durability::Volatile
-                } else {
-                    durability
-                },
-                medium,
-                alignment_bytes,
-                instruction_path: "pwrite O_DIRECT".to_string(),
                 pages,
                 notes: vec![format!(
                     "O_DIRECT alignment {alignment_bytes} B; shorter tails are zero-padded"
                 )],
+                ..SinkReport::of(
+                    config,
+                    medium,
+                    durability,
+                    alignment_bytes,
+                    "pwrite O_DIRECT",
+                )
             },
             staging,
         })
@@ -121,14 +125,7 @@ impl Sink for DirectSink {
     }
 
     fn persist(&mut self) -> Result<()> {
-        match self.sync_mode {
-            SyncMode::Fdatasync => self
-                .file
-                .sync_data()
-                .map_err(|e| PersistError::io("fdatasync", &self.report.path, e)),
-            // Each write returned only once durable.
-            SyncMode::Dsync => Ok(()),
-        }
+        sync_as_asked(&self.file, self.sync_mode, &self.report.path)
     }
 
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {

@@ -87,15 +87,9 @@ impl MappedSink {
             region_bytes: config.region_bytes,
             page_size: config.page_size,
             report: SinkReport {
-                method: config.method,
-                path: config.path.clone(),
-                region_bytes: config.region_bytes,
-                medium,
-                durability,
-                alignment_bytes: 1,
-                instruction_path,
                 pages,
                 notes,
+                ..SinkReport::of(config, medium, durability, 1, instruction_path)
             },
         })
     }

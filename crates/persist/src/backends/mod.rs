@@ -155,6 +155,17 @@ pub(crate) fn grow_reported(
     Ok(())
 }
 
+/// A file written with `pwrite` made durable as `mode` says: `fdatasync` now, or nothing to do
+/// with `O_DSYNC`, where each write returned only once durable.
+pub(crate) fn sync_as_asked(file: &File, mode: crate::sink::SyncMode, path: &Path) -> Result<()> {
+    match mode {
+        crate::sink::SyncMode::Fdatasync => file
+            .sync_data()
+            .map_err(|e| PersistError::io("fdatasync", path, e)),
+        crate::sink::SyncMode::Dsync => Ok(()),
+    }
+}
+
 /// Maps `WriteZero` (the kernel accepted no bytes) to the typed short-write error.
 pub(crate) fn write_error(
     op: &'static str,

@@ -181,15 +181,15 @@ impl UringSink {
             completion_deadline,
             stalled: false,
             report: SinkReport {
-                method: config.method,
-                path: config.path.clone(),
-                region_bytes: config.region_bytes,
-                medium,
-                durability,
-                alignment_bytes,
-                instruction_path: "io_uring O_DIRECT".to_string(),
                 pages,
                 notes,
+                ..SinkReport::of(
+                    config,
+                    medium,
+                    durability,
+                    alignment_bytes,
+                    "io_uring O_DIRECT",
+                )
             },
             slots,
         })
