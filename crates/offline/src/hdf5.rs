@@ -537,7 +537,7 @@ fn layout_params_json() -> String {
         "path_param_list": [{
             "detector_group_type": "Detector_Readout",
             "detector_group_name": "TPC",
-            "element_name_prefix": "LinkSource",
+            "element_name_prefix": "Link",
             "digits_for_element_number": 5
         }]
     })

@@ -127,59 +127,51 @@ unsafe fn copy_nt_crc_with(
     }
 }
 
-/// # Safety
-/// `src` is valid for reads and `dst` for writes of `len` bytes, the two do not overlap, and the
-/// CPU has the instructions this routine is compiled for (AVX-512 or AVX2, VPCLMULQDQ, SSE4.2) and `edge`.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,vpclmulqdq,sse4.2")]
-unsafe fn copy_nt_crc_avx512(
-    dst: *mut u8,
-    src: *const u8,
-    len: usize,
-    edge: FlushInstr,
-    crc: u32,
-) -> u32 {
-    use snbuf_platform::{cpu::SimdPath, instructions::copy_nt_fn};
-    // SAFETY: the caller's contract is the routine's; the closure gets sub-ranges of it.
-    unsafe {
-        copy_nt_crc_with(
-            dst,
-            src,
-            len,
-            edge,
-            crc,
-            |d, s, n, c| fold_stream_avx512(d, s, n, c),
-            copy_nt_fn(SimdPath::Avx512),
-        )
-    }
+/// The entry point of one instruction set: `copy_nt_crc_with` compiled with its target features,
+/// so that the fold and the copy it is given inline into it. One definition serves each set.
+macro_rules! copy_nt_crc_entry {
+    ($name:ident, $features:literal, $fold:ident, $path:expr) => {
+        /// # Safety
+        /// `src` is valid for reads and `dst` for writes of `len` bytes, the two do not overlap,
+        /// and the CPU has the instructions this routine is compiled for and `edge`.
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = $features)]
+        unsafe fn $name(
+            dst: *mut u8,
+            src: *const u8,
+            len: usize,
+            edge: FlushInstr,
+            crc: u32,
+        ) -> u32 {
+            use snbuf_platform::instructions::copy_nt_fn;
+            // SAFETY: the caller's contract is the routine's; the closure gets sub-ranges of it.
+            unsafe {
+                copy_nt_crc_with(
+                    dst,
+                    src,
+                    len,
+                    edge,
+                    crc,
+                    |d, s, n, c| $fold(d, s, n, c),
+                    copy_nt_fn($path),
+                )
+            }
+        }
+    };
 }
 
-/// # Safety
-/// `src` is valid for reads and `dst` for writes of `len` bytes, the two do not overlap, and the
-/// CPU has the instructions this routine is compiled for (AVX-512 or AVX2, VPCLMULQDQ, SSE4.2) and `edge`.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,vpclmulqdq,sse4.2")]
-unsafe fn copy_nt_crc_avx2(
-    dst: *mut u8,
-    src: *const u8,
-    len: usize,
-    edge: FlushInstr,
-    crc: u32,
-) -> u32 {
-    use snbuf_platform::{cpu::SimdPath, instructions::copy_nt_fn};
-    // SAFETY: the caller's contract is the routine's; the closure gets sub-ranges of it.
-    unsafe {
-        copy_nt_crc_with(
-            dst,
-            src,
-            len,
-            edge,
-            crc,
-            |d, s, n, c| fold_stream_avx2(d, s, n, c),
-            copy_nt_fn(SimdPath::Avx2),
-        )
-    }
-}
+copy_nt_crc_entry!(
+    copy_nt_crc_avx512,
+    "avx512f,vpclmulqdq,sse4.2",
+    fold_stream_avx512,
+    snbuf_platform::cpu::SimdPath::Avx512
+);
+copy_nt_crc_entry!(
+    copy_nt_crc_avx2,
+    "avx2,vpclmulqdq,sse4.2",
+    fold_stream_avx2,
+    snbuf_platform::cpu::SimdPath::Avx2
+);
 
 /// Streams `len` bytes (a positive multiple of 256) to the line-aligned `dst`, folding them into
 /// the CRC as they pass: sixteen 128-bit lanes in four 512-bit registers.

@@ -80,6 +80,20 @@ fn method_block(x: &ThroughputResult) -> String {
     format!("{} {}", x.method, block_name(x))
 }
 
+/// A line chart over thread counts (linear, from 0 up): how each series scales as threads are
+/// added.
+fn by_threads<'a>(title: &'a str, y_label: &'a str, series: Vec<Series>) -> LineChart<'a> {
+    LineChart {
+        title,
+        x_label: "threads",
+        y_label,
+        log2_x: false,
+        y_range: None,
+        markers: true,
+        series,
+    }
+}
+
 /// (threads, GiB/s) of a throughput result.
 fn threads_gib(x: &ThroughputResult) -> (f64, f64) {
     (x.threads as f64, x.gib_per_s)
@@ -177,15 +191,7 @@ fn draw_throughput(r: &ResultsDir, d: &mut Drawn) -> Result<(), ReportError> {
             &format!("fig3-write-throughput-vs-threads{suffix}"),
             &t,
             "DUNE Fig 3: total durable write throughput as threads are added, per method and block size.",
-            LineChart {
-                title: &t,
-                x_label: "threads",
-                y_label: "GiB/s",
-                log2_x: false,
-                y_range: None,
-                markers: true,
-                series: group(rows, method_block, threads_gib),
-            },
+            by_threads(&t, "GiB/s", group(rows, method_block, threads_gib)),
         )?;
     }
     for (suite, label) in [("read", ""), ("read-second", " (second target)")] {
@@ -195,15 +201,7 @@ fn draw_throughput(r: &ResultsDir, d: &mut Drawn) -> Result<(), ReportError> {
             &format!("fig3-read-throughput-vs-threads{suffix}"),
             &t,
             "DUNE Fig 3: read throughput as threads are added, per method and block size (every block checked against what was written).",
-            LineChart {
-                title: &t,
-                x_label: "threads",
-                y_label: "GiB/s",
-                log2_x: false,
-                y_range: None,
-                markers: true,
-                series: group(r.throughput(suite), method_block, threads_gib),
-            },
+            by_threads(&t, "GiB/s", group(r.throughput(suite), method_block, threads_gib)),
         )?;
     }
     let small_large: Vec<ThroughputResult> = r
@@ -216,15 +214,7 @@ fn draw_throughput(r: &ResultsDir, d: &mut Drawn) -> Result<(), ReportError> {
         "fig5-4k-vs-1m",
         "4 KiB vs 1 MiB blocks",
         "DUNE Fig 5: the same methods with 4 KiB and 1 MiB blocks: small blocks pay the persist cost per request.",
-        LineChart {
-            title: "Persist throughput, 4 KiB vs 1 MiB blocks",
-            x_label: "threads",
-            y_label: "GiB/s",
-            log2_x: false,
-            y_range: None,
-            markers: true,
-            series: group(&small_large, method_block, threads_gib),
-        },
+        by_threads("Persist throughput, 4 KiB vs 1 MiB blocks", "GiB/s", group(&small_large, method_block, threads_gib)),
     )
 }
 
@@ -242,28 +232,13 @@ fn draw_app(r: &ResultsDir, d: &mut Drawn) -> Result<(), ReportError> {
         "fig7-app-with-without-pmdk",
         "The DUNE-like application, per thread, with and without PMDK",
         "DUNE Fig 7: average throughput per thread of 5568 B frames persisted from DRAM, one shared target; pmdk is libpmem's pmem_memcpy, nt snbuf's own non-temporal path.",
-        LineChart {
-            title: "App: throughput per thread (5568 B frames)",
-            x_label: "threads",
-            y_label: "GiB/s per thread",
-            log2_x: false,
-            y_range: None,
-            markers: true,
-            series: group(&shared, |x| x.method.clone(), |x| (x.threads as f64, per_thread(x))),
-        },
+        by_threads("App: throughput per thread (5568 B frames)", "GiB/s per thread", group(&shared, |x| x.method.clone(), |x| (x.threads as f64, per_thread(x)))),
     )?;
     line(
         "fig8-app-shared-vs-per-thread",
         "The DUNE-like application: one shared target vs one per thread",
         "DUNE Fig 8: total throughput of the application with every thread writing one target (interleaved) and each thread its own (non-interleaved).",
-        LineChart {
-            title: "App: shared vs per-thread targets",
-            x_label: "threads",
-            y_label: "GiB/s",
-            log2_x: false,
-            y_range: None,
-            markers: true,
-            series: group(
+        by_threads("App: shared vs per-thread targets", "GiB/s", group(
                 app,
                 |x| {
                     format!(
@@ -273,8 +248,7 @@ fn draw_app(r: &ResultsDir, d: &mut Drawn) -> Result<(), ReportError> {
                     )
                 },
                 threads_gib,
-            ),
-        },
+            )),
     )
 }
 
@@ -290,37 +264,25 @@ fn draw_join(r: &ResultsDir, d: &mut Drawn) -> Result<(), ReportError> {
         "join-build-per-lock",
         "Hash join build under one giant lock",
         "Yoshioka et al.: building R's hash table under one giant lock of each type, in DRAM and on the target.",
-        LineChart {
-            title: "Join build: tuples/s per lock type",
-            x_label: "threads",
-            y_label: "million tuples/s",
-            log2_x: false,
-            y_range: None,
-            markers: true,
-            series: group(
+        by_threads("Join build: tuples/s per lock type", "million tuples/s", group(
                 &build,
                 |x| format!("{} {}", lock_name(x), x.placement),
                 |x| (x.threads as f64, x.mtuples_per_s),
-            ),
-        },
+            )),
     )?;
     line(
         "join-probe-scaling",
         "Hash join probe, lock-free",
         "Yoshioka et al.: probing S against the table, lock-free, as threads are added.",
-        LineChart {
-            title: "Join probe: tuples/s",
-            x_label: "threads",
-            y_label: "million tuples/s",
-            log2_x: false,
-            y_range: None,
-            markers: true,
-            series: group(
+        by_threads(
+            "Join probe: tuples/s",
+            "million tuples/s",
+            group(
                 &probe,
                 |x| x.placement.clone(),
                 |x| (x.threads as f64, x.mtuples_per_s),
             ),
-        },
+        ),
     )
 }
 

@@ -1,4 +1,4 @@
-//! report.md and report.html: the machine, the checks, PageTable II, the figures and the tables.
+//! report.md and report.html: the machine, the checks, Table II, the figures and the tables.
 //! Both are written from the same tables, so they always agree.
 
 use std::fmt::Write as _;
@@ -174,7 +174,7 @@ fn machine_table(r: &ResultsDir) -> PageTable {
     }
 }
 
-/// DUNE PageTable II: best sequential read and write bandwidth of each target.
+/// DUNE Table II: best sequential read and write bandwidth of each target.
 fn table_two(r: &ResultsDir) -> Option<PageTable> {
     let best = |suite: &str| {
         r.throughput(suite)
@@ -224,7 +224,7 @@ fn table_two(r: &ResultsDir) -> Option<PageTable> {
     }
     rows.insert(0, names);
     Some(PageTable {
-        title: "PageTable II: bandwidth for sequential read and sequential write".into(),
+        title: "Table II: bandwidth for sequential read and sequential write".into(),
         header,
         rows,
     })

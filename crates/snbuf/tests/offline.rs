@@ -327,6 +327,8 @@ mod dune_hdf5 {
                 serde_json::from_str(a["filelayout_params"].as_str().unwrap()).unwrap();
             assert_eq!(layout["record_name_prefix"], "TimeSlice");
             assert_eq!(layout["raw_data_group_name"], "RawData");
+            // hdf5libs names a readout element's datasets by this prefix.
+            assert_eq!(layout["path_param_list"][0]["element_name_prefix"], "Link");
             let geo: Value =
                 serde_json::from_str(a["source_id_geo_id_map"].as_str().unwrap()).unwrap();
             assert_eq!(geo["map_entries"].as_array().unwrap().len(), 2);
