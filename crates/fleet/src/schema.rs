@@ -129,7 +129,7 @@ impl Heartbeat {
             buffer_fill: status
                 .live
                 .iter()
-                .map(|l| l.buffer_fill_frames as f64 / capacity)
+                .map(|l| l.counters.buffer_fill_frames as f64 / capacity)
                 .fold(0.0, f64::max),
             durable_watermark: status.durable_watermark.clone(),
             bursts_total: status.bursts_total,

@@ -162,27 +162,34 @@ fn draw_unit_links(
         .live
         .iter()
         .map(|l| {
-            let rate = history.rate(l.link as u64, l.frames_in);
-            let measured = s.link_rates.iter().find(|r| r.link == l.link);
+            let rate = history.rate(l.counters.link as u64, l.counters.frames_in);
+            let measured = s.link_rates.iter().find(|r| r.link == l.counters.link);
             let mismatch = measured.is_some_and(|r| r.mismatch);
-            let style = if l.failed || l.lost_frames > 0 || mismatch {
+            let style = if l.counters.failed || l.counters.lost_frames > 0 || mismatch {
                 Style::default().fg(Color::Red)
             } else {
                 Style::default()
             };
             Row::new(vec![
-                l.link.to_string(),
+                l.counters.link.to_string(),
                 rate.map_or("-".into(), |r| Rate(r * frame_bytes).to_string()),
                 measured
                     .and_then(|r| r.buffer_span_s)
                     .map_or("-".into(), |s| format!("{s:.2} s")),
-                format!("{:.0}%", 100.0 * l.buffer_fill_frames as f64 / capacity),
-                format!("{:.0}%", 100.0 * l.backlog_frames as f64 / capacity),
-                l.durable_chunks.to_string(),
-                l.durable_until_timestamp
+                format!(
+                    "{:.0}%",
+                    100.0 * l.counters.buffer_fill_frames as f64 / capacity
+                ),
+                format!(
+                    "{:.0}%",
+                    100.0 * l.counters.backlog_frames as f64 / capacity
+                ),
+                l.counters.durable_chunks.to_string(),
+                l.counters
+                    .durable_until_timestamp
                     .map_or("-".into(), |t| t.to_string()),
-                l.lost_frames.to_string(),
-                if l.failed {
+                l.counters.lost_frames.to_string(),
+                if l.counters.failed {
                     "FAILED".into()
                 } else if mismatch {
                     "MISMATCH".into()
@@ -236,7 +243,7 @@ fn draw_unit_burst(f: &mut Frame, s: &UnitStatus, burst: ratatui::layout::Rect) 
             let durable = s
                 .live
                 .iter()
-                .filter_map(|l| l.durable_until_timestamp)
+                .filter_map(|l| l.counters.durable_until_timestamp)
                 .min()
                 .unwrap_or(start);
             let done =

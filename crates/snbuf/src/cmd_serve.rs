@@ -269,17 +269,18 @@ pub fn status(args: &StatusArgs) -> anyhow::Result<()> {
     match &s.recording {
         Some(links) => {
             let out: u64 = links.iter().map(|l| l.frames_out).sum();
-            let lost: u64 = links.iter().map(|l| l.lost_frames).sum();
+            let lost: u64 = links.iter().map(|l| l.counters.lost_frames).sum();
             println!("recording: {out} frames durable so far, {lost} lost");
             for l in links {
                 println!(
                     "  link {}: {} chunks durable, up to timestamp {}{}",
-                    l.link,
-                    l.durable_chunks,
-                    l.durable_until_timestamp
+                    l.counters.link,
+                    l.counters.durable_chunks,
+                    l.counters
+                        .durable_until_timestamp
                         .map(|t| t.to_string())
                         .unwrap_or_else(|| "-".into()),
-                    if l.failed { ", FAILED" } else { "" }
+                    if l.counters.failed { ", FAILED" } else { "" }
                 );
             }
         }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 /// One link's figures: of the burst being recorded (`Unit::progress`), or of the unit's whole
 /// run (`Unit::totals`, where the frame and chunk counts sum every burst).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LinkCounters {
     pub link: u32,
     /// Frames the link has produced into its buffer.

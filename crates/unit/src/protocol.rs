@@ -252,37 +252,21 @@ impl BurstOutcome {
     }
 }
 
-/// One link's figures: the same fields in the status file and in `snbuf status`.
+/// One link's figures: the same fields in the status file and in `snbuf status`. They are the
+/// unit's own counters as they are (`LinkCounters`), with `frames_out`, an older name of
+/// `durable_frames` that readers of the status file still read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LinkStatus {
-    pub link: u32,
-    pub frames_in: u64,
+    #[serde(flatten)]
+    pub counters: LinkCounters,
     pub frames_out: u64,
-    pub durable_chunks: u64,
-    pub durable_frames: u64,
-    pub durable_until_timestamp: Option<u64>,
-    pub lost_frames: u64,
-    pub buffer_fill_frames: u64,
-    pub backlog_frames: u64,
-    pub failed: bool,
-    /// With links from the network: what the receiver counted, as it counts it.
-    pub ingest: Option<snbuf_readout::udp::IngestSnapshot>,
 }
 
 impl From<&LinkCounters> for LinkStatus {
     fn from(l: &LinkCounters) -> LinkStatus {
         LinkStatus {
-            link: l.link,
-            frames_in: l.frames_in,
+            counters: *l,
             frames_out: l.durable_frames,
-            durable_chunks: l.durable_chunks,
-            durable_frames: l.durable_frames,
-            durable_until_timestamp: l.durable_until_timestamp,
-            lost_frames: l.lost_frames,
-            buffer_fill_frames: l.buffer_fill_frames,
-            backlog_frames: l.backlog_frames,
-            failed: l.failed,
-            ingest: l.ingest,
         }
     }
 }

@@ -584,7 +584,7 @@ impl Server {
                 nap_s: i.nap.as_secs_f64(),
                 receive_cpu: i.receive_cpu,
                 nic: i.nic.as_ref().map(|n| n.to_string()),
-                links: links.iter().map(|l| l.ingest).collect(),
+                links: links.iter().map(|l| l.counters.ingest).collect(),
             }),
             links: c.links,
             frame_type: c.frame_type.name(),
