@@ -82,6 +82,57 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
 fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
+/// Where a detector header keeps a frame's identity: its first word (`word_bytes`, little
+/// endian) and each field's (lowest bit, bits). WIB1 has no detector id; its first byte is the
+/// start-of-frame mark, written with the identity.
+struct IdentityBits {
+    word_bytes: usize,
+    version: (u32, u32),
+    det_id: Option<(u32, u32)>,
+    crate_id: (u32, u32),
+    slot_id: (u32, u32),
+    stream_id: (u32, u32),
+    start_of_frame: Option<(u32, u32, u64)>,
+}
+
+impl IdentityBits {
+    /// The fields of `header`, as DUNE's detdataformats lay them out; None for custom frames.
+    fn of(header: HeaderKind) -> Option<IdentityBits> {
+        let daq = |word_bytes, slot_bits, stream_bits| IdentityBits {
+            word_bytes,
+            version: (0, 6),
+            det_id: Some((6, 6)),
+            crate_id: (12, 10),
+            slot_id: (22, slot_bits),
+            stream_id: (26, stream_bits),
+            start_of_frame: None,
+        };
+        match header {
+            HeaderKind::DaqEth => Some(daq(8, 4, 8)),
+            HeaderKind::Wib2 => Some(daq(4, 3, 6)),
+            HeaderKind::Wib1 => Some(IdentityBits {
+                word_bytes: 4,
+                version: (8, 5),
+                det_id: None,
+                crate_id: (16, 5),
+                slot_id: (21, 3),
+                stream_id: (13, 3),
+                start_of_frame: Some((0, 8, WIB1_SOF)),
+            }),
+            HeaderKind::None => None,
+        }
+    }
+
+    /// The header's first word of `frame`.
+    fn word(&self, frame: &[u8]) -> u64 {
+        match self.word_bytes {
+            8 => u64_at(frame, 0),
+            4 => u32_at(frame, 0) as u64,
+            n => unreachable!("a {n}-byte header word"),
+        }
+    }
+}
+
 /// `bits` bits of `word` from bit `lo`.
 fn field(word: u64, lo: u32, bits: u32) -> u64 {
     (word >> lo) & ((1u64 << bits) - 1)
@@ -199,88 +250,49 @@ impl FrameLayout {
 
     /// Where the frame says it comes from (None for custom frames).
     pub fn identity(&self, frame: &[u8]) -> Option<Identity> {
-        match self.header {
-            HeaderKind::DaqEth => {
-                let w = u64_at(frame, 0);
-                Some(Identity {
-                    version: field(w, 0, 6) as u8,
-                    det_id: field(w, 6, 6) as u8,
-                    crate_id: field(w, 12, 10) as u16,
-                    slot_id: field(w, 22, 4) as u8,
-                    stream_id: field(w, 26, 8) as u8,
-                })
-            }
-            HeaderKind::Wib2 => {
-                let w = u32_at(frame, 0) as u64;
-                Some(Identity {
-                    version: field(w, 0, 6) as u8,
-                    det_id: field(w, 6, 6) as u8,
-                    crate_id: field(w, 12, 10) as u16,
-                    slot_id: field(w, 22, 3) as u8,
-                    stream_id: field(w, 26, 6) as u8,
-                })
-            }
-            HeaderKind::Wib1 => {
-                let w = u32_at(frame, 0) as u64;
-                Some(Identity {
-                    version: field(w, 8, 5) as u8,
-                    det_id: 0,
-                    crate_id: field(w, 16, 5) as u16,
-                    slot_id: field(w, 21, 3) as u8,
-                    stream_id: field(w, 13, 3) as u8,
-                })
-            }
-            HeaderKind::None => None,
-        }
+        let bits = IdentityBits::of(self.header)?;
+        let w = bits.word(frame);
+        Some(Identity {
+            version: field(w, bits.version.0, bits.version.1) as u8,
+            det_id: bits.det_id.map_or(0, |(lo, n)| field(w, lo, n) as u8),
+            crate_id: field(w, bits.crate_id.0, bits.crate_id.1) as u16,
+            slot_id: field(w, bits.slot_id.0, bits.slot_id.1) as u8,
+            stream_id: field(w, bits.stream_id.0, bits.stream_id.1) as u8,
+        })
     }
 
     /// Writes `id` into every detector frame's header (fields wider than the header's are cut
     /// to its width). Custom frames have no header: nothing is written.
     pub fn write_identity(&self, frame: &mut [u8], id: &Identity) {
+        let Some(bits) = IdentityBits::of(self.header) else {
+            return;
+        };
         let bytes = self.subframe_bytes();
+        assert!(bytes >= bits.word_bytes, "a subframe holds its header word");
         for sub in frame.chunks_exact_mut(bytes) {
-            match self.header {
-                HeaderKind::DaqEth => {
-                    let mut w = u64_at(sub, 0);
-                    w = with_field(w, 0, 6, id.version as u64);
-                    w = with_field(w, 6, 6, id.det_id as u64);
-                    w = with_field(w, 12, 10, id.crate_id as u64);
-                    w = with_field(w, 22, 4, id.slot_id as u64);
-                    w = with_field(w, 26, 8, id.stream_id as u64);
-                    sub[..8].copy_from_slice(&w.to_le_bytes());
-                }
-                HeaderKind::Wib2 => {
-                    let mut w = u32_at(sub, 0) as u64;
-                    w = with_field(w, 0, 6, id.version as u64);
-                    w = with_field(w, 6, 6, id.det_id as u64);
-                    w = with_field(w, 12, 10, id.crate_id as u64);
-                    w = with_field(w, 22, 3, id.slot_id as u64);
-                    w = with_field(w, 26, 6, id.stream_id as u64);
-                    sub[..4].copy_from_slice(&(w as u32).to_le_bytes());
-                }
-                HeaderKind::Wib1 => {
-                    let mut w = u32_at(sub, 0) as u64;
-                    w = with_field(w, 0, 8, WIB1_SOF);
-                    w = with_field(w, 8, 5, id.version as u64);
-                    w = with_field(w, 13, 3, id.stream_id as u64);
-                    w = with_field(w, 16, 5, id.crate_id as u64);
-                    w = with_field(w, 21, 3, id.slot_id as u64);
-                    sub[..4].copy_from_slice(&(w as u32).to_le_bytes());
-                }
-                HeaderKind::None => return,
+            let mut w = bits.word(sub);
+            if let Some((lo, n, mark)) = bits.start_of_frame {
+                w = with_field(w, lo, n, mark);
             }
+            w = with_field(w, bits.version.0, bits.version.1, id.version as u64);
+            if let Some((lo, n)) = bits.det_id {
+                w = with_field(w, lo, n, id.det_id as u64);
+            }
+            w = with_field(w, bits.crate_id.0, bits.crate_id.1, id.crate_id as u64);
+            w = with_field(w, bits.slot_id.0, bits.slot_id.1, id.slot_id as u64);
+            w = with_field(w, bits.stream_id.0, bits.stream_id.1, id.stream_id as u64);
+            sub[..bits.word_bytes].copy_from_slice(&w.to_le_bytes()[..bits.word_bytes]);
         }
     }
 
     /// The identity a link's frames carry when snbuf emulates `link`: distinct per link within
     /// each header's field widths (stream/link/fiber first, then slot, then crate).
     pub fn identity_for_link(&self, link: u32, det_id: u8, version: u8) -> Identity {
-        let (stream_bits, slot_bits) = match self.header {
-            HeaderKind::DaqEth => (8, 4),
-            HeaderKind::Wib2 => (6, 3),
-            HeaderKind::Wib1 => (3, 3),
-            HeaderKind::None => (8, 4),
-        };
+        // Custom frames carry no identity: the widths of DAQ Ethernet's serve.
+        let bits = IdentityBits::of(self.header)
+            .or_else(|| IdentityBits::of(HeaderKind::DaqEth))
+            .expect("DAQ Ethernet has an identity");
+        let (stream_bits, slot_bits) = (bits.stream_id.1, bits.slot_id.1);
         let l = link as u64;
         Identity {
             version,

@@ -149,43 +149,34 @@ impl StreamingCopy {
     }
 }
 
-/// # Safety
-/// `src` is valid for reads and `dst` for writes of `len` bytes, the two do not overlap, and the
-/// CPU has the instructions this routine is compiled for (`CpuFeatures::simd_path`).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn stream_copy_avx512(dst: *mut u8, src: *const u8, len: usize) {
-    // SAFETY: the caller's ranges (valid, disjoint) and CPU feature; the closures get
-    // sub-ranges of them only.
-    unsafe {
-        copy_streamed_with(
-            dst,
-            src,
-            len,
-            |d, s, n| stream_avx512(d, s, n),
-            |d, s, n| std::ptr::copy_nonoverlapping(s, d, n),
-        )
-    }
+/// The streaming copy of one instruction set: `copy_streamed_with` compiled with its target
+/// feature, so that its stores inline into it. One definition serves each set.
+macro_rules! stream_copy_entry {
+    ($name:ident, $feature:literal, $stream:ident) => {
+        /// # Safety
+        /// `src` is valid for reads and `dst` for writes of `len` bytes, the two do not overlap,
+        /// and the CPU has the instructions this routine is compiled for
+        /// (`CpuFeatures::simd_path`).
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = $feature)]
+        unsafe fn $name(dst: *mut u8, src: *const u8, len: usize) {
+            // SAFETY: the caller's ranges (valid, disjoint) and CPU feature; the closures get
+            // sub-ranges of them only.
+            unsafe {
+                copy_streamed_with(
+                    dst,
+                    src,
+                    len,
+                    |d, s, n| $stream(d, s, n),
+                    |d, s, n| std::ptr::copy_nonoverlapping(s, d, n),
+                )
+            }
+        }
+    };
 }
 
-/// # Safety
-/// `src` is valid for reads and `dst` for writes of `len` bytes, the two do not overlap, and the
-/// CPU has the instructions this routine is compiled for (`CpuFeatures::simd_path`).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn stream_copy_avx2(dst: *mut u8, src: *const u8, len: usize) {
-    // SAFETY: the caller's ranges (valid, disjoint) and CPU feature; the closures get
-    // sub-ranges of them only.
-    unsafe {
-        copy_streamed_with(
-            dst,
-            src,
-            len,
-            |d, s, n| stream_avx2(d, s, n),
-            |d, s, n| std::ptr::copy_nonoverlapping(s, d, n),
-        )
-    }
-}
+stream_copy_entry!(stream_copy_avx512, "avx512f", stream_avx512);
+stream_copy_entry!(stream_copy_avx2, "avx2", stream_avx2);
 
 /// # Safety
 /// `src` is valid for reads and `dst` for writes of `len` bytes, the two do not overlap, and the
