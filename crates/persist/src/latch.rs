@@ -6,7 +6,7 @@
 //! caller marks that link's burst failed; other sinks (other links) carry on.
 
 use crate::error::{PersistError, Result};
-use crate::sink::{Sink, SinkReport};
+use crate::sink::{Hold, Sink, SinkReport};
 
 pub struct Latched<S> {
     inner: S,
@@ -81,12 +81,7 @@ impl<S: Sink> Sink for Latched<S> {
         latched_call!(self, self.inner.write_in_place_checksummed(offset, parts))
     }
 
-    fn start_in_place(
-        &mut self,
-        offset: u64,
-        parts: &[&[u8]],
-        held: &std::sync::Arc<dyn crate::sink::HeldMemory>,
-    ) -> Result<()> {
+    fn start_in_place(&mut self, offset: u64, parts: &[&[u8]], held: &Hold) -> Result<()> {
         latched_call!(self, self.inner.start_in_place(offset, parts, held))
     }
 

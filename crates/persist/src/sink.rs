@@ -246,12 +246,7 @@ pub trait Sink: Send {
     /// the sink keeps (and so keeps allocated) until the writes are over; parts elsewhere are
     /// written before this returns. The memory is only read, never written: a caller whose
     /// memory may change meanwhile validates it after `wait_in_place`.
-    fn start_in_place(
-        &mut self,
-        offset: u64,
-        parts: &[&[u8]],
-        _held: &Arc<dyn HeldMemory>,
-    ) -> Result<()> {
+    fn start_in_place(&mut self, offset: u64, parts: &[&[u8]], _held: &Hold) -> Result<()> {
         self.write_in_place(offset, parts)
     }
 
@@ -319,7 +314,7 @@ pub trait Sink: Send {
     }
 }
 
-pub use snbuf_platform::HeldMemory;
+pub use snbuf_platform::{HeldMemory, Hold};
 
 /// Whether every one of `parts` lies inside `held`'s memory.
 pub fn held_in(held: &dyn HeldMemory, parts: &[&[u8]]) -> bool {
@@ -358,12 +353,7 @@ impl<S: Sink + ?Sized> Sink for Box<S> {
     fn write_in_place_checksummed(&mut self, offset: u64, parts: &[&[u8]]) -> Result<u32> {
         (**self).write_in_place_checksummed(offset, parts)
     }
-    fn start_in_place(
-        &mut self,
-        offset: u64,
-        parts: &[&[u8]],
-        held: &Arc<dyn HeldMemory>,
-    ) -> Result<()> {
+    fn start_in_place(&mut self, offset: u64, parts: &[&[u8]], held: &Hold) -> Result<()> {
         (**self).start_in_place(offset, parts, held)
     }
     fn wait_in_place(&mut self) -> Result<()> {

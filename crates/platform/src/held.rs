@@ -9,3 +9,6 @@ pub trait HeldMemory: Send + Sync {
     /// The addresses of the memory held.
     fn address_range(&self) -> Range<usize>;
 }
+
+/// A shared hold on memory: while a clone of it lives, the memory stays allocated.
+pub type Hold = std::sync::Arc<dyn HeldMemory>;

@@ -16,5 +16,5 @@ pub mod numa;
 pub mod process;
 pub mod rng;
 
-pub use held::HeldMemory;
+pub use held::{HeldMemory, Hold};
 pub use memory::{AlignedBuf, PageSize, PagesObtained};

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use snbuf_burst::{scan, ChunkWriter, End, Expect, WriteError};
 use snbuf_persist::sim::{SimKind, SimMedium, SimSink};
 use snbuf_persist::{PageSize, Sink, SinkReport};
-use snbuf_platform::HeldMemory;
+use snbuf_platform::Hold;
 use snbuf_readout::{
     latency_buffer, FrameLayout, FrameType, LatencyBuffer, Producer, RingReadError,
 };
@@ -90,7 +90,7 @@ impl Sink for LinkRunsDuringWrites {
         &mut self,
         offset: u64,
         parts: &[&[u8]],
-        _held: &Arc<dyn HeldMemory>,
+        _held: &Hold,
     ) -> snbuf_persist::error::Result<()> {
         if self.when.load(Ordering::SeqCst) != WHILE_QUEUED {
             return self.write_in_place(offset, parts);

@@ -37,7 +37,7 @@ use crate::backends::uring_wait::{can_bound_waits, submit_and_wait_until};
 use crate::backends::{align_up, check_aligned, check_range, open_target};
 use crate::error::{PersistError, Result};
 use crate::medium;
-use crate::sink::{held_in, Durability, HeldMemory, Sink, SinkConfig, SinkReport, SyncMode};
+use crate::sink::{held_in, Durability, HeldMemory, Hold, Sink, SinkConfig, SinkReport, SyncMode};
 use snbuf_platform::memory::AlignedBuf;
 
 /// user_data of the fsync SQE and of a read's; writes use their slot's index.
@@ -364,12 +364,7 @@ impl Sink for UringSink {
         submitted.and(waited)
     }
 
-    fn start_in_place(
-        &mut self,
-        offset: u64,
-        parts: &[&[u8]],
-        held: &Arc<dyn HeldMemory>,
-    ) -> Result<()> {
+    fn start_in_place(&mut self, offset: u64, parts: &[&[u8]], held: &Hold) -> Result<()> {
         if !held_in(held.as_ref(), parts) {
             return self.write_in_place(offset, parts);
         }

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{PersistError, Result};
 use crate::latch::Latched;
-use crate::sink::{held_in, HeldMemory, Sink, SinkReport};
+use crate::sink::{held_in, HeldMemory, Hold, Sink, SinkReport};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FaultKind {
@@ -381,12 +381,7 @@ impl<S: Sink> Sink for Faulty<S> {
     /// Started on the backend's own queue, and a `Write` fault it crosses reported when it
     /// completes (`wait_in_place`), as the kernel reports an I/O error: the request was in
     /// flight, and what it left on the medium is unknown.
-    fn start_in_place(
-        &mut self,
-        offset: u64,
-        parts: &[&[u8]],
-        held: &Arc<dyn HeldMemory>,
-    ) -> Result<()> {
+    fn start_in_place(&mut self, offset: u64, parts: &[&[u8]], held: &Hold) -> Result<()> {
         let end = self.written_bytes + parts.iter().map(|p| p.len() as u64).sum::<u64>();
         self.hang_if_due(end);
         if let Some(completes_after) = self.late_completion(end) {
