@@ -165,11 +165,7 @@ pub fn line_chart(
             let (y0, y1) = c
                 .y_range
                 .unwrap_or_else(|| (0.0, nice_max(ys.fold(0.0, f64::max), c.series.len())));
-            let mut chart = ChartBuilder::on(&area)
-                .caption(c.title, ("sans-serif", 22))
-                .margin(14)
-                .x_label_area_size(46)
-                .y_label_area_size(70)
+            let mut chart = framed(&area, c.title, 46)
                 .build_cartesian_2d(x0..x1, y0..y1)
                 .map_err(|x| e(&x))?;
             let log2 = c.log2_x;
@@ -238,11 +234,7 @@ pub fn bar_chart(dir: &Path, stem: &str, c: &BarChart) -> Result<(PathBuf, PathB
                     .fold(0.0, f64::max),
                 c.series.len(),
             );
-            let mut chart = ChartBuilder::on(&area)
-                .caption(c.title, ("sans-serif", 22))
-                .margin(14)
-                .x_label_area_size(70)
-                .y_label_area_size(70)
+            let mut chart = framed(&area, c.title, 70)
                 .build_cartesian_2d(0.0..n as f64, 0.0..y1)
                 .map_err(|x| e(&x))?;
             let cats = c.categories.clone();
@@ -321,6 +313,22 @@ pub fn diverging(v: f64, scale: f64) -> (u8, u8, u8) {
     }
 }
 
+/// A chart with the report's frame: its title, margins, and room for the axes' labels
+/// (`x_label_pixels` under the plot: more where the categories' names are long).
+fn framed<'a, 'b, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, Shift>,
+    title: &str,
+    x_label_pixels: u32,
+) -> ChartBuilder<'a, 'b, DB> {
+    let mut builder = ChartBuilder::on(area);
+    builder
+        .caption(title, ("sans-serif", 22))
+        .margin(14)
+        .x_label_area_size(x_label_pixels)
+        .y_label_area_size(70);
+    builder
+}
+
 pub fn heat_map(dir: &Path, stem: &str, c: &HeatMap) -> Result<(PathBuf, PathBuf), ReportError> {
     struct Drawer<'a, 'b>(&'a HeatMap<'b>);
     impl Draw for Drawer<'_, '_> {
@@ -331,11 +339,7 @@ pub fn heat_map(dir: &Path, stem: &str, c: &HeatMap) -> Result<(PathBuf, PathBuf
             let (main, bar) = area.split_horizontally(SIZE.0 - 110);
             let (x0, x1) = c.x_range;
             let (y0, y1) = c.y_range;
-            let mut chart = ChartBuilder::on(&main)
-                .caption(c.title, ("sans-serif", 22))
-                .margin(14)
-                .x_label_area_size(46)
-                .y_label_area_size(70)
+            let mut chart = framed(&main, c.title, 46)
                 .build_cartesian_2d(x0..x1, y0..y1)
                 .map_err(|x| e(&x))?;
             chart
