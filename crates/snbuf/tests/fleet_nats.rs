@@ -22,6 +22,14 @@ fn nats_server(port: u16, dir: &Path) -> Option<KillOnDrop> {
     nats_server_from(&common::nats_server_bin()?, port, dir)
 }
 
+/// A NATS server of a test's own, its JetStream under `root`: the process and its URL (None:
+/// no nats-server on this machine).
+fn nats_in(root: &Path) -> Option<(KillOnDrop, String)> {
+    let port = free_port();
+    let nats = nats_server(port, &root.join("js"))?;
+    Some((nats, format!("nats://127.0.0.1:{port}")))
+}
+
 fn nats_server_from(bin: &Path, port: u16, dir: &Path) -> Option<KillOnDrop> {
     Some(common::nats_server_on(bin, port, dir))
 }
@@ -41,16 +49,9 @@ fn start_unit_with(root: &Path, id: &str, url: &str, extra: &[&str]) -> Unit {
     let out = root.join(id);
     let socket = root.join(format!("{id}.sock"));
     let log = root.join(format!("{id}.log"));
-    let child = Command::new(env!("CARGO_BIN_EXE_snbuf"))
-        .args(["serve", "--output"])
-        .arg(&out)
-        .arg("--socket")
-        .arg(&socket)
-        .args(["--links", "2", "--rate-per-link", "5MB/s", "--buffer", "2s"])
-        .args(["--pre", "300ms", "--post", "300ms", "--method", "direct"])
+    let child = common::serve_command_into(&out, &socket, common::SMALL_UNIT)
         .args(["--nats", url, "--unit", id])
         .args(extra)
-        .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
@@ -201,11 +202,9 @@ fn three_units_record_one_trigger_once(bin: &Path) {
 #[test]
 fn a_killed_unit_shows_as_missing_and_says_what_it_missed_when_it_returns() {
     let root = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let Some(_nats) = nats_server(port, &root.path().join("js")) else {
+    let Some((_nats, url)) = nats_in(root.path()) else {
         return;
     };
-    let url = format!("nats://127.0.0.1:{port}");
     let _a = start_unit(root.path(), "a", &url);
     let b = start_unit(root.path(), "b", &url);
     wait_fleet(&url, &["a", "b"], |u| u["missing"] == false);
@@ -258,11 +257,9 @@ fn the_fleet_view_shows_every_unit_and_one_that_dies() {
         return;
     };
     let root = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let Some(_nats) = nats_server(port, &root.path().join("js")) else {
+    let Some((_nats, url)) = nats_in(root.path()) else {
         return;
     };
-    let url = format!("nats://127.0.0.1:{port}");
     let _a = start_unit(root.path(), "watched-a", &url);
     let b = start_unit(root.path(), "watched-b", &url);
     wait_fleet(&url, &["watched-a", "watched-b"], |u| u["missing"] == false);
@@ -288,11 +285,9 @@ fn the_fleet_view_shows_every_unit_and_one_that_dies() {
 #[test]
 fn a_malformed_trigger_is_logged_and_ignored() {
     let root = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let Some(_nats) = nats_server(port, &root.path().join("js")) else {
+    let Some((_nats, url)) = nats_in(root.path()) else {
         return;
     };
-    let url = format!("nats://127.0.0.1:{port}");
     let u = start_unit(root.path(), "m", &url);
     wait_fleet(&url, &["m"], |u| u["missing"] == false);
     for garbage in [
@@ -392,11 +387,9 @@ fn fleet_commands_fail_with_one_line_when_nats_is_not_there() {
 #[test]
 fn the_delivery_bench_reaches_every_unit() {
     let root = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let Some(_nats) = nats_server(port, &root.path().join("js")) else {
+    let Some((_nats, url)) = nats_in(root.path()) else {
         return;
     };
-    let url = format!("nats://127.0.0.1:{port}");
     let json = root.path().join("bench.json");
     let o = snbuf(&[
         "fleet",
@@ -422,11 +415,9 @@ fn the_delivery_bench_reaches_every_unit() {
 #[test]
 fn a_unit_that_exports_reports_its_progress_and_an_exported_event() {
     let root = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let Some(_nats) = nats_server(port, &root.path().join("js")) else {
+    let Some((_nats, url)) = nats_in(root.path()) else {
         return;
     };
-    let url = format!("nats://127.0.0.1:{port}");
     let store = root.path().join("store");
     std::fs::create_dir(&store).unwrap();
     let to = format!("file://{}", store.display());
@@ -474,11 +465,9 @@ fn fleet_commands_return_in_bounded_time_with_150_units_heartbeating() {
     use std::sync::Arc;
     const UNITS: usize = 150;
     let root = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let Some(_nats) = nats_server(port, &root.path().join("js")) else {
+    let Some((_nats, url)) = nats_in(root.path()) else {
         return;
     };
-    let url = format!("nats://127.0.0.1:{port}");
     // The fleet's streams, as any command makes them.
     assert!(snbuf(&["fleet", "status", "--nats", &url]).status.success());
     // 150 units heartbeating 20 times a second each, 3000 statuses a second, and an event
@@ -559,11 +548,9 @@ fn fleet_commands_return_in_bounded_time_with_150_units_heartbeating() {
 #[test]
 fn a_stream_with_other_settings_is_used_said_and_changed_by_setup() {
     let root = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let Some(_nats) = nats_server(port, &root.path().join("js")) else {
+    let Some((_nats, url)) = nats_in(root.path()) else {
         return;
     };
-    let url = format!("nats://127.0.0.1:{port}");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -778,11 +765,9 @@ fn trigger_stream_message(url: &str, seq: u64) -> Value {
 #[test]
 fn an_overlapping_trigger_over_nats_joins_the_burst_on_every_unit() {
     let root = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let Some(_nats) = nats_server(port, &root.path().join("js")) else {
+    let Some((_nats, url)) = nats_in(root.path()) else {
         return;
     };
-    let url = format!("nats://127.0.0.1:{port}");
     let units: Vec<Unit> = ["j1", "j2"]
         .iter()
         .map(|id| start_unit(root.path(), id, &url))

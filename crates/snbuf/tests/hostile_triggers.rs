@@ -9,7 +9,7 @@ mod common;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+
 use std::time::{Duration, Instant};
 
 use common::{free_port, snbuf, stderr, wait_for_socket, KillOnDrop};
@@ -84,17 +84,9 @@ fn serve_into(root: &Path, out: &Path, max_window: &str, extra: &[&str]) -> Serv
         root.join("ctl.sock"),
         root.join("serve.log"),
     );
-    let child = Command::new(env!("CARGO_BIN_EXE_snbuf"))
-        .arg("serve")
-        .arg("--output")
-        .arg(&out)
-        .arg("--socket")
-        .arg(&socket)
-        .args(["--links", "2", "--rate-per-link", "5MB/s", "--buffer", "2s"])
-        .args(["--pre", "300ms", "--post", "300ms", "--method", "direct"])
+    let child = common::serve_command_into(&out, &socket, common::SMALL_UNIT)
         .args(["--max-window", max_window])
         .args(extra)
-        .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();

@@ -34,19 +34,13 @@ struct Served {
 fn serve(root: &Path, port: u16, frame: &str, links: u32, extra: &[&str]) -> Served {
     let out = root.join("data");
     let socket = root.join("ctl.sock");
-    let child = Command::new(env!("CARGO_BIN_EXE_snbuf"))
-        .args(["serve", "--source", &format!("udp://127.0.0.1:{port}")])
+    let child = common::serve_command_into(&out, &socket, &[])
+        .args(["--source", &format!("udp://127.0.0.1:{port}")])
         .args(["--frame", frame, "--links", &links.to_string()])
         .args(["--rate-per-link", "10MB/s", "--buffer", "3s"])
         .args(["--pre", "1s", "--post", "500ms", "--method", "direct"])
         .args(["--run", "42", "--unit", "apa1"])
-        .arg("--output")
-        .arg(&out)
-        .arg("--socket")
-        .arg(&socket)
         .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
         .spawn()
         .unwrap();
     wait_for_socket(&socket);

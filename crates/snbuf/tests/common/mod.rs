@@ -81,21 +81,44 @@ pub fn metrics_address(stderr: std::process::ChildStderr) -> String {
         .expect("serve says where its metrics are within 20 s")
 }
 
+/// A small emulated unit: 2 links at 5 MB/s, a 2 s buffer, windows of 300 ms either side of a
+/// trigger, written with O_DIRECT.
+pub const SMALL_UNIT: &[&str] = &[
+    "--links",
+    "2",
+    "--rate-per-link",
+    "5MB/s",
+    "--buffer",
+    "2s",
+    "--pre",
+    "300ms",
+    "--post",
+    "300ms",
+    "--method",
+    "direct",
+];
+
 /// `snbuf serve` writing to `dir/data` with its control socket at `dir/ctl.sock`, plus
 /// `options`; output discarded (a caller that reads stderr pipes it). Returns the command and
 /// the two paths; the caller spawns it (under `KillOnDrop`) and waits for the socket.
 pub fn serve_command(dir: &Path, options: &[&str]) -> (Command, PathBuf, PathBuf) {
     let (out, socket) = (dir.join("data"), dir.join("ctl.sock"));
+    let cmd = serve_command_into(&out, &socket, options);
+    (cmd, out, socket)
+}
+
+/// As `serve_command`, writing to `out` with its control socket at `socket`.
+pub fn serve_command_into(out: &Path, socket: &Path, options: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_snbuf"));
     cmd.arg("serve")
         .arg("--output")
-        .arg(&out)
+        .arg(out)
         .arg("--socket")
-        .arg(&socket)
+        .arg(socket)
         .args(options)
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    (cmd, out, socket)
+    cmd
 }
 
 /// Waits until a server accepts connections on the Unix socket `socket` (at most 20 s).
