@@ -50,6 +50,7 @@ fn start_unit_with(root: &Path, id: &str, url: &str, extra: &[&str]) -> Unit {
     let socket = root.join(format!("{id}.sock"));
     let log = root.join(format!("{id}.log"));
     let child = common::serve_command_into(&out, &socket, common::SMALL_UNIT)
+        .args(["--pre", "300ms", "--post", "300ms"])
         .args(["--nats", url, "--unit", id])
         .args(extra)
         .stderr(std::fs::File::create(&log).unwrap())
@@ -99,15 +100,24 @@ fn wait_sealed(dir: &Path) -> Value {
     wait_sealed_within(dir, Duration::from_secs(15))
 }
 
-/// Publishes raw bytes on a subject, as any NATS client could.
-fn publish_raw(url: &str, subject: &str, body: &[u8]) {
-    let rt = tokio::runtime::Builder::new_current_thread()
+/// A runtime for the test's own NATS client.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .unwrap();
+        .expect("a tokio runtime")
+}
+
+/// JetStream on the server at `url`, as any NATS client reaches it.
+async fn jetstream(url: &str) -> async_nats::jetstream::Context {
+    async_nats::jetstream::new(async_nats::connect(url).await.expect("NATS is up"))
+}
+
+/// Publishes raw bytes on a subject, as any NATS client could.
+fn publish_raw(url: &str, subject: &str, body: &[u8]) {
+    let rt = runtime();
     rt.block_on(async {
-        let c = async_nats::connect(url).await.unwrap();
-        let js = async_nats::jetstream::new(c);
+        let js = jetstream(url).await;
         js.publish(subject.to_string(), body.to_vec().into())
             .await
             .unwrap()
@@ -332,14 +342,7 @@ fn without_nats_a_unit_records_locally_and_rejoins_when_nats_returns() {
         log.contains("unreachable") && log.contains("recording locally"),
         "{log}"
     );
-    let o = snbuf(&[
-        "trigger",
-        "--socket",
-        u.socket.to_str().unwrap(),
-        "--burst-id",
-        "local",
-        "--wait",
-    ]);
+    let o = common::trigger_and_wait(&u.socket, "local");
     assert!(o.status.success(), "{}", stderr(&o));
 
     // NATS arrives: the unit connects and reports.
@@ -349,14 +352,7 @@ fn without_nats_a_unit_records_locally_and_rejoins_when_nats_returns() {
     wait_fleet(&url, &["solo"], |u| u["missing"] == false);
     // NATS goes away mid-run: recording goes on; NATS returns: the unit reports again.
     drop(nats);
-    let o = snbuf(&[
-        "trigger",
-        "--socket",
-        u.socket.to_str().unwrap(),
-        "--burst-id",
-        "during-outage",
-        "--wait",
-    ]);
+    let o = common::trigger_and_wait(&u.socket, "during-outage");
     assert!(o.status.success(), "{}", stderr(&o));
     let _nats = nats_server(port, &root.path().join("js")).unwrap();
     wait_fleet(&url, &["solo"], |u| {
@@ -475,10 +471,7 @@ fn fleet_commands_return_in_bounded_time_with_150_units_heartbeating() {
     let stop = Arc::new(AtomicBool::new(false));
     let (stop2, url2) = (stop.clone(), url.clone());
     let publisher = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         rt.block_on(async {
             let c = async_nats::connect(&url2).await.unwrap();
             let mut round = 0u64;
@@ -551,12 +544,9 @@ fn a_stream_with_other_settings_is_used_said_and_changed_by_setup() {
     let Some((_nats, url)) = nats_in(root.path()) else {
         return;
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
-        let js = async_nats::jetstream::new(async_nats::connect(&url).await.unwrap());
+        let js = jetstream(&url).await;
         js.create_stream(async_nats::jetstream::stream::Config {
             name: "SNBUF_TRIGGERS".into(),
             subjects: vec!["snbuf.trigger".into()],
@@ -713,10 +703,7 @@ fn a_trigger_without_an_answer_is_looked_up_and_its_retry_is_printed() {
         .unwrap();
 
     let opts = snbuf_fleet::NatsOptions::parse(&url).unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let stored = |id: &str| snbuf_fleet::TriggerMessage {
         schema: 1,
         trigger_id: id.into(),
@@ -745,13 +732,9 @@ fn a_trigger_without_an_answer_is_looked_up_and_its_retry_is_printed() {
 
 /// Message `seq` of the trigger stream, as JSON.
 fn trigger_stream_message(url: &str, seq: u64) -> Value {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
-        let c = async_nats::connect(url).await.unwrap();
-        let js = async_nats::jetstream::new(c);
+        let js = jetstream(url).await;
         let stream = js.get_stream("SNBUF_TRIGGERS").await.unwrap();
         let m = stream.get_raw_message(seq).await.unwrap();
         serde_json::from_slice(&m.payload).unwrap()

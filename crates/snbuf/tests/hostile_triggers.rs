@@ -85,6 +85,7 @@ fn serve_into(root: &Path, out: &Path, max_window: &str, extra: &[&str]) -> Serv
         root.join("serve.log"),
     );
     let child = common::serve_command_into(&out, &socket, common::SMALL_UNIT)
+        .args(["--pre", "300ms", "--post", "300ms"])
         .args(["--max-window", max_window])
         .args(extra)
         .stderr(std::fs::File::create(&log).unwrap())

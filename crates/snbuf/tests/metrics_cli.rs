@@ -33,25 +33,9 @@ fn sample(body: &str, series: &str) -> f64 {
 #[test]
 fn the_metrics_endpoint_counts_links_and_bursts() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut cmd, out, socket) = common::serve_command(
-        dir.path(),
-        &[
-            "--links",
-            "2",
-            "--rate-per-link",
-            "5MB/s",
-            "--buffer",
-            "2s",
-            "--pre",
-            "300ms",
-            "--post",
-            "300ms",
-            "--method",
-            "direct",
-            "--metrics",
-            "127.0.0.1:0",
-        ],
-    );
+    let options = [common::SMALL_UNIT, &["--pre", "300ms", "--post", "300ms"]].concat();
+    let (mut cmd, out, socket) = common::serve_command(dir.path(), &options);
+    cmd.args(["--metrics", "127.0.0.1:0"]);
     let mut child = cmd.stderr(Stdio::piped()).spawn().unwrap();
     let stderr = child.stderr.take().unwrap();
     let _server = KillOnDrop(child);

@@ -32,19 +32,26 @@ fn frames_of(burst: &Path, link: u32) -> Vec<u8> {
     common::link_frames(burst, link)
 }
 
+/// `snbuf extract` of link 1 of `burst` into `out`, with `extra` options.
+fn extract_link_1(burst: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "extract",
+        burst.to_str().unwrap(),
+        "--link",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    snbuf(&args)
+}
+
 #[test]
 fn extract_writes_a_links_frames_as_dunes_raw_recording_and_record_replays_it() {
     let dir = tempfile::tempdir().unwrap();
     let b = burst(dir.path(), "b", &[]);
     let out = dir.path().join("link1.bin");
-    let o = snbuf(&[
-        "extract",
-        b.to_str().unwrap(),
-        "--link",
-        "1",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let o = extract_link_1(&b, &out, &[]);
     assert!(o.status.success(), "{}", common::stderr(&o));
     let bin = std::fs::read(&out).unwrap();
     assert_eq!(
@@ -61,18 +68,11 @@ fn extract_writes_a_links_frames_as_dunes_raw_recording_and_record_replays_it() 
         .collect();
     let (from, to) = (ts[10], ts[20]);
     let part = dir.path().join("part.bin");
-    let o = snbuf(&[
-        "extract",
-        b.to_str().unwrap(),
-        "--link",
-        "1",
-        "--out",
-        part.to_str().unwrap(),
-        "--from",
-        &from.to_string(),
-        "--to",
-        &to.to_string(),
-    ]);
+    let o = extract_link_1(
+        &b,
+        &part,
+        &["--from", &from.to_string(), "--to", &to.to_string()],
+    );
     assert!(o.status.success(), "{}", common::stderr(&o));
     assert_eq!(std::fs::read(&part).unwrap(), bin[10 * 7200..20 * 7200]);
     // DUNE's raw recording is what `record --replay` reads.

@@ -37,23 +37,8 @@ fn ticks_of(said: &str) -> (u64, u64) {
 #[test]
 fn triggers_make_bursts_one_at_a_time() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut cmd, out, socket) = common::serve_command(
-        dir.path(),
-        &[
-            "--links",
-            "2",
-            "--rate-per-link",
-            "5MB/s",
-            "--buffer",
-            "2s",
-            "--pre",
-            "500ms",
-            "--post",
-            "500ms",
-            "--method",
-            "direct",
-        ],
-    );
+    let options = [common::SMALL_UNIT, &["--pre", "500ms", "--post", "500ms"]].concat();
+    let (mut cmd, out, socket) = common::serve_command(dir.path(), &options);
     let child = cmd.spawn().unwrap();
     let s = socket.to_str().unwrap();
     let _server = KillOnDrop(child);
@@ -249,21 +234,10 @@ fn a_unit_killed_mid_burst_recovers_it_at_its_next_start_and_exports_it() {
     std::fs::create_dir(&export).unwrap();
     let to = format!("file://{}", export.display());
     let options = [
-        "--links",
-        "2",
-        "--rate-per-link",
-        "5MB/s",
-        "--buffer",
-        "2s",
-        "--pre",
-        "500ms",
-        "--post",
-        "20s",
-        "--method",
-        "direct",
-        "--export-to",
-        &to,
-    ];
+        common::SMALL_UNIT,
+        &["--pre", "500ms", "--post", "20s", "--export-to", &to],
+    ]
+    .concat();
     let (mut cmd, out, socket) = common::serve_command(dir.path(), &options);
     let mut server = KillOnDrop(cmd.spawn().unwrap());
     wait_for_socket(&socket);

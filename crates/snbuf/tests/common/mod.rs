@@ -81,8 +81,8 @@ pub fn metrics_address(stderr: std::process::ChildStderr) -> String {
         .expect("serve says where its metrics are within 20 s")
 }
 
-/// A small emulated unit: 2 links at 5 MB/s, a 2 s buffer, windows of 300 ms either side of a
-/// trigger, written with O_DIRECT.
+/// A small emulated unit: 2 links at 5 MB/s, a 2 s buffer, written with O_DIRECT (its windows,
+/// `--pre` and `--post`, are each test's own).
 pub const SMALL_UNIT: &[&str] = &[
     "--links",
     "2",
@@ -90,10 +90,6 @@ pub const SMALL_UNIT: &[&str] = &[
     "5MB/s",
     "--buffer",
     "2s",
-    "--pre",
-    "300ms",
-    "--post",
-    "300ms",
     "--method",
     "direct",
 ];
@@ -119,6 +115,18 @@ pub fn serve_command_into(out: &Path, socket: &Path, options: &[&str]) -> Comman
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     cmd
+}
+
+/// `snbuf trigger --wait` to the unit at `socket`: the burst `burst_id`, answered once sealed.
+pub fn trigger_and_wait(socket: &Path, burst_id: &str) -> Output {
+    snbuf(&[
+        "trigger",
+        "--socket",
+        socket.to_str().expect("a UTF-8 path"),
+        "--burst-id",
+        burst_id,
+        "--wait",
+    ])
 }
 
 /// Waits until a server accepts connections on the Unix socket `socket` (at most 20 s).
