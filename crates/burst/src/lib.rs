@@ -3,16 +3,16 @@
 //! A burst is a directory: one data file per link (`link-0003.dat`), a sequence of checksummed
 //! chunks (docs/FORMAT.md), and `manifest.json`. `chunk_writer` makes chunks durable through any
 //! `snbuf_persist::Sink`; `scan` reads them back; `verify` checks a burst without changing it;
-//! `recover` cuts a crashed burst back to what is provably intact. `prepared` readies a burst's
-//! files before its trigger; `link_writer` writes a burst of links and seals it; `outputs` spreads
-//! its links over several devices.
+//! `recover` cuts a crashed burst back to what is provably intact. `opening` sizes, prepares and
+//! opens a burst's files (before its trigger where it can); `link_writer` writes a burst of links
+//! and seals it; `outputs` spreads its links over several devices.
 
 pub mod chunk;
 pub mod chunk_writer;
 pub mod link_writer;
 pub mod manifest;
+pub mod opening;
 pub mod outputs;
-pub mod prepared;
 pub mod read;
 mod recording_lock;
 pub mod recover;
@@ -27,7 +27,8 @@ pub use manifest::{
     AnsweredTrigger, BurstState, FrameInfo, LinkData, LinkIdentity, LinkRecord, LinkState,
     Manifest, TriggerInfo, Verified,
 };
-pub use prepared::PreparedBurst;
+pub use opening::prepared::PreparedBurst;
+pub use opening::{BurstFiles, OpenError};
 pub use read::{BurstReader, LinkReader, ReadError};
 pub use recording_lock::{being_recorded, hold as hold_burst};
 pub use recover::{recover_burst, RecoverReport};

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use snbuf_burst::prepared::remove_stale;
+use snbuf_burst::opening::prepared::remove_stale;
 use snbuf_burst::{verify_burst, BurstError, BurstSpec, BurstState, FrameInfo, PreparedBurst};
 use snbuf_persist::{open, Method, Sink, SinkConfig};
 

@@ -41,6 +41,15 @@ pub enum RecordError {
     Busy,
 }
 
+impl From<snbuf_burst::OpenError> for RecordError {
+    fn from(e: snbuf_burst::OpenError) -> RecordError {
+        match e {
+            snbuf_burst::OpenError::NoSpace { dir } => RecordError::NoSpace { dir },
+            snbuf_burst::OpenError::Burst(e) => RecordError::Burst(e),
+        }
+    }
+}
+
 impl RecordError {
     /// Whether the caller asked for something that cannot be (exit 2 on the command line), as
     /// opposed to the machine failing to do it.

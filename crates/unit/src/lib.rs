@@ -4,9 +4,9 @@
 //! window either durable or counted lost.
 //!
 //! The recorder, by concept: `config` (what a unit is set up with), `window` (trigger-window
-//! arithmetic, pure), `counters` (per-link figures and the durable watermark), `prepare` and
-//! `link_files` (the next burst's files, ahead of its trigger), `open_burst` (a trigger's
-//! files), `writers` (the threads that persist a window), `window_writer` (what each of them
+//! arithmetic, pure), `counters` (per-link figures and the durable watermark), `writers` (the
+//! threads that persist a window; a burst's files are sized, prepared ahead and opened by
+//! `snbuf_burst::opening`, from `RecordConfig::burst_files`), `window_writer` (what each of them
 //! does), `watchdog` (a writer stuck in the kernel, given up), `recorder` (the running unit),
 //! `record` (one recording start to end), `report` (what it came to), `status_file` (the live
 //! state as JSON), `interrupted` (bursts a stopped unit left unsealed, recovered at the next
@@ -21,12 +21,9 @@ pub mod config;
 pub mod counters;
 pub mod error;
 pub mod interrupted;
-mod link_files;
 pub mod link_rates;
 pub mod links;
 pub mod one_shot;
-mod open_burst;
-mod prepare;
 pub mod protocol;
 mod reach;
 pub mod recorder;

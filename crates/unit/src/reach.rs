@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use snbuf_burst::{AnsweredTrigger, TriggerInfo};
 
 use crate::config::RecordConfig;
-use crate::link_files;
 use crate::protocol::Joined;
+use snbuf_burst::opening::sizing;
 
 pub(crate) struct BurstReach {
     inner: Mutex<Reach>,
@@ -243,14 +243,14 @@ pub(crate) fn join(
         .saturating_add(clock.ticks(config.max_window) / step * step)
         .max(end);
     let wanted_end = w.window_end_timestamp.max(end).min(max_end);
-    let wanted = link_files::link_region(config, (wanted_end - start) / step + 1);
+    let wanted = sizing::link_region(&config.burst_files(), (wanted_end - start) / step + 1);
     let now = reach.now();
-    let room = link_files::room_to_grow(config, now.region_bytes);
+    let room = sizing::room_to_grow(&config.burst_files(), now.region_bytes);
     let (new_end, region) = if wanted.region_bytes <= room && wanted.limited_by.is_none() {
         (wanted_end, wanted.region_bytes.max(now.region_bytes))
     } else {
         // As far as the room goes, on the frame grid, never in.
-        let frames = link_files::frames_fitting(config, room);
+        let frames = sizing::frames_fitting(&config.burst_files(), room);
         let fit = start.saturating_add(frames.saturating_sub(1).saturating_mul(step));
         (fit.clamp(end, wanted_end), room.max(now.region_bytes))
     };

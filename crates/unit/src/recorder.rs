@@ -18,14 +18,14 @@ use crate::counters::{LinkCounters, LiveLink, Progress};
 use crate::error::RecordError;
 use crate::link_rates::{measure_links, stream_step_ticks, RateMeter};
 use crate::links::{Links, SourceTotals};
-use crate::open_burst::open_burst;
-use crate::prepare::NextBurst;
 use crate::reach::BurstReach;
 use crate::status_file::{StatusFile, STATUS_FILE_INTERVAL};
 use crate::summary::{RecordResult, RecordSummary};
 use crate::window::{TriggerAt, WindowClock};
 use crate::window_job::WindowJob;
 use crate::writers::{WriterPlacement, Writers};
+use snbuf_burst::opening::ahead::NextBurst;
+use snbuf_burst::opening::open::open_burst;
 
 /// How close to the wall clock a unit's newest frame must be for its data clock to be taken as
 /// the wall clock (`Unit::data_time_at`): a frame's way from the detector through the network
@@ -76,7 +76,12 @@ impl Unit {
         // Prepared after the buffers hold their memory: on a memory-backed output the burst's
         // files are sized to what is left.
         let mut next = NextBurst::default();
-        next.start(config, config.pre, config.post, sources_of(&buffers));
+        next.start(
+            &config.burst_files(),
+            config.pre,
+            config.post,
+            sources_of(&buffers),
+        );
         let buffer_memory_bytes: u64 = buffers.iter().map(|b| b.memory_bytes()).sum();
         let buffer_page_bytes = buffers[0]
             .pages_obtained()
@@ -122,7 +127,7 @@ impl Unit {
     /// `serve` calls this after each burst.
     pub fn prepare_next(&self) {
         self.next.lock().expect("next burst").start(
-            &self.config,
+            &self.config.burst_files(),
             self.config.pre,
             self.config.post,
             sources_of(&self.buffers),
@@ -321,7 +326,13 @@ impl Unit {
         // The step is decided once for the burst (a stream's is measured: `frame_step_ticks`).
         let step = self.frame_step_ticks();
         let opened = open_burst(
-            config, burst_id, &window, identities, prepared, &sources, step,
+            &config.burst_files(),
+            burst_id,
+            &window,
+            identities,
+            prepared,
+            &sources,
+            step,
         )?;
         let (mut seal, link_writers) = opened.burst.split();
         let reach = Arc::new(BurstReach::new(
@@ -363,8 +374,10 @@ impl Unit {
                 burst_id: burst_id.to_string(),
                 unit_id: config.unit_id.clone().unwrap_or_default(),
                 room_to_grow: {
-                    let config = config.clone();
-                    Arc::new(move |region| crate::link_files::room_to_grow(&config, region))
+                    let files = config.burst_files();
+                    Arc::new(move |region| {
+                        snbuf_burst::opening::sizing::room_to_grow(&files, region)
+                    })
                 },
             },
             WriterPlacement {
@@ -594,7 +607,7 @@ fn prepare_outputs(config: &RecordConfig) -> Result<(), RecordError> {
             cause,
         };
         std::fs::create_dir_all(&output).map_err(|e| dir_error("create output directory", e))?;
-        snbuf_burst::prepared::remove_stale(&output).map_err(|e| dir_error("clean", e))?;
+        snbuf_burst::opening::prepared::remove_stale(&output).map_err(|e| dir_error("clean", e))?;
     }
     Ok(())
 }

@@ -30,7 +30,7 @@ pub(crate) struct WindowJob {
     /// first trigger's; this one is read at every turn.
     pub reach: Arc<crate::reach::BurstReach>,
     /// The largest file a link may grow to from a given size: its share of the room its
-    /// output (and, on a memory-backed one, memory) still has (`link_files::room_to_grow`).
+    /// output (and, on a memory-backed one, memory) still has (`snbuf_burst::opening::sizing::room_to_grow`).
     pub room_to_grow: Arc<dyn Fn(u64) -> u64 + Send + Sync>,
     /// For the logs: which burst of which unit.
     pub burst_id: String,

@@ -186,6 +186,24 @@ impl RecordConfig {
             .collect()
     }
 
+    /// What opening this unit's bursts needs of its configuration.
+    pub fn burst_files(&self) -> snbuf_burst::BurstFiles {
+        snbuf_burst::BurstFiles {
+            outputs: self.outputs(),
+            links: self.links,
+            frame_type: self.frame_type,
+            link_frames_per_s: self.link_frames_per_s(),
+            chunk_frames: self.chunk_frames,
+            method: self.method,
+            page_size: self.page_size,
+            sync_mode: self.sync_mode,
+            completion_deadline: self.completion_deadline,
+            faults: self.faults.clone(),
+            run_number: self.run_number,
+            unit_id: self.unit_id.clone(),
+        }
+    }
+
     /// Link `link`'s DUNE SourceID.
     pub fn source_id(&self, link: u32) -> u32 {
         self.source_ids.get(link as usize).copied().unwrap_or(link)

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use snbuf_burst::TriggerInfo;
 
-use crate::link_files;
 use crate::protocol::TriggerRequest;
 use crate::recorder::Unit;
+use snbuf_burst::opening::sizing;
 
 /// A trigger that passed every check: the window it records, decided now, and, when the
 /// outputs cannot hold all of it, the end it asked for and why it is not recorded.
@@ -85,20 +85,21 @@ fn fits(unit: &Unit, window: &TriggerInfo) -> Result<Option<(u64, String)>, Stri
     let config = unit.config();
     let step = unit.frame_step_ticks().max(1);
     let (start, end) = (window.window_start_timestamp, window.window_end_timestamp);
-    let wanted = link_files::link_region(config, (end - start) / step + 1);
+    let files = config.burst_files();
+    let wanted = sizing::link_region(&files, (end - start) / step + 1);
     // A prepared burst's files are given back when a larger window replaces them.
     let prepared = match unit.next_burst_state() {
         "none" => 0,
         _ => {
-            let frames = crate::prepare::window_frames(config, config.pre, config.post);
-            link_files::link_region(config, frames).region_bytes
+            let frames = files.window_frames(config.pre, config.post);
+            sizing::link_region(&files, frames).region_bytes
         }
     };
-    let room = link_files::room_to_grow(config, prepared).min(wanted.region_bytes);
+    let room = sizing::room_to_grow(&files, prepared).min(wanted.region_bytes);
     if room >= wanted.wanted_bytes {
         return Ok(None);
     }
-    let frames = link_files::frames_fitting(config, room);
+    let frames = sizing::frames_fitting(&files, room);
     let fit_end = start.saturating_add(frames.saturating_mul(step)).min(end);
     let clock = config.clock();
     if fit_end <= window.trigger_timestamp {

@@ -1,29 +1,22 @@
-//! The next burst's files, opened in the background while the unit waits for a trigger.
-//!
-//! A trigger must start persisting at once: the data before it keeps ageing in the latency
-//! buffers. Opening a burst — allocating each link's file for the whole window and, on a mapped
-//! medium, mapping and first-touching every page — takes time in proportion to the window
-//! (about 1 s per 600 MiB on tmpfs here). So the unit prepares the burst of its configured
-//! window ahead (`snbuf_burst::PreparedBurst`), and a trigger only renames the directory. A
-//! trigger whose window is larger than prepared, or that arrives when nothing is prepared,
-//! opens its files itself, without populating the mapping, as before.
+//! The next burst's files, prepared in the background while the unit waits for a trigger (why:
+//! the module `opening`), and taken by the trigger when they are ready in time.
 
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use snbuf_burst::PreparedBurst;
 use snbuf_persist::sink::SourceMemory;
 use snbuf_persist::Sink;
 
-use crate::config::RecordConfig;
-use crate::error::RecordError;
-use crate::link_files::{link_region, max_payload_bytes, open_link_sink};
+use super::prepared::PreparedBurst;
+use super::sinks::open_link_sink;
+use super::sizing::{link_region, max_payload_bytes};
+use super::{BurstFiles, OpenError};
 
 /// How often a trigger looks whether the preparation it waits for is done.
 const PREPARE_POLL: Duration = Duration::from_millis(2);
 
 /// A prepared burst and what it was sized for.
-pub(crate) struct Prepared {
+pub struct Prepared {
     pub burst: PreparedBurst<Box<dyn Sink>>,
     /// Bytes of file per link.
     pub region_bytes: u64,
@@ -31,18 +24,13 @@ pub(crate) struct Prepared {
     pub survives_power_loss: bool,
 }
 
-/// The frames per link a burst prepared for windows of `pre + post` is sized for.
-pub(crate) fn window_frames(config: &RecordConfig, pre: Duration, post: Duration) -> u64 {
-    ((pre + post).as_secs_f64() * config.link_frames_per_s()).ceil() as u64 + 1
-}
-
 /// Where the unit stands with its next burst.
 #[derive(Default)]
-pub(crate) enum NextBurst {
+pub enum NextBurst {
     #[default]
     None,
     /// Under way, or done (the thread's result holds the prepared burst).
-    Preparing(JoinHandle<Result<Prepared, RecordError>>),
+    Preparing(JoinHandle<Result<Prepared, OpenError>>),
 }
 
 impl NextBurst {
@@ -50,17 +38,17 @@ impl NextBurst {
     /// link's chunks will come from its `sources` entry (its latency buffer).
     pub fn start(
         &mut self,
-        config: &RecordConfig,
+        files: &BurstFiles,
         pre: Duration,
         post: Duration,
         sources: Vec<SourceMemory>,
     ) {
-        self.take(config.completion_deadline);
-        let config = config.clone();
-        let frames = window_frames(&config, pre, post);
+        self.take(files.completion_deadline);
+        let files = files.clone();
+        let frames = files.window_frames(pre, post);
         let spawned = std::thread::Builder::new()
             .name("snbuf-prepare".into())
-            .spawn(move || prepare(&config, frames, &sources));
+            .spawn(move || prepare(&files, frames, &sources));
         // Without a thread the trigger opens its own files, as when nothing was prepared.
         if let Ok(h) = spawned {
             *self = NextBurst::Preparing(h);
@@ -107,28 +95,28 @@ impl NextBurst {
 }
 
 fn prepare(
-    config: &RecordConfig,
+    files: &BurstFiles,
     window_frames: u64,
     sources: &[SourceMemory],
-) -> Result<Prepared, RecordError> {
-    let plan = link_region(config, window_frames);
+) -> Result<Prepared, OpenError> {
+    let plan = link_region(files, window_frames);
     let (region_bytes, stride) = (plan.region_bytes, plan.stride_bytes);
     if region_bytes == 0 {
         // No room for even a chunk: the trigger opens its files itself, and says why it cannot.
-        return Err(RecordError::NoSpace {
-            dir: config.output_dir.clone(),
+        return Err(OpenError::NoSpace {
+            dir: files.home().clone(),
         });
     }
-    let links: Vec<u32> = (0..config.links).collect();
+    let links: Vec<u32> = (0..files.links).collect();
     let mut survives_power_loss = true;
     let burst = PreparedBurst::prepare_on(
-        &config.outputs(),
+        &files.outputs,
         &links,
-        config.frame_type.frame_bytes(),
-        max_payload_bytes(config),
+        files.frame_type.frame_bytes(),
+        max_payload_bytes(files),
         |link, path| {
             let source = sources.get(link as usize).cloned();
-            let sink = open_link_sink(config, link, path, region_bytes, stride, true, source)?;
+            let sink = open_link_sink(files, link, path, region_bytes, stride, true, source)?;
             survives_power_loss &= sink.report().durability.survives_power_loss();
             Ok(sink)
         },
@@ -149,7 +137,7 @@ mod tests {
         let (stuck, release) = std::sync::mpsc::channel::<()>();
         let h = std::thread::spawn(move || {
             let _ = release.recv_timeout(Duration::from_secs(30));
-            Err(RecordError::NoSpace {
+            Err(OpenError::NoSpace {
                 dir: std::path::PathBuf::from("/nowhere"),
             })
         });

@@ -1,21 +1,21 @@
-//! Opening a trigger's burst: the prepared files when they fit the window, else files opened now;
-//! and when the disk cannot hold the whole window, files sized to the space there is (each link
-//! then stops, failed with "full", when its share is used up: a supernova burst is worth what
-//! fits).
+//! A trigger's burst: the prepared files when they fit the window, else files opened now; and
+//! when the output cannot hold the whole window, files sized to the room there is.
 
-use snbuf_burst::{BurstError, BurstSpec, BurstWriter, FrameInfo, LinkIdentity, TriggerInfo};
+use std::path::Path;
+
 use snbuf_persist::sink::SourceMemory;
 use snbuf_persist::{PersistError, Sink};
 
-use crate::config::RecordConfig;
-use crate::error::RecordError;
-use crate::link_files::{
-    disk_room_for_each_link, link_region, max_payload_bytes, open_link_sink, Limit,
-};
-use crate::prepare::Prepared;
+use super::ahead::Prepared;
+use super::sinks::open_link_sink;
+use super::sizing::{disk_room_for_each_link, link_region, max_payload_bytes, Limit, LinkRegion};
+use super::{BurstFiles, OpenError};
+use crate::link_writer::BurstWriter;
+use crate::manifest::{FrameInfo, LinkIdentity, TriggerInfo};
+use crate::spec::{BurstError, BurstSpec};
 
 /// A burst opened for a trigger.
-pub(crate) struct OpenedBurst {
+pub struct OpenedBurst {
     pub burst: BurstWriter<Box<dyn Sink>>,
     /// Whether the medium keeps what a persist made durable through a power cut.
     pub survives_power_loss: bool,
@@ -30,29 +30,29 @@ pub(crate) struct OpenedBurst {
 
 /// The burst `burst_id` for `window` on links whose frames are `step` ticks apart, from
 /// `prepared` when it fits, else files opened now (`open_new`).
-pub(crate) fn open_burst(
-    config: &RecordConfig,
+pub fn open_burst(
+    files: &BurstFiles,
     burst_id: &str,
     window: &TriggerInfo,
     identities: Vec<LinkIdentity>,
     prepared: Option<Prepared>,
     sources: &[SourceMemory],
     step: u64,
-) -> Result<OpenedBurst, RecordError> {
+) -> Result<OpenedBurst, OpenError> {
     assert!(step > 0, "a link's frames are some ticks apart");
     assert!(
         window.window_start_timestamp <= window.window_end_timestamp,
         "{window:?}"
     );
     let window_frames = (window.window_end_timestamp - window.window_start_timestamp) / step + 1;
-    let plan = link_region(config, window_frames);
-    let spec = burst_spec(config, burst_id, window, identities, step);
+    let plan = link_region(files, window_frames);
+    let spec = burst_spec(files, burst_id, window, identities, step);
     match prepared {
         Some(p) if p.region_bytes >= plan.region_bytes && p.burst.fits(&spec) => {
             let cut = p.region_bytes < plan.wanted_bytes;
             if cut {
                 say_window_cut(
-                    &config.output_dir,
+                    files.home(),
                     p.region_bytes,
                     plan.wanted_bytes,
                     Limit::Memory,
@@ -70,7 +70,7 @@ pub(crate) fn open_burst(
         // are made, so that its space is free for them.
         other => drop(other),
     }
-    let opened = open_new(config, spec, &plan, sources)?;
+    let opened = open_new(files, spec, &plan, sources)?;
     assert!(
         opened.region_bytes <= plan.region_bytes,
         "files no larger than planned (the space check's answer is capped at the plan)"
@@ -80,13 +80,13 @@ pub(crate) fn open_burst(
 
 /// What the manifest will say of the burst: its frames, window, method, links and identities.
 fn burst_spec(
-    config: &RecordConfig,
+    files: &BurstFiles,
     burst_id: &str,
     window: &TriggerInfo,
     identities: Vec<LinkIdentity>,
     step: u64,
 ) -> BurstSpec {
-    let ft = config.frame_type;
+    let ft = files.frame_type;
     BurstSpec {
         burst_id: burst_id.to_string(),
         frame: FrameInfo {
@@ -97,45 +97,40 @@ fn burst_spec(
             frame_step_ticks: Some(step),
         },
         trigger: Some(window.clone()),
-        method: config.method.name().to_string(),
-        links: (0..config.links).collect(),
-        max_payload_bytes: max_payload_bytes(config),
+        method: files.method.name().to_string(),
+        links: (0..files.links).collect(),
+        max_payload_bytes: max_payload_bytes(files),
         identities,
-        run_number: config.run_number,
-        unit: config.unit_id.clone(),
+        run_number: files.run_number,
+        unit: files.unit_id.clone(),
     }
 }
 
 /// The burst's files opened now, sized to `plan`; where the disk turns out to hold less (its
 /// free space is shared with other writers), sized to what it holds, the cut said.
 fn open_new(
-    config: &RecordConfig,
+    files: &BurstFiles,
     spec: BurstSpec,
-    plan: &crate::link_files::LinkRegion,
+    plan: &LinkRegion,
     sources: &[SourceMemory],
-) -> Result<OpenedBurst, RecordError> {
+) -> Result<OpenedBurst, OpenError> {
     if let Some(limit) = plan.limited_by {
         if plan.region_bytes == 0 {
-            return Err(RecordError::NoSpace {
-                dir: config.output_dir.clone(),
+            return Err(OpenError::NoSpace {
+                dir: files.home().clone(),
             });
         }
-        say_window_cut(
-            &config.output_dir,
-            plan.region_bytes,
-            plan.wanted_bytes,
-            limit,
-        );
+        say_window_cut(files.home(), plan.region_bytes, plan.wanted_bytes, limit);
     }
     let stride = plan.stride_bytes;
     let mut survives = true;
     let mut create = |region: u64| {
         survives = true;
-        BurstWriter::create_on(&config.outputs(), spec.clone(), |link, path| {
+        BurstWriter::create_on(&files.outputs, spec.clone(), |link, path| {
             // Reserve the space, but do not populate page tables now: that costs time in
             // proportion to the window, and the pre-trigger data is ageing.
             let source = sources.get(link as usize).cloned();
-            let sink = open_link_sink(config, link, path, region, stride, false, source)?;
+            let sink = open_link_sink(files, link, path, region, stride, false, source)?;
             survives &= sink.report().durability.survives_power_loss();
             Ok(sink)
         })
@@ -149,11 +144,11 @@ fn open_new(
         }) => {
             // No larger than planned: a shortage that passed (another writer freed space) is
             // no reason for larger files.
-            let (fits, tightest) = disk_room_for_each_link(config, stride);
+            let (fits, tightest) = disk_room_for_each_link(files, stride);
             let fits = fits.min(plan.region_bytes);
             if fits == 0 {
-                return Err(RecordError::NoSpace {
-                    dir: config.output_dir.clone(),
+                return Err(OpenError::NoSpace {
+                    dir: files.home().clone(),
                 });
             }
             if fits < plan.region_bytes {
@@ -175,7 +170,7 @@ fn open_new(
 }
 
 /// Tells the operator, once per burst, that the window does not fit and what happens instead.
-fn say_window_cut(dir: &std::path::Path, fits: u64, wanted: u64, limit: Limit) {
+fn say_window_cut(dir: &Path, fits: u64, wanted: u64, limit: Limit) {
     let why = match limit {
         Limit::Memory => "is memory (tmpfs): its pages are RAM, and memory has",
         Limit::Disk => "has",
