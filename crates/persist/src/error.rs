@@ -51,11 +51,16 @@ impl PersistError {
     /// Wraps an OS error, turning ENOSPC into the `NoSpace` case that callers report plainly.
     pub fn io(op: &'static str, path: impl Into<PathBuf>, cause: io::Error) -> Self {
         let path = path.into();
-        if cause.raw_os_error() == Some(libc::ENOSPC) {
+        let e = if cause.raw_os_error() == Some(libc::ENOSPC) {
             PersistError::NoSpace { op, path }
         } else {
             PersistError::Io { op, path, cause }
-        }
+        };
+        debug_assert!(
+            e.poisons_sink(),
+            "an OS error leaves the target in an unknown state"
+        );
+        e
     }
 
     /// True for errors that leave the target in an unknown state: after one of these a sink must

@@ -30,6 +30,10 @@ impl<S: Sink> Latched<S> {
     #[cold]
     #[inline(never)]
     fn latched_error(&self) -> PersistError {
+        assert!(
+            self.failure.is_some(),
+            "only a sink that failed answers with its failure"
+        );
         PersistError::Latched {
             path: self.inner.report().path.clone(),
             cause: self.failure.clone().unwrap_or_default(),
@@ -43,6 +47,10 @@ impl<S: Sink> Latched<S> {
         if e.poisons_sink() && self.failure.is_none() {
             self.failure = Some(e.to_string());
         }
+        assert!(
+            !e.poisons_sink() || self.failure.is_some(),
+            "an error that poisons the sink is latched"
+        );
         e
     }
 }
@@ -134,7 +142,13 @@ impl<S: Sink> Sink for Latched<S> {
             ) => Err(e),
             // Anything else (a persist before a mapping is redone failing) latches as usual.
             Err(e) => Err(self.record(e)),
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                assert!(
+                    self.inner.report().region_bytes >= region_bytes,
+                    "a region grown to {region_bytes} B holds at least that"
+                );
+                Ok(())
+            }
         }
     }
 

@@ -31,10 +31,15 @@ pub struct Medium {
 impl Medium {
     /// The alignment O_DIRECT offsets, lengths and buffers must honour on this medium.
     pub fn dio_align_bytes(&self) -> u64 {
-        match (self.dio_offset_align_bytes, self.dio_mem_align_bytes) {
+        let align = match (self.dio_offset_align_bytes, self.dio_mem_align_bytes) {
             (Some(o), Some(m)) if o > 0 => o.max(m).max(512),
             _ => FALLBACK_DIO_ALIGN_BYTES,
-        }
+        };
+        debug_assert!(
+            align >= 512,
+            "O_DIRECT works in whole sectors of at least 512 B"
+        );
+        align
     }
 
     /// One line for people: `ext4 (not DAX, O_DIRECT align 512 B)`.
@@ -96,6 +101,15 @@ pub fn probe(path: &Path) -> io::Result<Medium> {
     } else {
         (false, None, None)
     };
+    assert_eq!(
+        dio_offset.is_some(),
+        dio_mem.is_some(),
+        "both O_DIRECT alignments are known, or neither"
+    );
+    assert!(
+        dio_offset.is_none_or(|o| o > 0),
+        "a known O_DIRECT offset alignment is of some bytes"
+    );
 
     let (fs_type, volatile) = fs_name(magic);
     Ok(Medium {

@@ -149,7 +149,16 @@ impl Method {
     }
 
     pub fn capabilities(self) -> Capabilities {
-        self.info().capabilities
+        let c = self.info().capabilities;
+        debug_assert!(
+            !(c.mapped && c.needs_io_alignment),
+            "a mapped method stores bytes where they go: it needs no I/O alignment"
+        );
+        debug_assert!(
+            !c.needs_io_alignment || c.bypasses_page_cache,
+            "only the O_DIRECT methods need I/O alignment"
+        );
+        c
     }
 
     /// Whether this build of snbuf contains the method.

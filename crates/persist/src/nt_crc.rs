@@ -36,12 +36,14 @@ const fn x_pow_mod_p(n: u32) -> u64 {
         }
         i += 1;
     }
+    debug_assert!(r >> 32 == 0, "x^n mod P has a degree under 32");
     r
 }
 
 /// The 64-bit half of a folding constant: x^(n-1) mod P, bit-reflected into 64 bits (bit m of
 /// the polynomial at bit 63 - m), as the reflected lanes it multiplies.
 const fn fold_constant(n: u32) -> u64 {
+    assert!(n > 0, "a folding constant is x^(n-1) mod P, for n > 0");
     x_pow_mod_p(n - 1).reverse_bits()
 }
 
@@ -109,19 +111,29 @@ unsafe fn copy_nt_crc_with(
     copy_rest: snbuf_platform::instructions::CopyNtFn,
 ) -> u32 {
     use snbuf_platform::instructions::{copy_flushed, CACHE_LINE_BYTES};
+    debug_assert!(
+        (dst as usize).abs_diff(src as usize) >= len,
+        "the source and the destination do not overlap"
+    );
     // SAFETY: the caller's ranges (valid, disjoint) and CPU; every pointer below stays inside
     // them, and each routine called is given a sub-range.
     unsafe {
         // Streamed stores need a line-aligned destination: the head goes with regular stores.
         let head = dst.align_offset(CACHE_LINE_BYTES).min(len);
+        debug_assert!(head < CACHE_LINE_BYTES, "the head is part of one line");
         copy_flushed(edge, dst, src, head);
         let mut crc = crc32c::crc32c_append(crc, std::slice::from_raw_parts(src, head));
         let body = (len - head) & !255;
+        debug_assert!(
+            body.is_multiple_of(256) && head + body <= len,
+            "the fold takes whole 256-byte blocks of what follows the head"
+        );
         if body > 0 {
             crc = fold_stream(dst.add(head), src.add(head), body, crc);
         }
         // Under 256 bytes and the partial line: the plain routine, then the CRC from L1.
         let done = head + body;
+        debug_assert!(len - done < 256, "what the fold leaves is under one block");
         copy_rest(dst.add(done), src.add(done), len - done, edge);
         crc32c::crc32c_append(crc, std::slice::from_raw_parts(src.add(done), len - done))
     }

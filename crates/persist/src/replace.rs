@@ -77,7 +77,13 @@ fn temp_path(path: &Path) -> io::Result<PathBuf> {
     let mut tmp = std::ffi::OsString::from(".");
     tmp.push(name);
     tmp.push(".tmp");
-    Ok(parent_of(path).join(tmp))
+    let tmp = parent_of(path).join(tmp);
+    debug_assert_eq!(
+        tmp.parent(),
+        Some(parent_of(path)),
+        "beside the file it replaces, so the rename is atomic"
+    );
+    Ok(tmp)
 }
 
 #[cfg(test)]

@@ -88,6 +88,10 @@ impl SimMedium {
         for i in order {
             let (offset, data) = &self.pending[i];
             let off = *offset as usize;
+            debug_assert!(
+                off + data.len() <= image.len(),
+                "a pending write lies in the region"
+            );
             match next() % 3 {
                 0 => {} // dropped
                 1 => image[off..off + data.len()].copy_from_slice(data),
@@ -101,6 +105,11 @@ impl SimMedium {
                 }
             }
         }
+        assert_eq!(
+            image.len(),
+            self.durable.len(),
+            "a crash neither grows nor shrinks the medium"
+        );
         image
     }
 
@@ -148,6 +157,10 @@ impl SimSink {
             }
             SimKind::Mapped => (Method::Nt, Durability::MapSync, 1),
         };
+        assert!(
+            alignment_bytes.is_power_of_two(),
+            "a sector of {alignment_bytes} B: a power of two, as a real device's"
+        );
         let sink = SimSink {
             state: state.clone(),
             region_bytes,
@@ -205,6 +218,10 @@ impl Sink for SimSink {
         }
         let mut bytes = data.to_vec();
         bytes.resize(padded as usize, 0);
+        debug_assert!(
+            bytes.len() as u64 == padded && padded.is_multiple_of(align),
+            "a write covers whole sectors"
+        );
         let off = offset as usize;
         s.live[off..off + bytes.len()].copy_from_slice(&bytes);
         s.pending.push((offset, bytes));
@@ -235,6 +252,11 @@ impl Sink for SimSink {
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
         crate::backends::check_range(offset, buf.len(), self.region_bytes)?;
         let s = self.state.lock().expect("sim state");
+        debug_assert_eq!(
+            s.live.len() as u64,
+            self.region_bytes,
+            "the medium is the region"
+        );
         buf.copy_from_slice(&s.live[offset as usize..offset as usize + buf.len()]);
         Ok(())
     }

@@ -167,6 +167,11 @@ impl SinkReport {
             alignment_bytes.is_power_of_two(),
             "alignment {alignment_bytes} B: offsets and lengths are padded to a power of two"
         );
+        assert_eq!(
+            alignment_bytes > 1,
+            config.method.capabilities().needs_io_alignment,
+            "only the methods that need I/O alignment pad to more than a byte"
+        );
         SinkReport {
             method: config.method,
             path: config.path.clone(),
@@ -319,6 +324,10 @@ pub use snbuf_platform::{HeldMemory, Hold};
 /// Whether every one of `parts` lies inside `held`'s memory.
 pub fn held_in(held: &dyn HeldMemory, parts: &[&[u8]]) -> bool {
     let range = held.address_range();
+    debug_assert!(
+        range.start <= range.end,
+        "held memory is a range of addresses"
+    );
     parts.iter().all(|p| {
         let start = p.as_ptr() as usize;
         range.start <= start && start + p.len() <= range.end
@@ -333,6 +342,11 @@ pub fn write_each<S: Sink + ?Sized>(sink: &mut S, offset: u64, parts: &[&[u8]]) 
         sink.write_at(pos, part)?;
         pos += part.len() as u64;
     }
+    debug_assert_eq!(
+        pos - offset,
+        parts.iter().map(|p| p.len() as u64).sum::<u64>(),
+        "the parts were written back to back"
+    );
     Ok(())
 }
 

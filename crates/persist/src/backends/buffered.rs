@@ -43,6 +43,10 @@ impl BufferedSink {
 
 impl Sink for BufferedSink {
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        debug_assert_eq!(
+            self.region_bytes, self.report.region_bytes,
+            "the region checked is the one reported"
+        );
         check_range(offset, data.len(), self.region_bytes)?;
         self.file
             .write_all_at(data, self.region_offset_bytes + offset)
@@ -54,6 +58,10 @@ impl Sink for BufferedSink {
     }
 
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        debug_assert_eq!(
+            self.region_bytes, self.report.region_bytes,
+            "the region checked is the one reported"
+        );
         check_range(offset, buf.len(), self.region_bytes)?;
         self.file
             .read_exact_at(buf, self.region_offset_bytes + offset)
@@ -67,6 +75,7 @@ impl Sink for BufferedSink {
     fn grow(&mut self, to: u64) -> Result<()> {
         super::grow_reported(&self.file, self.region_offset_bytes, &mut self.report, to)?;
         self.region_bytes = self.report.region_bytes;
+        assert!(self.region_bytes >= to, "grown to at least {to} B");
         Ok(())
     }
 }

@@ -50,16 +50,28 @@ impl DirectSink {
         let medium =
             medium::probe(&config.path).map_err(|e| PersistError::io("probe", &config.path, e))?;
         let alignment_bytes = medium.dio_align_bytes();
+        assert!(
+            alignment_bytes >= 512 && alignment_bytes.is_power_of_two(),
+            "an O_DIRECT alignment of {alignment_bytes} B: whole sectors, a power of two"
+        );
         check_aligned(config.region_offset_bytes, alignment_bytes)?;
         let staging_bytes = align_up(config.max_io_bytes as u64, alignment_bytes) as usize;
         let staging = AlignedBuf::new(staging_bytes, config.page_size)
             .map_err(|e| PersistError::io("allocate staging buffer for", &config.path, e))?;
+        assert!(
+            staging.len() >= staging_bytes && staging_bytes >= config.max_io_bytes,
+            "the largest write, padded, fits the staging buffer"
+        );
         let durability = match config.sync_mode {
             SyncMode::Fdatasync => Durability::Fdatasync,
             SyncMode::Dsync => Durability::Dsync,
         };
         let pages = staging.pages_obtained().ok();
         let mem_alignment_bytes = medium.dio_mem_align_bytes.unwrap_or(alignment_bytes).max(1);
+        assert!(
+            mem_alignment_bytes <= alignment_bytes,
+            "the O_DIRECT alignment covers the buffer alignment"
+        );
         // What O_DIRECT reaches on a RAM-only file system is still RAM.
         let durability = if medium.volatile {
             Durability::Volatile
@@ -119,6 +131,10 @@ impl Sink for DirectSink {
         // O_DIRECT's contract: whole aligned blocks, inside the region.
         assert!(bytes.len() == padded && (padded as u64).is_multiple_of(self.alignment_bytes));
         assert!(offset + padded as u64 <= self.region_bytes);
+        debug_assert!(
+            (self.region_offset_bytes + offset).is_multiple_of(self.alignment_bytes),
+            "the O_DIRECT file offset is aligned"
+        );
         self.file
             .write_all_at(bytes, self.region_offset_bytes + offset)
             .map_err(|e| write_error("O_DIRECT write", &self.report.path, e, padded))
@@ -138,6 +154,10 @@ impl Sink for DirectSink {
             });
         }
         check_range(offset, padded, self.region_bytes)?;
+        debug_assert!(
+            (self.region_offset_bytes + offset).is_multiple_of(self.alignment_bytes),
+            "the O_DIRECT file offset is aligned"
+        );
         let staging = &mut self.staging.as_mut_slice()[..padded];
         self.file
             .read_exact_at(staging, self.region_offset_bytes + offset)

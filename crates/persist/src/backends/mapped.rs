@@ -64,6 +64,12 @@ impl MappedSink {
             medium::probe(&config.path).map_err(|e| PersistError::io("probe", &config.path, e))?;
         let len = usize::try_from(config.region_bytes)
             .map_err(|_| PersistError::Config("region does not fit in the address space".into()))?;
+        assert!(
+            config
+                .region_offset_bytes
+                .is_multiple_of(config.page_size.bytes() as u64),
+            "open_with refuses a region offset that is not a multiple of the page size"
+        );
         let map = FileMapping::map(
             &file,
             config.region_offset_bytes,
@@ -72,6 +78,7 @@ impl MappedSink {
             config.prefault && config.populate,
         )
         .map_err(|e| PersistError::io("mmap", &config.path, e))?;
+        assert_eq!(map.len(), len, "the mapping is the region");
         let mut notes = Vec::new();
         let (durability, msync_at_persist) =
             durability_of(map.kind(), config.method, &medium, &mut notes);
@@ -143,7 +150,7 @@ fn durability_of(
     medium: &medium::Medium,
     notes: &mut Vec<String>,
 ) -> (Durability, bool) {
-    match (kind, method, medium.volatile) {
+    let (durability, msync) = match (kind, method, medium.volatile) {
         (_, Method::Msync, true) => (Durability::Volatile, true),
         (_, Method::Msync, false) => (Durability::Msync, true),
         (MapKind::Sync, _, _) => (Durability::MapSync, false),
@@ -163,7 +170,12 @@ fn durability_of(
             ));
             (Durability::Msync, true)
         }
-    }
+    };
+    assert!(
+        durability != Durability::Msync || msync,
+        "a durability by msync is one the persist msyncs for"
+    );
+    (durability, msync)
 }
 
 /// The instructions the store uses, with a note on the nt path's choices.
@@ -196,18 +208,31 @@ fn instruction_path(store: Store, notes: &mut Vec<String>) -> String {
 impl MappedSink {
     /// Widens the range msync must cover at the next persist (where it is needed).
     fn note_written(&mut self, off: usize, len: usize) {
+        debug_assert!(
+            off + len <= self.map.len(),
+            "a written range lies in the mapping"
+        );
         if self.msync_at_persist {
             let end = off + len;
             self.dirty = Some(match self.dirty {
                 Some((lo, hi)) => (lo.min(off), hi.max(end)),
                 None => (off, end),
             });
+            debug_assert!(
+                self.dirty.is_some_and(|(lo, hi)| lo <= off && end <= hi),
+                "the next persist's msync covers what was written"
+            );
         }
     }
 }
 
 impl Sink for MappedSink {
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        debug_assert_eq!(
+            self.map.len() as u64,
+            self.region_bytes,
+            "the mapping is the region checked"
+        );
         check_range(offset, data.len(), self.region_bytes)?;
         let off = offset as usize;
         // SAFETY: [off, off + len) is inside the mapping (checked above); `data` is a separate
@@ -299,6 +324,11 @@ impl Sink for MappedSink {
     }
 
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        debug_assert_eq!(
+            self.map.len() as u64,
+            self.region_bytes,
+            "the mapping is the region checked"
+        );
         check_range(offset, buf.len(), self.region_bytes)?;
         // SAFETY: the range is inside the mapping (checked) and `buf` is a separate allocation.
         unsafe {
@@ -323,6 +353,10 @@ impl Sink for MappedSink {
             return Ok(());
         }
         self.persist()?;
+        assert!(
+            self.dirty.is_none(),
+            "what the old mapping holds is persisted before it goes"
+        );
         crate::backends::grow_region(
             &self._file,
             &self.report.path,
@@ -350,6 +384,11 @@ impl Sink for MappedSink {
         self.map = map;
         self.region_bytes = region_bytes;
         self.report.region_bytes = region_bytes;
+        assert_eq!(
+            self.map.len() as u64,
+            self.region_bytes,
+            "the new mapping is the grown region"
+        );
         Ok(())
     }
 }

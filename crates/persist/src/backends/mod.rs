@@ -35,11 +35,19 @@ pub fn check_range(offset: u64, len: usize, region_bytes: u64) -> Result<()> {
             region_bytes,
         });
     }
+    debug_assert!(
+        offset + len as u64 <= region_bytes,
+        "an accepted range ends inside the region"
+    );
     Ok(())
 }
 
 pub(crate) fn check_aligned(offset: u64, alignment_bytes: u64) -> Result<()> {
     assert!(alignment_bytes > 0, "an alignment of some bytes");
+    debug_assert!(
+        alignment_bytes.is_power_of_two(),
+        "an O_DIRECT alignment of {alignment_bytes} B is a power of two"
+    );
     if !offset.is_multiple_of(alignment_bytes) {
         return Err(PersistError::Misaligned {
             offset,
@@ -61,6 +69,10 @@ pub(crate) fn align_up(n: u64, alignment: u64) -> u64 {
 /// file system's allocator, and a target that cannot hold the region fails here with ENOSPC.
 pub(crate) fn open_target(config: &SinkConfig, extra_flags: i32) -> Result<File> {
     let path: &Path = &config.path;
+    assert!(
+        config.region_bytes > 0 && config.max_io_bytes > 0,
+        "open_with refuses an empty region or largest I/O"
+    );
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -120,6 +132,11 @@ pub(crate) fn grow_region(
         .checked_add(from)
         .filter(|at| at.checked_add(to - from).is_some())
         .ok_or_else(|| PersistError::Config("region end overflows".into()))?;
+    assert_eq!(
+        at + (to - from),
+        region_offset_bytes + to,
+        "the new blocks end where the grown region does"
+    );
     // SAFETY: a plain syscall on an fd the caller owns.
     let rc = unsafe {
         libc::posix_fallocate(
@@ -173,7 +190,8 @@ pub(crate) fn write_error(
     e: std::io::Error,
     expected: usize,
 ) -> PersistError {
-    if e.kind() == std::io::ErrorKind::WriteZero {
+    debug_assert!(expected > 0, "only a write of some bytes can fail");
+    let e = if e.kind() == std::io::ErrorKind::WriteZero {
         PersistError::ShortWrite {
             op,
             path: path.to_path_buf(),
@@ -182,5 +200,7 @@ pub(crate) fn write_error(
         }
     } else {
         PersistError::io(op, path, e)
-    }
+    };
+    debug_assert!(e.poisons_sink(), "a failed write leaves the target unknown");
+    e
 }

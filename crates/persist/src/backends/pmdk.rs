@@ -15,6 +15,10 @@ extern "C" {
 /// # Safety
 /// As `memcpy`: `dst` valid for `len` writes, `src` for `len` reads, no overlap.
 pub unsafe fn memcpy_nodrain(dst: *mut u8, src: *const u8, len: usize) {
+    debug_assert!(
+        (dst as usize).abs_diff(src as usize) >= len,
+        "the source and the destination do not overlap"
+    );
     // SAFETY: the caller's ranges, as libpmem's memcpy needs them.
     unsafe { pmem_memcpy_nodrain(dst.cast(), src.cast(), len) };
 }

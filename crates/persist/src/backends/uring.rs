@@ -113,6 +113,10 @@ pub struct UringSink {
 impl UringSink {
     pub fn open(config: &SinkConfig) -> Result<Self> {
         let qd = config.queue_depth.clamp(1, MAX_QUEUE_DEPTH);
+        assert!(
+            qd > 0 && u16::try_from(qd - 1).is_ok(),
+            "a queue depth of at least 1, whose slot indexes fit a u16"
+        );
         let ring = IoUring::new(qd).map_err(|e| PersistError::Unsupported {
             method: config.method,
             why: format!(
@@ -131,6 +135,10 @@ impl UringSink {
         let slot_bytes = align_up(config.max_io_bytes as u64, alignment_bytes.max(4096)) as usize;
         let slots = AlignedBuf::new(slot_bytes * qd as usize, config.page_size)
             .map_err(|e| PersistError::io("allocate io_uring buffers for", &config.path, e))?;
+        assert!(
+            slots.len() >= slot_bytes * qd as usize && slot_bytes >= config.max_io_bytes,
+            "a slot per write in flight, each holding the largest write"
+        );
 
         let mut notes = vec![format!(
             "queue depth {qd}, O_DIRECT alignment {alignment_bytes} B"
@@ -196,6 +204,7 @@ impl UringSink {
     }
 
     fn slot_ptr(&self, slot: u16) -> *mut u8 {
+        debug_assert!(u32::from(slot) < self.queue_depth, "slot {slot} is a slot");
         // SAFETY: slot < queue depth, so the offset is inside `slots`.
         unsafe { (self.slots.as_ptr() as *mut u8).add(slot as usize * self.slot_bytes) }
     }
@@ -203,6 +212,15 @@ impl UringSink {
     /// Queues the not-yet-done part of a slot's write.
     fn push_write(&mut self, slot: u16) -> Result<()> {
         let f = self.in_flight[slot as usize];
+        debug_assert!(
+            f.done <= f.len,
+            "never more written than the write's length"
+        );
+        debug_assert!(
+            f.file_offset.is_multiple_of(self.alignment_bytes)
+                && (f.len as u64).is_multiple_of(self.alignment_bytes),
+            "an O_DIRECT write starts and ends aligned"
+        );
         let len = (f.len - f.done) as u32;
         let offset = f.file_offset + f.done as u64;
         let fd = self.file.as_raw_fd();
@@ -253,6 +271,10 @@ impl UringSink {
             ));
         }
         self.unsubmitted += 1;
+        debug_assert!(
+            self.in_flight_count <= self.queue_depth as usize,
+            "no more writes in flight than slots"
+        );
         let submitted_in_flight = (self.in_flight_count as u32).saturating_sub(self.unsubmitted);
         if submitted_in_flight < self.queue_depth / 2 {
             self.submit(0)?;
@@ -262,6 +284,14 @@ impl UringSink {
 
     /// Submits the fdatasync of a persist point (see the module comment).
     fn push_fsync(&mut self) -> Result<()> {
+        debug_assert!(
+            self.persist_started.is_some(),
+            "an fdatasync belongs to a persist"
+        );
+        debug_assert!(
+            self.sync_mode == SyncMode::Fdatasync,
+            "O_DSYNC writes need no fdatasync"
+        );
         // Completions are unordered, and an fsync covers only writes that completed before it
         // started: IO_DRAIN holds it in the kernel until every write submitted before it is
         // over, so this thread need not wait here (a stalled device holds no other file).
@@ -309,6 +339,10 @@ impl UringSink {
                 break;
             }
             let slot = self.free_slots.pop().expect("a slot is free");
+            debug_assert!(
+                self.in_flight[slot as usize].submitted.is_none(),
+                "a free slot has no write in flight"
+            );
             self.in_flight[slot as usize] = InFlight {
                 file_offset: self.region_offset_bytes + pos,
                 len: part.len(),
@@ -321,6 +355,10 @@ impl UringSink {
             submitted = self.push_write(slot);
             pos += part.len() as u64;
         }
+        debug_assert!(
+            submitted.is_err() || pos == offset + total,
+            "every part was submitted, back to back"
+        );
         submitted
     }
 }
@@ -340,6 +378,10 @@ impl Sink for UringSink {
             self.reap()?;
         }
         let slot = self.free_slots.pop().expect("a slot was freed above");
+        debug_assert!(
+            self.in_flight[slot as usize].submitted.is_none(),
+            "a free slot has no write in flight"
+        );
         // SAFETY: the slot is free (no request uses it) and holds slot_bytes >= padded bytes.
         let buf = unsafe { std::slice::from_raw_parts_mut(self.slot_ptr(slot), padded) };
         buf[..data.len()].copy_from_slice(data);
@@ -352,6 +394,11 @@ impl Sink for UringSink {
             source_addr: 0,
         };
         self.in_flight_count += 1;
+        debug_assert_eq!(
+            self.free_slots.len() + self.in_flight_count,
+            self.queue_depth as usize,
+            "every slot is free or in flight"
+        );
         self.push_write(slot)
     }
 
@@ -361,7 +408,12 @@ impl Sink for UringSink {
         // request left then only reads the caller's memory, it never writes to it).
         let submitted = self.submit_in_place(offset, parts);
         let waited = self.wait_in_place();
-        submitted.and(waited)
+        let result = submitted.and(waited);
+        debug_assert!(
+            result.is_err() || self.in_flight_count == 0,
+            "nothing reads the parts once write_in_place returns"
+        );
+        result
     }
 
     fn start_in_place(&mut self, offset: u64, parts: &[&[u8]], held: &Hold) -> Result<()> {
@@ -382,6 +434,10 @@ impl Sink for UringSink {
     fn wait_in_place_within(&mut self, limit: Option<Instant>) -> Result<bool> {
         // The parts are the caller's memory: nothing may still read them once this says so.
         let waited = self.wait_all_writes_through_errors(limit);
+        debug_assert!(
+            !matches!(waited, Ok(true)) || self.in_flight_count == 0,
+            "a wait that says it is over has no write in flight"
+        );
         if self.in_flight_count == 0 {
             self.held.clear();
         }
@@ -438,6 +494,14 @@ impl Sink for UringSink {
                 return Ok(false);
             }
         }
+        debug_assert!(
+            self.sync_mode == SyncMode::Dsync || self.fsync_result.is_some(),
+            "the persist's fdatasync completed"
+        );
+        debug_assert!(
+            self.sync_mode == SyncMode::Fdatasync || self.in_flight_count == 0,
+            "with O_DSYNC the persist is its writes' completion"
+        );
         self.persist_started = None;
         match self.fsync_result.take() {
             Some(res) if res < 0 => Err(PersistError::io(
@@ -461,6 +525,11 @@ impl Sink for UringSink {
         check_range(offset, padded, self.report.region_bytes)?;
         // Reads are synchronous (queue depth 1): free every slot so slot 0 can be used.
         self.wait_all_writes()?;
+        assert_eq!(self.in_flight_count, 0, "slot 0 is free for the read");
+        assert!(
+            (self.region_offset_bytes + offset).is_multiple_of(self.alignment_bytes),
+            "the O_DIRECT file offset is aligned"
+        );
         let ptr = self.slot_ptr(0);
         let mut done = 0usize;
         while done < padded {

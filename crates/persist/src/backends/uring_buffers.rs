@@ -29,6 +29,7 @@ pub(crate) fn register_buffers(
     source: Option<&SourceMemory>,
     notes: &mut Vec<String>,
 ) -> (bool, Option<(Range<usize>, Arc<dyn HeldMemory>)>) {
+    assert!(!slots.is_empty(), "a ring has at least one slot");
     let source_range = source.map(|s| s.0.address_range());
     let need = slots.len() as u64 + source_range.as_ref().map_or(0, |r| r.len() as u64);
     let mut lim = libc::rlimit {

@@ -428,6 +428,10 @@ impl<S: Sink> Sink for Faulty<S> {
                 self.finish_late_writes()
             }
         };
+        debug_assert!(
+            self.late.is_empty(),
+            "every late write was carried out or given up"
+        );
         let waited = match self.inner.wait_in_place_within(limit) {
             Ok(false) if late.is_ok() => return Ok(false),
             Ok(_) => late,

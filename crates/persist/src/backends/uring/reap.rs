@@ -93,8 +93,16 @@ impl UringSink {
                 read_result = Some(res);
                 continue;
             }
+            debug_assert!(
+                tag < u64::from(self.queue_depth),
+                "a write's tag is its slot's index"
+            );
             let slot = tag as u16;
             let f = &mut self.in_flight[slot as usize];
+            debug_assert!(
+                f.submitted.is_some() && f.done <= f.len,
+                "a completion is of a write in flight"
+            );
             let remaining = f.len - f.done;
             let outcome = if res < 0 {
                 Err(PersistError::io(
@@ -134,6 +142,15 @@ impl UringSink {
             }
         }
         self.completions = completions;
+        debug_assert_eq!(
+            self.free_slots.len() + self.in_flight_count,
+            self.queue_depth as usize,
+            "every slot is free or in flight"
+        );
+        debug_assert!(
+            self.latencies_ns.len() <= MAX_PENDING_LATENCIES,
+            "the latencies kept between drains are bounded"
+        );
         match first_error {
             Some(e) => Err(e),
             None => Ok(Some(read_result)),
@@ -166,7 +183,10 @@ impl UringSink {
             match self.reap_by(by) {
                 Ok(Some(_)) => {}
                 // `limit` came first: still in flight, nothing failed.
-                Ok(None) => return Ok(false),
+                Ok(None) => {
+                    debug_assert!(by.is_some(), "only a caller's limit cuts a wait short");
+                    return Ok(false);
+                }
                 Err(e) => {
                     let stalled = matches!(e, PersistError::Stalled { .. });
                     first_error.get_or_insert(e);
@@ -181,7 +201,10 @@ impl UringSink {
         }
         match first_error {
             Some(e) => Err(e),
-            None => Ok(true),
+            None => {
+                debug_assert_eq!(self.in_flight_count, 0, "every write was waited for");
+                Ok(true)
+            }
         }
     }
 }
