@@ -103,12 +103,24 @@ pub enum HeaderError {
 }
 
 fn u16_at(b: &[u8], at: usize) -> u16 {
+    debug_assert!(
+        at + 2 <= HEADER_BYTES && at.is_multiple_of(2),
+        "a 16-bit field of the header, naturally aligned"
+    );
     u16::from_le_bytes([b[at], b[at + 1]])
 }
 fn u32_at(b: &[u8], at: usize) -> u32 {
+    debug_assert!(
+        at + 4 <= HEADER_BYTES && at.is_multiple_of(4),
+        "a 32-bit field of the header, naturally aligned"
+    );
     u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
 }
 fn u64_at(b: &[u8], at: usize) -> u64 {
+    debug_assert!(
+        at + 8 <= HEADER_BYTES && at.is_multiple_of(8),
+        "a 64-bit field of the header, naturally aligned"
+    );
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
@@ -131,6 +143,10 @@ impl ChunkHeader {
         b[at::STRIDE..at::STRIDE + 4].copy_from_slice(&self.stride_bytes.to_le_bytes());
         let crc = crc32c(&b[..at::HEADER_CRC]);
         b[at::HEADER_CRC..].copy_from_slice(&crc.to_le_bytes());
+        debug_assert!(
+            !matches!(ChunkHeader::decode(&b), Ok(h) if h != *self),
+            "a header that decodes reads back as it was encoded"
+        );
         b
     }
 
@@ -177,6 +193,14 @@ impl ChunkHeader {
             stride_bytes: u32_at(b, at::STRIDE),
         };
         h.check()?;
+        debug_assert!(
+            (1..=FORMAT_VERSION).contains(&h.version),
+            "only a version this code reads is decoded"
+        );
+        debug_assert!(
+            h.chunk_bytes() <= h.stride_bytes as usize,
+            "a decoded chunk fits its stride"
+        );
         Ok(h)
     }
 
@@ -216,6 +240,10 @@ impl ChunkHeader {
         if self.last_timestamp < self.first_timestamp {
             return bad("last timestamp before the first".into());
         }
+        debug_assert!(
+            hb.is_multiple_of(HEADER_BYTES) && self.payload_bytes > 0,
+            "a valid chunk is a header block of whole 64 B lines and a payload of some frames"
+        );
         Ok(())
     }
 
@@ -227,6 +255,10 @@ impl ChunkHeader {
 
     /// Bytes from the chunk's start to its payload.
     pub fn payload_offset(&self) -> u64 {
+        debug_assert!(
+            self.header_bytes as usize >= HEADER_BYTES,
+            "the payload starts behind the whole header"
+        );
         self.header_bytes as u64
     }
 }
@@ -235,6 +267,10 @@ impl ChunkHeader {
 /// `align_bytes`.
 pub fn stride_for(header_bytes: usize, payload_bytes: usize, align_bytes: u64) -> u64 {
     assert!(align_bytes > 0, "an alignment of some bytes");
+    debug_assert!(
+        header_bytes >= HEADER_BYTES,
+        "a chunk holds at least its header"
+    );
     let stride = (header_bytes as u64 + payload_bytes as u64).div_ceil(align_bytes) * align_bytes;
     debug_assert!(
         stride >= (header_bytes + payload_bytes) as u64 && stride.is_multiple_of(align_bytes)
@@ -261,6 +297,8 @@ const POLY_REFLECTED: u32 = 0x82F6_3B78;
 
 /// a(x) · b(x) mod P(x), both as reflected 32-bit polynomials (bit 31 is x^0).
 fn mult_mod_p(a: u32, mut b: u32) -> u32 {
+    // The loop ends at `a`'s lowest set term: a zero `a` has none.
+    debug_assert_ne!(a, 0, "a multiplier with some term");
     let mut m = 1u32 << 31;
     let mut p = 0u32;
     loop {
@@ -292,6 +330,9 @@ fn shift_operator(bytes: u64) -> u32 {
         power = mult_mod_p(power, power);
         n >>= 1;
     }
+    // P has a constant term, so no power of x is a multiple of it; a zero operator would also
+    // never end `mult_mod_p`.
+    debug_assert_ne!(op, 0, "x^n mod P is never zero");
     op
 }
 
@@ -317,6 +358,11 @@ impl FrameCrcCombiner {
                 *entry = mult_mod_p(shift, (v as u32) << (8 * k));
             }
         }
+        // The unit polynomial (x^0, bit 31: byte 3's top bit) times the shift is the shift.
+        debug_assert_eq!(
+            by_byte[3][0x80], shift,
+            "the tables multiply by the frame's shift"
+        );
         FrameCrcCombiner { by_byte }
     }
 

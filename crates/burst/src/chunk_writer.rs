@@ -131,6 +131,10 @@ impl<S: Sink> ChunkWriter<S> {
                 })?,
             )
         };
+        assert!(
+            header_bytes >= HEADER_BYTES && header_bytes.is_multiple_of(HEADER_BYTES),
+            "a header block of whole 64 B lines, as a version 2 header declares"
+        );
         Ok(ChunkWriter {
             sink,
             link,
@@ -154,6 +158,7 @@ impl<S: Sink> ChunkWriter<S> {
 
     /// What the file holds in acknowledged chunks.
     pub fn totals(&self) -> LinkData {
+        debug_assert!(self.totals.chunks <= self.written.chunks, "only appended");
         self.totals
     }
 
@@ -175,6 +180,7 @@ impl<S: Sink> ChunkWriter<S> {
         let offset = self.written.file_bytes;
         let sequence = self.append_chunk(first_timestamp, last_timestamp, payload)?;
         self.persist_appended()?;
+        debug_assert_eq!(self.totals.chunks, sequence + 1, "written, then durable");
         Ok(ChunkAck {
             sequence,
             offset,
@@ -193,7 +199,9 @@ impl<S: Sink> ChunkWriter<S> {
         payload: &[u8],
     ) -> Result<u64, WriteError> {
         self.stage(&[payload])?;
-        self.append_staged(first_timestamp, last_timestamp)
+        let sequence = self.append_staged(first_timestamp, last_timestamp)?;
+        debug_assert_eq!(sequence + 1, self.written.chunks, "appended last");
+        Ok(sequence)
     }
 
     /// Places the next chunk's payload (the concatenation of `parts`, whole frames) where the
@@ -229,6 +237,7 @@ impl<S: Sink> ChunkWriter<S> {
         // Waited for whatever staging returned (a failed submission may have left earlier
         // parts in flight).
         let waited = self.wait_staged();
+        debug_assert!(self.staged.is_none_or(|s| !s.awaiting_write), "write done");
         staged.and(waited)
     }
 
@@ -304,6 +313,7 @@ impl<S: Sink> ChunkWriter<S> {
             }
         }
         let offset = self.written.file_bytes;
+        debug_assert!(offset.is_multiple_of(self.align_bytes), "at whole strides");
         let in_place = self.mapped
             || parts
                 .iter()
@@ -349,6 +359,7 @@ impl<S: Sink> ChunkWriter<S> {
                 staging.as_mut_slice()[pos..pos + part.len()].copy_from_slice(part);
                 pos += part.len();
             }
+            debug_assert_eq!(pos, self.header_bytes + payload_bytes, "copied whole");
             // From the staged copy, still in cache, rather than from the source again.
             given_crc32c.unwrap_or_else(|| crc32c(&staging.as_slice()[self.header_bytes..pos]))
         };
@@ -385,6 +396,7 @@ impl<S: Sink> ChunkWriter<S> {
                 why: "appended while its payload's write or a persist is in flight".into(),
             });
         }
+        debug_assert!(staged.in_place || !self.mapped, "memory: in place");
         let stride = stride_for(self.header_bytes, staged.payload_bytes, self.align_bytes);
         let header = ChunkHeader {
             version: FORMAT_VERSION,
@@ -449,7 +461,9 @@ impl<S: Sink> ChunkWriter<S> {
     /// Makes every appended chunk durable; returns how many were acknowledged by this call.
     pub fn persist_appended(&mut self) -> Result<u64, WriteError> {
         self.start_persist()?;
-        self.finish_persist()
+        let acknowledged = self.finish_persist()?;
+        debug_assert_eq!(self.totals, self.written, "all durable");
+        Ok(acknowledged)
     }
 
     /// `persist_appended` in two halves (`Sink::start_persist`): this one covers every chunk
@@ -498,6 +512,7 @@ impl<S: Sink> ChunkWriter<S> {
             let offset = self.totals.file_bytes;
             return Err(self.fail(e, offset));
         }
+        debug_assert_eq!(covered, self.written, "no append meanwhile");
         let acknowledged = covered.chunks - self.totals.chunks;
         self.totals = covered;
         Ok(Some(acknowledged))
@@ -506,6 +521,7 @@ impl<S: Sink> ChunkWriter<S> {
     /// Chunks appended so far whose payload a block device took from the caller's memory, in
     /// whole aligned blocks (O_DIRECT: straight from there to the device).
     pub fn chunks_from_source(&self) -> u64 {
+        debug_assert!(self.chunks_from_source <= self.written.chunks, "appended");
         self.chunks_from_source
     }
 
@@ -517,6 +533,10 @@ impl<S: Sink> ChunkWriter<S> {
 
     /// The bytes of file this link may fill.
     pub fn region_bytes(&self) -> u64 {
+        debug_assert!(
+            self.sink.report().region_bytes >= self.written.file_bytes,
+            "the region holds every appended chunk: it never shrinks"
+        );
         self.sink.report().region_bytes
     }
 
@@ -526,6 +546,7 @@ impl<S: Sink> ChunkWriter<S> {
     }
 
     fn fail(&mut self, e: PersistError, offset: u64) -> WriteError {
+        debug_assert!(offset.is_multiple_of(self.align_bytes), "at a chunk start");
         match e {
             // The sink refused the write before touching the medium: the file is full, and
             // every chunk appended before is still good and can be made durable.
@@ -556,6 +577,7 @@ impl<S: Sink> ChunkWriter<S> {
         offset: u64,
         header: &ChunkHeader,
     ) -> Result<(), PersistError> {
+        debug_assert!(self.mapped, "memory writes the header after its payload");
         self.sink.persist()?;
         // The header is fenced by the next persist: of this chunk (write_chunk) or of its group.
         self.sink.write_at(offset, &header.encode())
@@ -573,6 +595,8 @@ impl<S: Sink> ChunkWriter<S> {
         stride: usize,
     ) -> Result<(), PersistError> {
         let hb = self.header_bytes;
+        debug_assert_eq!(header.stride_bytes as usize, stride, "its stride");
+        debug_assert!(hb + payload_bytes <= stride, "fits its stride");
         let buf = &mut header_block(self.staging.as_mut(), hb, header)[..stride];
         buf[hb + payload_bytes..].fill(0);
         self.sink.write_at(offset, buf)
@@ -589,6 +613,7 @@ impl<S: Sink> ChunkWriter<S> {
         header: &ChunkHeader,
     ) -> Result<(), PersistError> {
         let hb = self.header_bytes;
+        debug_assert_eq!(header.header_bytes as usize, hb, "its block");
         let buf = &header_block(self.staging.as_mut(), hb, header)[..hb];
         self.sink.write_at(offset, buf)
     }
@@ -604,6 +629,7 @@ fn header_block<'a>(
     let buf = staging
         .expect("block writers have a staging buffer")
         .as_mut_slice();
+    debug_assert!(header_bytes <= buf.len(), "inside the buffer");
     buf[..HEADER_BYTES].copy_from_slice(&header.encode());
     buf[HEADER_BYTES..header_bytes].fill(0);
     buf

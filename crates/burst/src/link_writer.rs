@@ -11,8 +11,8 @@ use snbuf_persist::Sink;
 
 use crate::chunk_writer::{ChunkAck, ChunkWriter, WriteError};
 use crate::manifest::{
-    link_file_name, AnsweredTrigger, BurstState, LinkRecord, LinkState, Manifest, TriggerInfo,
-    MANIFEST_FORMAT, MANIFEST_VERSION,
+    link_file_name, AnsweredTrigger, BurstState, LinkData, LinkRecord, LinkState, Manifest,
+    TriggerInfo, MANIFEST_FORMAT, MANIFEST_VERSION,
 };
 use crate::spec::{BurstError, BurstSpec};
 
@@ -60,6 +60,10 @@ impl<S: Sink> BurstWriter<S> {
         assert_eq!(writers.len(), spec.links.len(), "a writer per link");
         assert_eq!(opened_in.len(), spec.links.len());
         assert_eq!(elsewhere.len(), spec.links.len());
+        assert!(
+            writers.iter().all(|w| w.totals() == LinkData::default()),
+            "a burst starts from writers that wrote nothing"
+        );
         // What a persist achieves here (`fdatasync`, `map_sync`, `volatile`, …), as the sinks
         // themselves report it: the manifest states it from the start. Over several outputs,
         // the weakest: one in RAM only makes the burst not survive a power cut.
@@ -114,6 +118,11 @@ impl<S: Sink> BurstWriter<S> {
             verified: None,
             triggers: answered,
         };
+        assert_eq!(
+            manifest.links.len(),
+            links.len(),
+            "the manifest lists every link"
+        );
         manifest.write_atomic(&dir)?;
         Ok(BurstWriter {
             dir,
@@ -150,6 +159,11 @@ impl<S: Sink> BurstWriter<S> {
 
     /// Hands the links out (to writer threads); `BurstSeal::seal` takes them back.
     pub fn split(self) -> (BurstSeal, Vec<LinkWriter<S>>) {
+        debug_assert_eq!(
+            self.manifest.links.len(),
+            self.links.len(),
+            "a manifest record per link"
+        );
         (
             BurstSeal {
                 dir: self.dir,
@@ -194,6 +208,10 @@ impl<S: Sink> LinkWriter<S> {
 
     /// Whether `abandon` was called.
     pub fn abandoned(&self) -> bool {
+        debug_assert!(
+            !self.abandoned || self.failed(),
+            "only a failed link is abandoned"
+        );
         self.abandoned
     }
 
@@ -202,6 +220,10 @@ impl<S: Sink> LinkWriter<S> {
     }
 
     pub fn failed(&self) -> bool {
+        debug_assert!(
+            self.record.state == LinkState::Ok || self.writer.is_none(),
+            "a failed link has no writer"
+        );
         self.record.state == LinkState::Failed
     }
 
@@ -213,7 +235,13 @@ impl<S: Sink> LinkWriter<S> {
         last_timestamp: u64,
         frames: &[u8],
     ) -> Result<ChunkAck, WriteError> {
-        self.with_writer(|w| w.write_chunk(first_timestamp, last_timestamp, frames))
+        let ack = self.with_writer(|w| w.write_chunk(first_timestamp, last_timestamp, frames))?;
+        debug_assert!(
+            self.record.data.chunks == ack.sequence + 1
+                && self.record.data.file_bytes == ack.offset + ack.stride_bytes,
+            "the manifest record counts the chunk written"
+        );
+        Ok(ack)
     }
 
     /// Appends a chunk that becomes durable (and counts in the manifest) at the next `persist`.
@@ -223,7 +251,13 @@ impl<S: Sink> LinkWriter<S> {
         last_timestamp: u64,
         frames: &[u8],
     ) -> Result<u64, WriteError> {
-        self.with_writer(|w| w.append_chunk(first_timestamp, last_timestamp, frames))
+        let sequence =
+            self.with_writer(|w| w.append_chunk(first_timestamp, last_timestamp, frames))?;
+        debug_assert!(
+            self.record.data.chunks <= sequence,
+            "an appended chunk counts once it is durable"
+        );
+        Ok(sequence)
     }
 
     /// Stages the next chunk's payload without appending it (see `ChunkWriter::stage`).
@@ -273,12 +307,19 @@ impl<S: Sink> LinkWriter<S> {
         first_timestamp: u64,
         last_timestamp: u64,
     ) -> Result<u64, WriteError> {
-        self.with_writer(|w| w.append_staged(first_timestamp, last_timestamp))
+        let sequence = self.with_writer(|w| w.append_staged(first_timestamp, last_timestamp))?;
+        debug_assert!(
+            self.record.data.chunks <= sequence,
+            "an appended chunk counts once it is durable"
+        );
+        Ok(sequence)
     }
 
     /// Makes every appended chunk durable; returns how many this acknowledged.
     pub fn persist(&mut self) -> Result<u64, WriteError> {
-        self.with_writer(|w| w.persist_appended())
+        let acknowledged = self.with_writer(|w| w.persist_appended())?;
+        debug_assert_eq!(self.pending_chunks(), 0, "every appended chunk is durable");
+        Ok(acknowledged)
     }
 
     /// `persist` in two halves, so one thread can have several links' flushes in flight
@@ -320,7 +361,12 @@ impl<S: Sink> LinkWriter<S> {
 
     /// The bytes of file this link may fill now (0 once failed).
     pub fn region_bytes(&self) -> u64 {
-        self.writer.as_ref().map_or(0, |w| w.region_bytes())
+        let region_bytes = self.writer.as_ref().map_or(0, |w| w.region_bytes());
+        debug_assert!(
+            self.writer.is_none() || region_bytes >= self.record.data.file_bytes,
+            "the file holds every acknowledged chunk"
+        );
+        region_bytes
     }
 
     /// Chunks appended but not yet acknowledged.
@@ -344,6 +390,11 @@ impl<S: Sink> LinkWriter<S> {
         match op(writer) {
             Ok(v) => {
                 self.record.data = writer.totals();
+                let d = &self.record.data;
+                debug_assert!(
+                    d.payload_bytes <= d.file_bytes && (d.chunks == 0) == (d.file_bytes == 0),
+                    "the record counts whole chunks: {d:?}"
+                );
                 Ok(v)
             }
             // A malformed chunk is the caller's mistake, and a full file a chunk that does not
@@ -384,6 +435,11 @@ impl BurstSeal {
         window: TriggerInfo,
         triggers: Vec<AnsweredTrigger>,
     ) -> Result<(), BurstError> {
+        debug_assert_eq!(
+            self.manifest.state,
+            BurstState::Recording,
+            "only a burst being recorded takes more triggers"
+        );
         self.set_answered(window, triggers);
         Ok(self.manifest.write_atomic(&self.dir)?)
     }
@@ -401,6 +457,16 @@ impl BurstSeal {
     /// Finishes the burst: closes every link, trims each file to the bytes in use, and writes
     /// the manifest `sealed`, or `failed` if any link failed.
     pub fn seal<S: Sink>(mut self, mut links: Vec<LinkWriter<S>>) -> Result<Manifest, BurstError> {
+        assert_eq!(
+            links.len(),
+            self.manifest.links.len(),
+            "every link of the burst comes back to be sealed"
+        );
+        assert_eq!(
+            self.manifest.state,
+            BurstState::Recording,
+            "a burst is sealed once"
+        );
         links.sort_by_key(|l| l.record.link);
         for slot in &mut links {
             slot.writer = None;

@@ -335,12 +335,20 @@ impl Manifest {
                 cause: format!("format is '{}', not '{MANIFEST_FORMAT}'", m.format),
             });
         }
+        debug_assert!(
+            m.format_version <= MANIFEST_VERSION,
+            "only a manifest version this snbuf understands is read"
+        );
         Ok(m)
     }
 
     /// Replaces the manifest atomically and durably: it states what the data holds, so once
     /// this returns a power cut cannot bring an older version back.
     pub fn write_atomic(&self, dir: &Path) -> Result<(), ManifestError> {
+        assert!(
+            self.format == MANIFEST_FORMAT && self.format_version <= MANIFEST_VERSION,
+            "a manifest is written in a format this snbuf reads back"
+        );
         let path = dir.join(MANIFEST_FILE);
         let mut text = serde_json::to_string_pretty(self).expect("a manifest always serialises");
         text.push('\n');

@@ -54,6 +54,13 @@ impl BurstReader {
             .ok_or_else(|| ReadError::NoFrameType {
                 dir: dir.to_path_buf(),
             })?;
+        debug_assert!(
+            manifest
+                .frame
+                .as_ref()
+                .is_some_and(|f| f.frame_bytes == layout.frame_bytes),
+            "the layout is the manifest's frame type"
+        );
         Ok(BurstReader {
             dir: dir.to_path_buf(),
             manifest,
@@ -132,6 +139,11 @@ impl LinkReader {
         c: &ChunkSeen,
         payload: &mut Vec<u8>,
     ) -> Result<ChunkHeader, ReadError> {
+        debug_assert_eq!(
+            self.report.chunks.get(c.sequence as usize),
+            Some(c),
+            "a chunk of this link's valid prefix"
+        );
         let io = |cause| ReadError::Io {
             path: self.path.clone(),
             cause,

@@ -122,6 +122,7 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
     let mut dropped = Vec::new();
     let mut records = Vec::new();
     let mut changed = false;
+    let link_count = scans.len();
     for (link, name, path, report) in scans {
         let old_record = old
             .as_ref()
@@ -143,7 +144,30 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
             continue;
         };
         let mut trimmed_zero_bytes = 0;
+        // Recovery keeps a prefix of whole chunks: it cuts only where one ends.
+        assert!(
+            report.valid_bytes <= report.file_bytes
+                && report.valid_bytes
+                    == report
+                        .chunks
+                        .last()
+                        .map_or(0, |c| c.offset + c.stride_bytes as u64),
+            "{}: the kept prefix ends at a chunk boundary inside the file",
+            path.display()
+        );
         if report.file_bytes > report.valid_bytes {
+            // Then what is cut off, zeros or a dropped region, is all of the file past the prefix.
+            debug_assert!(
+                match &report.end {
+                    End::Clean { zero_tail_bytes } => {
+                        report.valid_bytes + zero_tail_bytes == report.file_bytes
+                    }
+                    End::TornTail { offset, .. }
+                    | End::BadChunk { offset, .. }
+                    | End::FutureVersion { offset, .. } => *offset == report.valid_bytes,
+                },
+                "what is cut off starts where the kept prefix ends"
+            );
             match &report.end {
                 End::Clean { zero_tail_bytes } => trimmed_zero_bytes = *zero_tail_bytes,
                 End::TornTail { offset, why, .. } | End::BadChunk { offset, why, .. } => dropped.push(DroppedRegion {
@@ -201,6 +225,15 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
         });
     }
 
+    assert_eq!(
+        records.len(),
+        link_count,
+        "a manifest record for every link file"
+    );
+    debug_assert!(
+        records.windows(2).all(|w| w[0].link < w[1].link),
+        "one record per link, in link order"
+    );
     let state_ok = old
         .as_ref()
         .is_some_and(|m| matches!(m.state, BurstState::Sealed | BurstState::Recovered));
@@ -249,6 +282,10 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
                 unit: None,
             },
         };
+        assert!(
+            m.state == BurstState::Recovered && m.links.len() == link_count,
+            "a rebuilt manifest says it was recovered and lists every link file"
+        );
         if !dry_run {
             m.write_atomic(dir)?;
         }
@@ -282,6 +319,10 @@ fn missing_window_frames(m: &Manifest, report: &ScanReport) -> Option<u64> {
 /// A record rebuilt from the file alone; a file on another output (a symbolic link in the
 /// burst directory) keeps saying where it lives.
 fn empty_record(dir: &Path, link: u32, name: &str) -> LinkRecord {
+    debug_assert!(
+        !name.contains('/') && !name.contains(".."),
+        "a record names a file inside the burst"
+    );
     LinkRecord {
         file: name.to_string(),
         path: std::fs::read_link(dir.join(name))

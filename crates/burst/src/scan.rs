@@ -111,14 +111,19 @@ pub struct ScanReport {
 impl ScanReport {
     /// What the valid prefix holds, as the manifest records it.
     pub fn data(&self) -> crate::manifest::LinkData {
-        crate::manifest::LinkData {
+        let d = crate::manifest::LinkData {
             chunks: self.chunks.len() as u64,
             frames: self.frames(),
             payload_bytes: self.payload_bytes(),
             file_bytes: self.valid_bytes,
             first_timestamp: self.first_timestamp(),
             last_timestamp: self.last_timestamp(),
-        }
+        };
+        debug_assert!(
+            d.payload_bytes <= d.file_bytes && (d.chunks == 0) == (d.file_bytes == 0),
+            "the valid prefix is whole chunks, each payload inside its stride: {d:?}"
+        );
+        d
     }
 
     pub fn frames(&self) -> u64 {
@@ -168,6 +173,10 @@ pub fn scan<R: ReadAt + ?Sized>(r: &R, expect: Expect) -> io::Result<ScanReport>
     let mut header_bytes = [0u8; HEADER_BYTES];
     let mut payload = Vec::new();
     loop {
+        debug_assert_eq!(
+            offset, report.valid_bytes,
+            "the scan goes on where the valid prefix ends"
+        );
         if offset >= len {
             report.end = End::Clean { zero_tail_bytes: 0 };
             break;
@@ -182,6 +191,16 @@ pub fn scan<R: ReadAt + ?Sized>(r: &R, expect: Expect) -> io::Result<ScanReport>
             }
         };
         let stride = header.stride_bytes as u64;
+        // What `decode` checked, and what the loop relies on: the scan advances by a whole
+        // chunk, and the timestamps and frame count below never underflow.
+        debug_assert!(
+            stride >= header.chunk_bytes() as u64 && header.chunk_bytes() > HEADER_BYTES,
+            "a decoded chunk has a header and a payload, inside its stride"
+        );
+        debug_assert!(
+            header.frame_count > 0 && header.first_timestamp <= header.last_timestamp,
+            "a decoded chunk has frames, in time order"
+        );
         let bad = |why: String| End::BadChunk {
             offset,
             bytes: stride.min(len - offset),
@@ -216,6 +235,10 @@ pub fn scan<R: ReadAt + ?Sized>(r: &R, expect: Expect) -> io::Result<ScanReport>
             break;
         }
         payload.resize(header.payload_bytes as usize, 0);
+        debug_assert!(
+            offset + header.payload_offset() + payload.len() as u64 <= len,
+            "the payload checksummed lies inside the file"
+        );
         r.read_exact_at_offset(&mut payload, offset + header.payload_offset())?;
         let crc = crate::chunk::crc32c(&payload);
         if crc != header.payload_crc32c {
@@ -280,6 +303,10 @@ pub fn scan<R: ReadAt + ?Sized>(r: &R, expect: Expect) -> io::Result<ScanReport>
                 }
             }
         }
+        debug_assert_eq!(
+            header.sequence, expected_seq,
+            "the prefix's sequence numbers count up by one"
+        );
         report.chunks.push(ChunkSeen {
             offset,
             payload_offset: header.payload_offset(),
@@ -296,6 +323,38 @@ pub fn scan<R: ReadAt + ?Sized>(r: &R, expect: Expect) -> io::Result<ScanReport>
     if let End::Clean { zero_tail_bytes } = &mut report.end {
         *zero_tail_bytes = len - report.valid_bytes;
     }
+    debug_assert!(
+        report.valid_bytes <= len
+            && report
+                .chunks
+                .last()
+                .map_or(0, |c| c.offset + c.stride_bytes as u64)
+                == report.valid_bytes,
+        "the valid prefix ends at its last chunk's stride, inside the file"
+    );
+    debug_assert!(
+        report
+            .chunks
+            .windows(2)
+            .all(|w| w[1].offset == w[0].offset + w[0].stride_bytes as u64),
+        "each chunk starts where the one before it ends"
+    );
+    debug_assert!(
+        match &report.end {
+            End::Clean { zero_tail_bytes } => report.valid_bytes + zero_tail_bytes == len,
+            End::TornTail { offset, .. }
+            | End::BadChunk { offset, .. }
+            | End::FutureVersion { offset, .. } => *offset == report.valid_bytes,
+        },
+        "the end is reported where the valid prefix ends"
+    );
+    debug_assert!(
+        report
+            .gaps
+            .iter()
+            .all(|g| g.sequence < report.chunks.len() as u64),
+        "a gap is reported only in a chunk that was kept"
+    );
     Ok(report)
 }
 
@@ -304,12 +363,21 @@ pub fn scan<R: ReadAt + ?Sized>(r: &R, expect: Expect) -> io::Result<ScanReport>
 /// the first at the header's first timestamp and the last at its last. A chunk that fails was
 /// written with the wrong header or from the wrong bytes: not data to keep.
 fn frames_agree(layout: &FrameLayout, h: &ChunkHeader, payload: &[u8]) -> Result<(), String> {
+    debug_assert_eq!(
+        payload.len(),
+        h.payload_bytes as usize,
+        "the chunk's whole payload"
+    );
     if h.frame_bytes != layout.frame_bytes {
         return Err(format!(
             "frames of {} B where the frame type's are {} B",
             h.frame_bytes, layout.frame_bytes
         ));
     }
+    debug_assert!(
+        payload.len().is_multiple_of(h.frame_bytes as usize),
+        "a decoded payload is whole frames: none is left unchecked"
+    );
     let mut prev: Option<u64> = None;
     for (k, frame) in payload.chunks_exact(h.frame_bytes as usize).enumerate() {
         let ts = layout
@@ -345,6 +413,7 @@ fn end_without_header<R: ReadAt + ?Sized>(
     len: u64,
     e: HeaderError,
 ) -> io::Result<End> {
+    debug_assert!(offset < len, "a header was looked for inside the file");
     if let HeaderError::FutureVersion(version) = e {
         return Ok(End::FutureVersion { offset, version });
     }
@@ -390,12 +459,14 @@ fn is_zero_or_end<R: ReadAt + ?Sized>(r: &R, mut offset: u64, len: u64) -> io::R
             return Ok(false);
         }
         offset += n as u64;
+        debug_assert!(n > 0 && offset <= len, "the walk advances inside the file");
     }
     Ok(true)
 }
 
 /// The offset just past the last non-zero byte in `[offset, len)` (`offset` if none).
 fn last_nonzero_end<R: ReadAt + ?Sized>(r: &R, offset: u64, len: u64) -> io::Result<u64> {
+    debug_assert!(offset <= len, "a region of the file");
     let mut buf = vec![0u8; SCAN_BLOCK];
     let mut end = offset;
     let mut at = offset;
@@ -407,6 +478,10 @@ fn last_nonzero_end<R: ReadAt + ?Sized>(r: &R, offset: u64, len: u64) -> io::Res
         }
         at += n as u64;
     }
+    debug_assert!(
+        (offset..=len).contains(&end),
+        "the end found lies in the region"
+    );
     Ok(end)
 }
 
@@ -419,6 +494,10 @@ fn count_valid_after<R: ReadAt + ?Sized>(r: &R, mut offset: u64, len: u64) -> io
         let Ok(header) = ChunkHeader::decode(&h) else {
             break;
         };
+        debug_assert!(
+            header.stride_bytes as usize > HEADER_BYTES,
+            "a decoded chunk's stride moves the walk on"
+        );
         if offset + header.stride_bytes as u64 > len {
             break;
         }

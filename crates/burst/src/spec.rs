@@ -61,6 +61,10 @@ pub fn check_burst_id(id: &str) -> Result<(), BurstError> {
     if id.is_empty() || id.len() > MAX_BURST_ID_BYTES || id.starts_with('.') || !plain {
         return Err(BurstError::BadId(printable(id)));
     }
+    debug_assert!(
+        !id.contains('/') && !id.starts_with('.'),
+        "an accepted id names a directory inside the output, never a path out of it"
+    );
     Ok(())
 }
 
@@ -70,6 +74,10 @@ pub const MAX_BURST_ID_BYTES: usize = 128;
 /// `id` as it may be shown: control characters escaped, at most 80 characters.
 fn printable(id: &str) -> String {
     let shown: String = id.chars().take(80).flat_map(char::escape_debug).collect();
+    debug_assert!(
+        !shown.chars().any(char::is_control),
+        "a shown id has its control characters escaped"
+    );
     if id.chars().count() > 80 {
         format!("{shown}...")
     } else {

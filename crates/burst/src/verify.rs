@@ -85,6 +85,15 @@ pub fn note_verified(
     manifest: &mut Manifest,
     report: &VerifyReport,
 ) -> Result<(), ManifestError> {
+    assert!(
+        matches!(manifest.state, BurstState::Sealed | BurstState::Failed),
+        "a verdict is noted in a sealed burst"
+    );
+    assert_eq!(
+        report.valid,
+        report.problem_count() == 0,
+        "the verdict agrees with the problems found"
+    );
     manifest.verified = Some(crate::manifest::Verified {
         valid: report.valid,
         problems: report.problem_count(),
@@ -129,7 +138,8 @@ pub(crate) fn check_dir(dir: &Path) -> Result<(), BurstDirError> {
 
 /// Reads the manifest, turning its absence or damage into a problem line.
 pub(crate) fn read_manifest(dir: &Path, problems: &mut Vec<String>) -> Option<Manifest> {
-    match Manifest::read(dir) {
+    let problems_before = problems.len();
+    let manifest = match Manifest::read(dir) {
         Ok(m) => Some(m),
         Err(ManifestError::Missing { .. }) => {
             problems.push("no manifest.json (recording interrupted before it was written? `snbuf recover` rebuilds it)".into());
@@ -139,7 +149,12 @@ pub(crate) fn read_manifest(dir: &Path, problems: &mut Vec<String>) -> Option<Ma
             problems.push(e.to_string());
             None
         }
-    }
+    };
+    debug_assert!(
+        manifest.is_some() || problems.len() > problems_before,
+        "a manifest that cannot be read is a problem"
+    );
+    manifest
 }
 
 pub fn verify_burst(dir: &Path) -> Result<VerifyReport, BurstDirError> {
@@ -164,6 +179,7 @@ pub fn verify_burst(dir: &Path) -> Result<VerifyReport, BurstDirError> {
         .and_then(|m| m.frame.as_ref())
         .map(|f| f.step_ticks());
     let mut links = Vec::new();
+    let link_count = files.len();
     for (link, name) in files {
         let record = manifest
             .as_ref()
@@ -214,7 +230,19 @@ pub fn verify_burst(dir: &Path) -> Result<VerifyReport, BurstDirError> {
         fill_link(&mut lv, &report, manifest.as_ref(), record);
         links.push(lv);
     }
+    assert_eq!(links.len(), link_count, "a verdict for every link file");
     let valid = problems.is_empty() && links.iter().all(|l| l.problems.is_empty());
+    debug_assert!(
+        !valid || (manifest.is_some() && !links.is_empty()),
+        "a burst without a manifest or without data is never valid"
+    );
+    debug_assert!(
+        !valid
+            || links
+                .iter()
+                .all(|l| matches!(l.end, Some(End::Clean { .. }))),
+        "in a valid burst every link file was read to a clean end"
+    );
     Ok(VerifyReport {
         dir: dir.display().to_string(),
         burst_id: manifest.as_ref().map(|m| m.burst_id.clone()),
@@ -252,6 +280,10 @@ fn fill_link(
             crate::chunk::FORMAT_VERSION
         )),
     }
+    debug_assert!(
+        report.is_clean() || !lv.problems.is_empty(),
+        "a file that does not end cleanly is a problem"
+    );
     if report.chunks_after_end > 0 {
         lv.problems.push(format!(
             "{} valid chunk(s) after the bad one are cut off from the data",
@@ -296,32 +328,69 @@ pub(crate) fn window_coverage(m: &Manifest, report: &ScanReport) -> Option<Cover
     if frame.step_ticks() == 0 {
         return None;
     }
-    // Frames lie on a grid first + k * step (the link's frame step).
-    let ticks_per_frame = frame.step_ticks();
     let (ws, we) = (trigger.window_start_timestamp, trigger.window_end_timestamp);
-    // The window holds the grid points in [ws, we): count
-    // them from the first point at or after ws (the window need not start on a frame).
-    let grid_start = if first >= ws {
-        first - (first - ws) / ticks_per_frame * ticks_per_frame
-    } else {
-        first + (ws - first).div_ceil(ticks_per_frame) * ticks_per_frame
-    };
-    let in_window = if grid_start < we {
-        (we - 1 - grid_start) / ticks_per_frame + 1
-    } else {
-        0
-    };
-    let present_span_start = first.max(ws);
-    let present_span_end = (last + ticks_per_frame).min(we);
     let gap_frames: u64 = report.gaps.iter().map(|g| g.missing_frames).sum();
-    let present = present_span_end
-        .saturating_sub(present_span_start)
-        .div_ceil(ticks_per_frame)
-        .saturating_sub(gap_frames);
+    let (present, in_window) =
+        frames_in_window(first, last, gap_frames, ws, we, frame.step_ticks());
     Some(Coverage {
         window_start_timestamp: ws,
         window_end_timestamp: we,
         frames_present: present,
         frames_in_window: in_window,
     })
+}
+
+/// Of a link whose frames lie on the grid `first + k * step` up to `last`, with `gap_frames`
+/// missing between them: the frames it holds inside the window `[ws, we)`, and the grid points
+/// the window holds. The window need not start on a frame, and the data may begin before it:
+/// both counts start at the first grid point at or after `ws`.
+fn frames_in_window(
+    first: u64,
+    last: u64,
+    gap_frames: u64,
+    ws: u64,
+    we: u64,
+    step: u64,
+) -> (u64, u64) {
+    assert!(step > 0, "frames on a grid of some ticks");
+    let grid_start = if first >= ws {
+        first - (first - ws) / step * step
+    } else {
+        first + (ws - first).div_ceil(step) * step
+    };
+    debug_assert!(
+        grid_start >= ws && grid_start - ws < step,
+        "the first frame of the grid at or after the window's start"
+    );
+    let in_window = if grid_start < we {
+        (we - 1 - grid_start) / step + 1
+    } else {
+        0
+    };
+    // From the first frame inside the window: frames before it are not the window's.
+    let present_span_start = first.max(grid_start);
+    let present_span_end = (last + step).min(we);
+    let present = present_span_end
+        .saturating_sub(present_span_start)
+        .div_ceil(step)
+        .saturating_sub(gap_frames);
+    (present, in_window)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::frames_in_window;
+
+    #[test]
+    fn a_window_counts_its_own_frames_only() {
+        // Frames every 10 ticks from 0 to 100, none missing; windows on and off the grid.
+        assert_eq!(frames_in_window(0, 100, 0, 0, 110, 10), (11, 11));
+        assert_eq!(frames_in_window(0, 100, 0, 5, 26, 10), (2, 2));
+        // Data from before the window: frame 0 is not the window's. Frames at 0 and 10 only,
+        // the window [5, 26) holds 10 and 20, and 20 is missing.
+        assert_eq!(frames_in_window(0, 10, 0, 5, 26, 10), (1, 2));
+        // A gap inside counts as missing; a window past the data holds none of it.
+        assert_eq!(frames_in_window(0, 100, 3, 0, 110, 10), (8, 11));
+        assert_eq!(frames_in_window(0, 100, 0, 200, 300, 10), (0, 10));
+    }
 }
