@@ -8,6 +8,10 @@ use std::time::Duration;
 
 use async_nats::ServerAddr;
 
+/// Where a unit or the operator looks for NATS when told only to use it: a server on this
+/// host, at NATS's own port.
+pub const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:4222";
+
 /// How long one server may take to accept a connection before the next is tried.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// How often a connected client pings its server. Two unanswered pings end the connection: a

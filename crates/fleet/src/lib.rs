@@ -21,6 +21,6 @@ pub use client::{
     broadcast_trigger, fleet_status, recent_events, FleetError, NotAcknowledged, TriggerLookup,
     UnitView,
 };
-pub use connect::NatsOptions;
+pub use connect::{NatsOptions, DEFAULT_NATS_URL};
 pub use schema::{Heartbeat, TriggerMessage, UnitEvent, UnitState};
 pub use unit_link::UnitLink;

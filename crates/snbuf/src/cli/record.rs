@@ -80,7 +80,7 @@ pub struct ServeArgs {
     pub s3: Option<snbuf_export::S3Settings>,
 }
 
-pub const DEFAULT_NATS: &str = "nats://127.0.0.1:4222";
+pub use snbuf_fleet::DEFAULT_NATS_URL as DEFAULT_NATS;
 
 /// Credentials, TLS and stream replication for NATS (the client library handles the first two).
 #[derive(Args, Debug, Clone, Default)]
