@@ -8,11 +8,11 @@ mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use std::time::{Duration, Instant};
 
-use common::{free_port, snbuf, stderr, wait_for_socket, KillOnDrop};
+use common::{free_port, snbuf, stderr, KillOnDrop, Served};
 use serde_json::{json, Value};
 
 /// One request to the control socket, as any local process could send it; the reply, or None
@@ -64,13 +64,6 @@ fn metrics(port: u16) -> String {
     body
 }
 
-struct Served {
-    _proc: KillOnDrop,
-    out: PathBuf,
-    socket: PathBuf,
-    log: PathBuf,
-}
-
 /// A small unit writing to `root`/data: 2 links at 5 MB/s, a 2 s buffer, windows of at most
 /// 5 s, and `extra` options.
 fn serve(root: &Path, extra: &[&str]) -> Served {
@@ -84,20 +77,12 @@ fn serve_into(root: &Path, out: &Path, max_window: &str, extra: &[&str]) -> Serv
         root.join("ctl.sock"),
         root.join("serve.log"),
     );
-    let child = common::serve_command_into(&out, &socket, common::SMALL_UNIT)
-        .args(["--pre", "300ms", "--post", "300ms"])
+    let mut cmd = common::serve_command_into(&out, &socket, common::SMALL_UNIT);
+    cmd.args(["--pre", "300ms", "--post", "300ms"])
         .args(["--max-window", max_window])
         .args(extra)
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    wait_for_socket(&socket);
-    Served {
-        _proc: KillOnDrop(child),
-        out,
-        socket,
-        log,
-    }
+        .stderr(std::fs::File::create(&log).unwrap());
+    common::started(&mut cmd, &out, &socket, Some(&log))
 }
 
 /// Asks for `request` and expects a refusal that mentions `needle`.
@@ -260,7 +245,7 @@ fn hostile_triggers_over_the_socket_are_refused_and_the_unit_goes_on() {
     // Every refusal counted; the log says at most 10 a period and how many more.
     let refusals = sample(&metrics(metrics_port), "snbuf_triggers_refused_total");
     assert!(refusals >= 400.0, "{refusals} refusals counted");
-    let log = std::fs::read_to_string(&u.log).unwrap();
+    let log = std::fs::read_to_string(u.log.as_ref().unwrap()).unwrap();
     let lines = log.matches("trigger refused").count();
     assert!(
         (10..=40).contains(&lines),
@@ -446,7 +431,7 @@ fn hostile_triggers_over_nats_are_missed_with_the_reason_and_the_unit_goes_on() 
         );
     }
     assert!(!root.path().join("escape").exists());
-    let log = std::fs::read_to_string(&u.log).unwrap();
+    let log = std::fs::read_to_string(u.log.as_ref().unwrap()).unwrap();
     assert!(
         !log.contains("\n2026-01-01T00:00:00Z INFO forged"),
         "a forged log line"

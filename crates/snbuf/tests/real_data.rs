@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{free_udp_port, snbuf, stderr, wait_for_socket, KillOnDrop};
+use common::{free_udp_port, snbuf, stderr, KillOnDrop, Served};
 use serde_json::Value;
 use snbuf_burst::Manifest;
 use snbuf_readout::{FrameGen, FrameType, Payload};
@@ -24,31 +24,18 @@ fn step(t: FrameType) -> u64 {
     snbuf_frames::DetectorClock::of(t).frame_step_ticks(10e6 / t.frame_bytes() as f64)
 }
 
-struct Served {
-    _proc: KillOnDrop,
-    out: PathBuf,
-    socket: PathBuf,
-}
-
 /// `snbuf serve` receiving `links` links of `frame` on `port`.
 fn serve(root: &Path, port: u16, frame: &str, links: u32, extra: &[&str]) -> Served {
     let out = root.join("data");
     let socket = root.join("ctl.sock");
-    let child = common::serve_command_into(&out, &socket, &[])
-        .args(["--source", &format!("udp://127.0.0.1:{port}")])
+    let mut cmd = common::serve_command_into(&out, &socket, &[]);
+    cmd.args(["--source", &format!("udp://127.0.0.1:{port}")])
         .args(["--frame", frame, "--links", &links.to_string()])
         .args(["--rate-per-link", "10MB/s", "--buffer", "3s"])
         .args(["--pre", "1s", "--post", "500ms", "--method", "direct"])
         .args(["--run", "42", "--unit", "apa1"])
-        .args(extra)
-        .spawn()
-        .unwrap();
-    wait_for_socket(&socket);
-    Served {
-        _proc: KillOnDrop(child),
-        out,
-        socket,
-    }
+        .args(extra);
+    common::started(&mut cmd, &out, &socket, None)
 }
 
 /// `snbuf emit` in the background for `seconds`.
@@ -414,7 +401,7 @@ fn overload_at_ingest_is_counted_never_silent() {
     let served = serve(root.path(), port, "wibeth", 2, &["--rcvbuf", "64KiB"]);
     let _sender = KillOnDrop(emit(port, "wibeth", 2, 8, &[]));
     std::thread::sleep(Duration::from_millis(1500));
-    let pid = served._proc.0.id() as i32;
+    let pid = served.proc.0.id() as i32;
     // SAFETY: signalling our own child by pid.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
     std::thread::sleep(Duration::from_millis(400));

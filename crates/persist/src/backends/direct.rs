@@ -172,9 +172,8 @@ impl Sink for DirectSink {
     }
 
     fn grow(&mut self, to: u64) -> Result<()> {
-        super::grow_reported(&self.file, self.region_offset_bytes, &mut self.report, to)?;
-        self.region_bytes = self.report.region_bytes;
-        assert!(self.region_bytes >= to, "grown to at least {to} B");
+        self.region_bytes =
+            super::grow_reported(&self.file, self.region_offset_bytes, &mut self.report, to)?;
         Ok(())
     }
 }

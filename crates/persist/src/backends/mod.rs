@@ -155,13 +155,14 @@ pub(crate) fn grow_region(
     Ok(())
 }
 
-/// `grow_region` for a sink whose report holds its region's size, which then says the new one.
+/// `grow_region` for a sink whose report holds its region's size, which then says the new one
+/// (returned: what the sink may now write).
 pub(crate) fn grow_reported(
     file: &File,
     region_offset_bytes: u64,
     report: &mut crate::sink::SinkReport,
     to: u64,
-) -> Result<()> {
+) -> Result<u64> {
     let from = report.region_bytes;
     grow_region(file, &report.path, region_offset_bytes, from, to)?;
     report.region_bytes = from.max(to);
@@ -169,7 +170,7 @@ pub(crate) fn grow_reported(
         report.region_bytes >= to && report.region_bytes >= from,
         "a region only grows"
     );
-    Ok(())
+    Ok(report.region_bytes)
 }
 
 /// A file written with `pwrite` made durable as `mode` says: `fdatasync` now, or nothing to do

@@ -584,7 +584,7 @@ impl Sink for UringSink {
     }
 
     fn grow(&mut self, to: u64) -> Result<()> {
-        super::grow_reported(&self.file, self.region_offset_bytes, &mut self.report, to)
+        super::grow_reported(&self.file, self.region_offset_bytes, &mut self.report, to).map(|_| ())
     }
 
     fn drain_completion_latencies_ns(&mut self, record: &mut dyn FnMut(u64)) -> bool {

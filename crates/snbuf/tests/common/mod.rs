@@ -129,6 +129,28 @@ pub fn trigger_and_wait(socket: &Path, burst_id: &str) -> Output {
     ])
 }
 
+/// A `snbuf serve` running (killed when dropped): where it writes, its control socket, and its
+/// log (its stderr, when the test kept it).
+pub struct Served {
+    pub proc: KillOnDrop,
+    pub out: PathBuf,
+    pub socket: PathBuf,
+    pub log: Option<PathBuf>,
+}
+
+/// Starts `cmd` (a `serve_command_into(out, socket, ..)`) and waits for its socket.
+pub fn started(cmd: &mut Command, out: &Path, socket: &Path, log: Option<&Path>) -> Served {
+    let child = cmd.spawn().expect("snbuf serve starts");
+    let proc = KillOnDrop(child);
+    wait_for_socket(socket);
+    Served {
+        proc,
+        out: out.to_path_buf(),
+        socket: socket.to_path_buf(),
+        log: log.map(Path::to_path_buf),
+    }
+}
+
 /// Waits until a server accepts connections on the Unix socket `socket` (at most 20 s).
 pub fn wait_for_socket(socket: &Path) {
     let deadline = Instant::now() + Duration::from_secs(20);
