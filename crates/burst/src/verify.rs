@@ -369,7 +369,7 @@ fn frames_in_window(
     };
     // From the first frame inside the window: frames before it are not the window's.
     let present_span_start = first.max(grid_start);
-    let present_span_end = (last + step).min(we);
+    let present_span_end = last.saturating_add(step).min(we);
     let present = present_span_end
         .saturating_sub(present_span_start)
         .div_ceil(step)

@@ -64,6 +64,10 @@ pub struct TriggerMessage {
 pub enum UnitState {
     Idle,
     Recording,
+    /// A state a newer unit reports that this version does not know: shown as unknown, rather
+    /// than the unit's heartbeat skipped.
+    #[serde(other)]
+    Unknown,
 }
 
 impl std::fmt::Display for UnitState {
@@ -71,6 +75,7 @@ impl std::fmt::Display for UnitState {
         f.write_str(match self {
             UnitState::Idle => "idle",
             UnitState::Recording => "recording",
+            UnitState::Unknown => "unknown",
         })
     }
 }

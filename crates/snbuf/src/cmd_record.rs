@@ -3,10 +3,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// A link emulation later than this behind its schedule is reported: at the default rates it
-/// sleeps 1 ms between rounds, so a few ms is normal scheduling.
-const SOURCE_LAG_WORTH_SAYING_S: f64 = 0.010;
-
 use anyhow::Context;
 use snbuf_quantity::{Bytes, Rate};
 use snbuf_unit::{record, Progress};
@@ -259,7 +255,7 @@ fn print_what_was_kept(config: &snbuf_unit::RecordConfig, report: &snbuf_unit::R
             report.result.skipped_at_source_per_link
         );
     }
-    if report.result.source_max_lag_s > SOURCE_LAG_WORTH_SAYING_S {
+    if report.result.source_lag_worth_saying() {
         println!(
             "  source      ran up to {:.0} ms late while recording (the links were slower than set)",
             report.result.source_max_lag_s * 1e3

@@ -525,21 +525,21 @@ fn functions(text: &str) -> Vec<(String, usize, usize, String)> {
     out
 }
 
-/// Figures the tree may only improve on. Each is the tree as it is, to be lowered (or, for
-/// assertions, raised) as code is reshaped, toward: at most 5 functions over `MAX_FN_LINES`, a
-/// binary of at most 3,000 lines, half an assertion a function where data is persisted, and at
-/// most 10 lookups of JSON by key outside tests (each a deliberate reading of a format another
-/// program writes). A change that makes one worse fails here, with the list to look at.
+/// Figures the tree may only improve on, each now at its target: at most 5 functions over
+/// `MAX_FN_LINES`, a binary of at most 3,000 lines (it parses and calls), half an assertion a
+/// function where data is persisted and accounted for, and at most 10 lookups of JSON by key
+/// outside tests (each a deliberate reading of a message or file another program writes). A
+/// change that makes one worse fails here, with the list to look at.
 const MAX_LONG_FUNCTIONS: usize = 5;
 const MAX_BINARY_LINES: usize = 3000;
 const MAX_KEY_LOOKUPS: usize = 10;
 /// Assertions (`assert!`, `assert_eq!`, `debug_assert!`, ...) per function, outside tests, in
 /// the crates that persist and account for the detector's data.
 const MIN_ASSERTIONS_PER_FUNCTION: &[(&str, f64)] = &[
-    ("persist", 0.21),
-    ("burst", 0.13),
-    ("unit", 0.15),
-    ("readout", 0.55),
+    ("persist", 0.5),
+    ("burst", 0.5),
+    ("unit", 0.5),
+    ("readout", 0.5),
 ];
 
 /// Every `src/` file of `krate`, but for unit tests kept in files of their own (`*_tests.rs`).

@@ -546,3 +546,59 @@ fn bad_network_options_are_refused_with_one_line() {
         "no stream_id",
     );
 }
+
+/// A stream whose clock sits at the end of its range (a wrong or hostile sender): its trigger is
+/// recorded (the window clipped at the clock's end, what never came counted lost), a cancel of
+/// the next one is answered, and the unit goes on. Arithmetic past the end would panic a writer
+/// in a debug build and, wrapped in a release one, count an enormous loss.
+#[test]
+fn a_stream_at_the_end_of_the_clock_is_recorded_not_a_panic() {
+    let root = tempfile::tempdir().unwrap();
+    let port = free_udp_port();
+    let served = serve(root.path(), port, "wibeth", 1, &["--rcvbuf", "8MiB"]);
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to = format!("127.0.0.1:{port}");
+    let mut gen = FrameGen::new(FrameType::WibEth, 0, &Payload::Emulated).unwrap();
+    let step = FrameType::WibEth.ticks_per_frame();
+    let frames = 600u64;
+    // The last frame half a step before the clock's end: the next one would be past it.
+    let first = u64::MAX - step / 2 - (frames - 1) * step;
+    let send = |gen: &mut FrameGen, from: u64, to_frame: u64| {
+        for k in from..to_frame {
+            s.send_to(gen.frame_at(first + k * step), &to).unwrap();
+            std::thread::sleep(Duration::from_micros(500));
+        }
+    };
+    send(&mut gen, 0, frames / 2);
+    let burst = trigger(&served, "at-the-end");
+    let m = Manifest::read(&burst).unwrap();
+    assert_eq!(m.trigger.as_ref().unwrap().window_end_timestamp, u64::MAX);
+    let recorded = m.links[0].data.frames;
+    assert!(recorded > 0, "what was sent is recorded: {m:?}");
+    let o = snbuf(&["verify", burst.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The next trigger, cancelled while it waits for frames that never come.
+    let sock = served.socket.to_str().unwrap();
+    let waiting = Command::new(env!("CARGO_BIN_EXE_snbuf"))
+        .args(["trigger", "--socket", sock, "--burst-id", "cancelled"])
+        .args(["--post", "30s", "--wait"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _waiting = KillOnDrop(waiting);
+    send(&mut gen, frames / 2, frames);
+    std::thread::sleep(Duration::from_millis(500));
+    let o = snbuf(&[
+        "trigger",
+        "--socket",
+        sock,
+        "--cancel",
+        "cancelled",
+        "--wait",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = snbuf(&["verify", served.out.join("cancelled").to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(status(&served)["ok"], true, "the unit goes on");
+}

@@ -21,6 +21,7 @@ const DEFAULT_CHUNK_BYTES: u64 = 1 << 20;
 const MAX_ALIGNED_CHUNK_BYTES: u64 = 4 << 20;
 
 fn gcd(mut a: u64, mut b: u64) -> u64 {
+    debug_assert!(a > 0 || b > 0, "gcd(0, 0) divides nothing");
     while b != 0 {
         (a, b) = (b, a % b);
     }
@@ -31,7 +32,12 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
 /// 7200 B, 64 for a 5568 B superchunk, 512 for DAPHNE's 2008 B.
 pub fn block_frames(frame_bytes: u64) -> u64 {
     assert!(frame_bytes > 0, "frames have bytes");
-    ZERO_COPY_BLOCK_BYTES / gcd(frame_bytes, ZERO_COPY_BLOCK_BYTES)
+    let bf = ZERO_COPY_BLOCK_BYTES / gcd(frame_bytes, ZERO_COPY_BLOCK_BYTES);
+    assert!(
+        bf <= ZERO_COPY_BLOCK_BYTES && (bf * frame_bytes).is_multiple_of(ZERO_COPY_BLOCK_BYTES),
+        "block_frames frames are whole blocks"
+    );
+    bf
 }
 
 /// The default frames per chunk: about 1 MiB, a whole number of blocks where that stays under
@@ -46,6 +52,10 @@ pub fn default_chunk_frames(frame_bytes: u64) -> u32 {
     } else {
         about
     };
+    assert!(
+        frames >= 1 && (frames == about || frames.is_multiple_of(bf)),
+        "a chunk is at least a frame, and whole blocks unless about a default's bytes"
+    );
     u32::try_from(frames).unwrap_or(u32::MAX)
 }
 
@@ -55,6 +65,10 @@ pub fn ring_capacity_frames(frames: u64, frame_bytes: u64) -> u64 {
     let bf = block_frames(frame_bytes);
     let capacity = frames.div_ceil(bf) * bf;
     assert!(capacity >= frames && capacity.is_multiple_of(bf));
+    debug_assert!(
+        capacity - frames < bf,
+        "rounded up by less than a block's frames"
+    );
     capacity
 }
 

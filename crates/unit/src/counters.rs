@@ -81,6 +81,7 @@ impl LiveLink {
             had == 0 || until_ts >= self.durable_until.load(Ordering::Relaxed),
             "the durable watermark went back"
         );
+        debug_assert!(frames >= chunks, "every chunk acknowledged holds a frame");
         // Timestamp and frames before the chunk count: a reader that sees the chunks sees them.
         self.durable_until.store(until_ts, Ordering::Release);
         self.durable_frames.fetch_add(frames, Ordering::Release);
@@ -98,6 +99,11 @@ impl LiveLink {
     }
 
     pub fn set_cursor(&self, seq: u64) {
+        // Written by the link's own writer only: its last store is what it loads.
+        debug_assert!(
+            seq >= self.cursor.load(Ordering::Relaxed),
+            "a link's cursor only moves forward"
+        );
         self.cursor.store(seq, Ordering::Relaxed);
     }
 

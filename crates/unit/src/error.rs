@@ -39,6 +39,17 @@ pub enum RecordError {
     Verify(#[from] snbuf_burst::verify::BurstDirError),
     #[error("a burst is being recorded; this trigger is refused (retry when it is sealed)")]
     Busy,
+    #[error("the recording failed inside snbuf ({0}); the burst is left for `snbuf recover`, and the unit takes triggers again")]
+    Panicked(String),
+}
+
+/// What a caught panic said (its message, when it has one).
+pub(crate) fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "a panic".into())
 }
 
 impl From<snbuf_burst::OpenError> for RecordError {

@@ -85,11 +85,14 @@ impl LinkRate {
                 ));
             }
         }
+        // A ratio is measured with the figure it is of (`RateMeter::rates`).
+        debug_assert!(!parts.is_empty(), "a mismatch says what is off");
         Some(format!("link {}: {}", self.link, parts.join("; ")))
     }
 }
 
 fn off(ratio: f64) -> bool {
+    debug_assert!(ratio.is_finite(), "a ratio over seconds of samples");
     (ratio - 1.0).abs() > MISMATCH_TOLERANCE
 }
 
@@ -103,6 +106,10 @@ pub struct RateMeter {
 
 impl RateMeter {
     pub fn new(clock_hz: u64, frame_bytes: u64, configured_bytes_per_s: f64) -> RateMeter {
+        assert!(
+            clock_hz > 0 && frame_bytes > 0,
+            "a clock that ticks, frames of bytes"
+        );
         RateMeter {
             clock_hz,
             frame_bytes,
@@ -113,6 +120,12 @@ impl RateMeter {
 
     /// Adds a sample of every link taken at `at`, forgetting those older than `MEASURE_OVER`.
     pub fn add(&mut self, at: Instant, links: Vec<LinkSample>) {
+        debug_assert!(
+            self.samples
+                .back()
+                .is_none_or(|(_, l)| l.len() == links.len()),
+            "every sample has every link"
+        );
         self.samples.push_back((at, links));
         while self
             .samples
@@ -131,6 +144,7 @@ impl RateMeter {
             return Vec::new();
         };
         let span = t1.saturating_duration_since(*t0);
+        assert_eq!(first.len(), last.len(), "every sample has every link");
         first
             .iter()
             .zip(last)
@@ -153,6 +167,11 @@ impl RateMeter {
                 r.ticks_per_s = Some(ticks as f64 / s);
                 r.clock_ratio = Some(ticks as f64 / s / self.clock_hz as f64);
                 r.bytes_per_s = Some(bytes as f64 / s);
+                debug_assert!(
+                    r.clock_ratio.is_some_and(f64::is_finite)
+                        && r.bytes_per_s.is_some_and(f64::is_finite),
+                    "figures over at least MIN_SPAN"
+                );
                 if self.configured_bytes_per_s > 0.0 {
                     r.rate_ratio = Some(bytes as f64 / s / self.configured_bytes_per_s);
                 }
@@ -182,6 +201,7 @@ pub(crate) fn measured_step_of(b: &LatencyBuffer) -> Option<u64> {
         }
         last = Some(ts);
     }
+    debug_assert!(step.is_none_or(|s| s > 0), "a step is some ticks");
     step
 }
 
@@ -189,14 +209,16 @@ pub(crate) fn measured_step_of(b: &LatencyBuffer) -> Option<u64> {
 /// emulator; for a stream from the network, the finest step any link's buffer shows, the frame
 /// type's own until frames have come.
 pub(crate) fn stream_step_ticks(config: &RecordConfig, buffers: &[LatencyBuffer]) -> u64 {
-    match config.source {
+    let step = match config.source {
         crate::config::Source::Emulated { .. } => config.frame_step_ticks(),
         crate::config::Source::Udp(_) => buffers
             .iter()
             .filter_map(measured_step_of)
             .min()
             .unwrap_or(config.frame_type.ticks_per_frame()),
-    }
+    };
+    assert!(step > 0, "a link's frames are some ticks apart");
+    step
 }
 
 pub(crate) fn newest_of(b: &LatencyBuffer) -> Option<u64> {
@@ -249,6 +271,7 @@ pub(crate) fn measure_links(
                 m.add(Instant::now(), samples);
                 let rates = m.rates();
                 drop(m);
+                debug_assert_eq!(rates.len(), buffers.len(), "a rate per link");
                 for (r, said) in rates.iter().zip(said.iter_mut()) {
                     match r.complaint(hz, configured) {
                         Some(why) if !*said => {

@@ -41,6 +41,11 @@ pub(crate) struct Links {
 
 /// Starts filling `producers` (one per link, in link order) from the configured source.
 pub(crate) fn start(config: &RecordConfig, producers: Vec<Producer>) -> Result<Links, RecordError> {
+    assert_eq!(
+        producers.len(),
+        config.links as usize,
+        "a producer per link"
+    );
     let stop = Arc::new(AtomicBool::new(false));
     let max_lag_ns = Arc::new(AtomicU64::new(0));
     let favoured = Arc::new(AtomicBool::new(false));
@@ -141,7 +146,13 @@ pub(crate) fn start(config: &RecordConfig, producers: Vec<Producer>) -> Result<L
 /// and `snbuf emit` keeps the same clock. Returns when the emulator starts (it makes frame k when
 /// k + 1 frame periods have passed) and the first frame's timestamp.
 pub fn emulated_clock(config: &RecordConfig) -> (Instant, u64) {
-    snbuf_readout::source::clock_from_epoch(config.clock(), config.frame_step_ticks(), 0.0)
+    let step = config.frame_step_ticks();
+    let (start, first_ts) = snbuf_readout::source::clock_from_epoch(config.clock(), step, 0.0);
+    debug_assert!(
+        first_ts.is_multiple_of(step),
+        "frame k has timestamp k x step"
+    );
+    (start, first_ts)
 }
 
 impl Links {

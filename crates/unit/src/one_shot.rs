@@ -45,6 +45,11 @@ pub fn record(
     }
     let window = unit.window(TriggerAt::Now, config.pre, config.post)?;
     let mut report = unit.trigger(&window, &config.burst_id, &mut on_progress)?;
+    assert_eq!(
+        report.result.links.len(),
+        config.links as usize,
+        "a manifest record per link"
+    );
     let (_, skipped) = unit.stop();
     report.result.skipped_at_source_per_link = skipped;
     Ok(report)

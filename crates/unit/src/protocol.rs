@@ -181,6 +181,10 @@ pub enum OutcomeState {
     Recovered,
     #[default]
     Error,
+    /// A state a newer unit reports that this version does not know: read, and shown as
+    /// unknown, rather than the whole status or heartbeat refused.
+    #[serde(other)]
+    Unknown,
 }
 
 impl OutcomeState {
@@ -191,6 +195,7 @@ impl OutcomeState {
             OutcomeState::Failed => "failed",
             OutcomeState::Recovered => "recovered",
             OutcomeState::Error => "error",
+            OutcomeState::Unknown => "unknown",
         }
     }
 

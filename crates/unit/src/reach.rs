@@ -54,6 +54,12 @@ impl BurstReach {
         region_bytes: u64,
         step_ticks: u64,
     ) -> BurstReach {
+        assert!(step_ticks > 0, "a link's frames are some ticks apart");
+        assert!(
+            first.covered_start_timestamp <= first.covered_end_timestamp
+                && first.covered_end_timestamp <= window.window_end_timestamp,
+            "the first trigger's covered part is inside the window"
+        );
         BurstReach {
             step_ticks,
             inner: Mutex::new(Reach {
@@ -74,6 +80,10 @@ impl BurstReach {
 
     pub fn now(&self) -> Now {
         let r = self.lock();
+        debug_assert!(
+            r.window.window_start_timestamp <= r.window.window_end_timestamp,
+            "a window starts before it ends"
+        );
         Now {
             end: r.window.window_end_timestamp,
             give_up_at: r.give_up_at,
@@ -86,6 +96,10 @@ impl BurstReach {
     /// (the link goes on to the new end).
     pub fn close_at(&self, end: u64) -> bool {
         let mut r = self.lock();
+        debug_assert!(
+            end >= r.window.window_start_timestamp,
+            "an end read from the reach is at or after the window's start"
+        );
         // Moved out by a join, or in by a cancel (to past every frame any writer has read):
         // either way the link reads the new end and goes on.
         if r.window.window_end_timestamp != end {
@@ -122,6 +136,10 @@ impl BurstReach {
             t.covered_end_timestamp <= end.max(r.window.window_end_timestamp),
             "what a trigger is told is covered is inside the window"
         );
+        debug_assert!(
+            t.covered_start_timestamp <= t.covered_end_timestamp,
+            "a trigger's covered part starts before it ends"
+        );
         if end > r.window.window_end_timestamp {
             let hz = r.window.clock_hz.unwrap_or(1).max(1) as f64;
             r.window.window_end_timestamp = end;
@@ -131,6 +149,12 @@ impl BurstReach {
         r.region_bytes = r.region_bytes.max(region_bytes);
         r.triggers.push(t);
         r.version += 1;
+        // Not cancelled (a cancel bumps the version too, and then refuses every join).
+        debug_assert_eq!(
+            r.triggers.len() as u64,
+            r.version + 1,
+            "one version per trigger that joined"
+        );
         Ok(())
     }
 
@@ -147,7 +171,13 @@ impl BurstReach {
         }
         let (start, trigger) = (r.window.window_start_timestamp, r.window.trigger_timestamp);
         let step = self.step_ticks.max(1);
-        let end = start + end.max(trigger).saturating_sub(start).div_ceil(step) * step;
+        // Saturating: a stream's clock may sit at the end of its range.
+        let end = start.saturating_add(
+            end.max(trigger)
+                .saturating_sub(start)
+                .div_ceil(step)
+                .saturating_mul(step),
+        );
         if end >= r.window.window_end_timestamp {
             return Ok(r.window.window_end_timestamp);
         }
@@ -159,6 +189,12 @@ impl BurstReach {
             t.covered_end_timestamp = t.covered_end_timestamp.min(end);
             t.covered_start_timestamp = t.covered_start_timestamp.min(end);
         }
+        debug_assert!(
+            r.triggers
+                .iter()
+                .all(|t| t.covered_start_timestamp <= t.covered_end_timestamp),
+            "each trigger's covered part still starts before it ends"
+        );
         r.version += 1;
         Ok(end)
     }
@@ -176,6 +212,7 @@ impl BurstReach {
     /// The window and the triggers answered, with a version that changes at each join.
     pub fn answered(&self) -> (u64, TriggerInfo, Vec<AnsweredTrigger>) {
         let r = self.lock();
+        debug_assert!(!r.triggers.is_empty(), "a burst answers its first trigger");
         (r.version, r.window.clone(), r.triggers.clone())
     }
 
@@ -219,6 +256,10 @@ pub(crate) fn join(
     let clock = config.clock();
     if let Some(a) = reach.answered_trigger(id) {
         // Delivered again (its answer lost): the same answer, nothing recorded twice.
+        debug_assert!(
+            a.covered_end_timestamp <= a.window_end_timestamp,
+            "a trigger is covered no further than it asked"
+        );
         let short = a.window_end_timestamp - a.covered_end_timestamp;
         return Ok(Joined {
             covered_start: a.covered_start_timestamp,
@@ -254,9 +295,21 @@ pub(crate) fn join(
         let fit = start.saturating_add(frames.saturating_sub(1).saturating_mul(step));
         (fit.clamp(end, wanted_end), room.max(now.region_bytes))
     };
+    assert!(
+        end <= new_end && new_end <= wanted_end,
+        "the end moves out, never in, and no further than asked"
+    );
+    debug_assert!(
+        region >= now.region_bytes,
+        "a link's file region only grows"
+    );
     let covered_end = w.window_end_timestamp.min(new_end);
     let mut answered = AnsweredTrigger::whole(id, w);
     answered.covered_end_timestamp = covered_end;
+    assert!(
+        covered_end >= w.window_start_timestamp,
+        "a joining trigger is covered from its window's start"
+    );
     let more = Duration::from_secs_f64(clock.seconds(new_end - end).min(86_400.0));
     reach.join(answered, new_end, region, more)?;
     let short = w.window_end_timestamp - covered_end;
@@ -304,6 +357,10 @@ pub(crate) fn give_up_at(
         .filter(|r| r.is_finite() && *r > 0.0)
         .fold(1.0_f64, f64::min)
         .max(0.02);
+    debug_assert!(
+        (0.02..=1.0).contains(&slowest),
+        "a wait stretched by at most 50 times"
+    );
     Instant::now()
         + Duration::from_secs_f64((ahead_s / slowest).min(86_400.0))
         + config.buffer

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use snbuf_burst::{LinkIdentity, TriggerInfo};
-use snbuf_readout::{latency_buffer_on_node, LatencyBuffer, Producer};
+use snbuf_readout::LatencyBuffer;
 
 use crate::config::RecordConfig;
 use crate::counters::{LinkCounters, LiveLink, Progress};
@@ -188,8 +188,16 @@ impl Unit {
 
     /// Every link over the whole run: finished bursts plus the one being recorded.
     pub fn totals(&self) -> Vec<LinkCounters> {
+        self.progress_and_totals("totals").1
+    }
+
+    /// Every link now (`progress`) and over the whole run (`totals`), from one reading of the
+    /// links: taken under the run's totals lock, so a burst that ends meanwhile is counted in
+    /// one or the other, never both.
+    pub fn progress_and_totals(&self, phase: &'static str) -> (Progress, Vec<LinkCounters>) {
         let finished = self.finished.lock().expect("unit totals");
-        self.progress("totals")
+        let now = self.progress(phase);
+        let totals = now
             .links
             .iter()
             .zip(finished.iter())
@@ -205,7 +213,9 @@ impl Unit {
                     ..t
                 }
             })
-            .collect()
+            .collect();
+        drop(finished);
+        (now, totals)
     }
 
     /// Frames each link's buffer holds when full.
@@ -285,7 +295,13 @@ impl Unit {
             }
             *slot = Some(live.clone());
         }
-        let result = self.record_window(window, first, &live, &mut on_progress);
+        // A panic while recording is this burst's error, not the unit's end: caught here, so
+        // that the unit is left as after any failed burst (no reach a later trigger could join,
+        // no live counters, the totals kept) and takes triggers again.
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.record_window(window, first, &live, &mut on_progress)
+        }))
+        .unwrap_or_else(|panic| Err(RecordError::Panicked(crate::error::panic_text(&*panic))));
         *self.reach.lock().expect("reach") = None;
         {
             // Into the run's totals before the live counters go, under the same lock order
@@ -596,64 +612,6 @@ impl Drop for Unit {
 }
 
 mod held;
+mod setup;
 
-/// Every output directory exists, and holds no preparation a crashed process left (they hold
-/// no data; this unit's start prepares anew).
-fn prepare_outputs(config: &RecordConfig) -> Result<(), RecordError> {
-    for output in config.outputs() {
-        let dir_error = |what, cause| RecordError::OutputDir {
-            what,
-            path: output.clone(),
-            cause,
-        };
-        std::fs::create_dir_all(&output).map_err(|e| dir_error("create output directory", e))?;
-        snbuf_burst::opening::prepared::remove_stale(&output).map_err(|e| dir_error("clean", e))?;
-    }
-    Ok(())
-}
-
-/// Per link: the producer that fills its buffer, the buffer, and the NUMA node it is on.
-type LinkBuffers = (Vec<Producer>, Vec<LatencyBuffer>, Vec<Option<u32>>);
-
-/// Each link's latency buffer, prefaulted at once (buffers that cannot fit in memory are
-/// refused rather than killed filling them), with its producer and the NUMA node it is on.
-/// On a machine with several NUMA nodes each link's buffer lives on the node of the device it
-/// is written to (link l goes to output l mod N): the device's DMA and the writer pinned near it
-/// (`writers::near_cpus`) then read it without crossing sockets.
-fn allocate_buffers(config: &RecordConfig) -> Result<LinkBuffers, RecordError> {
-    let buffer_bytes = config.buffer_frames() * config.frame_bytes() * config.links as u64;
-    if let Some(available) = snbuf_persist::medium::memory_available_bytes() {
-        if buffer_bytes > available {
-            return Err(RecordError::NotEnoughMemory {
-                need_bytes: buffer_bytes,
-                available_bytes: available,
-            });
-        }
-    }
-    let nodes = snbuf_platform::numa::nodes();
-    let output_nodes: Vec<Option<u32>> = config
-        .outputs()
-        .iter()
-        .map(|o| snbuf_platform::numa::memory_node(snbuf_platform::numa::node_of_path(o), &nodes))
-        .collect();
-    let buffer_nodes: Vec<Option<u32>> = (0..config.links as usize)
-        .map(|l| output_nodes[l % output_nodes.len()])
-        .collect();
-    let (mut producers, mut buffers) = (Vec::new(), Vec::new());
-    for link in 0..config.links {
-        let (mut p, b) = latency_buffer_on_node(
-            config.frame_type.layout(),
-            config.buffer_frames(),
-            config.page_size,
-            buffer_nodes[link as usize],
-        )
-        .map_err(|cause| RecordError::Buffer { link, cause })?;
-        // The links checksum each frame in their cache for writers that send frames to a
-        // block device without reading them; a writer to mapped memory checksums what its
-        // copy just read, and the links keep their CPU.
-        p.set_frame_checksums(!config.method.capabilities().mapped);
-        producers.push(p);
-        buffers.push(b);
-    }
-    Ok((producers, buffers, buffer_nodes))
-}
+use setup::{allocate_buffers, prepare_outputs};

@@ -57,6 +57,10 @@ impl StatusFile {
         burst_dir: Option<&Path>,
         p: &Progress,
     ) -> std::io::Result<()> {
+        debug_assert!(
+            p.links.windows(2).all(|w| w[0].link < w[1].link),
+            "links in link order"
+        );
         let v = json!({
             "pid": std::process::id(),
             "phase": p.phase,

@@ -30,6 +30,7 @@ pub(crate) struct WriterWatch {
 
 impl WriterWatch {
     pub fn new(links: &[DynLink]) -> Arc<WriterWatch> {
+        assert!(!links.is_empty(), "a writer has links to watch over");
         Arc::new(WriterWatch {
             started: Instant::now(),
             beat_ns: AtomicU64::new(0),
@@ -47,6 +48,7 @@ impl WriterWatch {
     /// Link `i` of this writer was acknowledged up to where it stands now.
     pub fn acknowledged(&self, i: usize, link: &DynLink) {
         if let Ok(mut links) = self.links.lock() {
+            debug_assert_eq!(links[i].link(), link.link(), "position {i} is this link");
             links[i] = link.without_sink();
         }
     }
@@ -81,7 +83,12 @@ impl WriterWatch {
 /// How long a writer may be silent before it is given up: the completion deadline, and half
 /// as much again (at least a second), so that a sink that can bound its own wait fails first.
 pub(crate) fn silence_allowed(completion_deadline: Duration) -> Duration {
-    completion_deadline + (completion_deadline / 2).max(Duration::from_secs(1))
+    let allowed = completion_deadline + (completion_deadline / 2).max(Duration::from_secs(1));
+    assert!(
+        allowed >= completion_deadline + Duration::from_secs(1),
+        "a sink's own deadline fires at least a second before the watchdog"
+    );
+    allowed
 }
 
 /// A link whose writer the watchdog gave up (stuck in a call on its device): failed with why,
@@ -103,8 +110,19 @@ pub(crate) fn give_up_link(lw: &mut DynLink, live: &LiveLink, job: &WindowJob, s
     };
     let counted = record.data.frames + record.lost_frames;
     lw.add_lost_frames(window.saturating_sub(counted));
+    assert!(
+        lw.record().data.frames + lw.record().lost_frames >= window,
+        "link {}: every frame of the window is in its record, durable or lost",
+        record.link
+    );
     live.fail();
     live.add_lost(window.saturating_sub(live.durable_frames() + live.lost_frames()));
+    // Both only grow, whatever the writer given up still does.
+    assert!(
+        live.durable_frames() + live.lost_frames() >= window,
+        "link {}: every frame of the window is shown durable or lost",
+        record.link
+    );
     live.set_overwritten(0);
     let path = std::path::PathBuf::from(&job.burst_id).join(&record.file);
     lw.abandon(&WriteError::Persist {
@@ -115,4 +133,8 @@ pub(crate) fn give_up_link(lw: &mut DynLink, live: &LiveLink, job: &WindowJob, s
             waited: Duration::from_millis(silent.as_millis() as u64),
         },
     });
+    debug_assert!(
+        lw.failed() && lw.abandoned(),
+        "a link given up is failed and abandoned"
+    );
 }

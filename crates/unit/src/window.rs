@@ -105,6 +105,14 @@ impl WindowClock {
         // Whole frames each side, so the window's length is a whole number of frames.
         let pre_ticks = self.ticks(pre) / step * step;
         let post_ticks = self.ticks(post).div_ceil(step) * step;
+        assert!(
+            pre_ticks.is_multiple_of(step) && post_ticks.is_multiple_of(step),
+            "whole frames each side"
+        );
+        assert!(
+            pre_ticks <= self.ticks(pre) && post_ticks >= self.ticks(post),
+            "pre rounded down to whole frames, post up"
+        );
         let (start, end) = (t.saturating_sub(pre_ticks), t.saturating_add(post_ticks));
         if let Some(oldest) = held.oldest_anywhere.filter(|&o| end <= o) {
             return Err(WindowError::Gone {
@@ -114,6 +122,10 @@ impl WindowClock {
                 gone_s: self.clock.seconds(oldest - end),
             });
         }
+        assert!(
+            held.oldest_anywhere.is_none_or(|o| end > o),
+            "some of the window is still in a buffer"
+        );
         let mut w = TriggerInfo::new(t, start, end, self.clock.hz());
         let oldest = held.oldest.unwrap_or(newest);
         if oldest > start {
@@ -162,7 +174,12 @@ pub fn frames_in_window(start: u64, end: u64, anchor: u64, ticks_per_frame: u64)
         anchor + (start - anchor).div_ceil(tpf) * tpf
     };
     debug_assert!(first >= start && first - start < tpf && on_grid(first, anchor, tpf));
-    frames_between(first, end, tpf)
+    let n = frames_between(first, end, tpf);
+    debug_assert!(
+        n <= frames_between(start, end, tpf),
+        "no more frames than the window has room for"
+    );
+    n
 }
 
 /// Frames missing inside a run of `frames` frames from `first` to `last`.
@@ -171,6 +188,7 @@ pub fn frames_missing_inside(first: u64, last: u64, frames: u64, ticks_per_frame
         first <= last && ticks_per_frame > 0,
         "a run from {first} to {last}"
     );
+    debug_assert!(frames >= 1, "a run holds at least its first frame");
     ((last - first) / ticks_per_frame + 1).saturating_sub(frames)
 }
 
@@ -189,6 +207,7 @@ pub(crate) fn first_at_or_after(
     timestamp: impl Fn(usize) -> u64,
     ts: u64,
 ) -> usize {
+    debug_assert!(from <= n, "a search from inside the frames");
     if from >= n || timestamp(from) >= ts {
         return from;
     }
@@ -206,7 +225,12 @@ pub(crate) fn first_at_or_after(
         }
     }
     // No assertion on the timestamps here: read from a ring the producer may be overwriting,
-    // they may be torn, and then the caller throws the answer away (`read_with`).
+    // they may be torn, and then the caller throws the answer away (`read_with`). On the
+    // positions there is one: the answer lies among the frames searched.
+    debug_assert!(
+        from <= hi && hi < n,
+        "the answer is one of the frames searched"
+    );
     hi
 }
 

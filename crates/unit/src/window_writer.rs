@@ -140,6 +140,8 @@ pub(crate) fn write_window(
         bufs.len(),
         "a buffer per link, in the same order"
     );
+    assert!(job.ticks_per_frame > 0, "frames are some ticks apart");
+    assert!(job.frames_per_s > 0.0, "a link fills chunks at some rate");
     let mut work = link_works(links, bufs, live, watch);
     let mut order: Vec<usize> = Vec::with_capacity(work.len());
     while work.iter().any(|w| !w.c.done) {
@@ -332,6 +334,7 @@ impl LinkWork<'_> {
         let timestamp_of = |frame: &[u8]| layout.timestamp(frame);
         let read = self.buf.read_with(next, available.min(want), |run| {
             let n = run.frames();
+            debug_assert!(n >= 1 && n as u64 <= available.min(want), "within the ask");
             // Frames before the window (a window that starts in the future) are passed over.
             // A link's frames are in timestamp order (as `find_timestamp` and the loss count
             // assume), so both edges are found by bisection: a handful of frame headers read,
@@ -455,6 +458,8 @@ impl LinkWork<'_> {
             last,
             staged,
         } = batch;
+        debug_assert!(before + inside <= n, "a batch is part of what was read");
+        debug_assert!(inside <= job.chunk_frames as usize, "at most chunk_frames");
         if inside == 0 {
             if before == n {
                 self.advance_to(next + n as u64);
@@ -501,12 +506,12 @@ impl LinkWork<'_> {
         if self.lw.pending_chunks() >= job.chunks_per_persist as u64 {
             self.c.persist_due = true;
         }
-        self.c.expect_ts = Some(last + tpf);
+        self.c.expect_ts = Some(last.saturating_add(tpf));
         self.advance_to(next + (before + inside) as u64);
         if before + inside < n && job.reach.close_at(we) {
             // A frame at or past the window's end is buffered: the window is complete (unless
             // a trigger moved the end out meanwhile: then the link goes on).
-            self.count_lost(frames_between(last + tpf, we, tpf));
+            self.count_lost(frames_between(last.saturating_add(tpf), we, tpf));
             self.finish_window();
         }
     }
@@ -553,6 +558,7 @@ impl LinkWork<'_> {
     /// The window's end was reached: once what is pending is durable (a flush the writer's
     /// loop starts and waits for), this link is done.
     fn finish_window(&mut self) {
+        debug_assert!(!self.c.finishing, "a link finishes its window once");
         self.c.finishing = true;
         self.live.set_overwritten(0);
         self.live.set_cursor(u64::MAX);
@@ -567,6 +573,8 @@ impl LinkWork<'_> {
     /// The first half of `flush`: the persist of what is pending is started (on io_uring the
     /// fdatasync is submitted; other methods persist here).
     fn start_flush(&mut self) -> bool {
+        debug_assert!(self.started.is_none(), "no chunk write in flight");
+        debug_assert!(!self.c.persist_started, "one persist at a time");
         self.c.persist_due = false;
         if self.lw.pending_chunks() == 0 {
             self.c.done |= self.c.finishing;

@@ -47,19 +47,23 @@ pub(crate) fn near_cpus(
     link_nodes: &[Option<u32>],
     allowed: &[usize],
 ) -> Vec<Vec<usize>> {
+    assert!(writers > 0, "a burst has writers");
     if link_nodes.iter().all(Option::is_none) {
         return vec![Vec::new(); writers];
     }
     let nodes = snbuf_platform::numa::nodes();
-    (0..writers)
+    let near: Vec<Vec<usize>> = (0..writers)
         .map(|w| {
             snbuf_platform::numa::cpus_near(writer_node(w, writers, link_nodes), &nodes, allowed)
         })
-        .collect()
+        .collect();
+    assert_eq!(near.len(), writers, "a preference per writer");
+    near
 }
 
 /// The node all of writer w's links are on, if they are all on one known node.
 fn writer_node(w: usize, writers: usize, link_nodes: &[Option<u32>]) -> Option<u32> {
+    debug_assert!(w < writers, "writer {w} of {writers}");
     let mut on = link_nodes
         .iter()
         .enumerate()
@@ -79,11 +83,22 @@ impl Writers {
         job: &WindowJob,
         placement: WriterPlacement<'_>,
     ) -> Result<Writers, RecordError> {
+        assert_eq!(links.len(), buffers.len(), "a link writer per buffer");
+        assert_eq!(live.len(), buffers.len(), "live counters per link");
+        assert!(
+            placement.writers > 0 && !placement.cpus.is_empty(),
+            "writers, and CPUs to run them on"
+        );
         let mut per_writer: Vec<Vec<DynLink>> =
             (0..placement.writers).map(|_| Vec::new()).collect();
         for lw in links {
             per_writer[lw.link() as usize % placement.writers].push(lw);
         }
+        // Links 0..n, no more writers than links: writer w has link w at least.
+        assert!(
+            per_writer.iter().all(|l| !l.is_empty()),
+            "every writer has a link"
+        );
         let mut handles = Vec::new();
         let mut watches = Vec::new();
         for (w, links) in per_writer.into_iter().enumerate() {
@@ -131,6 +146,7 @@ impl Writers {
                 }
             }
         }
+        assert_eq!(handles.len(), placement.writers, "every writer runs");
         Ok(Writers {
             handles,
             watches,
@@ -200,6 +216,11 @@ impl Writers {
             links.extend(l);
             cpu_s += cpu;
         }
+        assert_eq!(
+            links.len(),
+            self.live.len(),
+            "every link of the burst comes back to be sealed"
+        );
         Ok((links, cpu_s))
     }
 }

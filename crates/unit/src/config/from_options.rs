@@ -31,6 +31,7 @@ pub fn from_options(
     } else {
         args.output.clone()
     };
+    assert!(!outputs.is_empty(), "a unit writes somewhere");
     if let Some(path) = &args.status_file {
         check_parent_dir("--status-file", path)?;
     }
@@ -75,6 +76,11 @@ fn distinct_outputs(outputs: &[PathBuf]) -> Result<(), SetupError> {
         }
         seen.push(real);
     }
+    debug_assert_eq!(
+        seen.len(),
+        outputs.len(),
+        "every output is its own directory"
+    );
     Ok(())
 }
 
@@ -159,6 +165,10 @@ fn build_config(
         one_kind_of_medium(&output, &more_outputs)?;
     }
     let frames_per_s = rate_bytes_per_s / fb;
+    assert!(
+        frames_per_s > 0.0 && frames_per_s.is_finite(),
+        "a rate of some frames a second"
+    );
     let source = source_from_options(args, frame_type, links)?;
     let chunk_frames = args
         .chunk_frames
@@ -215,11 +225,16 @@ fn build_config(
 
 /// A burst's name when none is given: UTC time and process id, unique on the machine.
 fn default_burst_id() -> String {
-    format!(
+    let id = format!(
         "{}-{}",
         snbuf_quantity::utc_stamp(snbuf_quantity::now_unix_ns() / 1_000_000_000),
         std::process::id()
-    )
+    );
+    debug_assert!(
+        snbuf_burst::check_burst_id(&id).is_ok(),
+        "a default burst id is a valid one: {id}"
+    );
+    id
 }
 
 /// The faults `--inject-fault` asks for, each parsed.
@@ -307,6 +322,7 @@ fn source_from_options(
     } else {
         args.streams.iter().copied().zip(0..links).collect()
     };
+    debug_assert_eq!(routes.len(), links as usize, "a stream per link");
     let header_version = match args.header_version.as_deref() {
         None => Some(snbuf_readout::framegen::EMULATED_HEADER_VERSION),
         Some("any") => None,
@@ -314,6 +330,10 @@ fn source_from_options(
             SetupError::usage(format!("--header-version '{v}': 0 to 63, or any"))
         })?),
     };
+    debug_assert!(
+        header_version.is_none_or(|v| v < 64),
+        "a header version fits 6 bits"
+    );
     Ok(Source::Udp(snbuf_readout::udp::UdpSource {
         bind,
         routes,

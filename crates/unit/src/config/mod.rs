@@ -224,17 +224,26 @@ impl RecordConfig {
     /// Ticks between a link's frames: the frame type's own at its own rate, more for a
     /// sub-sampled link (`snbuf_frames::clock`).
     pub fn frame_step_ticks(&self) -> u64 {
-        self.clock().frame_step_ticks(self.frames_per_s_per_link)
+        let step = self.clock().frame_step_ticks(self.frames_per_s_per_link);
+        debug_assert!(step >= 1, "a link's frames are some ticks apart");
+        step
     }
 
     /// Frames a second each link runs at: the rate asked for, to the nearest whole frame step.
     pub fn link_frames_per_s(&self) -> f64 {
-        self.clock().frames_per_s(self.frame_step_ticks())
+        let frames_per_s = self.clock().frames_per_s(self.frame_step_ticks());
+        debug_assert!(
+            frames_per_s > 0.0 && frames_per_s.is_finite(),
+            "a link runs at some frames a second"
+        );
+        frames_per_s
     }
 
     /// Bytes a second each link runs at.
     pub fn link_bytes_per_s(&self) -> f64 {
-        self.link_frames_per_s() * self.frame_bytes() as f64
+        let bytes_per_s = self.link_frames_per_s() * self.frame_bytes() as f64;
+        debug_assert!(bytes_per_s > 0.0, "a link brings some bytes a second");
+        bytes_per_s
     }
 
     pub fn frame_bytes(&self) -> u64 {

@@ -186,7 +186,7 @@ impl SetupError {
 
 /// `--receive-nap`: `auto` (the receiver's default), `off` (zero), or a time up to 100 ms.
 pub fn parse_receive_nap(s: &str) -> Result<Duration, String> {
-    match s {
+    let nap = match s {
         "auto" => Ok(snbuf_readout::udp::DEFAULT_MAX_NAP),
         "off" => Ok(Duration::ZERO),
         t => parse_duration(t)
@@ -198,5 +198,11 @@ pub fn parse_receive_nap(s: &str) -> Result<Duration, String> {
                     Err(format!("'{t}' is more than 100ms: the socket buffer would be the only thing left to keep the data"))
                 }
             }),
-    }
+    };
+    debug_assert!(
+        nap.as_ref()
+            .map_or(true, |d| *d <= Duration::from_millis(100)),
+        "a nap of at most 100 ms"
+    );
+    nap
 }

@@ -63,6 +63,11 @@ pub fn plan_writes(
                 "one per link, as in the paper: each keeps its own write in flight".into(),
             ),
         };
+        // `validate` refuses more writers than links: a default is never refused so.
+        debug_assert!(
+            requested_writers.is_some() || writers <= links.max(1) as usize,
+            "no more default writers than links"
+        );
         WritePlan {
             method,
             why_method,

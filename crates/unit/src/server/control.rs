@@ -248,11 +248,7 @@ impl Server {
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.handle(req))) {
             Ok(reply) => reply,
             Err(panic) => {
-                let why = panic
-                    .downcast_ref::<String>()
-                    .map(String::as_str)
-                    .or_else(|| panic.downcast_ref::<&str>().copied())
-                    .unwrap_or("a panic");
+                let why = crate::error::panic_text(&*panic);
                 tracing::error!(request = %req, "a request failed inside the server: {why}");
                 Refusal::json(format!(
                     "the server failed on this request ({why}); it goes on"
@@ -569,7 +565,7 @@ impl Server {
     pub fn status(&self) -> UnitStatus {
         let u = &self.unit;
         let c = u.config();
-        let live = u.progress("live");
+        let (live, totals) = u.progress_and_totals("live");
         let links: Vec<LinkStatus> = live.links.iter().map(LinkStatus::from).collect();
         let history = self.bursts.lock().expect("bursts");
         UnitStatus {
@@ -598,11 +594,7 @@ impl Server {
             newest_timestamp: u.newest_timestamp(),
             recording: self.busy.load(Ordering::Acquire).then(|| links.clone()),
             live: links,
-            durable_watermark: u
-                .totals()
-                .iter()
-                .map(|l| l.durable_until_timestamp)
-                .collect(),
+            durable_watermark: totals.iter().map(|l| l.durable_until_timestamp).collect(),
             link_rates: u.link_rates(),
             recording_burst: self.current.lock().expect("current").clone(),
             next_burst: u.next_burst_state().into(),

@@ -204,6 +204,7 @@ pub fn render(server: &Server) -> String {
             capacity_frames: unit.buffer_capacity_frames(),
         })
         .collect();
+    debug_assert_eq!(views.len(), unit.config().links as usize, "a view per link");
     let mut out = String::new();
     for (name, kind, help, read) in LINK_FAMILIES {
         let samples = views
@@ -244,6 +245,7 @@ pub fn render(server: &Server) -> String {
         );
     }
     let rates = unit.link_rates();
+    debug_assert_eq!(rates.len(), links.len(), "a measurement per link");
     for (name, help, read) in RATE_FAMILIES {
         let samples = rates
             .iter()

@@ -58,6 +58,8 @@ pub fn run(
     let started = Instant::now();
     let unit = server.unit();
     let config = unit.config();
+    // Validated when the unit started (`RecordConfig::validate`).
+    assert!(config.frames_per_s_per_link > 0.0, "links run at some rate");
     let pre_frames = (config.pre.as_secs_f64() * config.frames_per_s_per_link).ceil() as u64;
     let mut ready = false;
     let watchdog = watchdog_interval();
@@ -66,6 +68,11 @@ pub fn run(
     let mut last_status = String::new();
     while !stop.load(Ordering::Acquire) {
         let progress = unit.progress("status");
+        debug_assert_eq!(
+            progress.links.len(),
+            config.links as usize,
+            "figures per link"
+        );
         let filled = progress
             .links
             .iter()

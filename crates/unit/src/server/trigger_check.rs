@@ -60,6 +60,10 @@ pub fn check(unit: &Unit, req: &TriggerRequest, new_burst: bool) -> Result<Check
     match fits(unit, &window)? {
         None => Ok(CheckedTrigger { window, cut: None }),
         Some((end, why)) => {
+            assert!(
+                window.trigger_timestamp < end && end <= window.window_end_timestamp,
+                "a cut window holds its trigger and ends no later than asked"
+            );
             let mut cut = TriggerInfo::new(
                 window.trigger_timestamp,
                 window.window_start_timestamp,
@@ -85,6 +89,7 @@ fn fits(unit: &Unit, window: &TriggerInfo) -> Result<Option<(u64, String)>, Stri
     let config = unit.config();
     let step = unit.frame_step_ticks().max(1);
     let (start, end) = (window.window_start_timestamp, window.window_end_timestamp);
+    assert!(start <= end, "a window starts before it ends");
     let files = config.burst_files();
     let wanted = sizing::link_region(&files, (end - start) / step + 1);
     // A prepared burst's files are given back when a larger window replaces them.
@@ -101,6 +106,10 @@ fn fits(unit: &Unit, window: &TriggerInfo) -> Result<Option<(u64, String)>, Stri
     }
     let frames = sizing::frames_fitting(&files, room);
     let fit_end = start.saturating_add(frames.saturating_mul(step)).min(end);
+    debug_assert!(
+        start <= fit_end && fit_end <= end,
+        "what fits is part of the window"
+    );
     let clock = config.clock();
     if fit_end <= window.trigger_timestamp {
         return Err(format!(
@@ -164,6 +173,10 @@ impl Refusals {
         } else {
             p.unlogged += 1;
         }
+        debug_assert!(
+            p.logged <= LOGGED_PER_PERIOD,
+            "a period logs at most its share"
+        );
     }
 
     /// Every refusal since the unit started.

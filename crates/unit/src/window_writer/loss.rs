@@ -32,6 +32,10 @@ impl LinkWork<'_> {
             self.live.add_lost(frames);
             self.c.lost_pending += frames;
         }
+        debug_assert!(
+            self.c.lost_pending <= self.live.lost_frames(),
+            "what is pending was counted live"
+        );
         self.live.set_overwritten(0);
     }
 
@@ -39,6 +43,7 @@ impl LinkWork<'_> {
     /// durable watermark not already counted (loss stays explicit, whatever stopped it). Then
     /// every frame of the window is durable or counted lost, which is asserted.
     pub(super) fn finish(&mut self, job: &WindowJob) {
+        assert!(self.c.done, "link {}: its window is over", self.lw.link());
         // This writer is done: the end is final (a writer whose links all failed closes it, so
         // no trigger joins a burst whose losses are being counted).
         let mut we = job.reach.now().end;
@@ -50,7 +55,7 @@ impl LinkWork<'_> {
         let anchor = self.c.grid.unwrap_or(ws);
         if self.live.failed() {
             let after_watermark = match self.live.durable_until() {
-                Some(t) => frames_between(t + tpf, we, tpf),
+                Some(t) => frames_between(t.saturating_add(tpf), we, tpf),
                 // Nothing durable: the whole window, on the link's grid.
                 None => frames_in_window(ws, we, anchor, tpf),
             };
