@@ -12,10 +12,15 @@ use crate::machine::Machine;
 
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// One results file. Only `results` must be there: a reader of older or hand-made files takes
+/// the rest as empty.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Results<R> {
+    #[serde(default)]
     pub schema_version: u32,
+    #[serde(default)]
     pub suite: String,
+    #[serde(default)]
     pub machine: Machine,
     pub results: Vec<R>,
 }

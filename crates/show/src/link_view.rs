@@ -168,8 +168,9 @@ impl LinkAccumulator {
         let w = self.window;
         debug_assert!((w.start..w.end).contains(&ts));
         if let Some(last) = self.last {
-            if ts > last + self.step {
-                self.gaps.push((last + self.step, ts));
+            // Saturating: a stream's clock may sit at the end of its range.
+            if ts > last.saturating_add(self.step) {
+                self.gaps.push((last.saturating_add(self.step), ts));
             }
         } else {
             self.first = Some(ts);
@@ -209,7 +210,11 @@ impl LinkAccumulator {
 
     /// Frames on the link's grid (every `step` ticks, through `phase`) in `[from, to)`.
     fn grid(&self, from: u64, to: u64, phase: u64) -> u64 {
-        let first_at = |t: u64| t + (phase % self.step + self.step - t % self.step) % self.step;
+        let step = self.step as u128;
+        let first_at = |t: u64| {
+            let ahead = (phase as u128 % step + step - t as u128 % step) % step;
+            t.saturating_add(ahead as u64)
+        };
         let (a, b) = (first_at(from), first_at(to));
         b.saturating_sub(a) / self.step
     }
@@ -236,7 +241,7 @@ impl LinkAccumulator {
             (Some(first), Some(last)) => {
                 spans.push((w.start, first));
                 spans.extend(self.gaps.iter().copied());
-                spans.push((last + self.step, w.end));
+                spans.push((last.saturating_add(self.step), w.end));
             }
             _ => spans.push((w.start, w.end)),
         }

@@ -577,6 +577,14 @@ fn a_stream_at_the_end_of_the_clock_is_recorded_not_a_panic() {
     assert!(recorded > 0, "what was sent is recorded: {m:?}");
     let o = snbuf(&["verify", burst.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
+    let pictures = root.path().join("show");
+    let o = snbuf(&[
+        "show",
+        burst.to_str().unwrap(),
+        "--out",
+        pictures.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "show draws it: {}", stderr(&o));
     // The next trigger, cancelled while it waits for frames that never come.
     let sock = served.socket.to_str().unwrap();
     let waiting = Command::new(env!("CARGO_BIN_EXE_snbuf"))

@@ -275,7 +275,9 @@ impl Unit {
         first: snbuf_burst::AnsweredTrigger,
         mut on_progress: impl FnMut(&Progress),
     ) -> Result<RecordSummary, RecordError> {
-        assert!(
+        // Outside the catch below, so only checked in debug builds: the server builds `first`
+        // to hold it, and a panic here would leave the server's `busy` set.
+        debug_assert!(
             first.covered_start_timestamp >= window.window_start_timestamp
                 && first.covered_end_timestamp <= window.window_end_timestamp,
             "what the first trigger is told is covered is inside the window"

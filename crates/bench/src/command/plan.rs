@@ -28,6 +28,17 @@ fn from_bench(args: &PlanArgs) -> anyhow::Result<(f64, String)> {
             path.display()
         ))
     })?;
+    if !doc.results.iter().any(|r| r.suite == "write") {
+        return Err(usage(format!(
+            "--bench {}: not a results file of `snbuf bench write --json` (it holds no write result{})",
+            path.display(),
+            if doc.suite.is_empty() {
+                String::new()
+            } else {
+                format!("; its suite is {}", doc.suite)
+            }
+        )));
+    }
     let best = doc
         .results
         .iter()

@@ -1,7 +1,9 @@
 //! The command line: what each command takes, with help that teaches. One file per role, as
-//! the commands group: `record` (record, serve, trigger, status), `bench` (the
-//! characterization suites, report and plan), `fleet`, `export`. Values are parsed by
-//! `snbuf_quantity` (sizes, rates, durations, counts), so every command reads them the same way.
+//! the commands group: `record` (record, serve, trigger, status), `report`, `show`, `emit`,
+//! `fleet`, `export`; the suites' arguments (`snbuf bench`, `plan`) are the bench crate's and
+//! the offline commands' (`convert`, `inspect`, `extract`) the offline crate's, each beside
+//! the code that runs them. Values are parsed by `snbuf_quantity` (sizes, rates, durations,
+//! counts), so every command reads them the same way.
 
 mod emit;
 mod export;
