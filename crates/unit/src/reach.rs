@@ -284,14 +284,15 @@ pub(crate) fn join(
         .saturating_add(clock.ticks(config.max_window) / step * step)
         .max(end);
     let wanted_end = w.window_end_timestamp.max(end).min(max_end);
-    let wanted = sizing::link_region(&config.burst_files(), (wanted_end - start) / step + 1);
+    let files = config.burst_files();
+    let wanted = sizing::link_region(&files, (wanted_end - start) / step + 1);
     let now = reach.now();
-    let room = sizing::room_to_grow(&config.burst_files(), now.region_bytes);
+    let room = sizing::room_to_grow(&files, now.region_bytes);
     let (new_end, region) = if wanted.region_bytes <= room && wanted.limited_by.is_none() {
         (wanted_end, wanted.region_bytes.max(now.region_bytes))
     } else {
         // As far as the room goes, on the frame grid, never in.
-        let frames = sizing::frames_fitting(&config.burst_files(), room);
+        let frames = sizing::frames_fitting(&files, room);
         let fit = start.saturating_add(frames.saturating_sub(1).saturating_mul(step));
         (fit.clamp(end, wanted_end), room.max(now.region_bytes))
     };

@@ -343,14 +343,11 @@ impl Unit {
         let sources = sources_of(&self.buffers);
         // The step is decided once for the burst (a stream's is measured: `frame_step_ticks`).
         let step = self.frame_step_ticks();
+        // What opening the burst needs of the configuration, made once: its files are opened
+        // from it now, and grown from it when a trigger joins.
+        let files = config.burst_files();
         let opened = open_burst(
-            &config.burst_files(),
-            burst_id,
-            &window,
-            identities,
-            prepared,
-            &sources,
-            step,
+            &files, burst_id, &window, identities, prepared, &sources, step,
         )?;
         let (mut seal, link_writers) = opened.burst.split();
         let reach = Arc::new(BurstReach::new(
@@ -391,12 +388,9 @@ impl Unit {
                 reach: reach.clone(),
                 burst_id: burst_id.to_string(),
                 unit_id: config.unit_id.clone().unwrap_or_default(),
-                room_to_grow: {
-                    let files = config.burst_files();
-                    Arc::new(move |region| {
-                        snbuf_burst::opening::sizing::room_to_grow(&files, region)
-                    })
-                },
+                room_to_grow: Arc::new(move |region| {
+                    snbuf_burst::opening::sizing::room_to_grow(&files, region)
+                }),
             },
             WriterPlacement {
                 writers: config.writers,
