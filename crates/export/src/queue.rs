@@ -50,68 +50,71 @@ impl ExportQueue {
         let (q, s) = (queue.clone(), stats.clone());
         let worker = std::thread::Builder::new()
             .name("snbuf-export".into())
-            .spawn(move || loop {
-                let (dir, since) = {
-                    let (lock, cv) = &*q;
-                    let mut g = lock.lock().expect("export queue");
-                    loop {
-                        if g.stop {
-                            return;
-                        }
-                        let now = Instant::now();
-                        if let Some(i) = g.waiting.iter().position(|w| w.2 <= now) {
-                            let (dir, since, _) = g.waiting.remove(i).expect("present");
-                            g.current_since = Some(since);
-                            break (dir, since);
-                        }
-                        let wait = g
-                            .waiting
-                            .iter()
-                            .map(|w| w.2.saturating_duration_since(now))
-                            .min()
-                            .unwrap_or(Duration::from_secs(3600));
-                        g = cv.wait_timeout(g, wait).expect("export queue").0;
-                    }
-                };
-                let before = s.bytes_total.load(Ordering::Relaxed);
-                let result = export_burst(&dir, &dest, &opts, |sent| {
-                    s.bytes_total.store(before + sent, Ordering::Relaxed);
-                });
-                let (lock, _) = &*q;
-                let mut g = lock.lock().expect("export queue");
-                g.current_since = None;
-                match result {
-                    Ok(r) => {
-                        s.exported_total.fetch_add(1, Ordering::Relaxed);
-                        if g.exported.len() == MAX_UNCOLLECTED {
-                            g.exported.pop_front();
-                        }
-                        g.exported.push_back(
-                            dir.file_name()
-                                .map(|n| n.to_string_lossy().into_owned())
-                                .unwrap_or_default(),
-                        );
-                        tracing::info!(
-                            "exported {} to {} ({} objects, verified{})",
-                            dir.display(),
-                            r.destination,
-                            r.objects.len(),
-                            if r.deleted {
-                                ", local copy removed"
-                            } else {
-                                ""
+            .spawn(move || {
+                yield_to_recording();
+                loop {
+                    let (dir, since) = {
+                        let (lock, cv) = &*q;
+                        let mut g = lock.lock().expect("export queue");
+                        loop {
+                            if g.stop {
+                                return;
                             }
-                        );
-                    }
-                    Err(e) => {
-                        s.failures_total.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!(
-                            "export of {} failed: {e}; trying again in {} s",
-                            dir.display(),
-                            RETRY_AFTER.as_secs()
-                        );
-                        g.waiting
-                            .push_back((dir, since, Instant::now() + RETRY_AFTER));
+                            let now = Instant::now();
+                            if let Some(i) = g.waiting.iter().position(|w| w.2 <= now) {
+                                let (dir, since, _) = g.waiting.remove(i).expect("present");
+                                g.current_since = Some(since);
+                                break (dir, since);
+                            }
+                            let wait = g
+                                .waiting
+                                .iter()
+                                .map(|w| w.2.saturating_duration_since(now))
+                                .min()
+                                .unwrap_or(Duration::from_secs(3600));
+                            g = cv.wait_timeout(g, wait).expect("export queue").0;
+                        }
+                    };
+                    let before = s.bytes_total.load(Ordering::Relaxed);
+                    let result = export_burst(&dir, &dest, &opts, |sent| {
+                        s.bytes_total.store(before + sent, Ordering::Relaxed);
+                    });
+                    let (lock, _) = &*q;
+                    let mut g = lock.lock().expect("export queue");
+                    g.current_since = None;
+                    match result {
+                        Ok(r) => {
+                            s.exported_total.fetch_add(1, Ordering::Relaxed);
+                            if g.exported.len() == MAX_UNCOLLECTED {
+                                g.exported.pop_front();
+                            }
+                            g.exported.push_back(
+                                dir.file_name()
+                                    .map(|n| n.to_string_lossy().into_owned())
+                                    .unwrap_or_default(),
+                            );
+                            tracing::info!(
+                                "exported {} to {} ({} objects, verified{})",
+                                dir.display(),
+                                r.destination,
+                                r.objects.len(),
+                                if r.deleted {
+                                    ", local copy removed"
+                                } else {
+                                    ""
+                                }
+                            );
+                        }
+                        Err(e) => {
+                            s.failures_total.fetch_add(1, Ordering::Relaxed);
+                            tracing::warn!(
+                                "export of {} failed: {e}; trying again in {} s",
+                                dir.display(),
+                                RETRY_AFTER.as_secs()
+                            );
+                            g.waiting
+                                .push_back((dir, since, Instant::now() + RETRY_AFTER));
+                        }
                     }
                 }
             })?;
@@ -219,3 +222,19 @@ impl Drop for ExportQueue {
         drop(self.worker.take());
     }
 }
+
+/// The export worker's priorities beside a unit that records: the lowest CPU priority (nice 19)
+/// and the idle disk I/O class, so that reading a sealed burst back and sending it never takes
+/// the CPU or the disk from the writers of the next burst (DUNE forwards a burst over hours; a
+/// recording has seconds). Said once in the log when the system refuses either.
+fn yield_to_recording() {
+    if let Err(e) = snbuf_platform::cpu::set_current_thread_nice(EXPORT_NICE) {
+        tracing::warn!("export: cannot lower its CPU priority ({e}); it competes with recording");
+    }
+    if let Err(e) = snbuf_platform::cpu::set_current_thread_io_idle() {
+        tracing::warn!("export: cannot put its disk reads in the idle class ({e}); they compete with recording");
+    }
+}
+
+/// The export worker's nice value: the lowest priority there is.
+const EXPORT_NICE: i32 = 19;

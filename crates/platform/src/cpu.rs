@@ -292,9 +292,54 @@ pub fn set_current_thread_nice(nice: i32) -> io::Result<()> {
     Ok(())
 }
 
+/// Puts the calling thread's disk I/O in the idle class (`ioprio_set`, IOPRIO_CLASS_IDLE): the
+/// block layer serves it only when no other class waits (mq-deadline and BFQ honour it, with
+/// aging so it is not starved for ever; `none` ignores it). For work that must yield the disk to
+/// a recording, such as an export reading a sealed burst back. Needs no privilege.
+pub fn set_current_thread_io_idle() -> io::Result<()> {
+    const IOPRIO_WHO_PROCESS: libc::c_long = 1;
+    const IOPRIO_CLASS_IDLE: libc::c_long = 3;
+    const IOPRIO_CLASS_SHIFT: u32 = 13;
+    // SAFETY: plain syscalls; gettid names the calling thread, which ioprio_set then changes.
+    unsafe {
+        let tid = libc::gettid() as libc::c_long;
+        let prio = IOPRIO_CLASS_IDLE << IOPRIO_CLASS_SHIFT;
+        if libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, tid, prio) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// The calling thread's I/O priority class (`ioprio_get`): 0 none, 1 real-time, 2 best-effort,
+/// 3 idle.
+pub fn current_thread_io_class() -> io::Result<u32> {
+    // SAFETY: plain syscalls on the calling thread.
+    let prio = unsafe {
+        let tid = libc::gettid() as libc::c_long;
+        libc::syscall(libc::SYS_ioprio_get, 1 as libc::c_long, tid)
+    };
+    if prio < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((prio >> 13) as u32)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_thread_put_in_the_idle_io_class_is_there() {
+        std::thread::spawn(|| {
+            set_current_thread_io_idle().unwrap();
+            assert_eq!(current_thread_io_class().unwrap(), 3);
+        })
+        .join()
+        .unwrap();
+        // Only that thread: this one keeps its class.
+        assert_ne!(current_thread_io_class().unwrap(), 3);
+    }
 
     #[test]
     fn cpu_lists_parse_like_the_kernel_writes_them() {
