@@ -11,6 +11,7 @@ pub mod chunk;
 pub mod chunk_writer;
 pub mod link_writer;
 pub mod manifest;
+pub mod names;
 pub mod opening;
 pub mod outputs;
 pub mod read;

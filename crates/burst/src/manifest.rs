@@ -302,6 +302,11 @@ impl Manifest {
             .then_some(layout)
     }
 
+    /// Whether this burst answers trigger `id` (it opened the burst, or joined it).
+    pub fn answers(&self, id: &str) -> bool {
+        self.burst_id == id || self.triggers.iter().any(|t| t.trigger_id == id)
+    }
+
     pub fn read(dir: &Path) -> Result<Manifest, ManifestError> {
         let path = dir.join(MANIFEST_FILE);
         let text = match std::fs::read_to_string(&path) {

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream::{self, AckKind};
 use serde_json::json;
 use snbuf_unit::protocol::{At, TriggerRequest};
+use snbuf_unit::server::control::FIRST_FRAME_WAIT;
 
 use crate::journal::Outcome;
 use crate::link_state::{publish_event, publish_owed, Link};
@@ -54,7 +55,7 @@ pub(crate) async fn handle_trigger(
     // A burst in progress that this trigger cannot join holds the unit: the trigger waits for
     // it (its window stays in the buffer for about the buffer's length), heartbeats and the
     // other path going on, rather than being refused.
-    let wait_until = Instant::now() + config.buffer;
+    let first_look = Instant::now();
     let mut progress_sent = Instant::now();
     loop {
         let (decided, delay_s) = {
@@ -65,8 +66,14 @@ pub(crate) async fn handle_trigger(
         };
         match decided {
             Decision::Done(outcome) => return finish(js, link, &t, msg, outcome, arrived_s).await,
-            Decision::Busy(_) if Instant::now() < wait_until && !link.stopping() => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
+            Decision::Wait(w)
+                if first_look.elapsed() < w.bound(config.buffer) && !link.stopping() =>
+            {
+                let nap = match w {
+                    Waiting::FirstFrame { .. } => Duration::from_millis(10),
+                    Waiting::Burst(_) => Duration::from_millis(100),
+                };
+                tokio::time::sleep(nap).await;
                 if progress_sent.elapsed() > Duration::from_secs(1) {
                     progress_sent = Instant::now();
                     // Still being handled: JetStream must not deliver it again meanwhile.
@@ -75,8 +82,8 @@ pub(crate) async fn handle_trigger(
                     }
                 }
             }
-            Decision::Busy(why) => {
-                let why = format!("refused: {why}");
+            Decision::Wait(w) => {
+                let why = w.why();
                 let kept = keep_missed(link, (&id, stream_seq(msg)), &why, delay_s, msg);
                 return finish(js, link, &t, msg, kept, arrived_s).await;
             }
@@ -88,8 +95,46 @@ pub(crate) async fn handle_trigger(
 enum Decision {
     /// Its outcome is decided (and, where it has one, in the journal).
     Done(Result<Handling, String>),
-    /// A burst is being recorded that it cannot join: try again once it is sealed.
-    Busy(String),
+    /// Not yet: look again in a moment (nothing is in the journal).
+    Wait(Waiting),
+}
+
+/// What a trigger that cannot be decided yet waits for.
+enum Waiting {
+    /// A burst is being recorded that it cannot join: the unit is free once its writers are done.
+    Burst(String),
+    /// No frame has come yet: the unit has no data clock to place the trigger on. `post`: how
+    /// far its window reaches past its issue (a frame that comes later holds none of it).
+    FirstFrame { post: Duration },
+}
+
+impl Waiting {
+    /// Why it is missed if the wait ends first.
+    fn why(&self) -> String {
+        match self {
+            Waiting::Burst(why) => format!("refused: {why}"),
+            Waiting::FirstFrame { post } => format!(
+                "no frame has arrived within {:.1} s: this unit has no data clock to place the trigger on",
+                first_frame_wait(*post).as_secs_f64()
+            ),
+        }
+    }
+
+    /// The longest it waits, from its first look: a burst in the way, as long as the buffer
+    /// keeps the trigger's window; the first frame, as long as one could still hold part of it.
+    fn bound(&self, buffer: Duration) -> Duration {
+        match self {
+            Waiting::Burst(_) => buffer,
+            Waiting::FirstFrame { post } => first_frame_wait(*post),
+        }
+    }
+}
+
+/// How long a trigger waits for a unit's first frame: until its window's end has passed (a
+/// frame after that holds none of it; a second more for the frame's way to the buffer), and at
+/// least `FIRST_FRAME_WAIT`, as over the socket.
+fn first_frame_wait(post: Duration) -> Duration {
+    FIRST_FRAME_WAIT.max(post + Duration::from_secs(1))
 }
 
 /// A trigger's outcome, to be said and published outside the decision.
@@ -124,17 +169,8 @@ fn decide(
         link.server.count_refusal(&why);
         return Decision::Done(keep_missed(link, (id, stream_seq(msg)), &why, delay_s, msg));
     }
-    // A burst of this run that answers it (it joined one, and its journal line was lost).
-    let answered = link.server.answered_by(id).is_some();
-    {
-        let mut book = link.book();
-        if book.journal.get(id).is_some() || config.output_dir.join(id).exists() || answered {
-            // One copy on each path is the design, not a duplicate: nothing to say.
-            if msg.is_none() || book.fast_handled.remove(id) {
-                return Decision::Done(Ok(Handling::SecondCopy));
-            }
-            return Decision::Done(Ok(Handling::Duplicate));
-        }
+    if let Some(again) = handled_before(link, id, msg.is_none()) {
+        return Decision::Done(Ok(again));
     }
     // "Now", or a wall-clock time, in this unit's data clock: its newest frame, moved by the
     // wall-clock time since (a trigger issued 0.3 s ago is 0.3 s of detector time before the
@@ -146,9 +182,13 @@ fn decide(
         (None, None) => unit.data_time_at(t.issued_unix_ns),
     };
     let Some(at) = at else {
-        // Nothing buffered yet: the unit has no data clock to place a wall-clock time on.
-        let why = "no frame has arrived yet: this unit has no data clock to place the trigger on";
-        return Decision::Done(keep_missed(link, (id, stream_seq(msg)), why, delay_s, msg));
+        // Nothing buffered yet (a unit just started, a sender not yet flowing): no data clock
+        // to place a wall-clock time on. It waits for the first frame, as over the socket, and
+        // is missed only if none comes while its window could still be recorded.
+        let post = t.post_s.unwrap_or(config.post.as_secs_f64());
+        return Decision::Wait(Waiting::FirstFrame {
+            post: Duration::from_secs_f64(post.clamp(0.0, 86_400.0)),
+        });
     };
     // Has the whole window already left this unit's buffer (the unit was down)?
     let post = t.post_s.unwrap_or(config.post.as_secs_f64());
@@ -179,7 +219,7 @@ fn decide(
     }
     let reply = match link.server.trigger_or_wait(&req) {
         Ok(reply) => reply,
-        Err(why) if link.server.burst_counts().1 => return Decision::Busy(why),
+        Err(why) if link.server.burst_counts().1 => return Decision::Wait(Waiting::Burst(why)),
         Err(why) => {
             let why = format!("refused: {why}");
             return Decision::Done(keep_missed(link, (id, stream_seq(msg)), &why, delay_s, msg));
@@ -203,6 +243,25 @@ fn decide(
             "trigger {id} is recording, but its journal failed: {e}"
         )),
     })
+}
+
+/// Whether trigger `id` was handled before (`fast`: this copy came by the fast path): in the
+/// journal, or answered by a burst of this run (it joined one, and its journal line was lost) or
+/// in the output (a burst whose manifest names it; a file that merely has its name, the unit's
+/// socket or journal or another trigger's burst, is no answer to it). Its other path's copy is
+/// the design, not a duplicate.
+fn handled_before(link: &Link, id: &str, fast: bool) -> Option<Handling> {
+    let answered = link.server.answered_by(id).is_some();
+    let output = &link.server.unit().config().output_dir;
+    let recorded = snbuf_burst::names::burst_answering(output, id).is_some();
+    let mut book = link.book();
+    if book.journal.get(id).is_none() && !recorded && !answered {
+        return None;
+    }
+    if fast || book.fast_handled.remove(id) {
+        return Some(Handling::SecondCopy);
+    }
+    Some(Handling::Duplicate)
 }
 
 /// Trigger `id` cannot be recorded by this unit: kept in the journal (Err if it cannot be), to

@@ -442,8 +442,9 @@ fn hostile_triggers_over_nats_are_missed_with_the_reason_and_the_unit_goes_on() 
         "nothing recorded for them"
     );
 
-    // A trigger that cannot join the burst in progress (its window begins after that one's end)
-    // waits for it, through its seal, and is then recorded: never missed for being early.
+    // A trigger whose window begins after the end of the burst in progress joins it (the
+    // burst's end moves out to hold it, the gap recorded too): recorded whole, never missed for
+    // being early, and never refused.
     send(&["--burst-id", "wait-a", "--post", "1500ms"]);
     let b_at = format!(
         "unix:{}",
@@ -455,20 +456,34 @@ fn hostile_triggers_over_nats_are_missed_with_the_reason_and_the_unit_goes_on() 
     );
     send(&["--burst-id", "wait-b", "--at", &b_at]);
     let deadline = Instant::now() + Duration::from_secs(40);
-    loop {
+    let manifest = loop {
         let events = events_for(&url, "wait-b");
-        if events.iter().any(|e| e["event"] == "sealed") {
-            break;
-        }
         assert!(
             !events.iter().any(|e| e["event"] == "missed"),
-            "a trigger waiting for the burst before it was missed: {events:?}"
+            "a trigger after the burst in progress was missed: {events:?}"
         );
+        let m: Option<serde_json::Value> = std::fs::read(u.out.join("wait-a/manifest.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        if let Some(m) = m.filter(|m| m["state"] == "sealed") {
+            break m;
+        }
         assert!(
             Instant::now() < deadline,
-            "wait-b not sealed in 40 s: {events:?}"
+            "wait-a not sealed in 40 s: {events:?}"
         );
         std::thread::sleep(Duration::from_millis(300));
+    };
+    let b = manifest["triggers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["trigger_id"] == "wait-b")
+        .unwrap_or_else(|| panic!("wait-b not answered by wait-a: {manifest}"))
+        .clone();
+    assert_eq!(b["covered_end_timestamp"], b["window_end_timestamp"], "{b}");
+    for l in manifest["links"].as_array().unwrap() {
+        assert_eq!(l["lost_frames"], 0, "{l}");
     }
 
     // The unit goes on: a real trigger is recorded whole.

@@ -83,7 +83,7 @@ fn triggers_make_bursts_one_at_a_time() {
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("a burst is being recorded") && err.contains("does not begin inside"),
+        err.contains("a burst is being recorded") && err.contains("begins before the burst"),
         "{err}"
     );
     std::thread::sleep(Duration::from_millis(300));

@@ -338,6 +338,10 @@ pub struct UnitStatus {
     #[serde(default)]
     pub link_rates: Vec<LinkRate>,
     pub recording_burst: Option<RecordingBurst>,
+    /// Bursts whose writers are done, being sealed and read back while the unit takes the next
+    /// trigger.
+    #[serde(default)]
+    pub sealing_bursts: Vec<String>,
     pub next_burst: String,
     pub bursts_total: u64,
     pub bursts: Vec<BurstOutcome>,

@@ -16,7 +16,35 @@ use crate::config::RecordConfig;
 use crate::protocol::Joined;
 use snbuf_burst::opening::sizing;
 
+/// Why a trigger cannot join the burst being recorded. `Ending` and `NoBurst` are not refusals
+/// of the trigger: the unit is about to be free, and the trigger opens a burst of its own.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum JoinRefusal {
+    #[error("no burst is being recorded")]
+    NoBurst,
+    #[error("burst {0} is no longer the one being recorded")]
+    NotRecording(String),
+    #[error("its window [{start}, {end}) begins before the burst's [{burst_start}, {burst_end}), whose first part is written")]
+    BeginsBefore {
+        start: u64,
+        end: u64,
+        burst_start: u64,
+        burst_end: u64,
+    },
+    #[error("the burst is ending: its window can no longer move")]
+    Ending,
+    #[error("the burst was cancelled by an operator")]
+    Cancelled,
+    #[error("trigger {0} already joined this burst")]
+    AlreadyJoined(String),
+    #[error("the outputs have no room for any of its window beyond the burst's end")]
+    NoRoom,
+}
+
 pub(crate) struct BurstReach {
+    /// The burst's name: its directory. Its first trigger's id, unless that names something
+    /// else in the output already (`Server::burst_name_for`).
+    burst_id: String,
     inner: Mutex<Reach>,
     /// Ticks between a link's frames in this burst: its window grows in them.
     step_ticks: u64,
@@ -48,6 +76,7 @@ pub(crate) struct Now {
 
 impl BurstReach {
     pub fn new(
+        burst_id: &str,
         window: TriggerInfo,
         first: AnsweredTrigger,
         give_up_at: Instant,
@@ -61,6 +90,7 @@ impl BurstReach {
             "the first trigger's covered part is inside the window"
         );
         BurstReach {
+            burst_id: burst_id.to_string(),
             step_ticks,
             inner: Mutex::new(Reach {
                 window,
@@ -118,19 +148,16 @@ impl BurstReach {
         end: u64,
         region_bytes: u64,
         more: Duration,
-    ) -> Result<(), String> {
+    ) -> Result<(), JoinRefusal> {
         let mut r = self.lock();
         if r.closed {
-            return Err("the burst is ending: its window can no longer move".into());
+            return Err(JoinRefusal::Ending);
         }
         if r.cancelled {
-            return Err("the burst was cancelled by an operator".into());
+            return Err(JoinRefusal::Cancelled);
         }
         if r.triggers.iter().any(|a| a.trigger_id == t.trigger_id) {
-            return Err(format!(
-                "trigger {} already joined this burst",
-                t.trigger_id
-            ));
+            return Err(JoinRefusal::AlreadyJoined(t.trigger_id));
         }
         assert!(
             t.covered_end_timestamp <= end.max(r.window.window_end_timestamp),
@@ -225,9 +252,9 @@ impl BurstReach {
             .cloned()
     }
 
-    /// The id of the burst (its first trigger's).
+    /// The burst's name.
     pub fn burst_id(&self) -> String {
-        self.lock().triggers[0].trigger_id.clone()
+        self.burst_id.clone()
     }
 
     /// The burst's window as it is now.
@@ -237,21 +264,25 @@ impl BurstReach {
 }
 
 /// Trigger `id`, whose window is `w`, joins the burst of `reach` (None: no burst is being
-/// recorded) when its window begins inside that burst's: the end moves out to hold it, as far as
-/// the outputs of `config` have room (what does not fit is said in the answer). Err says why it
-/// cannot join (no burst, a window that begins elsewhere, a burst that is ending).
+/// recorded) when its window begins at or after that burst's start (a second alert for the same
+/// supernova, inside the burst or after its end): the end moves out to hold it, as far as the
+/// outputs of `config` have room (what does not fit is said in the answer). Err says why it
+/// cannot join (no burst, a window that begins before the burst's, a burst that is ending).
+///
+/// What bounds a burst grown by joins is the room on its outputs, not `--max-window`: that
+/// bounds each trigger's own window (checked before), and a join moves the end to its own
+/// window's end and no further, so a burst grows no faster than the data while triggers come,
+/// and a flood of joins fills no more than the room `sizing` leaves for a burst.
 pub(crate) fn join(
     config: &RecordConfig,
     reach: Option<&BurstReach>,
     burst_id: &str,
     id: &str,
     w: &TriggerInfo,
-) -> Result<Joined, String> {
-    let reach = reach.ok_or("no burst is being recorded")?;
+) -> Result<Joined, JoinRefusal> {
+    let reach = reach.ok_or(JoinRefusal::NoBurst)?;
     if reach.burst_id() != burst_id {
-        return Err(format!(
-            "burst {burst_id} is no longer the one being recorded"
-        ));
+        return Err(JoinRefusal::NotRecording(burst_id.to_string()));
     }
     let clock = config.clock();
     if let Some(a) = reach.answered_trigger(id) {
@@ -271,19 +302,20 @@ pub(crate) fn join(
     }
     let burst = reach.window();
     let (start, end) = (burst.window_start_timestamp, burst.window_end_timestamp);
-    if w.window_start_timestamp < start || w.window_start_timestamp >= end {
-        return Err(format!(
-            "its window [{}, {}) does not begin inside the burst's [{start}, {end})",
-            w.window_start_timestamp, w.window_end_timestamp
-        ));
+    if w.window_start_timestamp < start {
+        return Err(JoinRefusal::BeginsBefore {
+            start: w.window_start_timestamp,
+            end: w.window_end_timestamp,
+            burst_start: start,
+            burst_end: end,
+        });
     }
     let step = reach.step_ticks;
-    // A burst grows to --max-window at most: triggers joining one after another cannot hold
-    // the unit, or fill its disk, without end.
-    let max_end = start
-        .saturating_add(clock.ticks(config.max_window) / step * step)
-        .max(end);
-    let wanted_end = w.window_end_timestamp.max(end).min(max_end);
+    let wanted_end = w.window_end_timestamp.max(end);
+    assert!(
+        wanted_end == end || wanted_end == w.window_end_timestamp,
+        "a join moves the end to its own window's end, no further"
+    );
     let files = config.burst_files();
     let wanted = sizing::link_region(&files, (wanted_end - start) / step + 1);
     let now = reach.now();
@@ -304,6 +336,10 @@ pub(crate) fn join(
         region >= now.region_bytes,
         "a link's file region only grows"
     );
+    if new_end <= w.window_start_timestamp {
+        // Its window begins after the burst's end, and the outputs hold nothing of it.
+        return Err(JoinRefusal::NoRoom);
+    }
     let covered_end = w.window_end_timestamp.min(new_end);
     let mut answered = AnsweredTrigger::whole(id, w);
     answered.covered_end_timestamp = covered_end;
@@ -320,18 +356,11 @@ pub(crate) fn join(
         extended_by_s: clock.seconds(new_end - end),
         not_covered_s: (short > 0).then(|| clock.seconds(short)),
         not_covered_why: (short > 0).then(|| {
-            if new_end < wanted_end {
-                format!(
-                    "the output has room for {} per link of the {} the longer window needs",
-                    snbuf_quantity::Bytes(room),
-                    snbuf_quantity::Bytes(wanted.wanted_bytes)
-                )
-            } else {
-                format!(
-                    "the burst has reached this unit's --max-window of {:.1} s",
-                    config.max_window.as_secs_f64()
-                )
-            }
+            format!(
+                "the output has room for {} per link of the {} the longer window needs",
+                snbuf_quantity::Bytes(room),
+                snbuf_quantity::Bytes(wanted.wanted_bytes)
+            )
         }),
     })
 }
@@ -375,6 +404,7 @@ mod tests {
     fn reach() -> BurstReach {
         let w = TriggerInfo::new(1_000, 500, 2_000, 1_000);
         BurstReach::new(
+            "t1",
             w.clone(),
             AnsweredTrigger::whole("t1", &w),
             Instant::now(),
@@ -420,7 +450,7 @@ mod tests {
         assert!(!r.close_at(seen), "the end moved: the link goes on");
         assert!(r.close_at(r.now().end));
         let e = r.join(joining("t3", 2_700), 2_700, 0, Duration::ZERO);
-        assert!(e.unwrap_err().contains("ending"));
+        assert_eq!(e.unwrap_err(), JoinRefusal::Ending);
         assert_eq!(r.now().end, 2_600);
     }
 }

@@ -20,7 +20,7 @@ use crate::link_rates::{measure_links, stream_step_ticks, RateMeter};
 use crate::links::{Links, SourceTotals};
 use crate::reach::BurstReach;
 use crate::status_file::{StatusFile, STATUS_FILE_INTERVAL};
-use crate::summary::{RecordResult, RecordSummary};
+use crate::summary::RecordSummary;
 use crate::window::{TriggerAt, WindowClock};
 use crate::window_job::WindowJob;
 use crate::writers::{WriterPlacement, Writers};
@@ -45,8 +45,9 @@ pub struct Unit {
     /// The live counters of the burst being recorded, if one is.
     live: Mutex<Option<Arc<Vec<LiveLink>>>>,
     /// The reach of the burst being recorded (its window's end, which a trigger may move out),
-    /// from when its files are open until its writers are done.
-    reach: Mutex<Option<Arc<BurstReach>>>,
+    /// from when its files are open until its writers are done; then, until its caller says it
+    /// is accounted for (`forget_sealed`), that of each burst being sealed and read back.
+    reaches: Mutex<Reaches>,
     /// The next burst's files, prepared ahead of its trigger.
     next: Mutex<NextBurst>,
     /// Per link, what every finished burst made durable and lost (counters that only grow).
@@ -103,7 +104,7 @@ impl Unit {
             buffer_page_bytes,
             buffer_nodes,
             live: Mutex::new(None),
-            reach: Mutex::new(None),
+            reaches: Mutex::new(Reaches::default()),
             finished: Mutex::new(
                 (0..config.links)
                     .map(|link| LinkCounters {
@@ -254,8 +255,8 @@ impl Unit {
     }
 
     /// Records the burst of `window` (from `window`), blocking until it is durable, sealed and
-    /// verified (its end where the triggers that joined it moved it: `reach`). One burst at a
-    /// time: a second call while one records is refused.
+    /// verified (its end where the triggers that joined it moved it: `reach`). One burst
+    /// recorded at a time: a second call while one records is refused.
     pub fn trigger(
         &self,
         window: &TriggerInfo,
@@ -275,6 +276,26 @@ impl Unit {
         first: snbuf_burst::AnsweredTrigger,
         mut on_progress: impl FnMut(&Progress),
     ) -> Result<RecordSummary, RecordError> {
+        let burst_id = first.trigger_id.clone();
+        let written = self.write(&burst_id, window, first, &mut on_progress)?;
+        let sealed = self.seal(written);
+        self.forget_sealed(&burst_id);
+        sealed
+    }
+
+    /// The first half of a burst: opens its files and writes its window until every link is
+    /// done (durable, or its losses counted), then frees the unit: from when this returns, a
+    /// trigger starts a burst of its own while this one is sealed and read back (`seal`), so
+    /// that a unit is never closed to a new window for as long as a read-back takes. Its
+    /// triggers stay answered (`answering`) until `forget_sealed`. `burst_id` names the burst
+    /// (its directory); `first` is the trigger that opens it.
+    pub fn write(
+        &self,
+        burst_id: &str,
+        window: &TriggerInfo,
+        first: snbuf_burst::AnsweredTrigger,
+        on_progress: &mut dyn FnMut(&Progress),
+    ) -> Result<WrittenBurst, RecordError> {
         // Outside the catch below, so only checked in debug builds: the server builds `first`
         // to hold it, and a panic here would leave the server's `busy` set.
         debug_assert!(
@@ -282,8 +303,6 @@ impl Unit {
                 && first.covered_end_timestamp <= window.window_end_timestamp,
             "what the first trigger is told is covered is inside the window"
         );
-        let burst_id = first.trigger_id.clone();
-        let burst_id = burst_id.as_str();
         snbuf_burst::check_burst_id(burst_id).map_err(crate::config::ConfigError::from)?;
         let live: Arc<Vec<LiveLink>> = Arc::new(
             (0..self.config.links)
@@ -301,10 +320,17 @@ impl Unit {
         // that the unit is left as after any failed burst (no reach a later trigger could join,
         // no live counters, the totals kept) and takes triggers again.
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.record_window(window, first, &live, &mut on_progress)
+            self.record_window(burst_id, window, first, &live, on_progress)
         }))
         .unwrap_or_else(|panic| Err(RecordError::Panicked(crate::error::panic_text(&*panic))));
-        *self.reach.lock().expect("reach") = None;
+        {
+            // The recording reach moves to the sealing ones in one step, so a trigger delivered
+            // again always finds the burst that answers it.
+            let mut reaches = self.reaches.lock().expect("reaches");
+            if let (Some(reach), Ok(_)) = (reaches.recording.take(), result.as_ref()) {
+                reaches.sealing.push(reach);
+            }
+        }
         {
             // Into the run's totals before the live counters go, under the same lock order
             // (finished, then live) as `totals`, so no reader sees a burst counted twice or not.
@@ -317,22 +343,24 @@ impl Unit {
         result
     }
 
-    /// One piece: one burst from trigger to verdict (open, write, seal, verify, report), sharing
-    /// the counters and clocks it reports.
+    /// One piece: one burst from trigger to its last write (open, write), with the counters and
+    /// clocks its report needs (`seal` makes the report).
     fn record_window(
         &self,
+        burst_id: &str,
         window: &TriggerInfo,
         first: snbuf_burst::AnsweredTrigger,
         live: &Arc<Vec<LiveLink>>,
         on_progress: &mut dyn FnMut(&Progress),
-    ) -> Result<RecordSummary, RecordError> {
+    ) -> Result<WrittenBurst, RecordError> {
         let config = &self.config;
         let fb = config.frame_type.frame_bytes() as usize;
         let window = window.clone();
-        let burst_id = first.trigger_id.clone();
-        let burst_id = burst_id.as_str();
-        // A trigger cut short: the manifest says so from the start, not only at the seal.
-        let first_is_cut = first.window_end_timestamp != first.covered_end_timestamp;
+        // A trigger cut short, or one whose burst is named apart from it: the manifest says so
+        // from the start (its own answer, not the one the burst's name would give), not only at
+        // the seal.
+        let first_not_as_named = first.window_end_timestamp != first.covered_end_timestamp
+            || first.trigger_id != burst_id;
         // A preparation stuck on its device is waited for no longer than a write would be.
         let prepared = self
             .next
@@ -351,13 +379,14 @@ impl Unit {
         )?;
         let (mut seal, link_writers) = opened.burst.split();
         let reach = Arc::new(BurstReach::new(
+            burst_id,
             window.clone(),
             first,
             self.give_up_at(&window),
             opened.region_bytes,
             step,
         ));
-        *self.reach.lock().expect("reach") = Some(reach.clone());
+        self.reaches.lock().expect("reaches").recording = Some(reach.clone());
 
         let trigger_instant = Instant::now();
         let (source_clock, max_lag_ns, links_favoured) = {
@@ -415,7 +444,7 @@ impl Unit {
         };
         report_status("recording", true);
         let mut next_tick = Instant::now() + Duration::from_secs(1);
-        let mut answered_version = if first_is_cut { u64::MAX } else { 0 };
+        let mut answered_version = if first_not_as_named { u64::MAX } else { 0 };
         let silence_allowed = crate::watchdog::silence_allowed(config.completion_deadline);
         while writers.running() {
             std::thread::sleep(Duration::from_millis(20));
@@ -437,96 +466,44 @@ impl Unit {
         }
         let joined = writers.join(&dir);
         // Kept, closed, until the burst is sealed: a trigger meanwhile is told it is ending
-        // (and waits for it), not that there is none.
+        // (and opens a burst of its own once the unit is free), not that there is none.
         reach.close();
         let (links, writer_cpu_s) = joined?;
         // The window as recorded: its end where the last joined trigger moved it.
         let (_, window, triggers) = reach.answered();
-        if reach.version() > 0 || first_is_cut {
-            // Joined, cut or cancelled: the manifest holds the window as it ended.
+        if reach.version() > 0 || first_not_as_named {
+            // Joined, cut, named apart or cancelled: the manifest holds the window as it ended.
             seal.set_answered(window.clone(), triggers);
         }
-        let chunks_from_source = links.iter().map(|l| l.chunks_from_source()).sum();
-        let writing_s = trigger_instant.elapsed().as_secs_f64();
-        let source_cpu_s = source_clock.map(|c| c.seconds()).unwrap_or(0.0) - source_cpu0;
-        let source_bytes = (frames_in() - source_frames0) * fb as u64;
-        let process_cpu_s = snbuf_platform::cpu::process_cpu_seconds() - process_cpu0;
-        let source_max_lag_s = max_lag_ns.load(Ordering::Relaxed) as f64 * 1e-9;
-        on_progress(&self.progress("sealing"));
-        report_status("sealing", true);
-
-        let abandoned: Vec<u32> = links
-            .iter()
-            .filter(|l| l.abandoned())
-            .map(|l| l.link())
-            .collect();
-        let mut manifest = seal.seal(links)?;
-        report_status("sealed", true);
-        let durability = manifest.durability.clone();
-        let verify = crate::summary::verify_sealed(&dir, &mut manifest, &abandoned)?;
-        let frames_recorded: u64 = manifest.links.iter().map(|l| l.data.frames).sum();
-        let lost_frames: u64 = manifest.links.iter().map(|l| l.lost_frames).sum();
-        let produced = self.buffers[0].written();
-        let ingest = self.ingest();
-        let ingest = ingest.as_ref();
-        let nic = ingest.and_then(|i| i.nic.clone());
-        let result = RecordResult {
-            burst_dir: dir,
-            state: manifest.state,
-            trigger: window,
-            frame: manifest.frame.clone(),
-            frame_bytes: fb as u32,
-            frames_recorded,
-            lost_frames,
-            input_bytes_per_s: produced as f64 * fb as f64 * config.links as f64
-                / self.started.elapsed().as_secs_f64(),
-            output_bytes_per_s: frames_recorded as f64 * fb as f64 / writing_s,
-            method: manifest.method.clone(),
-            durability,
+        // The last figures of this burst's links, while they are still its own: what the status
+        // file shows while it is sealed, whatever the next burst does meanwhile.
+        let last_progress = self.progress("sealing");
+        on_progress(&last_progress);
+        Ok(WrittenBurst {
+            burst_id: burst_id.to_string(),
+            last_progress,
+            dir,
+            status,
+            seal,
+            chunks_from_source: links.iter().map(|l| l.chunks_from_source()).sum(),
+            links,
+            window,
+            writer_cpu_s,
+            writing_s: trigger_instant.elapsed().as_secs_f64(),
+            source_cpu_s: source_clock.map(|c| c.seconds()).unwrap_or(0.0) - source_cpu0,
+            source_bytes: (frames_in() - source_frames0) * fb as u64,
+            process_cpu_s: snbuf_platform::cpu::process_cpu_seconds() - process_cpu0,
+            source_max_lag_s: max_lag_ns.load(Ordering::Relaxed) as f64 * 1e-9,
             survives_power_loss: opened.survives_power_loss,
             prepared_ahead: opened.prepared_ahead,
-            window_cut_to_bytes_per_link: opened.cut_to_bytes_per_link,
-            buffer_memory_bytes: self.buffer_memory_bytes,
-            buffer_page_bytes: self.buffer_page_bytes,
-            buffer_numa_nodes: self.buffer_nodes.clone(),
-            // Known once the links stop (`one_shot`).
-            skipped_at_source_per_link: 0,
-            source_max_lag_s,
-            writer_cpu_s,
-            writers: config.writers,
-            chunks_from_source,
-            source_cpu_s,
-            source_bytes,
-            process_cpu_s,
-            // Derived below, from the figures above.
-            source_cpu_core_s_per_gib: None,
-            unit_cpu_core_s_per_gib: None,
-            other_cpu_s: 0.0,
-            cpu_core_s_per_gib: 0.0,
-            links: manifest.links.clone(),
-            ingest: ingest.map(|i| i.counters.iter().map(|c| c.snapshot()).collect()),
-            ingest_gro: ingest.map(|i| i.gro),
-            ingest_rcvbuf_bytes: ingest.map(|i| i.rcvbuf_bytes),
-            ingest_nap_s: ingest.map(|i| i.nap.as_secs_f64()),
-            ingest_receive_cpu: ingest.and_then(|i| i.receive_cpu),
-            ingest_nic: nic.as_ref().map(|n| n.name.clone()),
-            ingest_nic_numa_node: nic.as_ref().and_then(|n| n.node),
-            valid: verify.valid,
-            problems: verify.problems.clone(),
-        }
-        .with_cpu_figures();
-        Ok(RecordSummary {
-            result,
-            ingest_nic: nic,
-            manifest,
-            verify,
+            cut_to_bytes_per_link: opened.cut_to_bytes_per_link,
         })
     }
 
     /// The reach of the burst being recorded (its window's end, the triggers it answers), while
     /// its writers run: what a trigger joins (`reach::join`).
     pub(crate) fn reach(&self) -> Option<Arc<BurstReach>> {
-        self.reach.lock().expect("reach").clone()
+        self.reaches.lock().expect("reaches").recording.clone()
     }
 
     /// When the writers of `window` stop waiting for data that does not come
@@ -608,6 +585,10 @@ impl Drop for Unit {
 }
 
 mod held;
+mod seal;
 mod setup;
+
+use seal::Reaches;
+pub use seal::WrittenBurst;
 
 use setup::{allocate_buffers, prepare_outputs};

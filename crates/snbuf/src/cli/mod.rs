@@ -70,9 +70,10 @@ pub enum Command {
     ///   snbuf emit --to udp://127.0.0.1:5000 --replay link0.bin --replay link1.bin --duration 10s
     Emit(EmitArgs),
     /// Trigger a running `snbuf serve`: record the window around now (or --at TICKS).
-    /// One burst at a time: a trigger whose window begins inside the burst being recorded joins
-    /// it (the burst's end moves out to hold it); any other is refused while a burst records
-    /// (over --nats it waits for the burst in progress instead).
+    /// A trigger whose window begins at or after the start of the burst being recorded joins it
+    /// (the burst's end moves out to hold it); one that comes as a burst ends, or while it is
+    /// sealed, starts a burst of its own at once. Only one whose window begins before the burst
+    /// being recorded is refused (over --nats it waits for that burst instead).
     Trigger(TriggerArgs),
     /// Show a running `snbuf serve`: links, the burst being recorded, past bursts.
     Status(StatusArgs),

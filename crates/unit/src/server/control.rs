@@ -20,7 +20,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use snbuf_burst::TriggerInfo;
 
 use crate::error::RecordError;
 use crate::protocol::{
@@ -233,7 +232,10 @@ impl Server {
                 }
             }
         });
-        while self.busy.load(Ordering::Acquire) {
+        // The drain: the burst being recorded, and every burst still being sealed. Bounded by
+        // whoever drains (the service's drain timeout); a writer stuck in the kernel is given
+        // up by the watchdog.
+        while self.busy.load(Ordering::Acquire) || !self.unit.sealing().is_empty() {
             std::thread::sleep(Duration::from_millis(50));
         }
         self.unit.wind_down();
@@ -342,8 +344,14 @@ impl Server {
         let busy = self.busy.load(Ordering::Acquire);
         let checked = trigger_check::check(&self.unit, req, !busy)?;
         if let Some(id) = &req.burst_id {
-            if config.output_dir.join(id).exists() {
-                return Err(format!("burst {id} already exists"));
+            // A burst this trigger opened or joined (an earlier run's, or this one's): it was
+            // recorded. Anything else of that name in the output (the unit's socket, its
+            // journal, another trigger's burst) is no answer to it: its burst is named apart
+            // (`burst_name_for`).
+            match snbuf_burst::names::burst_answering(&config.output_dir, id) {
+                Some(b) if b == *id => return Err(format!("burst {id} already exists")),
+                Some(b) => return Err(format!("trigger {id} was already recorded, in burst {b}")),
+                None => {}
             }
             // One that joined a burst already sealed is refused; one that joined the burst
             // being recorded gets its answer again (`join`).
@@ -385,14 +393,12 @@ impl Server {
                 None => return self.accept(req),
             }
         }
-        let burst_id = match &req.burst_id {
+        let trigger_id = match &req.burst_id {
             Some(id) => id.clone(),
             None => self.next_burst_id(),
         };
-        snbuf_burst::check_burst_id(&burst_id).map_err(|e| e.to_string())?;
-        if config.output_dir.join(&burst_id).exists() {
-            return Err(format!("burst {burst_id} already exists"));
-        }
+        snbuf_burst::check_burst_id(&trigger_id).map_err(|e| e.to_string())?;
+        let burst_id = burst_name_for(&config.output_dir, &trigger_id)?;
         // Connections are served concurrently: the check above was a quick refusal, this is
         // the one that counts (only one trigger can take the unit).
         if self
@@ -413,12 +419,12 @@ impl Server {
             burst_id: burst_id.clone(),
             window: window.clone(),
         });
-        let mut first = snbuf_burst::AnsweredTrigger::whole(&burst_id, &window);
+        let mut first = snbuf_burst::AnsweredTrigger::whole(&trigger_id, &window);
         if let Some(c) = &cut {
             // The trigger asked for more than is recorded: the manifest keeps both.
             first.window_end_timestamp = c.asked_end;
         }
-        if let Err(e) = self.record_in_background(window.clone(), first) {
+        if let Err(e) = self.record_in_background(&burst_id, window.clone(), first) {
             *self.current.lock().expect("current") = None;
             self.busy.store(false, Ordering::Release);
             return Err(format!("start the recording thread: {e}"));
@@ -437,17 +443,10 @@ impl Server {
     /// one of the last `MAX_BURSTS_SHOWN`), if any: a trigger delivered again is not recorded
     /// twice.
     pub fn answered_by(&self, id: &str) -> Option<String> {
-        if self
-            .unit
-            .reach()
-            .is_some_and(|r| r.answered_trigger(id).is_some())
-        {
-            return self
-                .current
-                .lock()
-                .expect("current")
-                .as_ref()
-                .map(|c| c.burst_id.clone());
+        // The unit first (recording or sealing), then the history: a burst is kept in the
+        // history before the unit forgets it, so one of the two always has it.
+        if let Some(burst) = self.unit.answering(id) {
+            return Some(burst);
         }
         let h = self.bursts.lock().expect("bursts");
         h.recent
@@ -461,81 +460,6 @@ impl Server {
         let mut n = self.counter.lock().expect("counter");
         *n += 1;
         format!("{}-{:04}", self.unit.config().burst_id, *n)
-    }
-
-    /// Records `window` as burst `id` on a thread of its own; when it is sealed, keeps its
-    /// outcome, arms the unit for the next trigger and clears `busy`.
-    fn record_in_background(
-        &self,
-        window: TriggerInfo,
-        first: snbuf_burst::AnsweredTrigger,
-    ) -> std::io::Result<()> {
-        let id = first.trigger_id.clone();
-        let (unit, bursts, busy, current) = (
-            self.unit.clone(),
-            self.bursts.clone(),
-            self.busy.clone(),
-            self.current.clone(),
-        );
-        let recording = std::thread::Builder::new().name("snbuf-trigger".into());
-        recording.spawn(move || {
-            let unit_id = unit.config().unit_id.clone().unwrap_or_default();
-            let span = tracing::info_span!("burst", unit = %unit_id, burst = %id);
-            let _in_burst = span.enter();
-            let step_s = unit.config().clock().seconds(unit.frame_step_ticks());
-            let outcome = match unit.trigger_answering(&window, first, |_| {}) {
-                Ok(rep) => BurstOutcome {
-                    burst_id: id.clone(),
-                    state: OutcomeState::of(rep.manifest.state),
-                    dir: Some(rep.result.burst_dir.clone()),
-                    frames: Some(rep.result.frames_recorded),
-                    lost_frames: Some(rep.result.lost_frames),
-                    lost_s: Some(
-                        rep.manifest
-                            .links
-                            .iter()
-                            .map(|l| l.lost_frames)
-                            .max()
-                            .unwrap_or(0) as f64
-                            * step_s,
-                    ),
-                    valid: rep.verify.valid,
-                    output_bytes_per_s: Some(rep.result.output_bytes_per_s),
-                    window: Some(rep.result.trigger.clone()),
-                    prepared_ahead: Some(rep.result.prepared_ahead),
-                    window_cut_to_bytes_per_link: rep.result.window_cut_to_bytes_per_link,
-                    error: None,
-                    triggers: rep
-                        .manifest
-                        .triggers
-                        .iter()
-                        .map(|t| t.trigger_id.clone())
-                        .collect(),
-                },
-                Err(e) => BurstOutcome {
-                    burst_id: id.clone(),
-                    state: OutcomeState::Error,
-                    error: Some(e.to_string()),
-                    ..BurstOutcome::default()
-                },
-            };
-            if outcome.clean() {
-                tracing::info!(
-                    frames = outcome.frames,
-                    lost_frames = outcome.lost_frames,
-                    lost_s = outcome.lost_s,
-                    "burst sealed and verified"
-                );
-            } else {
-                tracing::error!(outcome = ?outcome, "burst not sealed clean");
-            }
-            bursts.lock().expect("bursts").push(outcome);
-            // Arm for the next trigger: its files are prepared in the background.
-            unit.prepare_next();
-            *current.lock().expect("current") = None;
-            busy.store(false, Ordering::Release);
-        })?;
-        Ok(())
     }
 
     /// How many bursts finished in all, and the most recent ones, oldest first.
@@ -597,11 +521,33 @@ impl Server {
             durable_watermark: totals.iter().map(|l| l.durable_until_timestamp).collect(),
             link_rates: u.link_rates(),
             recording_burst: self.current.lock().expect("current").clone(),
+            sealing_bursts: u.sealing(),
             next_burst: u.next_burst_state().into(),
             bursts_total: history.total,
             bursts: history.recent.iter().cloned().collect(),
         }
     }
+}
+
+/// The name of the burst that trigger `trigger_id` opens (`snbuf_burst::names`): its own
+/// id unless that names something else in `output`. A trigger is never lost to a name it could
+/// not know was taken.
+fn burst_name_for(output: &Path, trigger_id: &str) -> Result<String, String> {
+    let name = snbuf_burst::names::free_burst_name(output, trigger_id).ok_or_else(|| {
+        format!(
+            "no free burst name for trigger {trigger_id} in {}",
+            output.display()
+        )
+    })?;
+    debug_assert!(
+        snbuf_burst::check_burst_id(&name).is_ok(),
+        "a burst's name is a plain directory name"
+    );
+    if name != trigger_id {
+        tracing::warn!(trigger = %trigger_id, burst = %name,
+            "the trigger's id names something else in the output: its burst is named apart");
+    }
+    Ok(name)
 }
 
 fn read_request(stream: &mut UnixStream) -> Result<Value, String> {
@@ -619,5 +565,6 @@ fn read_request(stream: &mut UnixStream) -> Result<Value, String> {
 mod cancel;
 mod client;
 mod join;
+mod recording;
 
 pub use client::{ask, request};

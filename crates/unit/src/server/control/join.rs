@@ -1,6 +1,7 @@
 //! A trigger that comes while a burst is being recorded: it joins that burst when its window
-//! begins inside it (a second alert for the same supernova), waiting a moment for a burst that
-//! is still opening its files or has just ended.
+//! begins at or after the burst's start (a second alert for the same supernova), waiting a
+//! moment for a burst that is still opening its files; when the burst is ending, it waits for
+//! the unit to be free and opens a burst of its own (the one ending is sealed meanwhile).
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -10,10 +11,15 @@ use snbuf_burst::TriggerInfo;
 use super::Server;
 use crate::error::RecordError;
 use crate::protocol::{TriggerReply, TriggerRequest};
+use crate::reach::JoinRefusal;
 
 /// How long a trigger that came while the burst before it was opening its files waits for them,
 /// to join it: opening takes milliseconds, or a device's completion deadline when it stalls.
 const BURST_OPENING_WAIT: Duration = Duration::from_secs(5);
+/// The longest a trigger waits for a burst that is ending to free the unit: its writers finish
+/// their last chunks in milliseconds, or when a link that stopped sending is given up. Within
+/// the control client's 30 s, and never longer than the unit's buffer keeps the trigger's data.
+const BURST_ENDING_WAIT: Duration = Duration::from_secs(20);
 
 impl Server {
     /// A trigger that came while a burst is being recorded: it joins that burst when its window
@@ -47,8 +53,18 @@ impl Server {
             return Ok(None);
         }
         let config = self.unit.config();
-        let joined = crate::reach::join(config, reach.as_deref(), &current.burst_id, &id, &window)
-            .map_err(|why| format!("{} (it cannot join it: {why})", RecordError::Busy))?;
+        let joined =
+            match crate::reach::join(config, reach.as_deref(), &current.burst_id, &id, &window) {
+                Ok(joined) => joined,
+                Err(JoinRefusal::Ending | JoinRefusal::NoBurst) => {
+                    return self.once_free(config.buffer.min(BURST_ENDING_WAIT));
+                }
+                // Another burst began since this trigger looked: decided again, against it.
+                Err(JoinRefusal::NotRecording(_)) => return Ok(None),
+                Err(why) => {
+                    return Err(format!("{} (it cannot join it: {why})", RecordError::Busy))
+                }
+            };
         if let (Some(r), Some(c)) = (reach, self.current.lock().expect("current").as_mut()) {
             c.window = r.window();
         }
@@ -62,5 +78,22 @@ impl Server {
             joined: Some(joined),
             cut: None,
         }))
+    }
+
+    /// The burst in the way is ending: Ok(None) once the unit is free (within `bound`), so that
+    /// the trigger opens a burst of its own while that one is sealed; Err if it is not by then.
+    fn once_free(&self, bound: Duration) -> Result<Option<TriggerReply>, String> {
+        let give_up_at = std::time::Instant::now() + bound;
+        while self.busy.load(Ordering::Acquire) {
+            if std::time::Instant::now() >= give_up_at {
+                return Err(format!(
+                    "{} (the burst is ending, and its writers were not done within {:.1} s)",
+                    RecordError::Busy,
+                    bound.as_secs_f64()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(None)
     }
 }

@@ -1,0 +1,57 @@
+//! Burst names in an output directory: which burst answers a trigger, and the name a new
+//! burst takes when its trigger's id already names something else there (the unit's socket,
+//! the fleet's journal, another trigger's burst). A trigger is never lost to a name it could not
+//! know was taken, and never recorded twice for one it could.
+
+use std::path::Path;
+
+use crate::manifest::Manifest;
+use crate::spec::MAX_BURST_ID_BYTES;
+
+/// The burst in `output` that answers trigger `id` (its manifest says so), if one does: the
+/// burst named `id`, or one named apart because `id` named something else (`ID-2`, `ID-3`, ...,
+/// looked at while they exist). How a trigger delivered again is told from one whose id merely
+/// names something else in the output.
+pub fn burst_answering(output: &Path, id: &str) -> Option<String> {
+    let answers = |name: &str| {
+        let dir = output.join(name);
+        dir.is_dir() && Manifest::read(&dir).is_ok_and(|m| m.answers(id))
+    };
+    if answers(id) {
+        return Some(id.to_string());
+    }
+    let stem: String = id.chars().take(MAX_BURST_ID_BYTES - 8).collect();
+    (2..10_000)
+        .map(|n| format!("{stem}-{n}"))
+        .take_while(|name| output.join(name).exists())
+        .find(|name| answers(name))
+}
+
+/// The name a burst opened by trigger `id` takes in `output`: `id` itself, or, when that already
+/// names something (the unit's socket or journal, another trigger's burst), the first of `ID-2`,
+/// `ID-3`, ... that names nothing. None when all are taken.
+pub fn free_burst_name(output: &Path, id: &str) -> Option<String> {
+    if !output.join(id).exists() {
+        return Some(id.to_string());
+    }
+    let stem: String = id.chars().take(MAX_BURST_ID_BYTES - 8).collect();
+    (2..10_000)
+        .map(|n| format!("{stem}-{n}"))
+        .find(|name| !output.join(name).exists())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_taken_by_anything_else_is_skipped() {
+        let out = tempfile::tempdir().unwrap();
+        assert_eq!(free_burst_name(out.path(), "x").as_deref(), Some("x"));
+        std::fs::write(out.path().join("x"), b"a socket, say").unwrap();
+        std::fs::create_dir(out.path().join("x-2")).unwrap();
+        assert_eq!(free_burst_name(out.path(), "x").as_deref(), Some("x-3"));
+        // Neither is a burst that answers trigger x.
+        assert_eq!(burst_answering(out.path(), "x"), None);
+    }
+}

@@ -1,0 +1,235 @@
+//! A unit at DUNE's shape, scaled in rate only: a 10 s buffer, windows from 9 s before to 100 s
+//! after an alert, default options otherwise. A second alert 50 s into the first joins it and
+//! is recorded whole (a burst grown by joins is not cut at `--max-window`, which bounds one
+//! trigger's own window); a third right as the grown window ends is accepted at once and
+//! recorded whole while the first burst is sealed, read back and exported at full speed to a
+//! real object store (Garage, when installed; CI requires it); a trigger whose id names one of
+//! the unit's own files is recorded, its burst named apart. Every window whole, 0 frames lost.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{snbuf, stderr, KillOnDrop};
+use serde_json::{json, Value};
+
+/// The shape: 2 links (DUNE has 10 a socket) at 2 MB/s each (DUNE's are ~1 GB/s), a 10 s
+/// buffer; the method and every other option the unit's defaults.
+const SHAPE: &[&str] = &[
+    "--links",
+    "2",
+    "--rate-per-link",
+    "2MB/s",
+    "--buffer",
+    "10s",
+];
+
+fn status(socket: &Path) -> Value {
+    let o = snbuf(&["status", "--socket", socket.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// A trigger on the control socket (`{"cmd":"trigger",...}` plus `fields`), as `snbuf trigger`
+/// sends it: its reply, which must accept it.
+fn trigger(socket: &Path, fields: Value) -> Value {
+    let mut request = json!({"cmd": "trigger"});
+    for (k, v) in fields.as_object().unwrap() {
+        request[k] = v.clone();
+    }
+    let mut s = UnixStream::connect(socket).unwrap();
+    // The server answers within its own bounds (a trigger waits at most 20 s for a burst that
+    // is ending); a reply that never comes fails the test.
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    writeln!(s, "{request}").unwrap();
+    let mut line = String::new();
+    BufReader::new(s).read_line(&mut line).unwrap();
+    let reply: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(reply["ok"], true, "{request} refused: {reply}");
+    reply
+}
+
+/// Polls the unit's status (every 50 ms, at most `within`) until `ok` holds; returns it.
+fn status_when(socket: &Path, within: Duration, ok: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + within;
+    loop {
+        let s = status(socket);
+        if ok(&s) {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "the unit never got there: {s}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Burst `id`'s outcome, once sealed (at most `within`).
+fn sealed(socket: &Path, id: &str, within: Duration) -> Value {
+    let s = status_when(socket, within, |s| {
+        s["bursts"]
+            .as_array()
+            .is_some_and(|b| b.iter().any(|b| b["burst_id"] == id))
+    });
+    let bursts = s["bursts"].as_array().unwrap();
+    bursts.iter().find(|b| b["burst_id"] == id).unwrap().clone()
+}
+
+fn manifest(dir: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap()
+}
+
+/// Burst `dir` is valid and holds `[start, end)` whole: sealed, verified, 0 frames lost, its
+/// window from `start` to at least `end`, and every trigger it answers covered to its asked end.
+fn assert_whole(dir: &Path, start: u64, end: u64) {
+    let o = snbuf(&["verify", dir.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let m = manifest(dir);
+    assert_eq!(m["state"], "sealed", "{m}");
+    for l in m["links"].as_array().unwrap() {
+        assert_eq!(l["lost_frames"], 0, "{l}");
+        assert!(l["frames"].as_u64().unwrap() > 0, "{l}");
+    }
+    let w = &m["trigger"];
+    assert_eq!(w["window_start_timestamp"].as_u64(), Some(start), "{w}");
+    assert!(w["window_end_timestamp"].as_u64().unwrap() >= end, "{w}");
+    for t in m["triggers"].as_array().unwrap() {
+        assert_eq!(
+            t["covered_end_timestamp"], t["window_end_timestamp"],
+            "a trigger cut: {t}"
+        );
+    }
+}
+
+fn window_of(reply: &Value) -> (u64, u64) {
+    let w = &reply["window"];
+    (
+        w["window_start_timestamp"].as_u64().unwrap(),
+        w["window_end_timestamp"].as_u64().unwrap(),
+    )
+}
+
+#[test]
+fn alerts_that_join_outgrow_or_follow_a_burst_are_recorded_whole() {
+    let root = tempfile::tempdir().unwrap();
+    let (mut cmd, out, socket) = common::serve_command(root.path(), SHAPE);
+    // Every sealed burst exported at full speed (no --export-rate), beside the next recording.
+    let store = common::garage::garage(&root.path().join("garage"));
+    if let Some((_, env)) = &store {
+        cmd.args(["--export-to", "s3://snbuf/shape"])
+            .envs(env.clone());
+    } else {
+        eprintln!("no garage: the bursts are not exported beside the recording");
+    }
+    let _unit = KillOnDrop(cmd.spawn().unwrap());
+    common::wait_for_socket(&socket);
+    // The buffer full: the first alert's 9 s before it are there.
+    std::thread::sleep(Duration::from_secs(10));
+
+    let first = trigger(
+        &socket,
+        json!({"burst_id": "first", "pre_s": 9.0, "post_s": 100.0}),
+    );
+    let (first_start, first_end) = window_of(&first);
+    std::thread::sleep(Duration::from_secs(50));
+    // Its window ends 159 s after the first's start: past the default --max-window (120 s),
+    // which bounds one trigger's own window, not a burst that joins grow.
+    let second = trigger(
+        &socket,
+        json!({"burst_id": "second", "pre_s": 9.0, "post_s": 100.0}),
+    );
+    assert_eq!(second["burst_id"], "first", "it joins: {second}");
+    let joined = &second["joined"];
+    assert!(joined["not_covered_s"].is_null(), "cut: {second}");
+    let (second_start, second_end) = window_of(&second);
+    assert!(second_start > first_start && second_end > first_end);
+    assert_eq!(joined["covered_end"].as_u64(), Some(second_end));
+
+    // A third as soon as the grown window's end is in the buffers: the first burst's writers are
+    // finishing, then it is sealed and read back, and the third opens its own burst meanwhile.
+    let hz = status(&socket)["clock_hz"].as_u64().unwrap();
+    status_when(&socket, Duration::from_secs(150), |s| {
+        s["newest_timestamp"].as_u64().unwrap_or(0) >= second_end
+    });
+    let asked = Instant::now();
+    let third = trigger(
+        &socket,
+        json!({"burst_id": "third", "pre_s": 9.0, "post_s": 10.0}),
+    );
+    eprintln!(
+        "third alert accepted in {:.3} s, {:.3} s after the grown window's end",
+        asked.elapsed().as_secs_f64(),
+        (third["window"]["trigger_timestamp"].as_u64().unwrap() - second_end) as f64 / hz as f64
+    );
+    assert_eq!(third["burst_id"], "third", "{third}");
+    assert!(third["joined"].is_null(), "{third}");
+    let (third_start, third_end) = window_of(&third);
+    assert!(
+        third_start < second_end,
+        "its window overlaps the first burst's"
+    );
+
+    let first_outcome = sealed(&socket, "first", Duration::from_secs(60));
+    let third_outcome = sealed(&socket, "third", Duration::from_secs(60));
+    for o in [&first_outcome, &third_outcome] {
+        assert_eq!(o["state"], "sealed", "{o}");
+        assert_eq!(o["valid"], true, "{o}");
+        assert_eq!(o["lost_frames"], 0, "{o}");
+    }
+    assert_whole(&out.join("first"), first_start, second_end);
+    if store.is_some() {
+        // Exported and read back (it starts once the first is sealed, seconds into the third).
+        let exported = out.join("first/export.json");
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !exported.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "the first burst was not exported"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    assert_whole(&out.join("third"), third_start, third_end);
+    let first_manifest = manifest(&out.join("first"));
+    assert_eq!(
+        common::answered_triggers(&first_manifest),
+        ["first", "second"]
+    );
+}
+
+#[test]
+fn a_trigger_whose_id_names_the_units_own_file_is_recorded_apart() {
+    let root = tempfile::tempdir().unwrap();
+    let out = root.path().join("data");
+    // The socket in the output, as `serve` puts it by default.
+    let socket = out.join("snbuf.sock");
+    std::fs::create_dir_all(&out).unwrap();
+    let options = [common::SMALL_UNIT, &["--pre", "500ms", "--post", "500ms"]].concat();
+    let mut cmd = common::serve_command_into(&out, &socket, &options);
+    let _unit = KillOnDrop(cmd.spawn().unwrap());
+    common::wait_for_socket(&socket);
+    std::thread::sleep(Duration::from_millis(800));
+
+    let reply = trigger(&socket, json!({"burst_id": "snbuf.sock"}));
+    let burst = reply["burst_id"].as_str().unwrap().to_string();
+    assert_eq!(burst, "snbuf.sock-2", "{reply}");
+    let outcome = sealed(&socket, &burst, Duration::from_secs(30));
+    assert_eq!(outcome["valid"], true, "{outcome}");
+    assert_eq!(outcome["lost_frames"], 0, "{outcome}");
+    let (start, end) = window_of(&reply);
+    assert_whole(&out.join(&burst), start, end);
+    let m = manifest(&out.join(&burst));
+    assert_eq!(common::answered_triggers(&m), ["snbuf.sock"]);
+    // The same trigger again is the one already recorded, not a third burst.
+    let o = snbuf(&[
+        "trigger",
+        "--socket",
+        socket.to_str().unwrap(),
+        "--burst-id",
+        "snbuf.sock",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("already"), "{}", stderr(&o));
+    assert!(!out.join("snbuf.sock-3").exists());
+}

@@ -1,0 +1,102 @@
+//! A trigger's burst recorded on a thread of its own: written, then (the unit already free for
+//! the next trigger) sealed and read back, and its outcome kept in the server's history.
+
+use std::sync::atomic::Ordering;
+
+use snbuf_burst::TriggerInfo;
+
+use super::Server;
+use crate::protocol::{BurstOutcome, OutcomeState};
+
+impl Server {
+    /// Records `window` as burst `id` on a thread of its own. Once its writers are done the unit
+    /// is free (`busy` cleared, the next burst's files prepared) and the burst is sealed and
+    /// read back on the same thread while the next trigger may already be recording; its
+    /// outcome is kept when it is sealed.
+    pub(super) fn record_in_background(
+        &self,
+        burst_id: &str,
+        window: TriggerInfo,
+        first: snbuf_burst::AnsweredTrigger,
+    ) -> std::io::Result<()> {
+        let id = burst_id.to_string();
+        let (unit, bursts, busy, current) = (
+            self.unit.clone(),
+            self.bursts.clone(),
+            self.busy.clone(),
+            self.current.clone(),
+        );
+        let recording = std::thread::Builder::new().name("snbuf-trigger".into());
+        recording.spawn(move || {
+            let unit_id = unit.config().unit_id.clone().unwrap_or_default();
+            let span = tracing::info_span!("burst", unit = %unit_id, burst = %id);
+            let _in_burst = span.enter();
+            let written = unit.write(&id, &window, first, &mut |_| {});
+            // Free for the next trigger, which opens a burst of its own while this one is
+            // sealed: its files are prepared in the background meanwhile.
+            unit.prepare_next();
+            *current.lock().expect("current") = None;
+            busy.store(false, Ordering::Release);
+            let outcome = match written.and_then(|w| unit.seal(w)) {
+                Ok(rep) => {
+                    let step_s = unit.config().clock().seconds(unit.frame_step_ticks());
+                    sealed_outcome(&id, &rep, step_s)
+                }
+                Err(e) => BurstOutcome {
+                    burst_id: id.clone(),
+                    state: OutcomeState::Error,
+                    error: Some(e.to_string()),
+                    ..BurstOutcome::default()
+                },
+            };
+            if outcome.clean() {
+                tracing::info!(
+                    frames = outcome.frames,
+                    lost_frames = outcome.lost_frames,
+                    lost_s = outcome.lost_s,
+                    "burst sealed and verified"
+                );
+            } else {
+                tracing::error!(outcome = ?outcome, "burst not sealed clean");
+            }
+            // Kept before the unit forgets it, so that a trigger delivered again finds the
+            // burst that answers it in one place or the other (`answered_by`).
+            bursts.lock().expect("bursts").push(outcome);
+            unit.forget_sealed(&id);
+        })?;
+        Ok(())
+    }
+}
+
+/// What became of burst `id`, sealed and read back as `rep` says; `step_s`: seconds between a
+/// link's frames (its losses in seconds).
+fn sealed_outcome(id: &str, rep: &crate::summary::RecordSummary, step_s: f64) -> BurstOutcome {
+    BurstOutcome {
+        burst_id: id.to_string(),
+        state: OutcomeState::of(rep.manifest.state),
+        dir: Some(rep.result.burst_dir.clone()),
+        frames: Some(rep.result.frames_recorded),
+        lost_frames: Some(rep.result.lost_frames),
+        lost_s: Some(
+            rep.manifest
+                .links
+                .iter()
+                .map(|l| l.lost_frames)
+                .max()
+                .unwrap_or(0) as f64
+                * step_s,
+        ),
+        valid: rep.verify.valid,
+        output_bytes_per_s: Some(rep.result.output_bytes_per_s),
+        window: Some(rep.result.trigger.clone()),
+        prepared_ahead: Some(rep.result.prepared_ahead),
+        window_cut_to_bytes_per_link: rep.result.window_cut_to_bytes_per_link,
+        error: None,
+        triggers: rep
+            .manifest
+            .triggers
+            .iter()
+            .map(|t| t.trigger_id.clone())
+            .collect(),
+    }
+}
