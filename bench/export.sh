@@ -9,42 +9,12 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 rounds="${1:-3}"
-garage="$(command -v garage || echo "$HOME/.cargo/bin/garage")"
-[ -x "$garage" ] || { echo "installing garage (cargo install, ~12 min)" >&2; cargo install garage --version 2.5.0 --locked -q; }
 (cd "$root" && cargo build --release -q)
 S="$root/target/release/snbuf"
 work="$(mktemp -d)"
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-s3=$(port); rpc=$(port); admin=$(port)
-cat > "$work/garage.toml" <<TOML
-metadata_dir = "$work/meta"
-data_dir = "$work/data"
-db_engine = "sqlite"
-replication_factor = 1
-rpc_bind_addr = "127.0.0.1:$rpc"
-rpc_public_addr = "127.0.0.1:$rpc"
-rpc_secret = "$(python3 -c 'import secrets; print(secrets.token_hex(32))')"
-[s3_api]
-s3_region = "garage"
-api_bind_addr = "127.0.0.1:$s3"
-root_domain = ".s3.garage.localhost"
-[admin]
-api_bind_addr = "127.0.0.1:$admin"
-TOML
-g() { "$garage" -c "$work/garage.toml" "$@"; }
-g server >/dev/null 2>&1 &
-server=$!
-trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true; rm -rf "$work"' EXIT
-for _ in $(seq 50); do node=$(g status 2>/dev/null | awk '/NO ROLE/ {print $1}' || true); [ -n "$node" ] && break; sleep 0.2; done
-g layout assign -z dc1 -c 10G "$node" >/dev/null
-g layout apply --version 1 >/dev/null
-key=$(g key create bench)
-export AWS_ACCESS_KEY_ID=$(echo "$key" | awk '/Key ID/ {print $NF}')
-export AWS_SECRET_ACCESS_KEY=$(echo "$key" | awk '/Secret key/ {print $NF}')
-export AWS_REGION=garage SNBUF_S3_ENDPOINT="http://127.0.0.1:$s3"
-g bucket create bench >/dev/null
-g bucket allow --read --write --owner bench --key bench >/dev/null
-echo "garage $("$garage" --version 2>/dev/null | head -1) on 127.0.0.1:$s3"
+. "$root/bench/garage.sh"
+trap 'kill ${garage_pid:-} 2>/dev/null; wait ${garage_pid:-} 2>/dev/null || true; rm -rf "$work"' EXIT
+start_garage "$work/garage"
 "$S" record --links 4 --rate-per-link 25MB/s --buffer 2s --pre 1s --post 3s --trigger-after 1.2s \
   --output "$work/rec" --burst-id b --method direct >/dev/null 2>&1
 echo "burst: $(du -sh "$work/rec/b" | cut -f1)"

@@ -305,6 +305,34 @@ def soak():
     return "\n".join([caption_kept(path, r), "", *rows])
 
 
+def dune_shape():
+    path, r = newest_result("dune_shape")
+    alerts = [x for x in r["rows"] if x["scenario"] != "soak"]
+    rows = ["| medium, links x rate | alert | window asked / recorded | frames lost | accepted after "
+            "| sealed after | kept |", "|---|---|---|---|---|---|---|"]
+    for x in alerts:
+        late = (f" ({x['after_window_end_s']:.1f} s after the window's end)"
+                if "after_window_end_s" in x else "")
+        rows.append(f"| {x['medium']}, {x['links']} x {x['rate_mb_s_per_link']:g} MB/s | "
+                    f"{x['scenario']}{' (joined)' if x['joined'] else ''} | "
+                    f"{x['window_asked_s']:.1f} s / {x['window_recorded_s']:.1f} s | "
+                    f"{x['frames_lost']:,} | {x['accepted_s']:.3f} s{late} | "
+                    f"{x['sealed_s']:.0f} s | {'yes' if x['kept'] else '**no**'} |")
+    soaks = [x for x in r["rows"] if x["scenario"] == "soak"]
+    mib = lambda b: f"{b / (1 << 20):.1f} MiB"
+    if soaks:
+        rows += ["", "| soak | alerts kept / lost | resident memory, start → end | open files | threads "
+                 "| journal |", "|---|---|---|---|---|---|"]
+        for x in soaks:
+            a, b = x["start"], x["end"]
+            journal = "–" if a["journal_bytes"] is None else f"{a['journal_bytes']} → {b['journal_bytes']} B"
+            rows.append(f"| {x['minutes']:.0f} min, {x['links']} x {x['rate_mb_s_per_link']:g} MB/s, "
+                        f"{x['medium']} | {x['kept']} / {x['lost']} | {mib(a['rss_bytes'])} → "
+                        f"{mib(b['rss_bytes'])} ({x['rss_growth'] * 100:+.1f} %) | {a['open_files']} → "
+                        f"{b['open_files']} | {a['threads']} → {b['threads']} | {journal} |")
+    return "\n".join([caption_kept(path, r), "", *rows])
+
+
 def faults():
     path, r = newest_result("faults")
     rows = ["| fault (method) | exit | time | burst | per link: state, frames kept / counted lost, error "
@@ -641,7 +669,7 @@ TABLES = {"ingest": ingest, "ingest_nap": ingest_nap, "ingest_sweep": ingest_swe
           "paper_kernels": paper_kernels, "paper_app": paper_app,
           "export_unthrottled": export_unthrottled, "export_rate": export_rate, "peers_pmem": peers_pmem,
           "peers_disk": peers_disk, "peers_durable": peers_durable, "crash_trials": crash_trials, "powercut": powercut,
-          "powercut_mutants": powercut_mutants, "soak": soak}
+          "powercut_mutants": powercut_mutants, "soak": soak, "dune_shape": dune_shape}
 BLOCK = re.compile(
     r"(<!-- table (?P<name>[a-z0-9_-]+): made by bench/tables.py from bench/results/[a-z0-9_-]+/, do not edit -->\n)"
     r"(?P<body>.*?)"
