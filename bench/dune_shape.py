@@ -88,8 +88,21 @@ class Unit:
         issued = time.monotonic()
         reply = ask(self.sock, {"cmd": "trigger", "burst_id": burst_id, "pre_s": WINDOW_PRE_S,
                                 "post_s": post_s})
+        if not reply.get("ok"):
+            print(f"dune_shape: trigger {burst_id} refused: {reply}", file=sys.stderr)
         return {"trigger": burst_id, "issued": issued, "accepted_s": time.monotonic() - issued,
                 "reply": reply}
+
+    def done_with(self, burst):
+        """Burst `burst` is counted: once exported (when the unit exports), it is removed, so
+        that the runs fit on the disk (and, on tmpfs, in memory)."""
+        if not burst:
+            return
+        d = os.path.join(self.out, burst)
+        if self.args.export_to:
+            wait_until(f"burst {burst} exported", lambda: os.path.exists(
+                os.path.join(d, "export.json")), 1800, 0.5)
+        shutil.rmtree(d, ignore_errors=True)
 
     def sealed(self, burst, within_s=900):
         def done():
@@ -116,8 +129,22 @@ class Unit:
 
 
 def row(unit, scenario, t, outcome, sealed_at):
-    """One alert's figures, from its reply and its burst's manifest."""
+    """One alert's figures, from its reply and its burst's manifest; written to the lines file
+    at once, so that a run cut short keeps what it measured."""
+    r = measure(unit, scenario, t, outcome, sealed_at)
+    with open(unit.args.lines, "a") as f:
+        f.write(json.dumps({**unit.scale, **r}) + "\n")
+    print(json.dumps(r), flush=True)
+    return r
+
+
+def measure(unit, scenario, t, outcome, sealed_at):
     reply = t["reply"]
+    if not reply.get("ok"):
+        return {"scenario": scenario, "trigger": t["trigger"], "burst": None, "joined": False,
+                "window_asked_s": WINDOW_PRE_S + WINDOW_POST_S, "window_recorded_s": 0.0,
+                "frames_lost": None, "accepted_s": round(t["accepted_s"], 4), "sealed_s": None,
+                "kept": False, "refused": reply.get("error")}
     asked = reply["window"]
     asked_s = (asked["window_end_timestamp"] - asked["window_start_timestamp"]) / unit.hz
     burst = reply.get("burst_id")
@@ -143,54 +170,67 @@ def row(unit, scenario, t, outcome, sealed_at):
                if "after_window_end_s" in t else {})}
 
 
+def one(unit, scenario, t):
+    """Alert `t`'s row once its burst is sealed (a refused one: at once)."""
+    burst = t["reply"].get("burst_id")
+    out = unit.sealed(burst) if t["reply"].get("ok") else {}
+    return row(unit, scenario, t, out, time.monotonic())
+
+
 def alerts(unit):
     """Scenarios (a) to (d); their rows."""
     rows = []
     time.sleep(10.5)  # the buffer full: each alert's 9 s before it are there
-    a = unit.trigger("a")
-    out = unit.sealed("a")
-    rows.append(row(unit, "a: one alert", a, out, time.monotonic()))
+    rows.append(one(unit, "a: one alert", unit.trigger("a")))
+    unit.done_with("a")
 
     b1 = unit.trigger("b1")
     time.sleep(50)
     b2 = unit.trigger("b2")
-    end = b2["reply"]["window"]["window_end_timestamp"]
     # (c): 3 s of detector time after the grown window's end, whatever the burst is doing.
+    end = max(t["reply"]["window"]["window_end_timestamp"] for t in (b1, b2)
+              if t["reply"].get("ok"))
     wait_until("the grown window's end", lambda: unit.newest() >= end + 3 * unit.hz, 400)
     c = unit.trigger("c")
-    c["after_window_end_s"] = (c["reply"]["window"]["trigger_timestamp"] - end) / unit.hz
-    out_b = unit.sealed("b1")
-    sealed_b = time.monotonic()
-    rows.append(row(unit, "b: the first of two", b1, out_b, sealed_b))
-    rows.append(row(unit, "b: a second 50 s into it", b2, out_b, sealed_b))
-    out_c = unit.sealed("c")
-    rows.append(row(unit, "c: 3 s after the window's end", c, out_c, time.monotonic()))
+    if c["reply"].get("ok"):
+        c["after_window_end_s"] = (c["reply"]["window"]["trigger_timestamp"] - end) / unit.hz
+    rows.append(one(unit, "b: the first of two", b1))
+    rows.append(one(unit, "b: a second 50 s into it", b2))
+    rows.append(one(unit, "c: 3 s after the window's end", c))
     if unit.args.export_to:
-        # (d): once c is sealed its export starts; an alert right then records beside it.
+        # (d): b is exported now (c was recorded beside its seal and export); an alert while
+        # c's export runs records beside it.
         time.sleep(1.0)
         d = unit.trigger("d")
-        out_d = unit.sealed("d")
-        rows.append(row(unit, "d: while a burst exports", d, out_d, time.monotonic()))
+        unit.done_with(b1["reply"].get("burst_id"))
+        rows.append(one(unit, "d: while a burst exports", d))
+        unit.done_with(d["reply"].get("burst_id"))
+    unit.done_with(c["reply"].get("burst_id"))
     return rows
 
 
 def soak(unit, minutes, every_s):
+    time.sleep(10.5)  # the buffer full, as for the alerts
     start = unit.sample()
     started = time.monotonic()
     kept, lost, n = 0, 0, 0
     while time.monotonic() - started < minutes * 60:
         n += 1
         t = unit.trigger(f"soak-{n:04d}")
-        out = unit.sealed(t["reply"]["burst_id"])
-        r = row(unit, "soak", t, out, time.monotonic())
+        r = measure(unit, "soak alert", t, unit.sealed(t["reply"]["burst_id"])
+                    if t["reply"].get("ok") else {}, time.monotonic())
         kept += r["kept"]
         lost += not r["kept"]
-        shutil.rmtree(os.path.join(unit.out, t["reply"]["burst_id"]), ignore_errors=True)
+        unit.done_with(r["burst"])
         time.sleep(max(0.0, started + n * every_s - time.monotonic()))
     end = unit.sample()
-    return {"scenario": "soak", "minutes": round((time.monotonic() - started) / 60, 1),
-            "alerts": n, "kept": kept, "lost": lost, "start": start, "end": end,
-            "rss_growth": round(end["rss_bytes"] / start["rss_bytes"] - 1, 4)}
+    r = {"scenario": "soak", "minutes": round((time.monotonic() - started) / 60, 1),
+         "alerts": n, "kept": kept, "lost": lost, "start": start, "end": end,
+         "rss_growth": round(end["rss_bytes"] / start["rss_bytes"] - 1, 4)}
+    with open(unit.args.lines, "a") as f:
+        f.write(json.dumps({**unit.scale, **r}) + "\n")
+    print(json.dumps(r), flush=True)
+    return r
 
 
 def main():
@@ -206,18 +246,14 @@ def main():
     p.add_argument("--lines", required=True)
     args = p.parse_args()
     unit = Unit(args, args.output)
-    scale = {"medium": args.medium, "links": args.links, "rate_mb_s_per_link": args.rate_mb_s,
-             "buffer_s": 10.0, "pre_s": WINDOW_PRE_S, "post_s": WINDOW_POST_S,
-             "export_to": args.export_to}
+    unit.scale = {"medium": args.medium, "links": args.links,
+                  "rate_mb_s_per_link": args.rate_mb_s, "buffer_s": 10.0,
+                  "pre_s": WINDOW_PRE_S, "post_s": WINDOW_POST_S, "export_to": args.export_to}
     try:
         rows = alerts(unit) if args.soak_minutes == 0 else [soak(unit, args.soak_minutes,
                                                                   args.soak_every)]
     finally:
         unit.stop()
-    with open(args.lines, "a") as f:
-        for r in rows:
-            f.write(json.dumps({**scale, **r}) + "\n")
-            print(json.dumps(r))
     bad = [r for r in rows if r.get("kept") is False or r.get("lost")]
     sys.exit(1 if bad else 0)
 

@@ -316,8 +316,9 @@ def dune_shape():
         rows.append(f"| {x['medium']}, {x['links']} x {x['rate_mb_s_per_link']:g} MB/s | "
                     f"{x['scenario']}{' (joined)' if x['joined'] else ''} | "
                     f"{x['window_asked_s']:.1f} s / {x['window_recorded_s']:.1f} s | "
-                    f"{x['frames_lost']:,} | {x['accepted_s']:.3f} s{late} | "
-                    f"{x['sealed_s']:.0f} s | {'yes' if x['kept'] else '**no**'} |")
+                    f"{num(x['frames_lost'], ',')} | {x['accepted_s']:.3f} s{late} | "
+                    f"{num(x['sealed_s'], '.0f')} s | "
+                    f"{'yes' if x['kept'] else '**no**' + (': ' + x['refused'] if x.get('refused') else '')} |")
     soaks = [x for x in r["rows"] if x["scenario"] == "soak"]
     mib = lambda b: f"{b / (1 << 20):.1f} MiB"
     if soaks:

@@ -302,9 +302,15 @@ impl Manifest {
             .then_some(layout)
     }
 
-    /// Whether this burst answers trigger `id` (it opened the burst, or joined it).
+    /// Whether this burst answers trigger `id` (it opened the burst, or joined it), as its
+    /// `triggers` say; a manifest that lists none (one rebuilt by `recover`) answers the trigger
+    /// it is named after. A burst named apart (`x-2`, for trigger `x`) does not answer a trigger
+    /// named `x-2`.
     pub fn answers(&self, id: &str) -> bool {
-        self.burst_id == id || self.triggers.iter().any(|t| t.trigger_id == id)
+        match self.triggers.is_empty() {
+            true => self.burst_id == id,
+            false => self.triggers.iter().any(|t| t.trigger_id == id),
+        }
     }
 
     pub fn read(dir: &Path) -> Result<Manifest, ManifestError> {

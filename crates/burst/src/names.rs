@@ -9,9 +9,9 @@ use crate::manifest::Manifest;
 use crate::spec::MAX_BURST_ID_BYTES;
 
 /// The burst in `output` that answers trigger `id` (its manifest says so), if one does: the
-/// burst named `id`, or one named apart because `id` named something else (`ID-2`, `ID-3`, ...,
-/// looked at while they exist). How a trigger delivered again is told from one whose id merely
-/// names something else in the output.
+/// burst named `id`, or one named apart because `id` named something else (`ID-N`, found by
+/// name among the output's entries, whatever numbers are missing). How a trigger delivered
+/// again is told from one whose id merely names something else in the output.
 pub fn burst_answering(output: &Path, id: &str) -> Option<String> {
     let answers = |name: &str| {
         let dir = output.join(name);
@@ -21,10 +21,19 @@ pub fn burst_answering(output: &Path, id: &str) -> Option<String> {
         return Some(id.to_string());
     }
     let stem: String = id.chars().take(MAX_BURST_ID_BYTES - 8).collect();
-    (2..10_000)
-        .map(|n| format!("{stem}-{n}"))
-        .take_while(|name| output.join(name).exists())
-        .find(|name| answers(name))
+    let apart = |name: &str| {
+        name.strip_prefix(stem.as_str())
+            .and_then(|rest| rest.strip_prefix('-'))
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let mut names: Vec<String> = std::fs::read_dir(output)
+        .ok()?
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|name| apart(name))
+        .collect();
+    names.sort();
+    names.into_iter().find(|name| answers(name))
 }
 
 /// The name a burst opened by trigger `id` takes in `output`: `id` itself, or, when that already

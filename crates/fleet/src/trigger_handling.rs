@@ -219,9 +219,9 @@ fn decide(
     }
     let reply = match link.server.trigger_or_wait(&req) {
         Ok(reply) => reply,
-        Err(why) if link.server.burst_counts().1 => return Decision::Wait(Waiting::Burst(why)),
-        Err(why) => {
-            let why = format!("refused: {why}");
+        Err(refused) if refused.busy => return Decision::Wait(Waiting::Burst(refused.why)),
+        Err(refused) => {
+            let why = format!("refused: {}", refused.why);
             return Decision::Done(keep_missed(link, (id, stream_seq(msg)), &why, delay_s, msg));
         }
     };

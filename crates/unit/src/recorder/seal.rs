@@ -98,6 +98,10 @@ impl Unit {
             .map(|l| l.link())
             .collect();
         let mut manifest = seal.seal(links)?;
+        debug_assert_eq!(
+            manifest.burst_id, burst_id,
+            "the manifest sealed is this burst's"
+        );
         report_status("sealed");
         let durability = manifest.durability.clone();
         let verify = crate::summary::verify_sealed(&dir, &mut manifest, &abandoned)?;
@@ -168,10 +172,6 @@ impl Unit {
     pub fn forget_sealed(&self, burst_id: &str) {
         let mut reaches = self.reaches.lock().expect("reaches");
         reaches.sealing.retain(|r| r.burst_id() != burst_id);
-        debug_assert!(
-            reaches.sealing.len() <= 64,
-            "bursts being sealed are forgotten once their callers keep them"
-        );
     }
 
     /// The burst, being recorded or sealed, that answers trigger `id`, if one does.

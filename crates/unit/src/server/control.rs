@@ -5,8 +5,9 @@
 //! Requests and replies are typed in `protocol`:
 //! - `{"cmd":"trigger","at":"now"|TICKS,"pre_s":2.0,"post_s":3.0,"burst_id":"..."}` → accepted at
 //!   once with the window decided then (`TriggerReply`), recorded in the background. While a
-//!   burst is being recorded, one whose window begins inside that burst's joins it (`joined`
-//!   in the reply); any other is refused.
+//!   burst is being recorded, one whose window begins at or after that burst's start joins it
+//!   (`joined` in the reply); one that comes as it ends opens a burst of its own once its
+//!   writers are done; one whose window begins before it is refused.
 //! - `{"cmd":"status"}` → the unit, its links as measured, the burst being recorded (live per
 //!   link, with each link's durable watermark) and the last 100 bursts (`UnitStatus`).
 //! - `{"cmd":"shutdown"}` → stops once the burst in progress, if any, is sealed.
@@ -21,9 +22,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::error::RecordError;
 use crate::protocol::{
-    BurstOutcome, IngestStatus, LinkStatus, OutcomeState, RecordingBurst, Refusal, Request,
+    At, BurstOutcome, IngestStatus, LinkStatus, OutcomeState, RecordingBurst, Refusal, Request,
     TriggerReply, TriggerRequest, UnitStatus,
 };
 use crate::recorder::Unit;
@@ -79,6 +79,21 @@ pub struct Server {
     current: Arc<Mutex<Option<RecordingBurst>>>,
     counter: Mutex<u64>,
     refusals: Refusals,
+}
+
+/// Why a trigger was not taken. `busy`: a burst in progress is what stands in its way (it could
+/// not join it, or it is ending), so the same trigger may be taken once that burst's writers are
+/// done; a caller that waits (the fleet) tries again rather than giving it up.
+#[derive(Clone, Debug)]
+pub struct Refused {
+    pub why: String,
+    pub busy: bool,
+}
+
+impl From<String> for Refused {
+    fn from(why: String) -> Refused {
+        Refused { why, busy: false }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -297,12 +312,12 @@ impl Server {
         {
             self.wait_for_first_frame(FIRST_FRAME_WAIT);
         }
-        self.trigger_as(req, true)
+        self.trigger_as(req, true).map_err(|r| r.why)
     }
 
     /// As `trigger`, for a caller that tries again while a burst is in the way (the fleet): that
     /// refusal is neither counted nor logged each time it is tried; every other is.
-    pub fn trigger_or_wait(&self, req: &TriggerRequest) -> Result<TriggerReply, String> {
+    pub fn trigger_or_wait(&self, req: &TriggerRequest) -> Result<TriggerReply, Refused> {
         self.trigger_as(req, false)
     }
 
@@ -312,9 +327,10 @@ impl Server {
         self.refusals.refused(&unit_id, why);
     }
 
-    fn trigger_as(&self, req: &TriggerRequest, count_busy: bool) -> Result<TriggerReply, String> {
+    fn trigger_as(&self, req: &TriggerRequest, count_busy: bool) -> Result<TriggerReply, Refused> {
         let unit_id = self.unit.config().unit_id.clone().unwrap_or_default();
-        match self.accept(req) {
+        // The socket's caller waits for a burst that is ending; the fleet waits on its own task.
+        match self.accept(req, count_busy) {
             Ok(reply) => {
                 tracing::info!(
                     unit = %unit_id,
@@ -326,8 +342,8 @@ impl Server {
                 Ok(reply)
             }
             Err(e) => {
-                if count_busy || !self.busy.load(Ordering::Acquire) {
-                    self.refusals.refused(&unit_id, &e);
+                if count_busy || !e.busy {
+                    self.refusals.refused(&unit_id, &e.why);
                 }
                 Err(e)
             }
@@ -383,14 +399,22 @@ impl Server {
         self.refusals.total()
     }
 
-    fn accept(&self, req: &TriggerRequest) -> Result<TriggerReply, String> {
+    /// `wait_for_ending`: whether to wait here for a burst that is ending (the socket), or to be
+    /// refused as busy at once and try again (the fleet, whose waits must not block).
+    fn accept(&self, req: &TriggerRequest, wait_for_ending: bool) -> Result<TriggerReply, Refused> {
         let CheckedTrigger { window, cut } = self.check_trigger(req)?;
         let config = self.unit.config();
+        // Decided again below when the unit changed meanwhile, at the moment decided now: a
+        // trigger "at now" that waited for a burst to end keeps its own moment.
+        let pinned = TriggerRequest {
+            at: Some(At::Ticks(window.trigger_timestamp)),
+            ..req.clone()
+        };
         if self.busy.load(Ordering::Acquire) {
-            match self.join(req, window)? {
+            match self.join(req, window, wait_for_ending)? {
                 Some(joined) => return Ok(joined),
                 // The burst ended as this trigger came: checked again, as one of its own.
-                None => return self.accept(req),
+                None => return self.accept(&pinned, wait_for_ending),
             }
         }
         let trigger_id = match &req.burst_id {
@@ -406,7 +430,8 @@ impl Server {
             .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
             .is_err()
         {
-            return Err(RecordError::Busy.to_string());
+            // Another trigger took the unit first: this one may join its burst.
+            return self.accept(&pinned, wait_for_ending);
         }
         if let Some(s) = window.not_buffered_s {
             tracing::warn!(
@@ -427,7 +452,7 @@ impl Server {
         if let Err(e) = self.record_in_background(&burst_id, window.clone(), first) {
             *self.current.lock().expect("current") = None;
             self.busy.store(false, Ordering::Release);
-            return Err(format!("start the recording thread: {e}"));
+            return Err(format!("start the recording thread: {e}").into());
         }
         Ok(TriggerReply {
             ok: true,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use snbuf_burst::TriggerInfo;
 
-use super::Server;
+use super::{Refused, Server};
 use crate::error::RecordError;
 use crate::protocol::{TriggerReply, TriggerRequest};
 use crate::reach::JoinRefusal;
@@ -23,8 +23,9 @@ const BURST_ENDING_WAIT: Duration = Duration::from_secs(20);
 
 impl Server {
     /// A trigger that came while a burst is being recorded: it joins that burst when its window
-    /// begins inside the burst's (the burst's end moves out to hold it), else it is refused as
-    /// busy, with the reason it could not join.
+    /// begins at or after the burst's start (the burst's end moves out to hold it); when the
+    /// burst is ending, it waits for the unit to be free (`wait_for_ending`; else it is refused
+    /// as busy, to try again); else it is refused as busy, with the reason it could not join.
     ///
     /// Ok(None): the burst was over by the time the trigger looked (its files closed and the
     /// unit free again): the trigger is one of its own, not refused.
@@ -32,7 +33,8 @@ impl Server {
         &self,
         req: &TriggerRequest,
         window: TriggerInfo,
-    ) -> Result<Option<TriggerReply>, String> {
+        wait_for_ending: bool,
+    ) -> Result<Option<TriggerReply>, Refused> {
         let current = self.current.lock().expect("current").clone();
         let Some(current) = current else {
             return Ok(None);
@@ -56,13 +58,16 @@ impl Server {
         let joined =
             match crate::reach::join(config, reach.as_deref(), &current.burst_id, &id, &window) {
                 Ok(joined) => joined,
-                Err(JoinRefusal::Ending | JoinRefusal::NoBurst) => {
+                Err(JoinRefusal::Ending | JoinRefusal::NoBurst) if wait_for_ending => {
                     return self.once_free(config.buffer.min(BURST_ENDING_WAIT));
                 }
                 // Another burst began since this trigger looked: decided again, against it.
                 Err(JoinRefusal::NotRecording(_)) => return Ok(None),
                 Err(why) => {
-                    return Err(format!("{} (it cannot join it: {why})", RecordError::Busy))
+                    return Err(Refused {
+                        why: format!("{} (it cannot join it: {why})", RecordError::Busy),
+                        busy: true,
+                    })
                 }
             };
         if let (Some(r), Some(c)) = (reach, self.current.lock().expect("current").as_mut()) {
@@ -82,15 +87,16 @@ impl Server {
 
     /// The burst in the way is ending: Ok(None) once the unit is free (within `bound`), so that
     /// the trigger opens a burst of its own while that one is sealed; Err if it is not by then.
-    fn once_free(&self, bound: Duration) -> Result<Option<TriggerReply>, String> {
+    fn once_free(&self, bound: Duration) -> Result<Option<TriggerReply>, Refused> {
         let give_up_at = std::time::Instant::now() + bound;
         while self.busy.load(Ordering::Acquire) {
             if std::time::Instant::now() >= give_up_at {
-                return Err(format!(
+                let why = format!(
                     "{} (the burst is ending, and its writers were not done within {:.1} s)",
                     RecordError::Busy,
                     bound.as_secs_f64()
-                ));
+                );
+                return Err(Refused { why, busy: true });
             }
             std::thread::sleep(Duration::from_millis(5));
         }

@@ -32,11 +32,18 @@ impl Server {
             let span = tracing::info_span!("burst", unit = %unit_id, burst = %id);
             let _in_burst = span.enter();
             let written = unit.write(&id, &window, first, &mut |_| {});
+            debug_assert!(
+                unit.reach().is_none_or(|r| r.burst_id() != id),
+                "a written burst takes no more joins"
+            );
             // Free for the next trigger, which opens a burst of its own while this one is
             // sealed: its files are prepared in the background meanwhile.
             unit.prepare_next();
             *current.lock().expect("current") = None;
             busy.store(false, Ordering::Release);
+            // The read-back yields the disk and the CPU to the next burst's writers: its data is
+            // durable already, only its verdict waits.
+            yield_to_recording();
             let outcome = match written.and_then(|w| unit.seal(w)) {
                 Ok(rep) => {
                     let step_s = unit.config().clock().seconds(unit.frame_step_ticks());
@@ -98,5 +105,17 @@ fn sealed_outcome(id: &str, rep: &crate::summary::RecordSummary, step_s: f64) ->
             .iter()
             .map(|t| t.trigger_id.clone())
             .collect(),
+    }
+}
+
+/// The sealing thread's priorities once its burst's data is durable: the idle disk I/O class
+/// (mq-deadline and BFQ serve it when nothing else waits, with aging; `none` ignores it) and
+/// nice 10, so that reading a burst back never holds the writers of the next one.
+fn yield_to_recording() {
+    if let Err(e) = snbuf_platform::cpu::set_current_thread_io_idle() {
+        tracing::warn!("seal: cannot put the read-back in the idle I/O class ({e})");
+    }
+    if let Err(e) = snbuf_platform::cpu::set_current_thread_nice(10) {
+        tracing::warn!("seal: cannot lower the read-back's CPU priority ({e})");
     }
 }
