@@ -18,7 +18,7 @@ S="$root/target/release/snbuf"
 work="$(mktemp -d /var/tmp/snbuf-shape.XXXXXX)"
 shm="/dev/shm/snbuf-shape.$$"
 . "$root/bench/garage.sh"
-stop_garage() { kill ${garage_pid:-} 2>/dev/null; wait ${garage_pid:-} 2>/dev/null || true; rm -rf "$work/garage"; }
+stop_garage() { kill ${garage_pid:-} 2>/dev/null || true; wait ${garage_pid:-} 2>/dev/null || true; garage_pid=; rm -rf "$work/garage"; }
 trap 'stop_garage; rm -rf "$work" "$shm"' EXIT
 start=$(date +%s)
 rc=0
