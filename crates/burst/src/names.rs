@@ -20,7 +20,7 @@ pub fn burst_answering(output: &Path, id: &str) -> Option<String> {
     if answers(id) {
         return Some(id.to_string());
     }
-    let stem: String = id.chars().take(MAX_BURST_ID_BYTES - 8).collect();
+    let stem = apart_stem(id);
     let apart = |name: &str| {
         name.strip_prefix(stem.as_str())
             .and_then(|rest| rest.strip_prefix('-'))
@@ -43,10 +43,16 @@ pub fn free_burst_name(output: &Path, id: &str) -> Option<String> {
     if !output.join(id).exists() {
         return Some(id.to_string());
     }
-    let stem: String = id.chars().take(MAX_BURST_ID_BYTES - 8).collect();
+    let stem = apart_stem(id);
     (2..10_000)
         .map(|n| format!("{stem}-{n}"))
         .find(|name| !output.join(name).exists())
+}
+
+/// The part of trigger id `id` a burst named apart starts with (`STEM-N`): short enough that
+/// the suffix keeps the name within an id's length.
+fn apart_stem(id: &str) -> String {
+    id.chars().take(MAX_BURST_ID_BYTES - 8).collect()
 }
 
 #[cfg(test)]
