@@ -540,6 +540,12 @@ impl<S: Sink> ChunkWriter<S> {
         self.sink.report().region_bytes
     }
 
+    /// The bytes of file the chunks appended so far take (acknowledged or not): where the next
+    /// chunk goes.
+    pub fn written_bytes(&self) -> u64 {
+        self.written.file_bytes
+    }
+
     /// Chunks appended but not yet acknowledged.
     pub fn pending_chunks(&self) -> u64 {
         self.written.chunks - self.totals.chunks

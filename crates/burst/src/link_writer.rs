@@ -369,6 +369,11 @@ impl<S: Sink> LinkWriter<S> {
         region_bytes
     }
 
+    /// The bytes of file its chunks take so far, acknowledged or not (0 once failed).
+    pub fn written_bytes(&self) -> u64 {
+        self.writer.as_ref().map_or(0, |w| w.written_bytes())
+    }
+
     /// Chunks appended but not yet acknowledged.
     pub fn pending_chunks(&self) -> u64 {
         self.writer

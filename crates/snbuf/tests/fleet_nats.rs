@@ -362,7 +362,8 @@ fn without_nats_a_unit_records_locally_and_rejoins_when_nats_returns() {
 
 #[test]
 fn fleet_commands_fail_with_one_line_when_nats_is_not_there() {
-    let url = format!("nats://127.0.0.1:{}", free_port());
+    let (_refusing, port) = common::refusing_port();
+    let url = format!("nats://127.0.0.1:{port}");
     for args in [
         vec!["fleet", "status", "--nats", &url],
         vec!["fleet", "events", "--nats", &url],
@@ -607,7 +608,7 @@ fn servers_from_the_config_file_with_one_dead_still_make_a_fleet() {
     let Some(_nats) = nats_server(port, &root.path().join("js")) else {
         return;
     };
-    let dead = free_port();
+    let (_dead_socket, dead) = common::refusing_port();
     let servers = format!("nats://127.0.0.1:{dead},nats://127.0.0.1:{port}");
     let config = root.path().join("unit.toml");
     std::fs::write(

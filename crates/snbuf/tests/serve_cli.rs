@@ -333,3 +333,73 @@ fn a_unit_killed_mid_burst_recovers_it_at_its_next_start_and_exports_it() {
     let st = status(&socket);
     assert_eq!(st["bursts"].as_array().map(Vec::len), Some(0), "{st}");
 }
+
+/// A trigger whose window is far longer than the files prepared for the unit's own --pre and
+/// --post starts on those files at once, and its writers grow them a step at a time ahead of
+/// their writes, on memory (tmpfs) too, where growing zeroes pages: no new files are made at
+/// the trigger while the window's oldest frames age in the buffer. Whole, 0 frames lost.
+#[test]
+fn a_window_longer_than_the_prepared_files_starts_on_them_and_grows_them() {
+    let on_memory = tempfile::tempdir_in("/dev/shm");
+    let dir = match &on_memory {
+        Ok(d) => d.path().to_path_buf(),
+        Err(_) => {
+            eprintln!("no /dev/shm here: the test runs on the temporary directory's disk");
+            std::env::temp_dir()
+        }
+    };
+    let scratch = tempfile::tempdir_in(&dir).unwrap();
+    let options = [
+        "--links",
+        "2",
+        "--rate-per-link",
+        "20MB/s",
+        "--buffer",
+        "3s",
+        "--pre",
+        "100ms",
+        "--post",
+        "100ms",
+    ];
+    let (mut cmd, out, socket) = common::serve_command(scratch.path(), &options);
+    let _served = common::started(&mut cmd, &out, &socket, None);
+    let s = socket.to_str().unwrap();
+    // The next burst's files are prepared, and the buffers hold the window's start.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while status(&socket)["next_burst"] != "ready" {
+        assert!(std::time::Instant::now() < deadline, "files never prepared");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let o = snbuf(&[
+        "trigger",
+        "--socket",
+        s,
+        "--burst-id",
+        "long",
+        "--pre",
+        "1s",
+        "--post",
+        "4s",
+        "--wait",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let st = status(&socket);
+    let burst = st["bursts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["burst_id"] == "long")
+        .expect("the burst's outcome");
+    assert_eq!(burst["prepared_ahead"], true, "{burst}");
+    assert_eq!(burst["lost_frames"], 0, "{burst}");
+    assert_eq!(burst["valid"], true, "{burst}");
+    assert!(burst["window_cut_to_bytes_per_link"].is_null(), "{burst}");
+    // 5 s of a 20 MB/s link: about 100 MB each, in files prepared for 0.2 s.
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("long/manifest.json")).unwrap()).unwrap();
+    for link in manifest["links"].as_array().unwrap() {
+        let bytes = link["file_bytes"].as_u64().unwrap();
+        assert!(bytes > 90_000_000, "link file holds {bytes} B: {link}");
+    }
+}

@@ -57,6 +57,11 @@ struct Reach {
     give_up_at: Instant,
     /// Bytes of file each link may fill (files grow to it as they need).
     region_bytes: u64,
+    /// What the links' files have still to grow by, all together, to reach `region_bytes`:
+    /// promised to the window, not yet taken from the output (they grow a step at a time
+    /// ahead of their writes).
+    unallocated_bytes: u64,
+    links: u64,
     /// A link reached the end: the end is final.
     closed: bool,
     /// An operator cancelled the burst: no trigger moves its end out again.
@@ -72,6 +77,18 @@ pub(crate) struct Now {
     pub end: u64,
     pub give_up_at: Instant,
     pub region_bytes: u64,
+    /// Of `region_bytes`, what each link's file has yet to grow by, on average.
+    pub unallocated_bytes_per_link: u64,
+}
+
+/// The burst's link files as they were opened.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LinkFiles {
+    pub links: u32,
+    /// Bytes each file has.
+    pub allocated_bytes: u64,
+    /// Bytes each file may fill: the window's, at least `allocated_bytes`.
+    pub region_bytes: u64,
 }
 
 impl BurstReach {
@@ -80,10 +97,14 @@ impl BurstReach {
         window: TriggerInfo,
         first: AnsweredTrigger,
         give_up_at: Instant,
-        region_bytes: u64,
+        files: LinkFiles,
         step_ticks: u64,
     ) -> BurstReach {
         assert!(step_ticks > 0, "a link's frames are some ticks apart");
+        assert!(
+            files.links > 0 && files.region_bytes >= files.allocated_bytes,
+            "a burst has links, their files at most the window's size"
+        );
         assert!(
             first.covered_start_timestamp <= first.covered_end_timestamp
                 && first.covered_end_timestamp <= window.window_end_timestamp,
@@ -95,7 +116,10 @@ impl BurstReach {
             inner: Mutex::new(Reach {
                 window,
                 give_up_at,
-                region_bytes,
+                region_bytes: files.region_bytes,
+                unallocated_bytes: (files.region_bytes - files.allocated_bytes)
+                    * files.links as u64,
+                links: files.links as u64,
                 closed: false,
                 cancelled: false,
                 triggers: vec![first],
@@ -118,7 +142,14 @@ impl BurstReach {
             end: r.window.window_end_timestamp,
             give_up_at: r.give_up_at,
             region_bytes: r.region_bytes,
+            unallocated_bytes_per_link: r.unallocated_bytes.div_ceil(r.links),
         }
+    }
+
+    /// A link's file grew by `bytes`: that much of what the window was promised is taken.
+    pub fn allocated(&self, bytes: u64) {
+        let mut r = self.lock();
+        r.unallocated_bytes = r.unallocated_bytes.saturating_sub(bytes);
     }
 
     /// A link has reached `end` (read from `now`) and would finish: true when the window still
@@ -173,7 +204,10 @@ impl BurstReach {
             r.window.post_s = Some((end - r.window.trigger_timestamp) as f64 / hz);
             r.give_up_at += more;
         }
-        r.region_bytes = r.region_bytes.max(region_bytes);
+        if region_bytes > r.region_bytes {
+            r.unallocated_bytes += (region_bytes - r.region_bytes) * r.links;
+            r.region_bytes = region_bytes;
+        }
         r.triggers.push(t);
         r.version += 1;
         // Not cancelled (a cancel bumps the version too, and then refuses every join).
@@ -319,7 +353,11 @@ pub(crate) fn join(
     let files = config.burst_files();
     let wanted = sizing::link_region(&files, (wanted_end - start) / step + 1);
     let now = reach.now();
-    let room = sizing::room_to_grow(&files, now.region_bytes);
+    // What the output has free is already promised in part: the files have yet to grow to the
+    // window's region (a step at a time as they write).
+    let room = sizing::room_to_grow(&files, now.region_bytes)
+        .saturating_sub(now.unallocated_bytes_per_link)
+        .max(now.region_bytes);
     let (new_end, region) = if wanted.region_bytes <= room && wanted.limited_by.is_none() {
         (wanted_end, wanted.region_bytes.max(now.region_bytes))
     } else {
@@ -408,13 +446,46 @@ mod tests {
             w.clone(),
             AnsweredTrigger::whole("t1", &w),
             Instant::now(),
-            4 << 20,
+            LinkFiles {
+                links: 2,
+                allocated_bytes: 4 << 20,
+                region_bytes: 4 << 20,
+            },
             25,
         )
     }
 
     fn joining(id: &str, end: u64) -> AnsweredTrigger {
         AnsweredTrigger::whole(id, &TriggerInfo::new(1_500, 1_000, end, 1_000))
+    }
+
+    /// Files smaller than the window grow as the writers go: what they have yet to grow by is
+    /// promised, and a join's room leaves it out (`join` subtracts it from the free space).
+    #[test]
+    fn what_the_files_have_yet_to_grow_by_is_kept_until_they_grow() {
+        let w = TriggerInfo::new(1_000, 500, 2_000, 1_000);
+        let files = LinkFiles {
+            links: 2,
+            allocated_bytes: 4 << 20,
+            region_bytes: 10 << 20,
+        };
+        let r = BurstReach::new(
+            "t1",
+            w.clone(),
+            AnsweredTrigger::whole("t1", &w),
+            Instant::now(),
+            files,
+            25,
+        );
+        assert_eq!(r.now().unallocated_bytes_per_link, 6 << 20);
+        r.allocated(6 << 20);
+        assert_eq!(r.now().unallocated_bytes_per_link, 3 << 20);
+        // A join that moves the region out promises that much more to every link.
+        r.join(joining("t2", 3_000), 3_000, 12 << 20, Duration::ZERO)
+            .unwrap();
+        assert_eq!(r.now().unallocated_bytes_per_link, 5 << 20);
+        r.allocated(100 << 20);
+        assert_eq!(r.now().unallocated_bytes_per_link, 0, "never below nothing");
     }
 
     #[test]

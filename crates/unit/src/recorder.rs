@@ -383,7 +383,11 @@ impl Unit {
             window.clone(),
             first,
             self.give_up_at(&window),
-            opened.region_bytes,
+            crate::reach::LinkFiles {
+                links: config.links,
+                allocated_bytes: opened.region_bytes,
+                region_bytes: opened.window_region_bytes,
+            },
             step,
         ));
         self.reaches.lock().expect("reaches").recording = Some(reach.clone());
@@ -414,6 +418,7 @@ impl Unit {
                 crcs: snbuf_burst::chunk::FrameCrcCombiner::new(config.frame_type.frame_bytes()),
                 chunks_per_persist: config.chunks_per_persist,
                 frames_per_s: config.link_frames_per_s(),
+                grow_ahead_bytes: grow_ahead_bytes(config.link_frames_per_s(), fb),
                 reach: reach.clone(),
                 burst_id: burst_id.to_string(),
                 unit_id: config.unit_id.clone().unwrap_or_default(),
@@ -592,3 +597,13 @@ use seal::Reaches;
 pub use seal::WrittenBurst;
 
 use setup::{allocate_buffers, prepare_outputs};
+
+/// How far ahead of its writes a link's file grows toward its window's region: a second of the
+/// link's data (`frames_per_s` frames of `frame_bytes`), at least 16 MiB. Enough that the writer
+/// never finds the file full between two turns, small enough that zeroing it on memory (tmpfs)
+/// takes a fraction of that second.
+fn grow_ahead_bytes(frames_per_s: f64, frame_bytes: usize) -> u64 {
+    const AHEAD_S: f64 = 1.0;
+    let bytes = (frames_per_s * frame_bytes as f64 * AHEAD_S).min(u64::MAX as f64 / 4.0) as u64;
+    bytes.max(16 << 20)
+}

@@ -32,6 +32,9 @@ pub(crate) struct WindowJob {
     /// The largest file a link may grow to from a given size: its share of the room its
     /// output (and, on a memory-backed one, memory) still has (`snbuf_burst::opening::sizing::room_to_grow`).
     pub room_to_grow: Arc<dyn Fn(u64) -> u64 + Send + Sync>,
+    /// How far ahead of its writes a link's file is grown toward the window's region: about a
+    /// second of the link's data (`window_writer::grow_ahead`).
+    pub grow_ahead_bytes: u64,
     /// For the logs: which burst of which unit.
     pub burst_id: String,
     pub unit_id: String,

@@ -34,11 +34,18 @@ mod loss;
 const MIN_IDLE_SLEEP: Duration = Duration::from_micros(200);
 const MAX_IDLE_SLEEP: Duration = Duration::from_millis(5);
 
-/// How long one round of the writer's loop waits for the most recently started write or flush
-/// of its links (the others are only looked at): one not over by then is looked at again next
-/// round. A device that stopped answering soon has the oldest request: it never holds its
-/// neighbours, and its completion deadline fails only its own link.
-const DEVICE_WAIT_PER_ROUND: Duration = Duration::from_millis(2);
+/// A write or flush not over this long after it was started is late: the writer's rounds no
+/// longer wait for it (it is only looked at, its link sitting out), so a device that stopped
+/// answering holds its neighbours once, this long, and its completion deadline fails only its
+/// own link. Until then a round waits for all its links' requests, as for a healthy device:
+/// the next round's writes then go out together, which the block layer dispatches (and the
+/// device answers) in batches; staggered one by one, each costs a doorbell and an interrupt.
+const LATE_AFTER: Duration = Duration::from_millis(20);
+
+/// The longest a link that waits for frames leaves its appended chunks unacknowledged, unless
+/// its group fills first (`chunks_per_persist`): a power cut meanwhile loses at most this much
+/// of a window still being written (a crash loses the buffer's copy anyway).
+const ACKNOWLEDGE_WITHIN: Duration = Duration::from_millis(50);
 
 /// The least a full link file grows by (`grow_for_more`).
 const GROW_AT_LEAST_BYTES: u64 = 16 << 20;
@@ -58,6 +65,8 @@ struct Cursor {
     /// Frames appended to the burst but not yet acknowledged by a persist, and the timestamp
     /// of the newest of them.
     pending_frames: u64,
+    /// When the first chunk not yet acknowledged was appended (None: nothing pending).
+    pending_since: Option<Instant>,
     pending_until: u64,
     /// Window frames counted lost since the last persist (behind the durable watermark's
     /// successor, so a failure does not count them twice).
@@ -69,8 +78,9 @@ struct Cursor {
     /// The window's end was reached: the link is done once what is pending is durable.
     finishing: bool,
     done: bool,
-    /// The file room this link was last grown to (0: as opened).
-    grown_to: u64,
+    /// The window's region a grow of this link's file failed for: not tried again until the
+    /// window grows further (a full link then tries once more, `grow_for_more`).
+    grow_failed_for: u64,
 }
 
 /// One link as its writer works on it.
@@ -143,7 +153,6 @@ pub(crate) fn write_window(
     assert!(job.ticks_per_frame > 0, "frames are some ticks apart");
     assert!(job.frames_per_s > 0.0, "a link fills chunks at some rate");
     let mut work = link_works(links, bufs, live, watch);
-    let mut order: Vec<usize> = Vec::with_capacity(work.len());
     while work.iter().any(|w| !w.c.done) {
         watch.beat();
         if watch.given_up() {
@@ -180,24 +189,14 @@ pub(crate) fn write_window(
         for w in work.iter_mut().filter(|w| go_on() && w.flush_can_start()) {
             w.start_flush();
         }
-        // The devices: the most recently started write or flush is waited for (a while at
-        // most), every other one only looked at. A device that stopped answering has the
-        // oldest request, so it never holds a healthy link.
-        let mut limit = Instant::now() + DEVICE_WAIT_PER_ROUND;
-        youngest_first(&work, &mut order);
-        for &i in order.iter().filter(|_| go_on()) {
-            let w = &mut work[i];
-            progressed |= if w.started.is_some() {
-                w.finish_chunk_by(limit, job)
-            } else {
-                w.finish_flush_by(Some(limit))
-            };
-            limit = Instant::now();
-        }
-        // What the chunks just written asked for is started now, waited for next round.
+        // The devices: every write and flush is waited for until it is late, then only looked
+        // at (`LATE_AFTER`); what the chunks just written asked for is started, and waited for
+        // in the same way, so that the next round's writes go out together.
+        progressed |= wait_devices(&mut work, job, &go_on);
         for w in work.iter_mut().filter(|w| go_on() && w.flush_can_start()) {
             w.start_flush();
         }
+        progressed |= wait_devices(&mut work, job, &go_on);
         // Only a link waiting on its device mid-window: one at its window's end has its loss
         // counted already.
         for w in work
@@ -206,9 +205,8 @@ pub(crate) fn write_window(
         {
             w.show_overwritten(job);
         }
-        let in_flight = work
-            .iter()
-            .any(|w| w.started.is_some() || w.c.persist_started);
+        // A late request is not waited for: its link sits out, the others sleep as usual.
+        let in_flight = work.iter().any(|w| w.in_flight() && !w.late());
         if !progressed && !in_flight {
             // Caught up: sleep until the first link could have a full chunk, not in short
             // polls. With ten writers on two cores, 200 us polls cost more CPU in context
@@ -250,13 +248,24 @@ fn link_works<'a>(
         .collect()
 }
 
-/// The links with a write or flush in flight, the one started last first.
-fn youngest_first(work: &[LinkWork], order: &mut Vec<usize>) {
-    order.clear();
-    order.extend(
-        (0..work.len()).filter(|&i| work[i].started.is_some() || work[i].c.persist_started),
-    );
-    order.sort_by_key(|&i| std::cmp::Reverse(work[i].in_flight_since));
+/// Waits for each link's write or flush in flight until it is over or late (`LATE_AFTER`
+/// after it was started; one already late is only looked at), finishing what is over. Returns
+/// whether any was.
+fn wait_devices(work: &mut [LinkWork], job: &WindowJob, go_on: &dyn Fn() -> bool) -> bool {
+    let mut over = false;
+    for w in work.iter_mut().filter(|w| w.in_flight()) {
+        if !go_on() {
+            break;
+        }
+        let since = w.in_flight_since.expect("a request in flight was started");
+        let limit = since + LATE_AFTER;
+        over |= if w.started.is_some() {
+            w.finish_chunk_by(limit, job)
+        } else {
+            w.finish_flush_by(Some(limit))
+        };
+    }
+    over
 }
 
 impl LinkWork<'_> {
@@ -268,14 +277,7 @@ impl LinkWork<'_> {
     fn turn(&mut self, job: &WindowJob) -> Turn {
         let reach = job.reach.now();
         let (ws, we) = (job.window.window_start_timestamp, reach.end);
-        if reach.region_bytes > self.c.grown_to {
-            // The window moved out: room for it now, before a chunk finds the file full.
-            self.c.grown_to = reach.region_bytes;
-            if let Err(e) = self.lw.grow(reach.region_bytes) {
-                tracing::warn!(link = self.lw.link(), error = %e,
-                    "the link's file cannot grow for the longer window: it stops when full");
-            }
-        }
+        self.grow_ahead(reach.region_bytes, job);
         let next = match self.c.next {
             Some(n) => n,
             None => {
@@ -309,7 +311,7 @@ impl LinkWork<'_> {
                 return Turn::Progressed;
             }
             // Nothing new to write: acknowledge what is pending rather than sit on it.
-            self.c.persist_due = true;
+            self.acknowledge_while_waiting();
             return Turn::Waiting {
                 frames_missing: job.chunk_frames as u64,
             };
@@ -317,7 +319,7 @@ impl LinkWork<'_> {
         if available < want {
             let newest_ts = self.buf.timestamp_at(written - 1).unwrap_or(0);
             if newest_ts < we && !given_up {
-                self.c.persist_due = true;
+                self.acknowledge_while_waiting();
                 return Turn::Waiting {
                     frames_missing: want - available,
                 };
@@ -374,7 +376,7 @@ impl LinkWork<'_> {
         });
         let read = match read {
             Err(RingReadError::NotYet) => {
-                self.c.persist_due = true;
+                self.acknowledge_while_waiting();
                 return Turn::Waiting {
                     frames_missing: job.chunk_frames as u64,
                 };
@@ -387,6 +389,33 @@ impl LinkWork<'_> {
             end: we,
             read,
         })
+    }
+
+    /// The link waits for frames: what is pending is made durable now if it has waited
+    /// `ACKNOWLEDGE_WITHIN` since its first chunk was appended; sooner, the next chunk is likely
+    /// to join it in the same persist (a link that keeps up waits a little before each chunk,
+    /// and a persist each time would cost a flush a chunk).
+    fn acknowledge_while_waiting(&mut self) {
+        if self
+            .c
+            .pending_since
+            .is_some_and(|t| t.elapsed() >= ACKNOWLEDGE_WITHIN)
+        {
+            self.c.persist_due = true;
+        }
+    }
+
+    /// Whether a write or flush of the link is in flight.
+    fn in_flight(&self) -> bool {
+        self.started.is_some() || self.c.persist_started
+    }
+
+    /// Whether its request in flight is late (`LATE_AFTER`): no longer waited for.
+    fn late(&self) -> bool {
+        self.in_flight()
+            && self
+                .in_flight_since
+                .is_some_and(|t| t.elapsed() >= LATE_AFTER)
     }
 
     /// Whether the link can take its turn: not done, and nothing of it in flight.
@@ -500,6 +529,7 @@ impl LinkWork<'_> {
             return;
         }
         self.c.pending_frames += inside as u64;
+        self.c.pending_since.get_or_insert_with(Instant::now);
         self.c.pending_until = last;
         // One persist per group of chunks: fewer flushes, several writes in flight. Started
         // after every link of this writer had its turn (`write_window`).
@@ -513,6 +543,36 @@ impl LinkWork<'_> {
             // a trigger moved the end out meanwhile: then the link goes on).
             self.count_lost(frames_between(last.saturating_add(tpf), we, tpf));
             self.finish_window();
+        }
+    }
+
+    /// Grows the link's file toward `window_region` (the room the window needs: more than the
+    /// prepared files had, or moved out by a join) a step ahead of its writes, so that no chunk
+    /// finds it full: never all at once, since growing a file on memory (tmpfs) zeroes its
+    /// pages, and zeroing 100 s of file would hold this writer while the window's oldest frames
+    /// age out of the buffer.
+    fn grow_ahead(&mut self, window_region: u64, job: &WindowJob) {
+        let have = self.lw.region_bytes();
+        let ahead = job.grow_ahead_bytes;
+        debug_assert!(ahead > 0, "files grow by some bytes");
+        if window_region <= have
+            || self.c.grow_failed_for >= window_region
+            || self.lw.written_bytes() + ahead < have
+        {
+            return;
+        }
+        let to = window_region.min(self.lw.written_bytes() + 2 * ahead);
+        match self.lw.grow(to) {
+            Ok(()) => {
+                let now = self.lw.region_bytes();
+                assert!(now >= have, "a link's file only grows");
+                job.reach.allocated(now - have);
+            }
+            Err(e) => {
+                self.c.grow_failed_for = window_region;
+                tracing::warn!(link = self.lw.link(), error = %e,
+                    "the link's file cannot grow for its window: it stops when full");
+            }
         }
     }
 
@@ -533,6 +593,7 @@ impl LinkWork<'_> {
         }
         match self.lw.grow(to) {
             Ok(()) if self.lw.region_bytes() > now => {
+                job.reach.allocated(self.lw.region_bytes() - now);
                 tracing::info!(
                     link = self.lw.link(),
                     from_bytes = now,
@@ -616,6 +677,7 @@ impl LinkWork<'_> {
                     .acknowledge(chunks, self.c.pending_frames, self.c.pending_until);
                 self.watch.acknowledged(self.index, &self.lw);
                 self.c.pending_frames = 0;
+                self.c.pending_since = None;
                 self.c.lost_pending = 0;
                 self.c.done |= self.c.finishing;
                 true

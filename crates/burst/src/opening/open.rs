@@ -26,6 +26,10 @@ pub struct OpenedBurst {
     pub cut_to_bytes_per_link: Option<u64>,
     /// Bytes of file each link has.
     pub region_bytes: u64,
+    /// Bytes of file each link needs for the window (at most what the output has room for):
+    /// more than `region_bytes` when the prepared files are smaller than the window; the
+    /// writers grow them a step at a time ahead of their writes.
+    pub window_region_bytes: u64,
 }
 
 /// The burst `burst_id` for `window` on links whose frames are `step` ticks apart, from
@@ -48,26 +52,41 @@ pub fn open_burst(
     let plan = link_region(files, window_frames);
     let spec = burst_spec(files, burst_id, window, identities, step);
     match prepared {
-        Some(p) if p.region_bytes >= plan.region_bytes && p.burst.fits(&spec) => {
-            let cut = p.region_bytes < plan.wanted_bytes;
-            if cut {
-                say_window_cut(
-                    files.home(),
-                    p.region_bytes,
-                    plan.wanted_bytes,
-                    Limit::Memory,
-                );
+        // The prepared files, whatever the window: the trigger's data starts to go out at once.
+        // Files smaller than the window grow as the writers go (`window_region_bytes`), never
+        // all at the trigger: on memory (tmpfs) growing zeroes the pages, and growing 100 s of
+        // file before the first write would hold the window's oldest frames as they age out
+        // of the buffer.
+        Some(p) if p.burst.fits(&spec) => {
+            // The disk's free space is checked now, for what the files still have to grow by.
+            let (mut window_region, mut limit) = (p.region_bytes, plan.limited_by);
+            if plan.region_bytes > p.region_bytes {
+                let (disk, _) = disk_room_for_each_link(files, plan.stride_bytes);
+                window_region = plan.region_bytes.min(p.region_bytes + disk);
+                if window_region < plan.region_bytes {
+                    limit = Some(Limit::Disk);
+                }
             }
+            let cut = window_region < plan.wanted_bytes;
+            if cut {
+                let limit = limit.unwrap_or(Limit::Memory);
+                say_window_cut(files.home(), window_region, plan.wanted_bytes, limit);
+            }
+            assert!(
+                window_region >= p.region_bytes,
+                "the window's files are never smaller than the prepared ones"
+            );
             return Ok(OpenedBurst {
                 burst: p.burst.start(spec)?,
                 survives_power_loss: p.survives_power_loss,
                 prepared_ahead: true,
-                cut_to_bytes_per_link: cut.then_some(p.region_bytes),
+                cut_to_bytes_per_link: cut.then_some(window_region),
                 region_bytes: p.region_bytes,
+                window_region_bytes: window_region,
             });
         }
-        // Nothing prepared, or too small for this window: dropped now, before the new files
-        // are made, so that its space is free for them.
+        // Nothing prepared, or prepared for other links or frames: dropped now, before the new
+        // files are made, so that its space is free for them.
         other => drop(other),
     }
     let opened = open_new(files, spec, &plan, sources)?;
@@ -166,6 +185,7 @@ fn open_new(
         prepared_ahead: false,
         cut_to_bytes_per_link,
         region_bytes,
+        window_region_bytes: region_bytes,
     })
 }
 

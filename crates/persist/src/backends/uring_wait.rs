@@ -27,8 +27,12 @@ pub(crate) fn submit_and_wait_until(
                 }
                 let left = d.saturating_duration_since(Instant::now());
                 if left.is_zero() {
-                    // Submit what is pending without waiting, so that no SQE is left behind.
-                    ring.submit()?;
+                    // Submit what is pending without waiting, so that no SQE is left behind. A
+                    // look with nothing to submit needs no system call: completions are posted
+                    // to the queue by the kernel's task work, run as this thread leaves it.
+                    if !ring.submission().is_empty() {
+                        ring.submit()?;
+                    }
                     return Ok(ring.completion().len() >= want);
                 }
                 let ts = types::Timespec::from(left);

@@ -183,6 +183,30 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// A TCP port on 127.0.0.1 that refuses every connection for as long as the returned socket
+/// lives: it is bound (so no other test can take it) but never listens. A port from
+/// [`free_port`] may be taken by a server another test starts meanwhile.
+#[allow(dead_code)]
+pub fn refusing_port() -> (std::os::fd::OwnedFd, u16) {
+    use std::os::fd::FromRawFd;
+    // SAFETY: plain socket calls on a descriptor this function owns; sockaddr_in is fully
+    // initialised before use and its size is passed with it.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let owned = std::os::fd::OwnedFd::from_raw_fd(fd);
+        let mut addr: libc::sockaddr_in = std::mem::zeroed();
+        addr.sin_family = libc::AF_INET as libc::sa_family_t;
+        addr.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
+        let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let rc = libc::bind(fd, &addr as *const _ as *const libc::sockaddr, len);
+        assert_eq!(rc, 0, "bind: {}", std::io::Error::last_os_error());
+        let rc = libc::getsockname(fd, &mut addr as *mut _ as *mut libc::sockaddr, &mut len);
+        assert_eq!(rc, 0, "getsockname: {}", std::io::Error::last_os_error());
+        (owned, u16::from_be(addr.sin_port))
+    }
+}
+
 /// The first of `candidates` that exists. When none does, the test skips and says so (`hint`:
 /// how to install it), unless `require_env` is set, as in CI: then it fails.
 pub fn installed_tool(
