@@ -117,6 +117,8 @@ impl<S: Sink> BurstWriter<S> {
             unit: spec.unit,
             verified: None,
             triggers: answered,
+            continues: None,
+            continued_in: None,
         };
         assert_eq!(
             manifest.links.len(),
@@ -447,6 +449,26 @@ impl BurstSeal {
         );
         self.set_answered(window, triggers);
         Ok(self.manifest.write_atomic(&self.dir)?)
+    }
+
+    /// The burst continues `previous` (`Manifest::continues`): written with the manifest's
+    /// next write.
+    pub fn set_continues(&mut self, previous: Option<String>) {
+        assert!(
+            previous.as_deref() != Some(self.manifest.burst_id.as_str()),
+            "a burst continues no burst of its own name"
+        );
+        self.manifest.continues = previous;
+    }
+
+    /// The burst is continued in `next` (`Manifest::continued_in`; None: in none, e.g. after
+    /// a cancel): written with the manifest's next write.
+    pub fn set_continued_in(&mut self, next: Option<String>) {
+        assert!(
+            next.as_deref() != Some(self.manifest.burst_id.as_str()),
+            "a burst is continued in no burst of its own name"
+        );
+        self.manifest.continued_in = next;
     }
 
     /// `answer` without writing the manifest now: `seal` writes it.

@@ -197,6 +197,13 @@ pub struct Manifest {
     /// moved out to hold it). Empty in bursts recorded before triggers could join.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub triggers: Vec<AnsweredTrigger>,
+    /// A burst grown by joins past the unit's --max-burst stops there and goes on as the next
+    /// burst, without a gap: the burst this one continues (its first frame follows that one's
+    /// last), and the burst that continues this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continues: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continued_in: Option<String>,
 }
 
 /// A trigger a burst answers: its own window, and the part of it the burst holds.

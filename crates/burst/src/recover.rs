@@ -280,6 +280,8 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
                 recovery: Some(summary),
                 run_number: None,
                 unit: None,
+                continues: None,
+                continued_in: None,
             },
         };
         assert!(

@@ -9,10 +9,14 @@ use snbuf_unit::RecordConfig;
 pub const SEAL_ALLOWANCE: Duration = Duration::from_secs(30);
 
 /// The longest a drain may take before the unit gives up on it (`--drain-timeout`'s default):
-/// the longest a burst can take (the longest window a trigger may ask for, and a buffer's worth
-/// of catching up) and `SEAL_ALLOWANCE`. A drain that takes longer is stuck.
+/// the longest a burst can take (grown by joins to --max-burst), the continuation it may leave
+/// (at most a window past it: no trigger joins once the unit stops), a buffer's worth of
+/// catching up, and `SEAL_ALLOWANCE`. A drain that takes longer is stuck.
 pub fn default_drain_timeout(config: &RecordConfig) -> Duration {
-    config.max_window.max(config.pre + config.post) + config.buffer + SEAL_ALLOWANCE
+    config.max_burst.max(config.pre + config.post)
+        + config.max_window
+        + config.buffer
+        + SEAL_ALLOWANCE
 }
 
 /// How long past filling its buffers a unit may take to say READY to systemd: the buffer must

@@ -120,8 +120,30 @@ pub fn trigger(args: &TriggerArgs) -> anyhow::Result<()> {
         burst_id: args.burst_id.clone(),
     };
     let reply: TriggerReply = ask(&args.socket, &Request::Trigger(req))?;
+    print_trigger_reply(&reply);
+    if !args.wait {
+        return Ok(());
+    }
+    // Bounded: the window, the time to persist what a slow medium left behind (as long again),
+    // and a minute to seal and verify.
+    let limit = Duration::from_secs_f64(2.0 * reply.window_s.clamp(0.0, 86_400.0) + 60.0);
+    wait_for_seal(args, &reply.burst_id, limit)?;
+    // The rest of the window, in the burst that continues this one.
+    match reply.joined.and_then(|j| j.continued_in) {
+        Some(next) => wait_for_seal(args, &next, limit),
+        None => Ok(()),
+    }
+}
+
+/// What the unit answered a trigger: accepted, or joined (and where the rest of the window
+/// goes), with what of the window is not recorded and why.
+fn print_trigger_reply(reply: &TriggerReply) {
     let (id, w) = (&reply.burst_id, &reply.window);
-    if let Some(j) = &reply.joined {
+    if let Some(j) = reply
+        .joined
+        .as_ref()
+        .filter(|j| j.covered_end > j.covered_start)
+    {
         println!(
             "joined burst {id}, being recorded: it records ticks {}..{} of this trigger's window ({:.3} s before to {:.3} s after {}); its end moved {:.3} s",
             j.covered_start,
@@ -134,6 +156,25 @@ pub fn trigger(args: &TriggerArgs) -> anyhow::Result<()> {
         if let (Some(s), Some(why)) = (j.not_covered_s, &j.not_covered_why) {
             println!("  the last {s:.3} s of the window are not recorded: {why}");
         }
+        if let Some(earlier) = &j.begins_in {
+            println!(
+                "  the window's part before tick {} is recorded in burst {earlier}, which this one continues",
+                j.covered_start
+            );
+        }
+        if let Some(next) = &j.continued_in {
+            println!(
+                "  the burst reached --max-burst: the window from tick {} on is recorded as the next burst, {next}, with no gap",
+                j.covered_end
+            );
+        }
+    } else if let Some(next) = reply.joined.as_ref().and_then(|j| j.continued_in.as_ref()) {
+        println!(
+            "joined: burst {id} reached --max-burst, and this trigger's window ({:.3} s before to {:.3} s after {}) is recorded in the next burst, {next}, which follows it with no gap",
+            w.pre_s.unwrap_or(0.0),
+            w.post_s.unwrap_or(0.0),
+            w.trigger_timestamp
+        );
     } else {
         println!(
         "accepted: burst {id}, window {:.3} s before to {:.3} s after the trigger ({:.3} s of the {} MHz detector clock): ticks {}..{} around {}",
@@ -154,13 +195,6 @@ pub fn trigger(args: &TriggerArgs) -> anyhow::Result<()> {
     if let Some(cut) = &reply.cut {
         println!("  not all of the window fits: {cut}");
     }
-    if !args.wait {
-        return Ok(());
-    }
-    // Bounded: the window, the time to persist what a slow medium left behind (as long again),
-    // and a minute to seal and verify.
-    let limit = Duration::from_secs_f64(2.0 * reply.window_s.clamp(0.0, 86_400.0) + 60.0);
-    wait_for_seal(args, id, limit)
 }
 
 /// Waits, at most `limit`, for burst `id` to be sealed and verified, and prints its outcome.

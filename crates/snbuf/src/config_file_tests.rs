@@ -42,6 +42,7 @@ const SAMPLES: &[(&str, &str)] = &[
     ),
     ("completion_deadline", "\"5s\""),
     ("max_window", "\"30s\""),
+    ("max_burst", "\"90s\""),
     ("trigger_after", "\"2s\""),
     ("json", "\"/r/r.json\""),
     ("socket", "\"/r/s.sock\""),

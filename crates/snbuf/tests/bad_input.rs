@@ -72,6 +72,8 @@ const CASES: &[(&str, &str)] = &[
     ("record --inject-fault slow-completion", "delay=TIME"),
     ("record --inject-fault stall:delay=1s", "slow-completion only"),
     ("record --completion-deadline 0s", "completion-deadline"),
+    ("record --max-burst 10s --max-window 20s", "--max-burst 10s is shorter"),
+    ("record --max-burst 0s", "max-burst"),
     ("record --bogus", "--bogus"),
     // record from the network
     ("record --source tcp://1.2.3.4:5", "udp://"),

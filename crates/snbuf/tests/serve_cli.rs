@@ -403,3 +403,213 @@ fn a_window_longer_than_the_prepared_files_starts_on_them_and_grows_them() {
         assert!(bytes > 90_000_000, "link file holds {bytes} B: {link}");
     }
 }
+
+/// A burst grown by joins past --max-burst stops there, and the rest of the windows goes on at
+/// once as the next burst: no frame between the two is lost or recorded twice, both manifests
+/// say so, and the joining trigger's window is covered whole across them (`trigger --wait`
+/// waits for both).
+#[test]
+fn a_burst_grown_past_max_burst_goes_on_as_the_next_without_a_gap() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = [
+        common::SMALL_UNIT,
+        &[
+            "--pre",
+            "500ms",
+            "--post",
+            "500ms",
+            "--max-window",
+            "4s",
+            "--max-burst",
+            "4s",
+        ],
+    ]
+    .concat();
+    let (mut cmd, out, socket) = common::serve_command(dir.path(), &options);
+    let _served = common::started(&mut cmd, &out, &socket, None);
+    let s = socket.to_str().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let o = snbuf(&[
+        "trigger",
+        "--socket",
+        s,
+        "--burst-id",
+        "first",
+        "--pre",
+        "1s",
+        "--post",
+        "2s",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (first_start, _) = ticks_of(&String::from_utf8_lossy(&o.stdout));
+    std::thread::sleep(Duration::from_millis(1500));
+    // 0.5 s before to 3 s after: past the first burst's 4 s (it began 1 s before its trigger).
+    let second = std::thread::spawn({
+        let s = s.to_string();
+        move || {
+            snbuf(&[
+                "trigger",
+                "--socket",
+                &s,
+                "--burst-id",
+                "second",
+                "--pre",
+                "500ms",
+                "--post",
+                "3s",
+                "--wait",
+            ])
+        }
+    });
+    // A second one across the cap: the next burst carries both over.
+    std::thread::sleep(Duration::from_millis(300));
+    let o = snbuf(&[
+        "trigger",
+        "--socket",
+        s,
+        "--burst-id",
+        "second-b",
+        "--pre",
+        "500ms",
+        "--post",
+        "3s",
+    ]);
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        said.contains("first-2"),
+        "{said}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // Once the next burst records, a trigger whose window begins before it (in the first)
+    // joins it: its part before is in the first burst, which the next one continues.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while status(&socket)["recording_burst"]["burst_id"] != "first-2" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the next burst never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = snbuf(&[
+        "trigger",
+        "--socket",
+        s,
+        "--burst-id",
+        "third",
+        "--pre",
+        "1s",
+        "--post",
+        "200ms",
+    ]);
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(said.contains("joined burst first-2"), "{said}");
+    assert!(said.contains("is recorded in burst first,"), "{said}");
+    // One whose window lies wholly in the first (placed in the past) has no burst to answer it
+    // now: refused with the reason, the unit unharmed.
+    let hz = status(&socket)["clock_hz"].as_u64().unwrap();
+    let at = (first_start + 4 * hz - 3 * hz / 10).to_string();
+    let o = snbuf(&[
+        "trigger",
+        "--socket",
+        s,
+        "--burst-id",
+        "fourth",
+        "--at",
+        &at,
+        "--pre",
+        "100ms",
+        "--post",
+        "100ms",
+    ]);
+    assert!(
+        !o.status.success(),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("begins before the burst"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = second.join().unwrap();
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(said.contains("joined burst first"), "{said}");
+    assert!(
+        said.contains("reached --max-burst") && said.contains("first-2"),
+        "{said}"
+    );
+    assert!(said.contains("burst first-2: sealed"), "{said}");
+
+    let manifest = |b: &str| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(out.join(b).join("manifest.json")).unwrap()).unwrap()
+    };
+    let (first, next) = (manifest("first"), manifest("first-2"));
+    assert_eq!(first["continued_in"], "first-2", "{first}");
+    assert_eq!(next["continues"], "first", "{next}");
+    let step = first["frame"]["frame_step_ticks"].as_u64().unwrap();
+    let cap = first["trigger"]["window_end_timestamp"].as_u64().unwrap();
+    let start = first["trigger"]["window_start_timestamp"].as_u64().unwrap();
+    let hz = first["trigger"]["clock_hz"].as_u64().unwrap();
+    assert!(cap - start <= 4 * hz, "the first burst is capped at 4 s");
+    assert_eq!(next["trigger"]["window_start_timestamp"], cap, "{next}");
+    for (a, b) in first["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(next["links"].as_array().unwrap())
+    {
+        assert_eq!(a["lost_frames"], 0, "{a}");
+        assert_eq!(b["lost_frames"], 0, "{b}");
+        // The next burst's first frame is the one after the first burst's last.
+        let (last, following) = (a["last_timestamp"].as_u64(), b["first_timestamp"].as_u64());
+        assert_eq!(following, last.map(|t| t + step), "link {}", a["link"]);
+    }
+    // The second trigger: covered up to the cap in one, from the cap to its end in the other.
+    let answered = |m: &serde_json::Value| -> serde_json::Value {
+        m["triggers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["trigger_id"] == "second")
+            .cloned()
+            .expect("the second trigger is answered")
+    };
+    let (here, rest) = (answered(&first), answered(&next));
+    assert_eq!(here["covered_end_timestamp"], cap);
+    assert_eq!(rest["covered_start_timestamp"], cap);
+    assert_eq!(rest["covered_end_timestamp"], rest["window_end_timestamp"]);
+    let third = next["triggers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["trigger_id"] == "third")
+        .cloned()
+        .expect("the third trigger is answered by the next burst");
+    assert!(
+        third["window_start_timestamp"].as_u64().unwrap() < cap,
+        "{third}"
+    );
+    assert_eq!(third["covered_start_timestamp"], cap, "{third}");
+    let mut ids = common::answered_triggers(&next);
+    ids.sort();
+    assert_eq!(ids, ["second", "second-b", "third"], "{next}");
+    for b in ["first", "first-2"] {
+        assert_eq!(
+            snbuf(&["verify", out.join(b).to_str().unwrap()])
+                .status
+                .code(),
+            Some(0),
+            "{b}"
+        );
+    }
+}

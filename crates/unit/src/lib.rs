@@ -40,6 +40,7 @@ pub use config::{ConfigError, RecordConfig, Source};
 pub use counters::{LinkCounters, Progress};
 pub use error::RecordError;
 pub use one_shot::record;
+pub use reach::Opening;
 pub use recorder::Unit;
 pub use summary::{RecordResult, RecordSummary};
 pub use window::{TriggerAt, WindowError};

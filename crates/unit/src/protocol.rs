@@ -147,6 +147,14 @@ pub struct Joined {
     pub not_covered_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_covered_why: Option<String>,
+    /// The burst reached --max-burst: the rest of the trigger's window (from `covered_end`, or
+    /// all of it when `covered_end` is its start) is recorded as this next burst, with no gap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continued_in: Option<String>,
+    /// The trigger's window begins before this burst, in the burst it continues (named here):
+    /// the part before `covered_start` is recorded there (and in the bursts before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub begins_in: Option<String>,
 }
 
 /// A refusal, of any request.

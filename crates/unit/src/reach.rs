@@ -13,8 +13,13 @@ use std::time::{Duration, Instant};
 use snbuf_burst::{AnsweredTrigger, TriggerInfo};
 
 use crate::config::RecordConfig;
-use crate::protocol::Joined;
-use snbuf_burst::opening::sizing;
+
+mod continuation;
+mod joining;
+
+pub(crate) use continuation::Continuation;
+pub use continuation::{Chain, Opening};
+pub(crate) use joining::join;
 
 /// Why a trigger cannot join the burst being recorded. `Ending` and `NoBurst` are not refusals
 /// of the trigger: the unit is about to be free, and the trigger opens a burst of its own.
@@ -48,6 +53,8 @@ pub(crate) struct BurstReach {
     inner: Mutex<Reach>,
     /// Ticks between a link's frames in this burst: its window grows in them.
     step_ticks: u64,
+    /// The bursts this one continues (--max-burst), if any.
+    chain: Option<Chain>,
 }
 
 struct Reach {
@@ -67,6 +74,10 @@ struct Reach {
     /// An operator cancelled the burst: no trigger moves its end out again.
     cancelled: bool,
     triggers: Vec<AnsweredTrigger>,
+    /// The burst reached --max-burst: what goes on as the next burst.
+    continuation: Option<Continuation>,
+    /// The triggers it opened for (a continuation carries several over).
+    opened_with: u64,
     /// Bumped at each join, so the recorder knows when to write the manifest again.
     version: u64,
 }
@@ -95,10 +106,11 @@ impl BurstReach {
     pub fn new(
         burst_id: &str,
         window: TriggerInfo,
-        first: AnsweredTrigger,
+        triggers: Vec<AnsweredTrigger>,
         give_up_at: Instant,
         files: LinkFiles,
         step_ticks: u64,
+        chain: Option<Chain>,
     ) -> BurstReach {
         assert!(step_ticks > 0, "a link's frames are some ticks apart");
         assert!(
@@ -106,13 +118,23 @@ impl BurstReach {
             "a burst has links, their files at most the window's size"
         );
         assert!(
-            first.covered_start_timestamp <= first.covered_end_timestamp
-                && first.covered_end_timestamp <= window.window_end_timestamp,
-            "the first trigger's covered part is inside the window"
+            !triggers.is_empty()
+                && triggers.iter().all(|t| {
+                    t.covered_start_timestamp <= t.covered_end_timestamp
+                        && t.covered_end_timestamp <= window.window_end_timestamp
+                }),
+            "a burst opens for some trigger, each one's covered part inside the window"
+        );
+        assert!(
+            chain
+                .as_ref()
+                .is_none_or(|c| c.start <= window.window_start_timestamp),
+            "a chain begins before the bursts that continue it"
         );
         BurstReach {
             burst_id: burst_id.to_string(),
             step_ticks,
+            chain,
             inner: Mutex::new(Reach {
                 window,
                 give_up_at,
@@ -122,7 +144,9 @@ impl BurstReach {
                 links: files.links as u64,
                 closed: false,
                 cancelled: false,
-                triggers: vec![first],
+                opened_with: triggers.len() as u64,
+                triggers,
+                continuation: None,
                 version: 0,
             }),
         }
@@ -181,23 +205,77 @@ impl BurstReach {
         more: Duration,
     ) -> Result<(), JoinRefusal> {
         let mut r = self.lock();
+        Self::may_join(&r, &t.trigger_id)?;
+        Self::join_locked(&mut r, t, end, region_bytes, more);
+        Ok(())
+    }
+
+    /// As `join`, for a trigger whose window reaches past the burst's cap (--max-burst; `end`
+    /// is the cap): `here` is its part in this burst (None when its window begins at the cap
+    /// or later), `rest` its part past the cap, recorded in the next burst, which is named
+    /// `next_name` unless an earlier trigger named it already. Returns the next burst's name.
+    pub fn join_continued(
+        &self,
+        here: Option<AnsweredTrigger>,
+        rest: AnsweredTrigger,
+        end: u64,
+        region_bytes: u64,
+        more: Duration,
+        next_name: &str,
+    ) -> Result<String, JoinRefusal> {
+        let mut r = self.lock();
+        Self::may_join(&r, &rest.trigger_id)?;
+        assert!(
+            rest.covered_start_timestamp >= end && end >= r.window.window_end_timestamp,
+            "the next burst starts where this one is capped, never before its end"
+        );
+        match here {
+            Some(t) => Self::join_locked(&mut r, t, end, region_bytes, more),
+            None => {
+                Self::join_locked_end(&mut r, end, region_bytes, more);
+                r.version += 1;
+            }
+        }
+        let hz = r.window.clock_hz;
+        let chain = Chain {
+            previous: self.burst_id.clone(),
+            root: self.chain_root(),
+            start: self.chain_start(&r),
+        };
+        let next = match r.continuation.as_mut() {
+            Some(c) => {
+                c.add(rest);
+                c.burst_id.clone()
+            }
+            None => {
+                let c = Continuation::new(next_name.to_string(), end, rest, hz, chain);
+                let name = c.burst_id.clone();
+                r.continuation = Some(c);
+                name
+            }
+        };
+        Ok(next)
+    }
+
+    /// Refused when the burst is ending or cancelled, or took trigger `id` already (in this
+    /// burst or in its continuation).
+    fn may_join(r: &Reach, id: &str) -> Result<(), JoinRefusal> {
         if r.closed {
             return Err(JoinRefusal::Ending);
         }
         if r.cancelled {
             return Err(JoinRefusal::Cancelled);
         }
-        if r.triggers.iter().any(|a| a.trigger_id == t.trigger_id) {
-            return Err(JoinRefusal::AlreadyJoined(t.trigger_id));
+        let next = r.continuation.iter().flat_map(|c| c.triggers.iter());
+        if r.triggers.iter().chain(next).any(|a| a.trigger_id == id) {
+            return Err(JoinRefusal::AlreadyJoined(id.to_string()));
         }
-        assert!(
-            t.covered_end_timestamp <= end.max(r.window.window_end_timestamp),
-            "what a trigger is told is covered is inside the window"
-        );
-        debug_assert!(
-            t.covered_start_timestamp <= t.covered_end_timestamp,
-            "a trigger's covered part starts before it ends"
-        );
+        Ok(())
+    }
+
+    /// The end moves out to `end` (never in), the writers wait `more` longer, the files may
+    /// grow to `region_bytes`.
+    fn join_locked_end(r: &mut Reach, end: u64, region_bytes: u64, more: Duration) {
         if end > r.window.window_end_timestamp {
             let hz = r.window.clock_hz.unwrap_or(1).max(1) as f64;
             r.window.window_end_timestamp = end;
@@ -208,15 +286,26 @@ impl BurstReach {
             r.unallocated_bytes += (region_bytes - r.region_bytes) * r.links;
             r.region_bytes = region_bytes;
         }
+    }
+
+    fn join_locked(r: &mut Reach, t: AnsweredTrigger, end: u64, region_bytes: u64, more: Duration) {
+        assert!(
+            t.covered_end_timestamp <= end.max(r.window.window_end_timestamp),
+            "what a trigger is told is covered is inside the window"
+        );
+        debug_assert!(
+            t.covered_start_timestamp <= t.covered_end_timestamp,
+            "a trigger's covered part starts before it ends"
+        );
+        Self::join_locked_end(r, end, region_bytes, more);
         r.triggers.push(t);
         r.version += 1;
-        // Not cancelled (a cancel bumps the version too, and then refuses every join).
-        debug_assert_eq!(
-            r.triggers.len() as u64,
-            r.version + 1,
-            "one version per trigger that joined"
+        // Not cancelled (a cancel bumps the version too, and then refuses every join); a join
+        // wholly past the cap bumps it without a trigger here.
+        debug_assert!(
+            r.triggers.len() as u64 <= r.opened_with + r.version,
+            "one version at least per trigger that joined"
         );
-        Ok(())
     }
 
     /// An operator cancelled the burst: its end moves in to `end` (on the frame grid through
@@ -244,6 +333,8 @@ impl BurstReach {
         }
         let hz = r.window.clock_hz.unwrap_or(1).max(1) as f64;
         r.cancelled = true;
+        // Nothing goes on past an operator's cancel.
+        r.continuation = None;
         r.window.window_end_timestamp = end;
         r.window.post_s = Some((end - trigger) as f64 / hz);
         for t in r.triggers.iter_mut() {
@@ -258,6 +349,12 @@ impl BurstReach {
         );
         r.version += 1;
         Ok(end)
+    }
+
+    /// A link with nothing more to read stops waiting by `by` at the latest.
+    pub fn give_up_no_later_than(&self, by: Instant) {
+        let mut r = self.lock();
+        r.give_up_at = r.give_up_at.min(by);
     }
 
     /// The burst's writers are done: its end is final, whatever a link did or did not close.
@@ -286,6 +383,61 @@ impl BurstReach {
             .cloned()
     }
 
+    /// Trigger `id`'s part past the cap, as the next burst will answer it, and that burst's
+    /// name, if the trigger reached past the cap.
+    pub fn continued_trigger(&self, id: &str) -> Option<(AnsweredTrigger, String)> {
+        let r = self.lock();
+        let c = r.continuation.as_ref()?;
+        let t = c.triggers.iter().find(|t| t.trigger_id == id)?;
+        Some((t.clone(), c.burst_id.clone()))
+    }
+
+    /// What goes on as the next burst, once the writers are done (`close`): taken once.
+    pub fn take_continuation(&self) -> Option<Continuation> {
+        let mut r = self.lock();
+        assert!(
+            r.closed,
+            "the continuation is taken once the burst's end is final"
+        );
+        r.continuation.take()
+    }
+
+    /// Where the next burst's window ends so far, if the burst reached its cap.
+    pub fn continued_until(&self) -> Option<u64> {
+        let r = self.lock();
+        r.continuation
+            .as_ref()
+            .map(|c| c.window.window_end_timestamp)
+    }
+
+    /// The name of the next burst, if the burst reached its cap.
+    pub fn continued_in(&self) -> Option<String> {
+        self.lock()
+            .continuation
+            .as_ref()
+            .map(|c| c.burst_id.clone())
+    }
+
+    /// Where the chain of bursts this one belongs to began: its own start, or that of the first
+    /// burst it continues.
+    fn chain_start(&self, r: &Reach) -> u64 {
+        self.chain
+            .as_ref()
+            .map_or(r.window.window_start_timestamp, |c| c.start)
+    }
+
+    /// The first burst of the chain this one belongs to: itself, or the first it continues.
+    pub fn chain_root(&self) -> String {
+        self.chain
+            .as_ref()
+            .map_or_else(|| self.burst_id.clone(), |c| c.root.clone())
+    }
+
+    /// The burst this one continues, and where its chain began, if it continues one.
+    pub fn chain(&self) -> Option<&Chain> {
+        self.chain.as_ref()
+    }
+
     /// The burst's name.
     pub fn burst_id(&self) -> String {
         self.burst_id.clone()
@@ -295,112 +447,6 @@ impl BurstReach {
     pub fn window(&self) -> TriggerInfo {
         self.lock().window.clone()
     }
-}
-
-/// Trigger `id`, whose window is `w`, joins the burst of `reach` (None: no burst is being
-/// recorded) when its window begins at or after that burst's start (a second alert for the same
-/// supernova, inside the burst or after its end): the end moves out to hold it, as far as the
-/// outputs of `config` have room (what does not fit is said in the answer). Err says why it
-/// cannot join (no burst, a window that begins before the burst's, a burst that is ending).
-///
-/// What bounds a burst grown by joins is the room on its outputs, not `--max-window`: that
-/// bounds each trigger's own window (checked before), and a join moves the end to its own
-/// window's end and no further, so a burst grows no faster than the data while triggers come,
-/// and a flood of joins fills no more than the room `sizing` leaves for a burst.
-pub(crate) fn join(
-    config: &RecordConfig,
-    reach: Option<&BurstReach>,
-    burst_id: &str,
-    id: &str,
-    w: &TriggerInfo,
-) -> Result<Joined, JoinRefusal> {
-    let reach = reach.ok_or(JoinRefusal::NoBurst)?;
-    if reach.burst_id() != burst_id {
-        return Err(JoinRefusal::NotRecording(burst_id.to_string()));
-    }
-    let clock = config.clock();
-    if let Some(a) = reach.answered_trigger(id) {
-        // Delivered again (its answer lost): the same answer, nothing recorded twice.
-        debug_assert!(
-            a.covered_end_timestamp <= a.window_end_timestamp,
-            "a trigger is covered no further than it asked"
-        );
-        let short = a.window_end_timestamp - a.covered_end_timestamp;
-        return Ok(Joined {
-            covered_start: a.covered_start_timestamp,
-            covered_end: a.covered_end_timestamp,
-            extended_by_s: 0.0,
-            not_covered_s: (short > 0).then(|| clock.seconds(short)),
-            not_covered_why: (short > 0).then(|| "the output had no room for it".to_string()),
-        });
-    }
-    let burst = reach.window();
-    let (start, end) = (burst.window_start_timestamp, burst.window_end_timestamp);
-    if w.window_start_timestamp < start {
-        return Err(JoinRefusal::BeginsBefore {
-            start: w.window_start_timestamp,
-            end: w.window_end_timestamp,
-            burst_start: start,
-            burst_end: end,
-        });
-    }
-    let step = reach.step_ticks;
-    let wanted_end = w.window_end_timestamp.max(end);
-    assert!(
-        wanted_end == end || wanted_end == w.window_end_timestamp,
-        "a join moves the end to its own window's end, no further"
-    );
-    let files = config.burst_files();
-    let wanted = sizing::link_region(&files, (wanted_end - start) / step + 1);
-    let now = reach.now();
-    // What the output has free is already promised in part: the files have yet to grow to the
-    // window's region (a step at a time as they write).
-    let room = sizing::room_to_grow(&files, now.region_bytes)
-        .saturating_sub(now.unallocated_bytes_per_link)
-        .max(now.region_bytes);
-    let (new_end, region) = if wanted.region_bytes <= room && wanted.limited_by.is_none() {
-        (wanted_end, wanted.region_bytes.max(now.region_bytes))
-    } else {
-        // As far as the room goes, on the frame grid, never in.
-        let frames = sizing::frames_fitting(&files, room);
-        let fit = start.saturating_add(frames.saturating_sub(1).saturating_mul(step));
-        (fit.clamp(end, wanted_end), room.max(now.region_bytes))
-    };
-    assert!(
-        end <= new_end && new_end <= wanted_end,
-        "the end moves out, never in, and no further than asked"
-    );
-    debug_assert!(
-        region >= now.region_bytes,
-        "a link's file region only grows"
-    );
-    if new_end <= w.window_start_timestamp {
-        // Its window begins after the burst's end, and the outputs hold nothing of it.
-        return Err(JoinRefusal::NoRoom);
-    }
-    let covered_end = w.window_end_timestamp.min(new_end);
-    let mut answered = AnsweredTrigger::whole(id, w);
-    answered.covered_end_timestamp = covered_end;
-    assert!(
-        covered_end >= w.window_start_timestamp,
-        "a joining trigger is covered from its window's start"
-    );
-    let more = Duration::from_secs_f64(clock.seconds(new_end - end).min(86_400.0));
-    reach.join(answered, new_end, region, more)?;
-    let short = w.window_end_timestamp - covered_end;
-    Ok(Joined {
-        covered_start: w.window_start_timestamp,
-        covered_end,
-        extended_by_s: clock.seconds(new_end - end),
-        not_covered_s: (short > 0).then(|| clock.seconds(short)),
-        not_covered_why: (short > 0).then(|| {
-            format!(
-                "the output has room for {} per link of the {} the longer window needs",
-                snbuf_quantity::Bytes(room),
-                snbuf_quantity::Bytes(wanted.wanted_bytes)
-            )
-        }),
-    })
 }
 
 /// When the writers of `window` stop waiting for data that does not come: when the window's
@@ -444,7 +490,7 @@ mod tests {
         BurstReach::new(
             "t1",
             w.clone(),
-            AnsweredTrigger::whole("t1", &w),
+            vec![AnsweredTrigger::whole("t1", &w)],
             Instant::now(),
             LinkFiles {
                 links: 2,
@@ -452,6 +498,7 @@ mod tests {
                 region_bytes: 4 << 20,
             },
             25,
+            None,
         )
     }
 
@@ -472,10 +519,11 @@ mod tests {
         let r = BurstReach::new(
             "t1",
             w.clone(),
-            AnsweredTrigger::whole("t1", &w),
+            vec![AnsweredTrigger::whole("t1", &w)],
             Instant::now(),
             files,
             25,
+            None,
         );
         assert_eq!(r.now().unallocated_bytes_per_link, 6 << 20);
         r.allocated(6 << 20);

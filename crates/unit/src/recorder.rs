@@ -277,7 +277,8 @@ impl Unit {
         mut on_progress: impl FnMut(&Progress),
     ) -> Result<RecordSummary, RecordError> {
         let burst_id = first.trigger_id.clone();
-        let written = self.write(&burst_id, window, first, &mut on_progress)?;
+        let opening = crate::reach::Opening::by(first);
+        let written = self.write(&burst_id, window, opening, &mut on_progress)?;
         let sealed = self.seal(written);
         self.forget_sealed(&burst_id);
         sealed
@@ -288,20 +289,22 @@ impl Unit {
     /// trigger starts a burst of its own while this one is sealed and read back (`seal`), so
     /// that a unit is never closed to a new window for as long as a read-back takes. Its
     /// triggers stay answered (`answering`) until `forget_sealed`. `burst_id` names the burst
-    /// (its directory); `first` is the trigger that opens it.
+    /// (its directory); `opening` says the triggers it opens for (and the burst it continues).
     pub fn write(
         &self,
         burst_id: &str,
         window: &TriggerInfo,
-        first: snbuf_burst::AnsweredTrigger,
+        opening: crate::reach::Opening,
         on_progress: &mut dyn FnMut(&Progress),
     ) -> Result<WrittenBurst, RecordError> {
-        // Outside the catch below, so only checked in debug builds: the server builds `first`
-        // to hold it, and a panic here would leave the server's `busy` set.
+        // Outside the catch below, so only checked in debug builds: the server builds the
+        // triggers to hold it, and a panic here would leave the server's `busy` set.
         debug_assert!(
-            first.covered_start_timestamp >= window.window_start_timestamp
-                && first.covered_end_timestamp <= window.window_end_timestamp,
-            "what the first trigger is told is covered is inside the window"
+            opening.triggers.iter().all(|t| {
+                t.covered_start_timestamp >= window.window_start_timestamp
+                    && t.covered_end_timestamp <= window.window_end_timestamp
+            }),
+            "what each trigger is told is covered is inside the window"
         );
         snbuf_burst::check_burst_id(burst_id).map_err(crate::config::ConfigError::from)?;
         let live: Arc<Vec<LiveLink>> = Arc::new(
@@ -320,15 +323,21 @@ impl Unit {
         // that the unit is left as after any failed burst (no reach a later trigger could join,
         // no live counters, the totals kept) and takes triggers again.
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.record_window(burst_id, window, first, &live, on_progress)
+            self.record_window(burst_id, window, opening, &live, on_progress)
         }))
         .unwrap_or_else(|panic| Err(RecordError::Panicked(crate::error::panic_text(&*panic))));
         {
             // The recording reach moves to the sealing ones in one step, so a trigger delivered
             // again always finds the burst that answers it.
+            // What goes on past --max-burst is kept for the server whatever became of this
+            // burst (an error, a panic): the triggers were told it would be recorded.
             let mut reaches = self.reaches.lock().expect("reaches");
-            if let (Some(reach), Ok(_)) = (reaches.recording.take(), result.as_ref()) {
-                reaches.sealing.push(reach);
+            if let Some(reach) = reaches.recording.take() {
+                reach.close();
+                reaches.continuation = reach.take_continuation();
+                if result.is_ok() {
+                    reaches.sealing.push(reach);
+                }
             }
         }
         {
@@ -349,7 +358,7 @@ impl Unit {
         &self,
         burst_id: &str,
         window: &TriggerInfo,
-        first: snbuf_burst::AnsweredTrigger,
+        opening: crate::reach::Opening,
         live: &Arc<Vec<LiveLink>>,
         on_progress: &mut dyn FnMut(&Progress),
     ) -> Result<WrittenBurst, RecordError> {
@@ -359,8 +368,12 @@ impl Unit {
         // A trigger cut short, or one whose burst is named apart from it: the manifest says so
         // from the start (its own answer, not the one the burst's name would give), not only at
         // the seal.
+        let first = &opening.triggers[0];
         let first_not_as_named = first.window_end_timestamp != first.covered_end_timestamp
-            || first.trigger_id != burst_id;
+            || first.trigger_id != burst_id
+            || opening.triggers.len() > 1
+            || opening.continues.is_some();
+        let chain = opening.continues.clone();
         // A preparation stuck on its device is waited for no longer than a write would be.
         let prepared = self
             .next
@@ -378,10 +391,11 @@ impl Unit {
             &files, burst_id, &window, identities, prepared, &sources, step,
         )?;
         let (mut seal, link_writers) = opened.burst.split();
+        seal.set_continues(opening.continues.as_ref().map(|c| c.previous.clone()));
         let reach = Arc::new(BurstReach::new(
             burst_id,
             window.clone(),
-            first,
+            opening.triggers,
             self.give_up_at(&window),
             crate::reach::LinkFiles {
                 links: config.links,
@@ -389,6 +403,7 @@ impl Unit {
                 region_bytes: opened.window_region_bytes,
             },
             step,
+            chain,
         ));
         self.reaches.lock().expect("reaches").recording = Some(reach.clone());
 
@@ -418,7 +433,10 @@ impl Unit {
                 crcs: snbuf_burst::chunk::FrameCrcCombiner::new(config.frame_type.frame_bytes()),
                 chunks_per_persist: config.chunks_per_persist,
                 frames_per_s: config.link_frames_per_s(),
-                grow_ahead_bytes: grow_ahead_bytes(config.link_frames_per_s(), fb),
+                grow_ahead_bytes: crate::window_writer::grow_ahead_bytes(
+                    config.link_frames_per_s(),
+                    fb,
+                ),
                 reach: reach.clone(),
                 burst_id: burst_id.to_string(),
                 unit_id: config.unit_id.clone().unwrap_or_default(),
@@ -459,6 +477,9 @@ impl Unit {
             if reach.version() != answered_version {
                 let (version, now, triggers) = reach.answered();
                 answered_version = version;
+                // Past --max-burst, the next burst's name too: a burst recovered after a crash
+                // says what continued it (none, once a cancel dropped it).
+                seal.set_continued_in(reach.continued_in());
                 if let Err(e) = seal.answer(now, triggers) {
                     tracing::error!(error = %e, "the manifest could not name a trigger that joined; it does at the seal");
                 }
@@ -473,6 +494,9 @@ impl Unit {
         // Kept, closed, until the burst is sealed: a trigger meanwhile is told it is ending
         // (and opens a burst of its own once the unit is free), not that there is none.
         reach.close();
+        // The burst reached --max-burst: the rest goes on as the next burst (`write` keeps it
+        // for the server, `take_continuation`); the manifest names it.
+        seal.set_continued_in(reach.continued_in());
         let (links, writer_cpu_s) = joined?;
         // The window as recorded: its end where the last joined trigger moved it.
         let (_, window, triggers) = reach.answered();
@@ -509,6 +533,19 @@ impl Unit {
     /// its writers run: what a trigger joins (`reach::join`).
     pub(crate) fn reach(&self) -> Option<Arc<BurstReach>> {
         self.reaches.lock().expect("reaches").recording.clone()
+    }
+
+    /// The burst of `reach` will be continued (--max-burst): its writers stop waiting for a
+    /// link that sends nothing half a buffer after the burst's end is due, not a buffer and
+    /// more, so that the next burst's start is still in the buffers when they are done (that
+    /// link's rest is counted lost; the others lose nothing at the seam).
+    pub(crate) fn hasten_give_up(&self, reach: &BurstReach) {
+        let normal = self.give_up_at(&reach.window());
+        let by = normal
+            .checked_sub(self.config.buffer / 2 + Duration::from_secs(2))
+            .unwrap_or(normal);
+        debug_assert!(by <= normal, "only ever sooner");
+        reach.give_up_no_later_than(by);
     }
 
     /// When the writers of `window` stop waiting for data that does not come
@@ -597,13 +634,3 @@ use seal::Reaches;
 pub use seal::WrittenBurst;
 
 use setup::{allocate_buffers, prepare_outputs};
-
-/// How far ahead of its writes a link's file grows toward its window's region: a second of the
-/// link's data (`frames_per_s` frames of `frame_bytes`), at least 16 MiB. Enough that the writer
-/// never finds the file full between two turns, small enough that zeroing it on memory (tmpfs)
-/// takes a fraction of that second.
-fn grow_ahead_bytes(frames_per_s: f64, frame_bytes: usize) -> u64 {
-    const AHEAD_S: f64 = 1.0;
-    let bytes = (frames_per_s * frame_bytes as f64 * AHEAD_S).min(u64::MAX as f64 / 4.0) as u64;
-    bytes.max(16 << 20)
-}

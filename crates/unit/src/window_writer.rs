@@ -27,6 +27,10 @@ use crate::window::{
 };
 use crate::window_job::{DynLink, WindowJob};
 
+mod durable;
+mod growth;
+
+pub(crate) use growth::grow_ahead_bytes;
 mod loss;
 
 /// A caught-up writer sleeps at least this long (no busy polling) and at most this long (a link
@@ -257,6 +261,7 @@ fn wait_devices(work: &mut [LinkWork], job: &WindowJob, go_on: &dyn Fn() -> bool
         if !go_on() {
             break;
         }
+        debug_assert!(!w.c.done, "a link done has nothing in flight");
         let since = w.in_flight_since.expect("a request in flight was started");
         let limit = since + LATE_AFTER;
         over |= if w.started.is_some() {
@@ -389,20 +394,6 @@ impl LinkWork<'_> {
             end: we,
             read,
         })
-    }
-
-    /// The link waits for frames: what is pending is made durable now if it has waited
-    /// `ACKNOWLEDGE_WITHIN` since its first chunk was appended; sooner, the next chunk is likely
-    /// to join it in the same persist (a link that keeps up waits a little before each chunk,
-    /// and a persist each time would cost a flush a chunk).
-    fn acknowledge_while_waiting(&mut self) {
-        if self
-            .c
-            .pending_since
-            .is_some_and(|t| t.elapsed() >= ACKNOWLEDGE_WITHIN)
-        {
-            self.c.persist_due = true;
-        }
     }
 
     /// Whether a write or flush of the link is in flight.
@@ -546,71 +537,6 @@ impl LinkWork<'_> {
         }
     }
 
-    /// Grows the link's file toward `window_region` (the room the window needs: more than the
-    /// prepared files had, or moved out by a join) a step ahead of its writes, so that no chunk
-    /// finds it full: never all at once, since growing a file on memory (tmpfs) zeroes its
-    /// pages, and zeroing 100 s of file would hold this writer while the window's oldest frames
-    /// age out of the buffer.
-    fn grow_ahead(&mut self, window_region: u64, job: &WindowJob) {
-        let have = self.lw.region_bytes();
-        let ahead = job.grow_ahead_bytes;
-        debug_assert!(ahead > 0, "files grow by some bytes");
-        if window_region <= have
-            || self.c.grow_failed_for >= window_region
-            || self.lw.written_bytes() + ahead < have
-        {
-            return;
-        }
-        let to = window_region.min(self.lw.written_bytes() + 2 * ahead);
-        match self.lw.grow(to) {
-            Ok(()) => {
-                let now = self.lw.region_bytes();
-                assert!(now >= have, "a link's file only grows");
-                job.reach.allocated(now - have);
-            }
-            Err(e) => {
-                self.c.grow_failed_for = window_region;
-                tracing::warn!(link = self.lw.link(), error = %e,
-                    "the link's file cannot grow for its window: it stops when full");
-            }
-        }
-    }
-
-    /// The link brought more frames than its file was sized for (a stream denser than
-    /// planned): grows the file by a quarter (at least 16 MiB), as far as the output (and, on a
-    /// memory-backed one, memory) has room for it. Returns whether it grew; if not, says why,
-    /// and the link stops full.
-    fn grow_for_more(&mut self, job: &WindowJob) -> bool {
-        let now = self.lw.region_bytes();
-        let to = (now + (now / 4).max(GROW_AT_LEAST_BYTES)).min((job.room_to_grow)(now));
-        if to <= now {
-            tracing::error!(
-                link = self.lw.link(),
-                at_bytes = now,
-                "the link's file is full and its output has no room for more"
-            );
-            return false;
-        }
-        match self.lw.grow(to) {
-            Ok(()) if self.lw.region_bytes() > now => {
-                job.reach.allocated(self.lw.region_bytes() - now);
-                tracing::info!(
-                    link = self.lw.link(),
-                    from_bytes = now,
-                    to_bytes = to,
-                    "the link brought more frames than its file was sized for: it grew"
-                );
-                true
-            }
-            Ok(()) => false,
-            Err(e) => {
-                tracing::error!(link = self.lw.link(), at_bytes = now, error = %e,
-                    "the link's file is full and cannot grow");
-                false
-            }
-        }
-    }
-
     fn advance_to(&mut self, seq: u64) {
         self.c.next = Some(seq);
         self.live.set_cursor(seq);
@@ -623,78 +549,6 @@ impl LinkWork<'_> {
         self.c.finishing = true;
         self.live.set_overwritten(0);
         self.live.set_cursor(u64::MAX);
-    }
-
-    /// Persists what is pending and counts it as durable; on failure the link is failed and
-    /// done (its error is in its manifest record). Returns false on failure.
-    fn flush(&mut self) -> bool {
-        self.start_flush() && self.finish_flush_by(None) && !self.c.done
-    }
-
-    /// The first half of `flush`: the persist of what is pending is started (on io_uring the
-    /// fdatasync is submitted; other methods persist here).
-    fn start_flush(&mut self) -> bool {
-        debug_assert!(self.started.is_none(), "no chunk write in flight");
-        debug_assert!(!self.c.persist_started, "one persist at a time");
-        self.c.persist_due = false;
-        if self.lw.pending_chunks() == 0 {
-            self.c.done |= self.c.finishing;
-            return true;
-        }
-        match self.lw.start_persist() {
-            Ok(()) => {
-                self.c.persist_started = true;
-                self.in_flight_since = Some(Instant::now());
-                true
-            }
-            Err(e) => self.persist_failed(e),
-        }
-    }
-
-    /// The second half of `flush`, waiting until `limit` at most: once the persist returned,
-    /// what it covered is acknowledged (and a link at its window's end is done). Returns
-    /// whether the persist is over.
-    fn finish_flush_by(&mut self, limit: Option<Instant>) -> bool {
-        if !self.c.persist_started {
-            return true;
-        }
-        // Nothing was appended since `start_flush`: all that is pending is covered.
-        let chunks = self.lw.pending_chunks();
-        let over = self.lw.finish_persist_within(limit);
-        if matches!(over, Ok(None)) {
-            return false;
-        }
-        self.c.persist_started = false;
-        match over.map(|a| a.expect("over")) {
-            Ok(acknowledged) => {
-                assert_eq!(
-                    acknowledged, chunks,
-                    "a persist acknowledges what was pending"
-                );
-                // Only now is the watermark raised: a status reader never sees a chunk as
-                // durable before its persist returned.
-                self.live
-                    .acknowledge(chunks, self.c.pending_frames, self.c.pending_until);
-                self.watch.acknowledged(self.index, &self.lw);
-                self.c.pending_frames = 0;
-                self.c.pending_since = None;
-                self.c.lost_pending = 0;
-                self.c.done |= self.c.finishing;
-                true
-            }
-            Err(e) => {
-                self.persist_failed(e);
-                true
-            }
-        }
-    }
-
-    /// A persist failed: the link is failed and done (its error is in its manifest record).
-    fn persist_failed(&mut self, e: WriteError) -> bool {
-        tracing::error!(link = self.lw.link(), error = %e, "link failed: persist");
-        self.live.fail();
-        self.c.done = true;
-        false
     }
 
     /// Stops the link on a write error; the others go on. A full file refused the chunk before

@@ -86,6 +86,7 @@ fn config(out: &Path, fault: FaultKind, buffer: Duration) -> RecordConfig {
         }],
         completion_deadline: snbuf_persist::sink::DEFAULT_COMPLETION_DEADLINE,
         max_window: snbuf_unit::config::DEFAULT_MAX_WINDOW,
+        max_burst: 2 * snbuf_unit::config::DEFAULT_MAX_WINDOW,
     }
 }
 

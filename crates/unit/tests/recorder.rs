@@ -52,6 +52,7 @@ fn config(out: &Path, id: &str) -> RecordConfig {
         faults: vec![],
         completion_deadline: snbuf_persist::sink::DEFAULT_COMPLETION_DEADLINE,
         max_window: snbuf_unit::config::DEFAULT_MAX_WINDOW,
+        max_burst: 2 * snbuf_unit::config::DEFAULT_MAX_WINDOW,
     }
 }
 

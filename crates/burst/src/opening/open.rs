@@ -14,6 +14,9 @@ use crate::link_writer::BurstWriter;
 use crate::manifest::{FrameInfo, LinkIdentity, TriggerInfo};
 use crate::spec::{BurstError, BurstSpec};
 
+/// The size a burst's files opened at the trigger start at on memory: they grow from there.
+const OPEN_ON_MEMORY_BYTES: u64 = 64 << 20;
+
 /// A burst opened for a trigger.
 pub struct OpenedBurst {
     pub burst: BurstWriter<Box<dyn Sink>>,
@@ -142,6 +145,18 @@ fn open_new(
         say_window_cut(files.home(), plan.region_bytes, plan.wanted_bytes, limit);
     }
     let stride = plan.stride_bytes;
+    // On memory (tmpfs) a file's pages are zeroed as it is allocated: the files start small and
+    // the writers grow them ahead of their writes (`window_region_bytes`), so that making them
+    // never holds the window's oldest frames at the trigger. A disk allocates extents without
+    // writing them: its files take the whole window now, the space theirs from the start.
+    let memory_backed = files
+        .outputs
+        .iter()
+        .any(|o| snbuf_persist::medium::probe(o).is_ok_and(|m| m.volatile));
+    let initial = |region: u64| match memory_backed {
+        true => region.min(OPEN_ON_MEMORY_BYTES.div_ceil(stride) * stride),
+        false => region,
+    };
     let mut survives = true;
     let mut create = |region: u64| {
         survives = true;
@@ -156,7 +171,22 @@ fn open_new(
     };
     let mut cut_to_bytes_per_link = plan.limited_by.map(|_| plan.region_bytes);
     let mut region_bytes = plan.region_bytes;
-    let burst = match create(plan.region_bytes) {
+    if memory_backed {
+        // Files that start small do not find a shortage as they are made: the space is
+        // checked now, for all the window will grow to.
+        let (fits, tightest) = disk_room_for_each_link(files, stride);
+        if fits == 0 {
+            return Err(OpenError::NoSpace {
+                dir: files.home().clone(),
+            });
+        }
+        if fits < region_bytes {
+            say_window_cut(&tightest, fits, plan.wanted_bytes, Limit::Disk);
+            cut_to_bytes_per_link = Some(fits);
+            region_bytes = fits;
+        }
+    }
+    let burst = match create(initial(region_bytes)) {
         Err(BurstError::Open {
             cause: PersistError::NoSpace { .. },
             ..
@@ -175,7 +205,7 @@ fn open_new(
                 cut_to_bytes_per_link = Some(fits);
             }
             region_bytes = fits;
-            create(fits)?
+            create(initial(fits))?
         }
         other => other?,
     };
@@ -184,7 +214,7 @@ fn open_new(
         survives_power_loss: survives,
         prepared_ahead: false,
         cut_to_bytes_per_link,
-        region_bytes,
+        region_bytes: initial(region_bytes),
         window_region_bytes: region_bytes,
     })
 }

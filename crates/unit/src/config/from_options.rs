@@ -141,6 +141,7 @@ fn build_config(
         })
     };
     let buffer = pick(args.buffer, 10, Duration::from_secs(3));
+    let max_window = args.max_window.unwrap_or(super::DEFAULT_MAX_WINDOW);
     let pre = pick(args.pre, 10, Duration::from_secs(2));
     let post = pick(args.post, 100, Duration::from_secs(3));
     let cpus = match &args.cpus {
@@ -206,7 +207,8 @@ fn build_config(
         source_ids: args.source_ids.clone(),
         status_file: args.status_file.clone(),
         faults: faults_of(args)?,
-        max_window: args.max_window.unwrap_or(super::DEFAULT_MAX_WINDOW),
+        max_window,
+        max_burst: args.max_burst.unwrap_or(2 * max_window),
         completion_deadline: args
             .completion_deadline
             .unwrap_or(snbuf_persist::sink::completion_deadline_for_buffer(buffer)),

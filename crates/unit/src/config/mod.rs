@@ -75,9 +75,12 @@ pub struct RecordConfig {
     /// How long a writer waits for a write or flush it has in flight before it fails the link
     /// (`SinkConfig::completion_deadline`).
     pub completion_deadline: std::time::Duration,
-    /// The longest window a trigger may ask for (pre + post), and the longest a burst grows to
-    /// when triggers join it: what bounds the data (and disk) one trigger can claim.
+    /// The longest window a trigger may ask for (pre + post): what bounds the data (and disk)
+    /// one trigger can claim.
     pub max_window: Duration,
+    /// The longest one burst grows to as triggers join it; the rest goes on as the next burst
+    /// (`reach::join`). At least `max_window`.
+    pub max_burst: Duration,
 }
 
 /// `--max-window` when not given: DUNE's 10 s before and 100 s after a supernova trigger, with
@@ -95,6 +98,8 @@ pub enum ConfigError {
     PreLongerThanBuffer { pre_s: f64, buffer_s: f64 },
     #[error("--pre {pre_s:.1}s + --post {post_s:.1}s is longer than --max-window {max_s:.1}s")]
     WindowOverMax { pre_s: f64, post_s: f64, max_s: f64 },
+    #[error("--max-burst {burst_s}s is shorter than --max-window {window_s}s: a trigger's own window must fit in a burst")]
+    BurstUnderWindow { burst_s: f64, window_s: f64 },
     #[error("--writers must be between 1 and the number of links ({links})")]
     Writers { links: u32 },
     #[error("chunks need at least one frame")]
@@ -149,6 +154,12 @@ impl RecordConfig {
                 pre_s: self.pre.as_secs_f64(),
                 post_s: self.post.as_secs_f64(),
                 max_s: self.max_window.as_secs_f64(),
+            });
+        }
+        if self.max_burst < self.max_window {
+            return Err(ConfigError::BurstUnderWindow {
+                burst_s: self.max_burst.as_secs_f64(),
+                window_s: self.max_window.as_secs_f64(),
             });
         }
         if self.writers == 0 || self.writers as u32 > self.links {

@@ -160,12 +160,17 @@ pub struct UnitOptions {
     /// and the burst sealed without it.
     #[arg(long, value_name = "TIME", value_parser = parse_duration_nonzero)]
     pub completion_deadline: Option<std::time::Duration>,
-    /// The longest trigger window (--pre + --post) the unit records, and the longest a burst
-    /// grows to when triggers join it (default 120s: DUNE's 10 s before and 100 s after a
-    /// supernova trigger, with room). A trigger asking for more is refused with the reason; one
-    /// that joins a burst is covered up to it.
+    /// The longest trigger window (--pre + --post) the unit records (default 120s: DUNE's 10 s
+    /// before and 100 s after a supernova trigger, with room). A trigger asking for more is
+    /// refused with the reason.
     #[arg(long, value_name = "TIME", value_parser = parse_duration_nonzero)]
     pub max_window: Option<Duration>,
+    /// The longest one burst grows to as triggers join it (default: twice --max-window). Past
+    /// it the burst stops and the rest of the windows that joined it goes on at once as the next
+    /// burst, with no gap between them (both manifests say so), so that each is sealed, checked
+    /// and exported while the next records. At least --max-window.
+    #[arg(long, value_name = "TIME", value_parser = parse_duration_nonzero)]
+    pub max_burst: Option<Duration>,
 }
 
 /// Options that make no unit: the user's mistake (`Usage`, one line quoting the option), or the

@@ -22,6 +22,9 @@ use crate::window_job::DynLink;
 pub(super) struct Reaches {
     pub recording: Option<Arc<BurstReach>>,
     pub sealing: Vec<Arc<BurstReach>>,
+    /// What the burst last written left to go on as the next one (--max-burst), whatever
+    /// became of that burst: its triggers were told it would be recorded.
+    pub continuation: Option<crate::reach::Continuation>,
 }
 
 /// A burst whose every link is done writing, not yet sealed: what `Unit::seal` needs to seal,
@@ -78,8 +81,10 @@ impl Unit {
             links,
             ..
         } = written;
+        // The file shows the newest burst: once the next one records (this one sealed in the
+        // background), this one's sealing would overwrite that state with an older burst's.
         let mut report_status = |phase: &'static str| {
-            if let Some(file) = status.as_mut() {
+            if let Some(file) = status.as_mut().filter(|_| !self.recording()) {
                 let now = || Progress {
                     phase,
                     ..last_progress.clone()
@@ -189,5 +194,17 @@ impl Unit {
     pub fn sealing(&self) -> Vec<String> {
         let reaches = self.reaches.lock().expect("reaches");
         reaches.sealing.iter().map(|r| r.burst_id()).collect()
+    }
+}
+
+impl Unit {
+    /// What the burst last written left to go on as the next burst (--max-burst), once.
+    pub(crate) fn take_continuation(&self) -> Option<crate::reach::Continuation> {
+        let next = self.reaches.lock().expect("reaches").continuation.take();
+        debug_assert!(
+            next.as_ref().is_none_or(|c| !c.triggers.is_empty()),
+            "a continuation carries a trigger over"
+        );
+        next
     }
 }

@@ -59,7 +59,8 @@ impl Server {
             match crate::reach::join(config, reach.as_deref(), &current.burst_id, &id, &window) {
                 Ok(joined) => joined,
                 Err(JoinRefusal::Ending | JoinRefusal::NoBurst) if wait_for_ending => {
-                    return self.once_free(config.buffer.min(BURST_ENDING_WAIT));
+                    let bound = config.buffer.min(BURST_ENDING_WAIT);
+                    return self.once_free(&current.burst_id, bound);
                 }
                 // Another burst began since this trigger looked: decided again, against it.
                 Err(JoinRefusal::NotRecording(_)) => return Ok(None),
@@ -70,6 +71,9 @@ impl Server {
                     })
                 }
             };
+        if let (Some(r), true) = (reach.as_deref(), joined.continued_in.is_some()) {
+            self.unit.hasten_give_up(r);
+        }
         if let (Some(r), Some(c)) = (reach, self.current.lock().expect("current").as_mut()) {
             c.window = r.window();
         }
@@ -85,11 +89,17 @@ impl Server {
         }))
     }
 
-    /// The burst in the way is ending: Ok(None) once the unit is free (within `bound`), so that
-    /// the trigger opens a burst of its own while that one is sealed; Err if it is not by then.
-    fn once_free(&self, bound: Duration) -> Result<Option<TriggerReply>, Refused> {
+    /// The burst `ending` is in the way: Ok(None) once the unit is free (within `bound`), so
+    /// that the trigger opens a burst of its own while that one is sealed, or once its
+    /// continuation (--max-burst) records, for the trigger to join; Err if neither by then.
+    fn once_free(&self, ending: &str, bound: Duration) -> Result<Option<TriggerReply>, Refused> {
         let give_up_at = std::time::Instant::now() + bound;
-        while self.busy.load(Ordering::Acquire) {
+        let moved_on = || {
+            let current = self.current.lock().expect("current");
+            current.as_ref().is_some_and(|c| c.burst_id != ending)
+                && self.unit.reach().is_some_and(|r| r.burst_id() != ending)
+        };
+        while self.busy.load(Ordering::Acquire) && !moved_on() {
             if std::time::Instant::now() >= give_up_at {
                 let why = format!(
                     "{} (the burst is ending, and its writers were not done within {:.1} s)",
