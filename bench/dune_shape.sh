@@ -33,11 +33,14 @@ run() { # MEDIUM DIR RATE [more options]
   stop_garage
   cp "$dir/serve.log" "$work/serve-$medium.log" 2>/dev/null || true
   rm -rf "$dir"
-  [ -s "$lines" ] && python3 "$root/bench/keep.py" dune_shape "$lines" --append \
+  # The first run starts the day's file afresh (a run earlier that day was of another commit);
+  # the next ones add to it.
+  [ -s "$lines" ] && python3 "$root/bench/keep.py" dune_shape "$lines" $append \
     --seconds $(($(date +%s) - start)) \
-    --command "bench/dune_shape.sh $links $ext4_rate $tmpfs_rate $soak_minutes"
+    --command "bench/dune_shape.sh $links $ext4_rate $tmpfs_rate $soak_minutes" && append=--append
   rm -f "$lines"
 }
+append=
 run ext4 "$work/ext4" "$ext4_rate" --export-to s3://bench/ext4
 mkdir -p "$shm"
 run tmpfs "$shm" "$tmpfs_rate" --export-to s3://bench/tmpfs

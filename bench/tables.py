@@ -334,6 +334,28 @@ def dune_shape():
     return "\n".join([caption_kept(path, r), "", *rows])
 
 
+def writer_cost():
+    path, r = newest_result("writer_cost")
+    runs = [x for x in r["rows"] if x["kind"] == "run"]
+    x = next(x for x in r["rows"] if x["kind"] == "summary")
+    spread = lambda b, k: (f"{min(y[k] for y in runs if y['build'] == b):.3f}-"
+                           f"{max(y[k] for y in runs if y['build'] == b):.3f}")
+    rows = [f"{x['runs']} alternating runs each of `snbuf record` (default method, {x['method']}; "
+            f"{x['links']} emulated links x {x['rate_mb_s_per_link']} MB/s, ext4), core-seconds per GiB "
+            f"recorded, median (range):", "",
+            "| | this commit | " + x["base_commit"] + " | ratio |", "|---|---|---|---|",
+            f"| writer threads (`writer_cpu_s`) | {x['head_writer_core_s_per_gib']:.3f} "
+            f"({spread('head', 'writer_core_s_per_gib')}) | {x['base_writer_core_s_per_gib']:.3f} "
+            f"({spread('base', 'writer_core_s_per_gib')}) | {x['writer_ratio']:.2f} |",
+            f"| the process less the emulated links | {x['head_unit_core_s_per_gib']:.3f} "
+            f"({spread('head', 'unit_core_s_per_gib')}) | {x['base_unit_core_s_per_gib']:.3f} "
+            f"({spread('base', 'unit_core_s_per_gib')}) | {x['unit_ratio']:.2f} |", "",
+            f"Every run's window whole: {'yes' if x['every_run_whole'] else '**no**'}. "
+            f"Target (the writer no dearer than {x['base_commit']}'s): "
+            f"{'**pass**' if x['pass'] else '**fail**'}."]
+    return "\n".join([caption_kept(path, r), "", *rows])
+
+
 def faults():
     path, r = newest_result("faults")
     rows = ["| fault (method) | exit | time | burst | per link: state, frames kept / counted lost, error "
@@ -670,7 +692,8 @@ TABLES = {"ingest": ingest, "ingest_nap": ingest_nap, "ingest_sweep": ingest_swe
           "paper_kernels": paper_kernels, "paper_app": paper_app,
           "export_unthrottled": export_unthrottled, "export_rate": export_rate, "peers_pmem": peers_pmem,
           "peers_disk": peers_disk, "peers_durable": peers_durable, "crash_trials": crash_trials, "powercut": powercut,
-          "powercut_mutants": powercut_mutants, "soak": soak, "dune_shape": dune_shape}
+          "powercut_mutants": powercut_mutants, "soak": soak, "dune_shape": dune_shape,
+          "writer_cost": writer_cost}
 BLOCK = re.compile(
     r"(<!-- table (?P<name>[a-z0-9_-]+): made by bench/tables.py from bench/results/[a-z0-9_-]+/, do not edit -->\n)"
     r"(?P<body>.*?)"
