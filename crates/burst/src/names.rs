@@ -49,6 +49,17 @@ pub fn free_burst_name(output: &Path, id: &str) -> Option<String> {
         .find(|name| !output.join(name).exists())
 }
 
+/// The name of the `n`th burst (n >= 2) of a chain that began with burst `root` (`--max-burst`):
+/// the first of `ROOT-n`, `ROOT-(n+1)`, ... that names nothing in `output`. None when all are
+/// taken.
+pub fn free_name_after(output: &Path, root: &str, n: u32) -> Option<String> {
+    assert!(n >= 2, "the root is the chain's first burst");
+    let stem = apart_stem(root);
+    (n..10_000)
+        .map(|k| format!("{stem}-{k}"))
+        .find(|name| !output.join(name).exists())
+}
+
 /// The part of trigger id `id` a burst named apart starts with (`STEM-N`): short enough that
 /// the suffix keeps the name within an id's length.
 fn apart_stem(id: &str) -> String {
@@ -68,5 +79,16 @@ mod tests {
         assert_eq!(free_burst_name(out.path(), "x").as_deref(), Some("x-3"));
         // Neither is a burst that answers trigger x.
         assert_eq!(burst_answering(out.path(), "x"), None);
+    }
+
+    /// A chain's next burst is never named as its root, even once the root was deleted (an
+    /// exported copy of that name would be overwritten), nor as an earlier link of it.
+    #[test]
+    fn a_chains_next_name_follows_its_place() {
+        let out = tempfile::tempdir().unwrap();
+        assert_eq!(free_name_after(out.path(), "r", 2).as_deref(), Some("r-2"));
+        assert_eq!(free_name_after(out.path(), "r", 3).as_deref(), Some("r-3"));
+        std::fs::create_dir(out.path().join("r-3")).unwrap();
+        assert_eq!(free_name_after(out.path(), "r", 3).as_deref(), Some("r-4"));
     }
 }

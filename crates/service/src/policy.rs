@@ -10,12 +10,13 @@ pub const SEAL_ALLOWANCE: Duration = Duration::from_secs(30);
 
 /// The longest a drain may take before the unit gives up on it (`--drain-timeout`'s default):
 /// the longest a burst can take (grown by joins to --max-burst), the continuation it may leave
-/// (at most a window past it: no trigger joins once the unit stops), a buffer's worth of
-/// catching up, and `SEAL_ALLOWANCE`. A drain that takes longer is stuck.
+/// (a window past it, placed up to a buffer ahead: no trigger joins once the unit stops), a
+/// buffer's worth of waiting for a silent link for each, and `SEAL_ALLOWANCE`. A drain that
+/// takes longer is stuck.
 pub fn default_drain_timeout(config: &RecordConfig) -> Duration {
     config.max_burst.max(config.pre + config.post)
         + config.max_window
-        + config.buffer
+        + 3 * config.buffer
         + SEAL_ALLOWANCE
 }
 

@@ -241,6 +241,7 @@ impl BurstReach {
             previous: self.burst_id.clone(),
             root: self.chain_root(),
             start: self.chain_start(&r),
+            index: self.chain_index() + 1,
         };
         let next = match r.continuation.as_mut() {
             Some(c) => {
@@ -329,6 +330,11 @@ impl BurstReach {
                 .saturating_mul(step),
         );
         if end >= r.window.window_end_timestamp {
+            // The end stays, but nothing goes on past an operator's cancel.
+            if r.continuation.take().is_some() {
+                r.cancelled = true;
+                r.version += 1;
+            }
             return Ok(r.window.window_end_timestamp);
         }
         let hz = r.window.clock_hz.unwrap_or(1).max(1) as f64;
@@ -431,6 +437,11 @@ impl BurstReach {
         self.chain
             .as_ref()
             .map_or_else(|| self.burst_id.clone(), |c| c.root.clone())
+    }
+
+    /// This burst's place in its chain: 1 for a burst that continues none.
+    pub fn chain_index(&self) -> u32 {
+        self.chain.as_ref().map_or(1, |c| c.index)
     }
 
     /// The burst this one continues, and where its chain began, if it continues one.

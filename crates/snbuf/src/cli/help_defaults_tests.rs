@@ -199,10 +199,10 @@ fn every_network_and_service_default_the_help_states_is_the_codes() {
     assert!(h("output").contains(&format!("default {}", snbuf_unit::config::DEFAULT_OUTPUT)));
     assert!(help("serve", "nats").contains(super::record::DEFAULT_NATS));
     assert!(help("serve", "drain-timeout")
-        .contains("default: --max-burst + --max-window + --buffer + 30 s"));
+        .contains("default: --max-burst + --max-window + 3 x --buffer + 30 s"));
     assert_eq!(
         snbuf_service::policy::default_drain_timeout(&emulated),
-        emulated.max_burst + emulated.max_window + emulated.buffer + Duration::from_secs(30)
+        emulated.max_burst + emulated.max_window + 3 * emulated.buffer + Duration::from_secs(30)
     );
     assert!(help("serve", "max-burst").contains("default: twice --max-window"));
     assert_eq!(emulated.max_burst, 2 * emulated.max_window);

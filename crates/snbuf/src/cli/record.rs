@@ -67,9 +67,9 @@ pub struct ServeArgs {
     pub delete_after_verify: bool,
     /// On SIGTERM (or Ctrl-C) the unit takes no more triggers, finishes and seals the burst in
     /// progress, and exits 0: a drain. Past this long it exits 1 instead, the burst persisted as
-    /// far as it got and recoverable (default: --max-burst + --max-window + --buffer + 30 s, the
-    /// longest a burst and the continuation it may leave can take). A second signal stops at
-    /// once.
+    /// far as it got and recoverable (default: --max-burst + --max-window + 3 x --buffer + 30 s,
+    /// the longest a burst and the continuation it may leave can take). A second signal stops
+    /// at once.
     #[arg(long, value_name = "TIME", value_parser = snbuf_quantity::values::parse_duration_nonzero)]
     pub drain_timeout: Option<std::time::Duration>,
     /// Log lines as text (for a person) or json (one object per line, for a collector).

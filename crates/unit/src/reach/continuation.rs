@@ -84,6 +84,8 @@ pub struct Chain {
     /// and where its window began.
     pub root: String,
     pub start: u64,
+    /// The place in the chain of the burst that continues it (the root's is 1).
+    pub index: u32,
 }
 
 impl Opening {

@@ -38,26 +38,15 @@ pub(crate) fn join(
     let clock = config.clock();
     let burst = reach.window();
     let (start, end) = (burst.window_start_timestamp, burst.window_end_timestamp);
-    // A window that begins before this burst but inside the bursts it continues joins: its
-    // part before this burst is recorded in them.
-    let chain_start = reach.chain().map_or(start, |c| c.start);
-    // A window wholly before this burst lies in bursts already written: none can answer it.
-    let wholly_before = w.window_end_timestamp <= start && w.window_start_timestamp < start;
-    if w.window_start_timestamp < chain_start || wholly_before {
-        return Err(JoinRefusal::BeginsBefore {
-            start: w.window_start_timestamp,
-            end: w.window_end_timestamp,
-            burst_start: start,
-            burst_end: end,
-        });
-    }
+    begins_in_reach(reach, &burst, w)?;
     let step = reach.step_ticks;
     let wanted_end = w.window_end_timestamp.max(end);
     // The burst's cap, on the frame grid through its start: never before its end.
     let cap = start
         .saturating_add(clock.ticks(config.max_burst) / step * step)
         .max(end);
-    let (new_end, region, room, wanted) = end_within_room(config, reach, wanted_end.min(cap));
+    let (new_end, region, room, wanted) =
+        end_within_room(config, reach, &burst, wanted_end.min(cap));
     assert!(
         end <= new_end && new_end <= wanted_end.min(cap),
         "the end moves out, never in, no further than asked nor past the cap"
@@ -100,10 +89,14 @@ pub(crate) fn join(
             joined.not_covered_why =
                 Some("the output has no room for the rest of it in the next burst".into());
         }
-        // Named after the chain's first burst: ROOT-2, ROOT-3, ... (the first free).
-        let next_name =
-            snbuf_burst::names::free_burst_name(&config.output_dir, &reach.chain_root())
-                .ok_or(JoinRefusal::NoRoom)?;
+        // Named after the chain's first burst: ROOT-2, ROOT-3, ... (the first free after this
+        // one's place in the chain: never the root's own name, even once it is deleted).
+        let next_name = snbuf_burst::names::free_name_after(
+            &config.output_dir,
+            &reach.chain_root(),
+            reach.chain_index() + 1,
+        )
+        .ok_or(JoinRefusal::NoRoom)?;
         let next = reach.join_continued(here, rest, new_end, region, more, &next_name)?;
         joined.continued_in = Some(next);
         return Ok(joined);
@@ -120,6 +113,32 @@ pub(crate) fn join(
         ));
     }
     Ok(joined)
+}
+
+/// Refused when window `w` begins before the burst `burst` of `reach`, unless inside the bursts
+/// that one continues (its part before is recorded in them) and not wholly before it (then the
+/// bursts already written hold all of it: none can answer it now).
+fn begins_in_reach(
+    reach: &BurstReach,
+    burst: &TriggerInfo,
+    w: &TriggerInfo,
+) -> Result<(), JoinRefusal> {
+    let (start, end) = (burst.window_start_timestamp, burst.window_end_timestamp);
+    let chain_start = reach.chain().map_or(start, |c| c.start);
+    let wholly_before = w.window_end_timestamp <= start && w.window_start_timestamp < start;
+    if w.window_start_timestamp < chain_start || wholly_before {
+        return Err(JoinRefusal::BeginsBefore {
+            start: w.window_start_timestamp,
+            end: w.window_end_timestamp,
+            burst_start: start,
+            burst_end: end,
+        });
+    }
+    debug_assert!(
+        w.window_end_timestamp > start,
+        "some of it lies in this burst or after"
+    );
+    Ok(())
 }
 
 /// How far the next burst (from `cap`) can hold a window that ends at `end`, given what the
@@ -186,9 +205,11 @@ fn answered_again(config: &RecordConfig, reach: &BurstReach, id: &str) -> Option
 fn end_within_room(
     config: &RecordConfig,
     reach: &BurstReach,
+    burst: &TriggerInfo,
     wanted_end: u64,
 ) -> (u64, u64, u64, u64) {
-    let burst = reach.window();
+    // The window as the caller read it (`burst`), not again: a join meanwhile moves the end, and
+    // the reach refuses nothing for it (`BurstReach::join` never moves the end in).
     let (start, end) = (burst.window_start_timestamp, burst.window_end_timestamp);
     let step = reach.step_ticks;
     let files = config.burst_files();

@@ -75,7 +75,10 @@ impl Server {
             self.unit.hasten_give_up(r);
         }
         if let (Some(r), Some(c)) = (reach, self.current.lock().expect("current").as_mut()) {
-            c.window = r.window();
+            // Unless the continuation has taken the unit meanwhile.
+            if c.burst_id == r.burst_id() {
+                c.window = r.window();
+            }
         }
         tracing::info!(burst = %current.burst_id, trigger = %id, joined = ?joined,
             "trigger joined the burst being recorded");
