@@ -428,18 +428,11 @@ fn a_burst_grown_past_max_burst_goes_on_as_the_next_without_a_gap() {
     let (mut cmd, out, socket) = common::serve_command(dir.path(), &options);
     let _served = common::started(&mut cmd, &out, &socket, None);
     let s = socket.to_str().unwrap();
+    let trigger = |id: &str, more: &[&str]| {
+        snbuf(&[&["trigger", "--socket", s, "--burst-id", id], more].concat())
+    };
     std::thread::sleep(Duration::from_millis(1500));
-    let o = snbuf(&[
-        "trigger",
-        "--socket",
-        s,
-        "--burst-id",
-        "first",
-        "--pre",
-        "1s",
-        "--post",
-        "2s",
-    ]);
+    let o = trigger("first", &["--pre", "1s", "--post", "2s"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let (first_start, _) = ticks_of(&String::from_utf8_lossy(&o.stdout));
     std::thread::sleep(Duration::from_millis(1500));
@@ -463,17 +456,7 @@ fn a_burst_grown_past_max_burst_goes_on_as_the_next_without_a_gap() {
     });
     // A second one across the cap: the next burst carries both over.
     std::thread::sleep(Duration::from_millis(300));
-    let o = snbuf(&[
-        "trigger",
-        "--socket",
-        s,
-        "--burst-id",
-        "second-b",
-        "--pre",
-        "500ms",
-        "--post",
-        "3s",
-    ]);
+    let o = trigger("second-b", &["--pre", "500ms", "--post", "3s"]);
     let said = String::from_utf8_lossy(&o.stdout);
     assert!(
         said.contains("first-2"),
@@ -490,17 +473,7 @@ fn a_burst_grown_past_max_burst_goes_on_as_the_next_without_a_gap() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let o = snbuf(&[
-        "trigger",
-        "--socket",
-        s,
-        "--burst-id",
-        "third",
-        "--pre",
-        "1s",
-        "--post",
-        "200ms",
-    ]);
+    let o = trigger("third", &["--pre", "1s", "--post", "200ms"]);
     let said = String::from_utf8_lossy(&o.stdout);
     assert!(
         o.status.success(),
@@ -513,19 +486,10 @@ fn a_burst_grown_past_max_burst_goes_on_as_the_next_without_a_gap() {
     // now: refused with the reason, the unit unharmed.
     let hz = status(&socket)["clock_hz"].as_u64().unwrap();
     let at = (first_start + 4 * hz - 3 * hz / 10).to_string();
-    let o = snbuf(&[
-        "trigger",
-        "--socket",
-        s,
-        "--burst-id",
+    let o = trigger(
         "fourth",
-        "--at",
-        &at,
-        "--pre",
-        "100ms",
-        "--post",
-        "100ms",
-    ]);
+        &["--at", &at, "--pre", "100ms", "--post", "100ms"],
+    );
     assert!(
         !o.status.success(),
         "{}",
@@ -575,26 +539,17 @@ fn a_burst_grown_past_max_burst_goes_on_as_the_next_without_a_gap() {
         assert_eq!(following, last.map(|t| t + step), "link {}", a["link"]);
     }
     // The second trigger: covered up to the cap in one, from the cap to its end in the other.
-    let answered = |m: &serde_json::Value| -> serde_json::Value {
-        m["triggers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|t| t["trigger_id"] == "second")
-            .cloned()
-            .expect("the second trigger is answered")
+    let answered = |m: &serde_json::Value, id: &str| -> serde_json::Value {
+        let triggers = m["triggers"].as_array().unwrap();
+        let t = triggers.iter().find(|t| t["trigger_id"] == id);
+        t.cloned()
+            .unwrap_or_else(|| panic!("{id} is not answered in {m}"))
     };
-    let (here, rest) = (answered(&first), answered(&next));
+    let (here, rest) = (answered(&first, "second"), answered(&next, "second"));
     assert_eq!(here["covered_end_timestamp"], cap);
     assert_eq!(rest["covered_start_timestamp"], cap);
     assert_eq!(rest["covered_end_timestamp"], rest["window_end_timestamp"]);
-    let third = next["triggers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["trigger_id"] == "third")
-        .cloned()
-        .expect("the third trigger is answered by the next burst");
+    let third = answered(&next, "third");
     assert!(
         third["window_start_timestamp"].as_u64().unwrap() < cap,
         "{third}"

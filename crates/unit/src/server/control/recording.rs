@@ -65,13 +65,7 @@ impl Recording {
         // `policy::default_drain_timeout`): its triggers were told the rest is recorded.
         match unit.take_continuation() {
             Some(next) => self.continue_in(&id, next),
-            None => {
-                // Free for the next trigger, which opens a burst of its own while this one is
-                // sealed: its files are prepared in the background meanwhile.
-                unit.prepare_next();
-                *self.current.lock().expect("current") = None;
-                self.busy.store(false, Ordering::Release);
-            }
+            None => self.free(),
         }
         // The read-back yields the disk and the CPU to the next burst's writers: its data is
         // durable already, only its verdict waits.
@@ -122,10 +116,16 @@ impl Recording {
         if let Err(e) = self.clone().start(id.clone(), window, opening) {
             tracing::error!(next = %id, error = %e,
                 "the next burst's recording thread did not start: the rest of the windows is not recorded");
-            self.unit.prepare_next();
-            *self.current.lock().expect("current") = None;
-            self.busy.store(false, Ordering::Release);
+            self.free();
         }
+    }
+
+    /// Free for the next trigger, which opens a burst of its own while the last one is sealed:
+    /// its files are prepared in the background meanwhile.
+    fn free(&self) {
+        self.unit.prepare_next();
+        *self.current.lock().expect("current") = None;
+        self.busy.store(false, Ordering::Release);
     }
 }
 
