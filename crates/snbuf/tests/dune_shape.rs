@@ -233,3 +233,95 @@ fn a_trigger_whose_id_names_the_units_own_file_is_recorded_apart() {
     assert!(stderr(&o).contains("already"), "{}", stderr(&o));
     assert!(!out.join("snbuf.sock-3").exists());
 }
+
+/// The seconds of data every link of the unit holds now (0 before each has measured its span).
+fn held_s(status: &Value) -> f64 {
+    let spans = status["link_rates"].as_array().cloned().unwrap_or_default();
+    let held = spans
+        .iter()
+        .map(|r| r["buffer_span_s"].as_f64().unwrap_or(0.0));
+    if spans.is_empty() {
+        0.0
+    } else {
+        held.fold(f64::INFINITY, f64::min)
+    }
+}
+
+/// A link that dies during a burst must not cost the next alert its window. The alert comes
+/// just after the burst's end, its window reaching back over most of the buffer, while the
+/// burst's writers still wait for the dead link (a buffer and more, on their own): it waits
+/// for them (it is not refused as busy), they give the dead link up in time, and it opens a
+/// burst of its own whose window starts where it asked, whole on the live link.
+#[test]
+fn an_alert_after_a_burst_whose_link_died_keeps_its_window() {
+    let root = tempfile::tempdir().unwrap();
+    let source = format!("udp://127.0.0.1:{}", common::free_udp_port());
+    let (mut cmd, out, socket) = common::serve_command(
+        root.path(),
+        &[
+            "--source",
+            &source,
+            "--frame",
+            "wibeth",
+            "--links",
+            "2",
+            "--rate-per-link",
+            "2MB/s",
+            "--buffer",
+            "4s",
+        ],
+    );
+    let _unit = KillOnDrop(cmd.spawn().unwrap());
+    common::wait_for_socket(&socket);
+    let emit = |stream: &str| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_snbuf"));
+        c.args(["emit", "--to", &source, "--streams", stream])
+            .args(["--rate-per-link", "2MB/s", "--duration", "60s"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        KillOnDrop(c.spawn().unwrap())
+    };
+    let _live = emit("0");
+    let dying = emit("1");
+    status_when(&socket, Duration::from_secs(20), |s| held_s(s) >= 3.5);
+
+    let first = trigger(
+        &socket,
+        json!({"burst_id": "first", "pre_s": 1.0, "post_s": 1.0}),
+    );
+    drop(dying);
+    let (_, first_end) = window_of(&first);
+    // The live link's writer is done with the first window (it closes the burst to joins);
+    // the dead link's waits.
+    status_when(&socket, Duration::from_secs(10), |s| {
+        s["newest_timestamp"].as_u64().unwrap_or(0) >= first_end
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    // 2.5 s before it, of a 4 s buffer: left alone, the first burst would hold the unit until
+    // 6 s after its end is due, and this window's start would be gone.
+    let second = trigger(
+        &socket,
+        json!({"burst_id": "second", "pre_s": 2.5, "post_s": 1.0}),
+    );
+    assert_eq!(second["burst_id"], "second", "{second}");
+    assert!(second["joined"].is_null(), "{second}");
+    let (second_start, _) = window_of(&second);
+    assert!(second_start < first_end, "its window overlaps the first's");
+
+    for id in ["first", "second"] {
+        let o = sealed(&socket, id, Duration::from_secs(30));
+        assert_eq!(o["valid"], true, "{o}");
+        let m = manifest(&out.join(id));
+        let links = m["links"].as_array().unwrap();
+        // The live link whole, the dead one's rest counted lost (nothing could have sent it).
+        assert_eq!(links[0]["lost_frames"], 0, "{id}: {}", links[0]);
+        assert!(links[0]["frames"].as_u64().unwrap() > 0, "{id}");
+        assert!(links[1]["lost_frames"].as_u64().unwrap() > 0, "{id}");
+    }
+    let m = manifest(&out.join("second"));
+    assert_eq!(
+        m["trigger"]["window_start_timestamp"].as_u64(),
+        Some(second_start),
+        "the window starts where it was asked to"
+    );
+}
