@@ -349,7 +349,11 @@ def writer_cost():
             f"({spread('base', 'writer_core_s_per_gib')}) | {x['writer_ratio']:.2f} |",
             f"| the process less the emulated links | {x['head_unit_core_s_per_gib']:.3f} "
             f"({spread('head', 'unit_core_s_per_gib')}) | {x['base_unit_core_s_per_gib']:.3f} "
-            f"({spread('base', 'unit_core_s_per_gib')}) | {x['unit_ratio']:.2f} |", "",
+            f"({spread('base', 'unit_core_s_per_gib')}) | {x['unit_ratio']:.2f} |",
+            *([f"| writer threads, lower quartile (the quiet runs) | "
+               f"{x['head_writer_quiet_core_s_per_gib']:.3f} | "
+               f"{x['base_writer_quiet_core_s_per_gib']:.3f} | {x['writer_quiet_ratio']:.2f} |"]
+              if "writer_quiet_ratio" in x else []), "",
             f"Every run's window whole: {'yes' if x['every_run_whole'] else '**no**'}. "
             f"Target (the writer no dearer than {x['base_commit']}'s): "
             f"{'**pass**' if x['pass'] else '**fail**'}."]

@@ -6,10 +6,10 @@
 # process's less the emulated links' (unit_cpu_core_s_per_gib) and the bytes recorded; the
 # medians are compared. Kept in bench/results/writer_cost/, tabled by bench/tables.py.
 #
-# usage: bench/writer_cost.sh [BASE=5bce3b9] [RUNS=6] [LINKS=10] [MB_S=100]
+# usage: bench/writer_cost.sh [BASE=5bce3b9] [RUNS=10] [LINKS=10] [MB_S=100]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-base="${1:-5bce3b9}" runs="${2:-6}" links="${3:-10}" rate="${4:-100}"
+base="${1:-5bce3b9}" runs="${2:-10}" links="${3:-10}" rate="${4:-100}"
 (cd "$root" && cargo build --release -q -p snbuf)
 head_bin="$root/target/release/snbuf"
 base_tree="/var/tmp/snbuf-base-$base"
