@@ -240,8 +240,13 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
     let counts_agree = old.as_ref().is_some_and(|m| m.links == records);
     let manifest_rebuilt = !(state_ok && counts_agree && !changed);
     if manifest_rebuilt {
+        let continued_in = old.as_ref().and_then(|m| continuation_made(dir, m));
+        let unmade = old
+            .as_ref()
+            .and_then(|m| m.continued_in.as_ref())
+            .filter(|next| continued_in.as_ref() != Some(*next));
         let summary = format!(
-            "recovered at {} ns: {} link(s), {} region(s) dropped{}",
+            "recovered at {} ns: {} link(s), {} region(s) dropped{}{}",
             snbuf_quantity::now_unix_ns(),
             records.len(),
             dropped.len(),
@@ -249,6 +254,10 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
                 ", manifest rebuilt from the data"
             } else {
                 ""
+            },
+            match unmade {
+                Some(next) => format!("; its continuation {next} was never made"),
+                None => String::new(),
             }
         );
         let m = match old {
@@ -258,6 +267,7 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
                 recovery: Some(summary),
                 // Whatever was checked before, the data is what recovery kept now.
                 verified: None,
+                continued_in,
                 ..m
             },
             None => Manifest {
@@ -302,6 +312,17 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
         manifest_problem: manifest_problems.pop(),
         changed,
     })
+}
+
+/// The burst that continues this one (--max-burst), as its manifest names it, unless it was
+/// never made: a unit stopped before it opened the next burst of the chain leaves the name
+/// pointing at nothing, and the rest of the windows that joined was recorded nowhere (its
+/// triggers' covered ends say how far this burst went). Only a name with no directory beside
+/// this burst is dropped: one that exists, whatever its manifest, keeps it.
+fn continuation_made(dir: &Path, m: &Manifest) -> Option<String> {
+    let next = m.continued_in.clone()?;
+    let beside = dir.parent().map(|output| output.join(&next));
+    beside.is_none_or(|d| d.exists()).then_some(next)
 }
 
 /// Frames of the trigger window of `m` that the data of `report` lacks (the whole window when

@@ -13,7 +13,9 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{snbuf, stderr, KillOnDrop};
+use common::{
+    burst_outcome as sealed, snbuf, status_when, stderr, unit_status as status, KillOnDrop,
+};
 use serde_json::{json, Value};
 
 /// The shape: 2 links (DUNE has 10 a socket) at 2 MB/s each (DUNE's are ~1 GB/s), a 10 s
@@ -26,12 +28,6 @@ const SHAPE: &[&str] = &[
     "--buffer",
     "10s",
 ];
-
-fn status(socket: &Path) -> Value {
-    let o = snbuf(&["status", "--socket", socket.to_str().unwrap(), "--json"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
 
 /// A trigger on the control socket (`{"cmd":"trigger",...}` plus `fields`), as `snbuf trigger`
 /// sends it: its reply, which must accept it.
@@ -50,30 +46,6 @@ fn trigger(socket: &Path, fields: Value) -> Value {
     let reply: Value = serde_json::from_str(&line).unwrap();
     assert_eq!(reply["ok"], true, "{request} refused: {reply}");
     reply
-}
-
-/// Polls the unit's status (every 50 ms, at most `within`) until `ok` holds; returns it.
-fn status_when(socket: &Path, within: Duration, ok: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + within;
-    loop {
-        let s = status(socket);
-        if ok(&s) {
-            return s;
-        }
-        assert!(Instant::now() < deadline, "the unit never got there: {s}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Burst `id`'s outcome, once sealed (at most `within`).
-fn sealed(socket: &Path, id: &str, within: Duration) -> Value {
-    let s = status_when(socket, within, |s| {
-        s["bursts"]
-            .as_array()
-            .is_some_and(|b| b.iter().any(|b| b["burst_id"] == id))
-    });
-    let bursts = s["bursts"].as_array().unwrap();
-    bursts.iter().find(|b| b["burst_id"] == id).unwrap().clone()
 }
 
 fn manifest(dir: &Path) -> Value {
@@ -247,17 +219,15 @@ fn held_s(status: &Value) -> f64 {
     }
 }
 
-/// A link that dies during a burst must not cost the next alert its window. The alert comes
-/// just after the burst's end, its window reaching back over most of the buffer, while the
-/// burst's writers still wait for the dead link (a buffer and more, on their own): it waits
-/// for them (it is not refused as busy), they give the dead link up in time, and it opens a
-/// burst of its own whose window starts where it asked, whole on the live link.
-#[test]
-fn an_alert_after_a_burst_whose_link_died_keeps_its_window() {
-    let root = tempfile::tempdir().unwrap();
+/// A unit of 2 WIBEth links at 2 MB/s from the network (`snbuf emit`), its buffer `buffer`,
+/// other options the defaults: the unit, its output, its socket and where it listens.
+fn udp_unit(
+    root: &Path,
+    buffer: &str,
+) -> (KillOnDrop, std::path::PathBuf, std::path::PathBuf, String) {
     let source = format!("udp://127.0.0.1:{}", common::free_udp_port());
     let (mut cmd, out, socket) = common::serve_command(
-        root.path(),
+        root,
         &[
             "--source",
             &source,
@@ -268,21 +238,37 @@ fn an_alert_after_a_burst_whose_link_died_keeps_its_window() {
             "--rate-per-link",
             "2MB/s",
             "--buffer",
-            "4s",
+            buffer,
         ],
     );
-    let _unit = KillOnDrop(cmd.spawn().unwrap());
+    let unit = KillOnDrop(cmd.spawn().unwrap());
     common::wait_for_socket(&socket);
-    let emit = |stream: &str| {
-        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_snbuf"));
-        c.args(["emit", "--to", &source, "--streams", stream])
-            .args(["--rate-per-link", "2MB/s", "--duration", "60s"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null());
-        KillOnDrop(c.spawn().unwrap())
-    };
-    let _live = emit("0");
-    let dying = emit("1");
+    (unit, out, socket, source)
+}
+
+/// One link of a detector to `source`: stream `stream`, its clock `offset` from the wall
+/// clock (behind: a link whose frames come late), for at most a minute.
+fn emit(source: &str, stream: &str, offset: &str) -> KillOnDrop {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_snbuf"));
+    c.args(["emit", "--to", source, "--streams", stream])
+        .args(["--rate-per-link", "2MB/s", "--duration", "60s"])
+        .arg(format!("--clock-offset={offset}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    KillOnDrop(c.spawn().unwrap())
+}
+
+/// A link that dies during a burst must not cost the next alert its window. The alert comes
+/// just after the burst's end, its window reaching back over most of the buffer, while the
+/// burst's writers still wait for the dead link (a buffer and more, on their own): it waits
+/// for them (it is not refused as busy), they give the dead link up in time, and it opens a
+/// burst of its own whose window starts where it asked, whole on the live link.
+#[test]
+fn an_alert_after_a_burst_whose_link_died_keeps_its_window() {
+    let root = tempfile::tempdir().unwrap();
+    let (_unit, out, socket, source) = udp_unit(root.path(), "4s");
+    let _live = emit(&source, "0", "0s");
+    let dying = emit(&source, "1", "0s");
     status_when(&socket, Duration::from_secs(20), |s| held_s(s) >= 3.5);
 
     let first = trigger(
@@ -324,4 +310,39 @@ fn an_alert_after_a_burst_whose_link_died_keeps_its_window() {
         Some(second_start),
         "the window starts where it was asked to"
     );
+}
+
+/// A link whose frames come late (its sender's clock 2 s behind) is not a dead one: an alert
+/// that comes as the burst ends, the other link done, waits for it to bring the burst's end,
+/// and neither burst loses a frame.
+#[test]
+fn an_alert_as_a_burst_ends_does_not_cut_a_link_that_is_late() {
+    let root = tempfile::tempdir().unwrap();
+    let (_unit, out, socket, source) = udp_unit(root.path(), "6s");
+    let _on_time = emit(&source, "0", "0s");
+    let _late = emit(&source, "1", "-2s");
+    status_when(&socket, Duration::from_secs(20), |s| held_s(s) >= 5.5);
+    let first = trigger(
+        &socket,
+        json!({"burst_id": "first", "pre_s": 1.0, "post_s": 1.0}),
+    );
+    let (_, first_end) = window_of(&first);
+    status_when(&socket, Duration::from_secs(10), |s| {
+        s["newest_timestamp"].as_u64().unwrap_or(0) >= first_end
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    // The late link brings the first window's end 1.7 s from now; this window's start is then
+    // 4.7 s old, in the 6 s buffer.
+    let second = trigger(
+        &socket,
+        json!({"burst_id": "second", "pre_s": 3.0, "post_s": 0.5}),
+    );
+    assert_eq!(second["burst_id"], "second", "{second}");
+    for id in ["first", "second"] {
+        let o = sealed(&socket, id, Duration::from_secs(30));
+        assert_eq!(o["valid"], true, "{o}");
+        assert_eq!(o["lost_frames"], 0, "{id}: {o}");
+        let v = snbuf(&["verify", out.join(id).to_str().unwrap()]);
+        assert_eq!(v.status.code(), Some(0), "{id}: {}", stderr(&v));
+    }
 }

@@ -21,6 +21,11 @@ pub(crate) use continuation::Continuation;
 pub use continuation::{Chain, Opening};
 pub(crate) use joining::join;
 
+/// With a trigger waiting for the burst to end, how long a link must have brought no frame to
+/// be given up at once (`BurstReach::give_up_silent_links`): a detector link sends frames
+/// microseconds apart, and one late by a moment still brings them.
+pub(crate) const SILENT_LINK: Duration = Duration::from_millis(500);
+
 /// Why a trigger cannot join the burst being recorded. `Ending` and `NoBurst` are not refusals
 /// of the trigger: the unit is about to be free, and the trigger opens a burst of its own.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -62,6 +67,9 @@ struct Reach {
     window: TriggerInfo,
     /// When a link with nothing more to read stops waiting for the rest of the window.
     give_up_at: Instant,
+    /// A trigger waits for this burst to end: a link that has brought no frame for
+    /// `SILENT_LINK` stops waiting now (it died), whatever `give_up_at` says.
+    give_up_silent: bool,
     /// Bytes of file each link may fill (files grow to it as they need).
     region_bytes: u64,
     /// What the links' files have still to grow by, all together, to reach `region_bytes`:
@@ -87,6 +95,8 @@ struct Reach {
 pub(crate) struct Now {
     pub end: u64,
     pub give_up_at: Instant,
+    /// Whether a link silent for `SILENT_LINK` stops waiting now.
+    pub give_up_silent: bool,
     pub region_bytes: u64,
     /// Of `region_bytes`, what each link's file has yet to grow by, on average.
     pub unallocated_bytes_per_link: u64,
@@ -138,6 +148,7 @@ impl BurstReach {
             inner: Mutex::new(Reach {
                 window,
                 give_up_at,
+                give_up_silent: false,
                 region_bytes: files.region_bytes,
                 unallocated_bytes: (files.region_bytes - files.allocated_bytes)
                     * files.links as u64,
@@ -165,6 +176,7 @@ impl BurstReach {
         Now {
             end: r.window.window_end_timestamp,
             give_up_at: r.give_up_at,
+            give_up_silent: r.give_up_silent,
             region_bytes: r.region_bytes,
             unallocated_bytes_per_link: r.unallocated_bytes.div_ceil(r.links),
         }
@@ -361,6 +373,19 @@ impl BurstReach {
     pub fn give_up_no_later_than(&self, by: Instant) {
         let mut r = self.lock();
         r.give_up_at = r.give_up_at.min(by);
+    }
+
+    /// A trigger waits for this burst to end (its window follows it): a link that has brought
+    /// nothing for `SILENT_LINK` is given up now rather than a buffer and more after the end
+    /// was due, so that the trigger's window start is still in the buffers when the unit is
+    /// free. Only a silent link: one merely late still brings its frames, and finishes.
+    pub fn give_up_silent_links(&self) {
+        self.lock().give_up_silent = true;
+    }
+
+    /// A link reached the end, or the writers are done: the end is final.
+    pub fn closed(&self) -> bool {
+        self.lock().closed
     }
 
     /// The burst's writers are done: its end is final, whatever a link did or did not close.

@@ -392,6 +392,11 @@ impl Unit {
         )?;
         let (mut seal, link_writers) = opened.burst.split();
         seal.set_continues(opening.continues.as_ref().map(|c| c.previous.clone()));
+        if opening.continues.is_some() {
+            // Said before a frame is written: a unit killed from here on leaves a burst that
+            // says what it continues (`interrupted` keeps the one before pointing at it).
+            seal.answer(window.clone(), opening.triggers.clone())?;
+        }
         let reach = Arc::new(BurstReach::new(
             burst_id,
             window.clone(),

@@ -102,6 +102,9 @@ struct LinkWork<'a> {
     started: Option<StartedChunk>,
     /// When the write or flush now in flight was started.
     in_flight_since: Option<Instant>,
+    /// The ring's count of frames when it last grew, and when that was: how long the link has
+    /// been silent.
+    last_arrival: (u64, Instant),
 }
 
 /// What one turn on a link came to.
@@ -248,6 +251,7 @@ fn link_works<'a>(
             c: Cursor::default(),
             started: None,
             in_flight_since: None,
+            last_arrival: (buf.written(), Instant::now()),
         })
         .collect()
 }
@@ -274,6 +278,15 @@ fn wait_devices(work: &mut [LinkWork], job: &WindowJob, go_on: &dyn Fn() -> bool
 }
 
 impl LinkWork<'_> {
+    /// How long the link has brought no frame, its ring's count being `written` now.
+    fn silent_for(&mut self, written: u64) -> Duration {
+        let now = Instant::now();
+        if written != self.last_arrival.0 {
+            self.last_arrival = (written, now);
+        }
+        now.saturating_duration_since(self.last_arrival.1)
+    }
+
     /// Does what can be done on this link now: read and append a chunk, or acknowledge what is
     /// pending while waiting for frames.
     ///
@@ -303,7 +316,8 @@ impl LinkWork<'_> {
         let want = frames_for_next_chunk(next, job.chunk_frames as u64, job.block_frames);
         let written = self.buf.written();
         let available = written.saturating_sub(next);
-        let given_up = Instant::now() >= reach.give_up_at;
+        let given_up = Instant::now() >= reach.give_up_at
+            || (reach.give_up_silent && self.silent_for(written) >= crate::reach::SILENT_LINK);
         if available == 0 {
             if given_up {
                 if !job.reach.close_at(we) {

@@ -165,6 +165,42 @@ pub fn wait_for_socket(socket: &Path) {
     }
 }
 
+/// `snbuf status --json` of the unit at `socket`.
+pub fn unit_status(socket: &Path) -> serde_json::Value {
+    let o = snbuf(&["status", "--socket", socket.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// Polls the unit's status (every 50 ms, at most `within`) until `ok` holds; returns it.
+pub fn status_when(
+    socket: &Path,
+    within: Duration,
+    ok: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + within;
+    loop {
+        let s = unit_status(socket);
+        if ok(&s) {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "the unit never got there: {s}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Burst `id`'s outcome among the unit's past bursts (`status`), once it is there (at most
+/// `within`): sealed, recovered or failed.
+pub fn burst_outcome(socket: &Path, id: &str, within: Duration) -> serde_json::Value {
+    let s = status_when(socket, within, |s| {
+        s["bursts"]
+            .as_array()
+            .is_some_and(|b| b.iter().any(|b| b["burst_id"] == id))
+    });
+    let bursts = s["bursts"].as_array().unwrap();
+    bursts.iter().find(|b| b["burst_id"] == id).unwrap().clone()
+}
+
 /// A UDP port on 127.0.0.1 that nothing listens on now.
 pub fn free_udp_port() -> u16 {
     std::net::UdpSocket::bind("127.0.0.1:0")

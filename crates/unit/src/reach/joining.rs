@@ -35,6 +35,11 @@ pub(crate) fn join(
     if let Some(again) = answered_again(config, reach, id) {
         return Ok(again);
     }
+    // Ending: the trigger waits for the unit to be free and records a burst of its own, even
+    // one whose window begins before this burst (which it could not join).
+    if reach.closed() {
+        return Err(JoinRefusal::Ending);
+    }
     let clock = config.clock();
     let burst = reach.window();
     let (start, end) = (burst.window_start_timestamp, burst.window_end_timestamp);

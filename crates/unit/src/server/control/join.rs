@@ -2,7 +2,7 @@
 //! begins at or after the burst's start (a second alert for the same supernova), waiting a
 //! moment for a burst that is still opening its files; when the burst is ending, it waits for
 //! the unit to be free and opens a burst of its own (the one ending is sealed meanwhile); the
-//! ending burst stops waiting for a link that died in time for the trigger's window.
+//! ending burst stops waiting for a link that has gone silent.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -21,9 +21,6 @@ const BURST_OPENING_WAIT: Duration = Duration::from_secs(5);
 /// their last chunks in milliseconds, or when a link that stopped sending is given up. Within
 /// the control client's 30 s, and never longer than the unit's buffer keeps the trigger's data.
 const BURST_ENDING_WAIT: Duration = Duration::from_secs(20);
-/// With a trigger waiting, the ending burst's writers still wait at least this long for a link
-/// that has not brought the burst's end: a link a moment behind the others still finishes.
-const LATE_LINK_GRACE: Duration = Duration::from_millis(250);
 
 impl Server {
     /// A trigger that came while a burst is being recorded: it joins that burst when its window
@@ -63,12 +60,13 @@ impl Server {
             match crate::reach::join(config, reach.as_deref(), &current.burst_id, &id, &window) {
                 Ok(joined) => joined,
                 Err(why @ (JoinRefusal::Ending | JoinRefusal::NoBurst)) => {
-                    // Waited for here (the socket) or tried again (the fleet): either way the
-                    // ending burst must not hold the unit past this trigger's window start.
-                    if let Some(r) = reach.as_deref() {
-                        r.give_up_no_later_than(
-                            std::time::Instant::now() + self.grace_for(&window),
-                        );
+                    // Waited for here (the socket) or tried again (the fleet): either way a
+                    // link of the ending burst that died must not hold the unit for a buffer
+                    // and more while this trigger's window start ages out. Not when the burst
+                    // goes on as the next (--max-burst): its links are then given up in time
+                    // for that one (`hasten_give_up`), and the trigger joins it.
+                    if let Some(r) = reach.as_deref().filter(|r| r.continued_in().is_none()) {
+                        r.give_up_silent_links();
                     }
                     if !wait_for_ending {
                         return Err(Refused {
@@ -107,22 +105,6 @@ impl Server {
             joined: Some(joined),
             cut: None,
         }))
-    }
-
-    /// How long the ending burst may still wait for a link that has not brought its end (one
-    /// that died waits a buffer and more on its own), with trigger `next` waiting for the unit:
-    /// half the time `next`'s window start has left in the buffers, so that a dead link in one
-    /// burst does not cost the next alert the start of its window; at most half a buffer, at
-    /// least LATE_LINK_GRACE.
-    fn grace_for(&self, next: &TriggerInfo) -> Duration {
-        let config = self.unit.config();
-        let start = next.window_start_timestamp;
-        let newest = self.unit.newest_timestamp().unwrap_or(start);
-        let age_s = config.clock().seconds(newest.saturating_sub(start));
-        let room_s = (config.buffer.as_secs_f64() - age_s).max(0.0);
-        Duration::from_secs_f64(room_s / 2.0)
-            .min(config.buffer / 2)
-            .max(LATE_LINK_GRACE)
     }
 
     /// The burst `ending` is in the way: Ok(None) once the unit is free (within `bound`), so
