@@ -321,8 +321,14 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
 /// this burst is dropped: one that exists, whatever its manifest, keeps it.
 fn continuation_made(dir: &Path, m: &Manifest) -> Option<String> {
     let next = m.continued_in.clone()?;
+    // The burst's own directory, wherever it was named from (`.`, a link to it): its parent
+    // is the output. When that cannot be told, or the look fails, the name is kept.
+    let Ok(dir) = dir.canonicalize() else {
+        return Some(next);
+    };
     let beside = dir.parent().map(|output| output.join(&next));
-    beside.is_none_or(|d| d.exists()).then_some(next)
+    let gone = beside.is_some_and(|d| matches!(d.try_exists(), Ok(false)));
+    (!gone).then_some(next)
 }
 
 /// Frames of the trigger window of `m` that the data of `report` lacks (the whole window when

@@ -22,12 +22,24 @@ pub use continuation::{Chain, Opening};
 pub(crate) use joining::join;
 
 /// With a trigger waiting for the burst to end, how long a link must have brought no frame to
-/// be given up at once (`BurstReach::give_up_silent_links`): a detector link sends frames
-/// microseconds apart, and one late by a moment still brings them.
+/// be given up (`BurstReach::give_up_silent_links`): a detector link sends frames microseconds
+/// apart, and one late by a moment still brings them.
 pub(crate) const SILENT_LINK: Duration = Duration::from_millis(500);
 
+/// `SILENT_LINK` for a link of `frames_per_s`: at least 20 of its frames' spacing, so that a
+/// sparse or heavily sub-sampled link is not taken for dead between two of its frames.
+pub(crate) fn silent_after(frames_per_s: f64) -> Duration {
+    let spacing_s = if frames_per_s > 0.0 {
+        20.0 / frames_per_s
+    } else {
+        0.0
+    };
+    SILENT_LINK.max(Duration::from_secs_f64(spacing_s.min(3_600.0)))
+}
+
 /// Why a trigger cannot join the burst being recorded. `Ending` and `NoBurst` are not refusals
-/// of the trigger: the unit is about to be free, and the trigger opens a burst of its own.
+/// of the trigger: the unit is about to be free, and the trigger opens a burst of its own (or
+/// joins the burst that goes on past --max-burst).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum JoinRefusal {
     #[error("no burst is being recorded")]
@@ -375,7 +387,7 @@ impl BurstReach {
         r.give_up_at = r.give_up_at.min(by);
     }
 
-    /// A trigger waits for this burst to end (its window follows it): a link that has brought
+    /// A trigger waits for this burst to end (it cannot join it): a link that has brought
     /// nothing for `SILENT_LINK` is given up now rather than a buffer and more after the end
     /// was due, so that the trigger's window start is still in the buffers when the unit is
     /// free. Only a silent link: one merely late still brings its frames, and finishes.
@@ -520,6 +532,16 @@ pub(crate) fn give_up_at(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A sparse link is not taken for dead between two of its frames; a dense one after
+    /// `SILENT_LINK`; a link of no known rate after `SILENT_LINK` too.
+    #[test]
+    fn a_link_is_silent_after_half_a_second_or_twenty_of_its_frames() {
+        assert_eq!(silent_after(30_000.0), SILENT_LINK);
+        assert_eq!(silent_after(10.0), Duration::from_secs(2));
+        assert_eq!(silent_after(0.0), SILENT_LINK);
+        assert_eq!(silent_after(f64::NAN), SILENT_LINK);
+    }
 
     fn reach() -> BurstReach {
         let w = TriggerInfo::new(1_000, 500, 2_000, 1_000);

@@ -394,8 +394,11 @@ impl Unit {
         seal.set_continues(opening.continues.as_ref().map(|c| c.previous.clone()));
         if opening.continues.is_some() {
             // Said before a frame is written: a unit killed from here on leaves a burst that
-            // says what it continues (`interrupted` keeps the one before pointing at it).
-            seal.answer(window.clone(), opening.triggers.clone())?;
+            // says what it continues (recovery keeps the one before pointing at it). A failure
+            // is not the burst's: the manifest is written again within a turn of the loop.
+            if let Err(e) = seal.answer(window.clone(), opening.triggers.clone()) {
+                tracing::error!(error = %e, "the manifest could not say what this burst continues yet; it does at the next write");
+            }
         }
         let reach = Arc::new(BurstReach::new(
             burst_id,

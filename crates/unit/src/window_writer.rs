@@ -316,8 +316,11 @@ impl LinkWork<'_> {
         let want = frames_for_next_chunk(next, job.chunk_frames as u64, job.block_frames);
         let written = self.buf.written();
         let available = written.saturating_sub(next);
+        // Silence is timed only once a trigger waits (no clock read a turn otherwise): a link
+        // dead long before is given up after that much more of it.
         let given_up = Instant::now() >= reach.give_up_at
-            || (reach.give_up_silent && self.silent_for(written) >= crate::reach::SILENT_LINK);
+            || (reach.give_up_silent
+                && self.silent_for(written) >= crate::reach::silent_after(job.frames_per_s));
         if available == 0 {
             if given_up {
                 if !job.reach.close_at(we) {
