@@ -84,7 +84,16 @@ struct ObjectProgress {
     /// file://: bytes written so far.
     bytes_done: u64,
     uploaded: bool,
+    /// S3 multipart: runs in a row that failed on this upload. At `UPLOAD_TRIES` the upload is
+    /// started over: a store can drop an upload (Garage, after an error of its own, answered
+    /// NoSuchUpload to every part, then closed the connection before reading one), and a run
+    /// that resumed it for ever would never export the burst.
+    #[serde(default)]
+    failed_runs: u32,
 }
+
+/// Runs in a row that may fail on one multipart upload before it is started over.
+const UPLOAD_TRIES: u32 = 3;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 struct Journal {
@@ -311,6 +320,7 @@ pub fn export_burst(
                         progress(sent);
                     }
                     Destination::S3 { bucket, .. } => {
+                      let attempt: Result<(), ExportError> = async {
                         let e = journal.objects.get_mut(file).expect("present");
                         let upload_id = match &e.upload_id {
                             Some(id) => id.clone(),
@@ -373,7 +383,22 @@ pub fn export_burst(
                             bucket.complete_multipart_upload(&key, &upload_id, parts),
                         )
                         .await?;
-                        check_status(&key, r.status_code())?;
+                        check_status(&key, r.status_code())
+                      }
+                      .await;
+                      if let Err(e) = attempt {
+                          let o = journal.objects.get_mut(file).expect("present");
+                          o.failed_runs += 1;
+                          if o.failed_runs >= UPLOAD_TRIES {
+                              tracing::warn!(object = %key, runs = o.failed_runs,
+                                  "the multipart upload failed this many runs in a row: the next run starts the object over");
+                              o.upload_id = None;
+                              o.parts.clear();
+                              o.failed_runs = 0;
+                          }
+                          save_journal(dir, &journal)?;
+                          return Err(e);
+                      }
                     }
                 }
                 journal.objects.get_mut(file).expect("present").uploaded = true;

@@ -226,6 +226,44 @@ fn export_to_garage_resumes_verifies_and_deletes_only_what_it_verified() {
     assert!(again.join("export.json").exists());
 }
 
+/// A store that dropped a multipart upload (Garage did, after an error of its own) answers
+/// every part of it with an error: the export starts the object over after three runs in a row
+/// fail on it, rather than resume the lost upload for ever, and then verifies.
+#[test]
+fn an_upload_the_store_dropped_is_started_over() {
+    let root = tempfile::tempdir().unwrap();
+    let Some((_garage, env)) = garage(&root.path().join("garage")) else {
+        return;
+    };
+    let dir = burst(root.path());
+    let to = "s3://snbuf/dropped";
+    interrupted(&dir, to, &env);
+    // The store forgets the uploads the journal resumes.
+    let journal = dir.join(".export-journal.json");
+    let mut j: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&journal).unwrap()).unwrap();
+    let mut lost = 0;
+    for o in j["objects"].as_object_mut().unwrap().values_mut() {
+        if o["upload_id"].is_string() {
+            o["upload_id"] = serde_json::json!("0".repeat(64));
+            lost += 1;
+        }
+    }
+    assert!(
+        lost > 0,
+        "the interrupted export had an upload to resume: {j}"
+    );
+    std::fs::write(&journal, serde_json::to_vec(&j).unwrap()).unwrap();
+    for run_number in 1..=3 {
+        let o = run(&mut export_cmd(&dir, to, &[], &env));
+        assert_eq!(o.status.code(), Some(1), "run {run_number}: {}", stderr(&o));
+        assert!(!dir.join("export.json").exists());
+    }
+    let o = run(&mut export_cmd(&dir, to, &[], &env));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(dir.join("export.json").exists());
+}
+
 /// `serve --export-to`: every sealed burst is exported and verified in the background, a burst
 /// an earlier run left unexported is picked up at start, and the exporter shows in the metrics.
 #[test]
