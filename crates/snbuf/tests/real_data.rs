@@ -249,8 +249,22 @@ fn wibeth_frames_are_recorded_byte_for_byte_with_gro_or_gso_off() {
 fn emit_sends_exactly_the_frames_its_digest_says() {
     for gso in ["on", "off"] {
         let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        rx.set_read_timeout(Some(Duration::from_millis(500)))
+        rx.set_read_timeout(Some(Duration::from_millis(200)))
             .unwrap();
+        // Room for the whole second (a loaded machine may not run the receiver for a while).
+        let rcvbuf: libc::c_int = 16 << 20;
+        // SAFETY: a valid socket and a c_int option value of its size.
+        unsafe {
+            libc::setsockopt(
+                std::os::fd::AsRawFd::as_raw_fd(&rx),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUFFORCE,
+                (&rcvbuf as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
+        let sent = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let emit_done = sent.clone();
         let port = rx.local_addr().unwrap().port();
         let dir = tempfile::tempdir().unwrap();
         let json = dir.path().join("emit.json");
@@ -259,7 +273,7 @@ fn emit_sends_exactly_the_frames_its_digest_says() {
             let mut datagrams = [0u64; 2];
             let mut buf = vec![0u8; 65536];
             let until = std::time::Instant::now() + Duration::from_secs(30);
-            // Until the sender has been quiet for 500 ms (after its first datagram).
+            // Until the sender has ended and the socket is drained.
             while std::time::Instant::now() < until {
                 match rx.recv(&mut buf) {
                     Ok(n) => {
@@ -272,7 +286,7 @@ fn emit_sends_exactly_the_frames_its_digest_says() {
                         got[stream].extend_from_slice(&buf[..n]);
                         datagrams[stream] += 1;
                     }
-                    Err(_) if datagrams.iter().sum::<u64>() > 0 => break,
+                    Err(_) if emit_done.load(std::sync::atomic::Ordering::Acquire) => break,
                     Err(_) => {}
                 }
             }
@@ -294,6 +308,7 @@ fn emit_sends_exactly_the_frames_its_digest_says() {
             "--json",
             json.to_str().unwrap(),
         ]);
+        sent.store(true, std::sync::atomic::Ordering::Release);
         assert!(o.status.success(), "{}", stderr(&o));
         let (got, datagrams) = receiver.join().unwrap();
         let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
