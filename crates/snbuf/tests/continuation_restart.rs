@@ -19,20 +19,7 @@ fn manifest(dir: &Path) -> Value {
 #[test]
 fn a_unit_killed_mid_chain_recovers_the_burst_still_continuing_the_one_before() {
     let dir = tempfile::tempdir().unwrap();
-    let options = [
-        common::SMALL_UNIT,
-        &[
-            "--pre",
-            "500ms",
-            "--post",
-            "500ms",
-            "--max-window",
-            "4s",
-            "--max-burst",
-            "4s",
-        ],
-    ]
-    .concat();
+    let options = [common::SMALL_UNIT, common::CHAINING_UNIT].concat();
     let (mut cmd, out, socket) = common::serve_command(dir.path(), &options);
     let mut server = KillOnDrop(cmd.spawn().unwrap());
     wait_for_socket(&socket);

@@ -411,20 +411,7 @@ fn a_window_longer_than_the_prepared_files_starts_on_them_and_grows_them() {
 #[test]
 fn a_burst_grown_past_max_burst_goes_on_as_the_next_without_a_gap() {
     let dir = tempfile::tempdir().unwrap();
-    let options = [
-        common::SMALL_UNIT,
-        &[
-            "--pre",
-            "500ms",
-            "--post",
-            "500ms",
-            "--max-window",
-            "4s",
-            "--max-burst",
-            "4s",
-        ],
-    ]
-    .concat();
+    let options = [common::SMALL_UNIT, common::CHAINING_UNIT].concat();
     let (mut cmd, out, socket) = common::serve_command(dir.path(), &options);
     let _served = common::started(&mut cmd, &out, &socket, None);
     let s = socket.to_str().unwrap();

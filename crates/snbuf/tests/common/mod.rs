@@ -95,6 +95,19 @@ pub const SMALL_UNIT: &[&str] = &[
     "direct",
 ];
 
+/// With `SMALL_UNIT`: bursts capped at 4 s (`--max-burst`), so that a trigger joining a second
+/// or two into one goes on in the next burst of a chain; windows of 1 s by default.
+pub const CHAINING_UNIT: &[&str] = &[
+    "--pre",
+    "500ms",
+    "--post",
+    "500ms",
+    "--max-window",
+    "4s",
+    "--max-burst",
+    "4s",
+];
+
 /// `snbuf serve` writing to `dir/data` with its control socket at `dir/ctl.sock`, plus
 /// `options`; output discarded (a caller that reads stderr pipes it). Returns the command and
 /// the two paths; the caller spawns it (under `KillOnDrop`) and waits for the socket.
