@@ -249,9 +249,14 @@ fn udp_unit(
 /// One link of a detector to `source`: stream `stream`, its clock `offset` from the wall
 /// clock (behind: a link whose frames come late), for at most a minute.
 fn emit(source: &str, stream: &str, offset: &str) -> KillOnDrop {
+    emit_at(source, stream, offset, "2MB/s")
+}
+
+/// `emit` at `rate`: a sub-sampled detector below the unit's 2 MB/s, its frames further apart.
+fn emit_at(source: &str, stream: &str, offset: &str, rate: &str) -> KillOnDrop {
     let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_snbuf"));
     c.args(["emit", "--to", source, "--streams", stream])
-        .args(["--rate-per-link", "2MB/s", "--duration", "60s"])
+        .args(["--rate-per-link", rate, "--duration", "60s"])
         .arg(format!("--clock-offset={offset}"))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
@@ -310,6 +315,39 @@ fn an_alert_after_a_burst_whose_link_died_keeps_its_window() {
         Some(second_start),
         "the window starts where it was asked to"
     );
+}
+
+/// A link sparser than the unit was told (a frame every ~0.7 s against the 2 MB/s it was
+/// configured for: 0.5 s of silence would be 140 of those frames) and late is not a dead one
+/// either: between two of its frames, an alert waiting for the burst to end does not cut it.
+#[test]
+fn an_alert_as_a_burst_ends_does_not_cut_a_sparse_link() {
+    let root = tempfile::tempdir().unwrap();
+    let (_unit, out, socket, source) = udp_unit(root.path(), "8s");
+    let _on_time = emit_at(&source, "0", "0s", "10kB/s");
+    let _late = emit_at(&source, "1", "-3s", "10kB/s");
+    status_when(&socket, Duration::from_secs(20), |s| held_s(s) >= 7.0);
+    let first = trigger(
+        &socket,
+        json!({"burst_id": "first", "pre_s": 2.0, "post_s": 1.0}),
+    );
+    let (_, first_end) = window_of(&first);
+    status_when(&socket, Duration::from_secs(10), |s| {
+        s["newest_timestamp"].as_u64().unwrap_or(0) >= first_end
+    });
+    // The late link's frames of the first window come over the next 3 s, 0.7 s apart.
+    let second = trigger(
+        &socket,
+        json!({"burst_id": "second", "pre_s": 4.0, "post_s": 0.5}),
+    );
+    assert_eq!(second["burst_id"], "second", "{second}");
+    for id in ["first", "second"] {
+        let o = sealed(&socket, id, Duration::from_secs(30));
+        assert_eq!(o["valid"], true, "{o}");
+        assert_eq!(o["lost_frames"], 0, "{id}: {o}");
+        let v = snbuf(&["verify", out.join(id).to_str().unwrap()]);
+        assert_eq!(v.status.code(), Some(0), "{id}: {}", stderr(&v));
+    }
 }
 
 /// A link whose frames come late (its sender's clock 2 s behind) is not a dead one: an alert

@@ -441,6 +441,7 @@ impl Unit {
                 crcs: snbuf_burst::chunk::FrameCrcCombiner::new(config.frame_type.frame_bytes()),
                 chunks_per_persist: config.chunks_per_persist,
                 frames_per_s: config.link_frames_per_s(),
+                clock_hz: config.clock().hz(),
                 grow_ahead_bytes: crate::window_writer::grow_ahead_bytes(
                     config.link_frames_per_s(),
                     fb,

@@ -23,6 +23,8 @@ pub(crate) struct WindowJob {
     pub chunks_per_persist: u32,
     /// Frames per second a link produces: how long until a chunk fills.
     pub frames_per_s: f64,
+    /// Ticks a second of the detector clock the frames' timestamps count.
+    pub clock_hz: u64,
     /// Where the window ends now (it moves out when a trigger joins the burst), when a link that
     /// has nothing more to read stops waiting for the rest of its window (its source stopped
     /// sending: a detector switched off, a sender that ended; what never came is counted lost;

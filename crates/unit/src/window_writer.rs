@@ -105,6 +105,8 @@ struct LinkWork<'a> {
     /// The ring's count of frames when it last grew, and when that was: how long the link has
     /// been silent.
     last_arrival: (u64, Instant),
+    /// How long the link must be silent to be given up, once a trigger waits (`silent_limit`).
+    silent_limit: Option<Duration>,
 }
 
 /// What one turn on a link came to.
@@ -252,6 +254,7 @@ fn link_works<'a>(
             started: None,
             in_flight_since: None,
             last_arrival: (buf.written(), Instant::now()),
+            silent_limit: None,
         })
         .collect()
 }
@@ -287,6 +290,32 @@ impl LinkWork<'_> {
         now.saturating_duration_since(self.last_arrival.1)
     }
 
+    /// How long the link must bring nothing to be taken for dead: `reach::silent_after` at the
+    /// sparser of its configured rate and its own, as its buffer holds it (frames over the
+    /// detector seconds they span): a network stream sparser than the unit was told is not cut
+    /// between two of its frames, and a link that died still shows the rate it had. Decided
+    /// once, when a trigger first waits.
+    fn silent_limit(&mut self, written: u64, job: &WindowJob) -> Duration {
+        if let Some(limit) = self.silent_limit {
+            return limit;
+        }
+        // The oldest frame may be overwritten as it is read: one frame in, and a failed read
+        // leaves the configured rate.
+        let first = self.buf.oldest() + 1;
+        let own_per_s = match (self.buf.timestamp_at(first), written.checked_sub(1)) {
+            (Ok(oldest_ts), Some(newest)) if newest > first => {
+                let newest_ts = self.buf.timestamp_at(newest).unwrap_or(oldest_ts);
+                let span_s = newest_ts.saturating_sub(oldest_ts) as f64 / job.clock_hz as f64;
+                (span_s > 0.0).then(|| (newest - first) as f64 / span_s)
+            }
+            _ => None,
+        };
+        let per_s = own_per_s.map_or(job.frames_per_s, |own| own.min(job.frames_per_s));
+        let limit = crate::reach::silent_after(per_s);
+        self.silent_limit = Some(limit);
+        limit
+    }
+
     /// Does what can be done on this link now: read and append a chunk, or acknowledge what is
     /// pending while waiting for frames.
     ///
@@ -320,7 +349,7 @@ impl LinkWork<'_> {
         // dead long before is given up after that much more of it.
         let given_up = Instant::now() >= reach.give_up_at
             || (reach.give_up_silent
-                && self.silent_for(written) >= crate::reach::silent_after(job.frames_per_s));
+                && self.silent_for(written) >= self.silent_limit(written, job));
         if available == 0 {
             if given_up {
                 if !job.reach.close_at(we) {
