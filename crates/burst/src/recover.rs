@@ -256,7 +256,7 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
                 ""
             },
             match unmade {
-                Some(next) => format!("; its continuation {next} was never made"),
+                Some(next) => format!("; its continuation {next} was never made (not beside it)"),
                 None => String::new(),
             }
         );
@@ -317,10 +317,15 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
 /// The burst that continues this one (--max-burst), as its manifest names it, unless it was
 /// never made: a unit stopped before it opened the next burst of the chain leaves the name
 /// pointing at nothing, and the rest of the windows that joined was recorded nowhere (its
-/// triggers' covered ends say how far this burst went). Only a name with no directory beside
-/// this burst is dropped: one that exists, whatever its manifest, keeps it.
+/// triggers' covered ends say how far this burst went). Only a burst stopped while recording
+/// can be in that case (the next burst is started before this one seals), and only a name with no
+/// directory beside it is dropped: a sealed or recovered burst whose next one is not beside it
+/// (exported and deleted, or this one copied elsewhere) keeps the name.
 fn continuation_made(dir: &Path, m: &Manifest) -> Option<String> {
     let next = m.continued_in.clone()?;
+    if m.state != BurstState::Recording {
+        return Some(next);
+    }
     // The burst's own directory, wherever it was named from (`.`, a link to it): its parent
     // is the output. When that cannot be told, or the look fails, the name is kept.
     let Ok(dir) = dir.canonicalize() else {

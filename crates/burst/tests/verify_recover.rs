@@ -305,3 +305,54 @@ fn a_version_1_burst_is_read_with_its_timestamps_at_bytes_0_to_8() {
     let v = verify_burst(dir.path()).unwrap();
     assert!(v.valid, "{:?} {:?}", v.problems, v.links[0].problems);
 }
+
+/// --max-burst chains: a burst stopped while recording names a next burst that may never have
+/// been made (the unit died first); recovery drops that name. A sealed burst's next one was
+/// started before it sealed: its name stays whether or not the directory is beside it (exported
+/// and deleted, or this burst copied elsewhere).
+#[test]
+fn recovery_drops_only_a_continuation_a_stopped_recording_never_made() {
+    let rebuilt_with = |state: BurstState, next_made: bool| -> Manifest {
+        let dir = write_burst(1);
+        let mut m = Manifest::read(dir.path()).unwrap();
+        m.state = state;
+        m.continued_in = Some("test-burst-2".into());
+        m.write_atomic(dir.path()).unwrap();
+        if next_made {
+            std::fs::create_dir(dir.path().parent().unwrap().join("test-burst-2")).unwrap();
+        }
+        // A torn tail: the manifest is rebuilt.
+        let len = std::fs::metadata(link0(dir.path())).unwrap().len();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(link0(dir.path()))
+            .unwrap()
+            .set_len(len - 3000)
+            .unwrap();
+        let r = recover_burst(dir.path(), false).unwrap();
+        assert!(r.manifest_rebuilt);
+        Manifest::read(dir.path()).unwrap()
+    };
+    let stopped = rebuilt_with(BurstState::Recording, false);
+    assert_eq!(stopped.continued_in, None);
+    assert!(
+        stopped
+            .recovery
+            .as_deref()
+            .unwrap()
+            .contains("test-burst-2 was never made"),
+        "{:?}",
+        stopped.recovery
+    );
+    let made = rebuilt_with(BurstState::Recording, true);
+    assert_eq!(made.continued_in.as_deref(), Some("test-burst-2"));
+    for state in [
+        BurstState::Sealed,
+        BurstState::Failed,
+        BurstState::Recovered,
+    ] {
+        let m = rebuilt_with(state, false);
+        assert_eq!(m.continued_in.as_deref(), Some("test-burst-2"), "{state:?}");
+        assert!(!m.recovery.unwrap().contains("never made"));
+    }
+}
