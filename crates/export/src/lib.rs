@@ -84,10 +84,12 @@ struct ObjectProgress {
     /// file://: bytes written so far.
     bytes_done: u64,
     uploaded: bool,
-    /// S3 multipart: runs in a row that failed on this upload. At `UPLOAD_TRIES` the upload is
-    /// started over: a store can drop an upload (Garage, after an error of its own, answered
-    /// NoSuchUpload to every part, then closed the connection before reading one), and a run
-    /// that resumed it for ever would never export the burst.
+    /// S3 multipart: runs in a row that failed on this upload without adding a part. At
+    /// `UPLOAD_TRIES` the upload is started over: a store can drop an upload (the S3 client
+    /// aborts one when a part is answered with an error; Garage then answered NoSuchUpload to
+    /// every part, then closed the connection before reading one), and a run that resumed it
+    /// for ever would never export the burst. A run that added a part was not stuck: the count
+    /// starts again.
     #[serde(default)]
     failed_runs: u32,
 }
@@ -360,12 +362,9 @@ pub fn export_burst(
                                 ),
                             )
                             .await?;
-                            journal
-                                .objects
-                                .get_mut(file)
-                                .expect("present")
-                                .parts
-                                .insert(n, p.etag);
+                            let o = journal.objects.get_mut(file).expect("present");
+                            o.parts.insert(n, p.etag);
+                            o.failed_runs = 0;
                             save_journal(dir, &journal)?;
                             sent += len;
                             progress(sent);
@@ -391,12 +390,22 @@ pub fn export_burst(
                           o.failed_runs += 1;
                           if o.failed_runs >= UPLOAD_TRIES {
                               tracing::warn!(object = %key, runs = o.failed_runs,
-                                  "the multipart upload failed this many runs in a row: the next run starts the object over");
-                              o.upload_id = None;
+                                  "the multipart upload failed this many runs in a row without a part: the next run starts the object over");
+                              if let Some(stuck) = o.upload_id.take() {
+                                  // Its parts would stay on the store: asked to go, once.
+                                  let aborted = deadline(&key, bucket.abort_upload(&key, &stuck)).await;
+                                  if let Err(why) = aborted {
+                                      tracing::warn!(object = %key, upload = %stuck, error = %why,
+                                          "the upload given up could not be aborted: its parts may stay on the store");
+                                  }
+                              }
                               o.parts.clear();
                               o.failed_runs = 0;
                           }
-                          save_journal(dir, &journal)?;
+                          // The upload's own error is the one reported; the journal's is logged.
+                          if let Err(why) = save_journal(dir, &journal) {
+                              tracing::error!(error = %why, "the export journal could not be saved after a failed run");
+                          }
                           return Err(e);
                       }
                     }

@@ -264,6 +264,76 @@ fn an_upload_the_store_dropped_is_started_over() {
     assert!(dir.join("export.json").exists());
 }
 
+/// A run that adds parts to an upload before it fails (the store went away) was not stuck on it:
+/// the count of failed runs starts again, and the upload is kept, however many runs failed
+/// before. Counting every failed run started a good upload over (its parts sent again) after
+/// any three outages.
+#[test]
+fn a_run_that_added_parts_keeps_its_upload() {
+    let root = tempfile::tempdir().unwrap();
+    let Some((garage_server, env)) = garage(&root.path().join("garage")) else {
+        return;
+    };
+    let dir = burst(root.path());
+    let to = "s3://snbuf/outage";
+    interrupted(&dir, to, &env);
+    let journal = dir.join(".export-journal.json");
+    let read_journal = || -> Option<serde_json::Value> {
+        serde_json::from_slice(&std::fs::read(&journal).ok()?).ok()
+    };
+    // Two runs failed on each upload before this one.
+    let mut j = read_journal().unwrap();
+    let mut before = std::collections::BTreeMap::new();
+    for (file, o) in j["objects"].as_object_mut().unwrap() {
+        if let Some(id) = o["upload_id"].as_str() {
+            before.insert(
+                file.clone(),
+                (id.to_string(), o["parts"].as_object().unwrap().len()),
+            );
+            o["failed_runs"] = serde_json::json!(2);
+        }
+    }
+    assert!(!before.is_empty(), "an upload to resume: {j}");
+    std::fs::write(&journal, serde_json::to_vec(&j).unwrap()).unwrap();
+    let mut child = export_cmd(&dir, to, &["--rate", "4MB/s"], &env)
+        .spawn()
+        .unwrap();
+    // Once a part is added to one of them, the store goes away.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let grown = loop {
+        assert!(Instant::now() < deadline, "no part was added within 30 s");
+        let now = read_journal();
+        let grown = now.as_ref().and_then(|j| {
+            before.iter().find(|(file, (_, parts))| {
+                j["objects"][file.as_str()]["parts"]
+                    .as_object()
+                    .is_some_and(|p| p.len() > *parts)
+            })
+        });
+        if let Some((file, (id, _))) = grown {
+            break (file.clone(), id.clone());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    drop(garage_server);
+    let deadline = Instant::now() + common::COMMAND_DEADLINE;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the export did not end without its store"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(1), "the run failed");
+    let j = read_journal().unwrap();
+    let o = &j["objects"][grown.0.as_str()];
+    assert_eq!(o["upload_id"], grown.1.as_str(), "the upload kept: {o}");
+    assert_eq!(o["failed_runs"], 1, "this run's failure counted alone: {o}");
+}
+
 /// `serve --export-to`: every sealed burst is exported and verified in the background, a burst
 /// an earlier run left unexported is picked up at start, and the exporter shows in the metrics.
 #[test]
