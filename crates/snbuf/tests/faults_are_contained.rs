@@ -292,10 +292,15 @@ fn a_memory_backed_output_larger_than_memory_cuts_the_window_instead_of_being_ki
     let links = m["links"].as_array().unwrap();
     let full = |l: &Value| l["error"].as_str().is_some_and(|e| e.contains("full"));
     assert!(links.iter().any(full), "a link stopped full: {m}");
-    let share = links.iter().find(|l| full(l)).unwrap()["file_bytes"].as_u64();
+    let share = links.iter().find(|l| full(l)).unwrap()["file_bytes"]
+        .as_u64()
+        .unwrap();
     for l in links {
         assert!(full(l) || l["error"].is_null(), "full or whole: {l}");
-        assert!(l["file_bytes"].as_u64() <= share, "within its share: {l}");
+        assert!(
+            l["file_bytes"].as_u64().unwrap() <= share,
+            "within its share: {l}"
+        );
         assert!(l["chunks"].as_u64().unwrap() > 0, "what fit was kept: {l}");
     }
     let (_, rep) = verify(&out.path().join("b"));
