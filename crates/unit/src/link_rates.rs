@@ -182,7 +182,6 @@ impl RateMeter {
     }
 }
 
-/// The newest frame's timestamp a buffer holds.
 /// How many of a link's newest frames its step is measured over.
 const STEP_SAMPLE_FRAMES: u64 = 256;
 

@@ -291,25 +291,17 @@ impl LinkWork<'_> {
     }
 
     /// How long the link must bring nothing to be taken for dead: `reach::silent_after` at the
-    /// sparser of its configured rate and its own, as its buffer holds it (frames over the
-    /// detector seconds they span): a network stream sparser than the unit was told is not cut
+    /// sparser of its configured rate and its own, the step between its newest frames
+    /// (`link_rates::measured_step_of`: the smallest, so a pause or a lost frame does not make
+    /// a dense link look sparse): a network stream sparser than the unit was told is not cut
     /// between two of its frames, and a link that died still shows the rate it had. Decided
     /// once, when a trigger first waits.
-    fn silent_limit(&mut self, written: u64, job: &WindowJob) -> Duration {
+    fn silent_limit(&mut self, job: &WindowJob) -> Duration {
         if let Some(limit) = self.silent_limit {
             return limit;
         }
-        // The oldest frame may be overwritten as it is read: one frame in, and a failed read
-        // leaves the configured rate.
-        let first = self.buf.oldest() + 1;
-        let own_per_s = match (self.buf.timestamp_at(first), written.checked_sub(1)) {
-            (Ok(oldest_ts), Some(newest)) if newest > first => {
-                let newest_ts = self.buf.timestamp_at(newest).unwrap_or(oldest_ts);
-                let span_s = newest_ts.saturating_sub(oldest_ts) as f64 / job.clock_hz as f64;
-                (span_s > 0.0).then(|| (newest - first) as f64 / span_s)
-            }
-            _ => None,
-        };
+        let own_per_s = crate::link_rates::measured_step_of(self.buf)
+            .map(|step| job.clock_hz as f64 / step as f64);
         let per_s = own_per_s.map_or(job.frames_per_s, |own| own.min(job.frames_per_s));
         let limit = crate::reach::silent_after(per_s);
         self.silent_limit = Some(limit);
@@ -348,8 +340,7 @@ impl LinkWork<'_> {
         // Silence is timed only once a trigger waits (no clock read a turn otherwise): a link
         // dead long before is given up after that much more of it.
         let given_up = Instant::now() >= reach.give_up_at
-            || (reach.give_up_silent
-                && self.silent_for(written) >= self.silent_limit(written, job));
+            || (reach.give_up_silent && self.silent_for(written) >= self.silent_limit(job));
         if available == 0 {
             if given_up {
                 if !job.reach.close_at(we) {
