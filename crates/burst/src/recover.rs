@@ -317,10 +317,12 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
 /// The burst that continues this one (--max-burst), as its manifest names it, unless it was
 /// never made: a unit stopped before it opened the next burst of the chain leaves the name
 /// pointing at nothing, and the rest of the windows that joined was recorded nowhere (its
-/// triggers' covered ends say how far this burst went). Only a burst stopped while recording
-/// can be in that case (the next burst is started before this one seals), and only a name with no
-/// directory beside it is dropped: a sealed or recovered burst whose next one is not beside it
-/// (exported and deleted, or this one copied elsewhere) keeps the name.
+/// triggers' covered ends say how far this burst went). That is what a unit stopped mid-chain
+/// leaves: a burst still recording (the next one is started as its writers finish, before it
+/// seals). Only such a burst's name with no directory beside it is dropped: a sealed or
+/// recovered burst whose next one is not beside it (exported and deleted, or this burst copied
+/// elsewhere) keeps the name, as does, wrongly but rarely, one sealed while its next burst
+/// failed to open.
 fn continuation_made(dir: &Path, m: &Manifest) -> Option<String> {
     let next = m.continued_in.clone()?;
     if m.state != BurstState::Recording {

@@ -335,6 +335,8 @@ fn an_alert_as_a_burst_ends_does_not_cut_a_sparse_link() {
     status_when(&socket, Duration::from_secs(10), |s| {
         s["newest_timestamp"].as_u64().unwrap_or(0) >= first_end
     });
+    // The on-time link's writer reads that frame and closes the burst to joins (milliseconds).
+    std::thread::sleep(Duration::from_millis(300));
     // The late link's frames of the first window come over the next 3 s, 0.7 s apart.
     let second = trigger(
         &socket,

@@ -281,36 +281,41 @@ fn a_run_that_added_parts_keeps_its_upload() {
     let read_journal = || -> Option<serde_json::Value> {
         serde_json::from_slice(&std::fs::read(&journal).ok()?).ok()
     };
-    // Two runs failed on each upload before this one.
+    // Two runs failed on each upload before this one, and it has at most its first part (the
+    // store may have more: they are sent again), so that this run adds one that is not its last.
     let mut j = read_journal().unwrap();
     let mut before = std::collections::BTreeMap::new();
     for (file, o) in j["objects"].as_object_mut().unwrap() {
-        if let Some(id) = o["upload_id"].as_str() {
-            before.insert(
-                file.clone(),
-                (id.to_string(), o["parts"].as_object().unwrap().len()),
-            );
+        if let Some(id) = o["upload_id"].as_str().map(str::to_string) {
+            let of = o["size_bytes"].as_u64().unwrap().div_ceil(5 << 20) as usize;
+            let parts = o["parts"].as_object_mut().unwrap();
+            parts.retain(|n, _| n == "1");
+            before.insert(file.clone(), (id, parts.len(), of));
             o["failed_runs"] = serde_json::json!(2);
         }
     }
-    assert!(!before.is_empty(), "an upload to resume: {j}");
+    assert!(
+        before.values().any(|(_, had, of)| had + 1 < *of),
+        "an upload to resume with two parts to go: {j}"
+    );
     std::fs::write(&journal, serde_json::to_vec(&j).unwrap()).unwrap();
-    let mut child = export_cmd(&dir, to, &["--rate", "4MB/s"], &env)
+    // Slow enough (a 5 MiB part every 5 s) that the store is gone long before the next part.
+    let mut child = export_cmd(&dir, to, &["--rate", "1MB/s"], &env)
         .spawn()
         .unwrap();
-    // Once a part is added to one of them, the store goes away.
+    // Once a part short of the last is added to one of them, the store goes away.
     let deadline = Instant::now() + Duration::from_secs(30);
     let grown = loop {
         assert!(Instant::now() < deadline, "no part was added within 30 s");
         let now = read_journal();
         let grown = now.as_ref().and_then(|j| {
-            before.iter().find(|(file, (_, parts))| {
+            before.iter().find(|(file, (_, had, of))| {
                 j["objects"][file.as_str()]["parts"]
                     .as_object()
-                    .is_some_and(|p| p.len() > *parts)
+                    .is_some_and(|p| p.len() > *had && p.len() < *of)
             })
         });
-        if let Some((file, (id, _))) = grown {
+        if let Some((file, (id, _, _))) = grown {
             break (file.clone(), id.clone());
         }
         std::thread::sleep(Duration::from_millis(20));
