@@ -334,6 +334,18 @@ def dune_shape():
     return "\n".join([caption_kept(path, r), "", *rows])
 
 
+def lost_by_build(runs, base_commit):
+    """Which build's runs lost frames, when any did: a base run's loss says nothing of this code."""
+    said = []
+    for build, name in (("head", "this commit"), ("base", base_commit)):
+        mine = [y for y in runs if y["build"] == build]
+        bad = [y for y in mine if y["lost_frames"] or not y["valid"]]
+        if bad:
+            said.append(f"{len(bad)} of {name}'s {len(mine)} runs lost frames "
+                        f"({', '.join(str(y['lost_frames']) for y in bad)})")
+    return f" ({'; '.join(said)})" if said else ""
+
+
 def writer_cost():
     path, r = newest_result("writer_cost")
     runs = [x for x in r["rows"] if x["kind"] == "run"]
@@ -354,7 +366,8 @@ def writer_cost():
                f"{x['head_writer_quiet_core_s_per_gib']:.3f} | "
                f"{x['base_writer_quiet_core_s_per_gib']:.3f} | {x['writer_quiet_ratio']:.2f} |"]
               if "writer_quiet_ratio" in x else []), "",
-            f"Every run's window whole: {'yes' if x['every_run_whole'] else '**no**'}. "
+            f"Every run's window whole: {'yes' if x['every_run_whole'] else '**no**'}"
+            f"{lost_by_build(runs, x['base_commit'])}. "
             f"Target (the writer no dearer than {x['base_commit']}'s): "
             f"{'**pass**' if x['pass'] else '**fail**'}."]
     return "\n".join([caption_kept(path, r), "", *rows])

@@ -68,6 +68,7 @@ def main():
         # is quiet or about twice as dear): the lower quartile is each build's own cost.
         quiet[label] = statistics.quantiles([r["writer_core_s_per_gib"] for r in mine], n=4)[0]
     whole = all(r["lost_frames"] == 0 and r["valid"] for r in rows)
+    head_whole = all(r["lost_frames"] == 0 and r["valid"] for r in rows if r["build"] == "head")
     summary = {"kind": "summary", "base_commit": args.base_commit, "runs": args.runs,
                "links": args.links, "rate_mb_s_per_link": args.rate_mb_s,
                "method": rows[0]["method"],
@@ -82,9 +83,10 @@ def main():
                "base_unit_core_s_per_gib": med["base"]["unit_core_s_per_gib"],
                "unit_ratio": med["head"]["unit_core_s_per_gib"]
                / med["base"]["unit_core_s_per_gib"],
-               "every_run_whole": whole}
-    # The target: the writer no dearer than the base's, every run's window whole.
-    summary["pass"] = summary["writer_ratio"] <= 1.0 and whole
+               "every_run_whole": whole, "every_head_run_whole": head_whole}
+    # The target: the writer no dearer than the base's, every window of this commit whole (a
+    # base run's loss is reported, but says nothing of this code).
+    summary["pass"] = summary["writer_ratio"] <= 1.0 and head_whole
     rows.append(summary)
     print(json.dumps(summary), flush=True)
     with open(args.lines, "w") as f:
