@@ -322,34 +322,8 @@ fn an_alert_after_a_burst_whose_link_died_keeps_its_window() {
 /// either: between two of its frames, an alert waiting for the burst to end does not cut it.
 #[test]
 fn an_alert_as_a_burst_ends_does_not_cut_a_sparse_link() {
-    let root = tempfile::tempdir().unwrap();
-    let (_unit, out, socket, source) = udp_unit(root.path(), "8s");
-    let _on_time = emit_at(&source, "0", "0s", "10kB/s");
-    let _late = emit_at(&source, "1", "-3s", "10kB/s");
-    status_when(&socket, Duration::from_secs(20), |s| held_s(s) >= 7.0);
-    let first = trigger(
-        &socket,
-        json!({"burst_id": "first", "pre_s": 2.0, "post_s": 1.0}),
-    );
-    let (_, first_end) = window_of(&first);
-    status_when(&socket, Duration::from_secs(10), |s| {
-        s["newest_timestamp"].as_u64().unwrap_or(0) >= first_end
-    });
-    // The on-time link's writer reads that frame and closes the burst to joins (milliseconds).
-    std::thread::sleep(Duration::from_millis(300));
-    // The late link's frames of the first window come over the next 3 s, 0.7 s apart.
-    let second = trigger(
-        &socket,
-        json!({"burst_id": "second", "pre_s": 4.0, "post_s": 0.5}),
-    );
-    assert_eq!(second["burst_id"], "second", "{second}");
-    for id in ["first", "second"] {
-        let o = sealed(&socket, id, Duration::from_secs(30));
-        assert_eq!(o["valid"], true, "{o}");
-        assert_eq!(o["lost_frames"], 0, "{id}: {o}");
-        let v = snbuf(&["verify", out.join(id).to_str().unwrap()]);
-        assert_eq!(v.status.code(), Some(0), "{id}: {}", stderr(&v));
-    }
+    // The late link's frames of the first window come over 3 s, 0.7 s apart.
+    alert_as_a_burst_ends_with_a_late_link("8s", "10kB/s", "-3s", 2.0, 4.0);
 }
 
 /// A link whose frames come late (its sender's clock 2 s behind) is not a dead one: an alert
@@ -357,25 +331,42 @@ fn an_alert_as_a_burst_ends_does_not_cut_a_sparse_link() {
 /// and neither burst loses a frame.
 #[test]
 fn an_alert_as_a_burst_ends_does_not_cut_a_link_that_is_late() {
+    // The late link brings the first window's end 1.7 s after the alert; its window's start
+    // is then 4.7 s old, in the 6 s buffer.
+    alert_as_a_burst_ends_with_a_late_link("6s", "2MB/s", "-2s", 1.0, 3.0);
+}
+
+/// Two links at `rate` into a unit of `buffer`, the second `late_by` behind: an alert
+/// (`first_pre` s before, 1 s after), then, once the on-time link has brought its end and
+/// closed the burst to joins, a second (`second_pre` s before, 0.5 s after) that waits for the
+/// late link. Both bursts sealed, valid, 0 frames lost.
+fn alert_as_a_burst_ends_with_a_late_link(
+    buffer: &str,
+    rate: &str,
+    late_by: &str,
+    first_pre: f64,
+    second_pre: f64,
+) {
     let root = tempfile::tempdir().unwrap();
-    let (_unit, out, socket, source) = udp_unit(root.path(), "6s");
-    let _on_time = emit(&source, "0", "0s");
-    let _late = emit(&source, "1", "-2s");
-    status_when(&socket, Duration::from_secs(20), |s| held_s(s) >= 5.5);
+    let (_unit, out, socket, source) = udp_unit(root.path(), buffer);
+    let _on_time = emit_at(&source, "0", "0s", rate);
+    let _late = emit_at(&source, "1", late_by, rate);
+    // Within a second of full ("8s" → 7 s held): the second window's start is still held.
+    let full_s = buffer.trim_end_matches('s').parse::<f64>().unwrap() - 1.0;
+    status_when(&socket, Duration::from_secs(20), |s| held_s(s) >= full_s);
     let first = trigger(
         &socket,
-        json!({"burst_id": "first", "pre_s": 1.0, "post_s": 1.0}),
+        json!({"burst_id": "first", "pre_s": first_pre, "post_s": 1.0}),
     );
     let (_, first_end) = window_of(&first);
     status_when(&socket, Duration::from_secs(10), |s| {
         s["newest_timestamp"].as_u64().unwrap_or(0) >= first_end
     });
+    // The on-time link's writer reads that frame and closes the burst to joins (milliseconds).
     std::thread::sleep(Duration::from_millis(300));
-    // The late link brings the first window's end 1.7 s from now; this window's start is then
-    // 4.7 s old, in the 6 s buffer.
     let second = trigger(
         &socket,
-        json!({"burst_id": "second", "pre_s": 3.0, "post_s": 0.5}),
+        json!({"burst_id": "second", "pre_s": second_pre, "post_s": 0.5}),
     );
     assert_eq!(second["burst_id"], "second", "{second}");
     for id in ["first", "second"] {
