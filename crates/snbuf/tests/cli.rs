@@ -95,6 +95,52 @@ fn a_short_write_sweep_exports_the_documented_schema() {
     );
 }
 
+/// An operation longer than the whole timed window (a stalled medium, or a block the window is
+/// too short for) still gives the point a figure: the window is held open until the thread has
+/// completed one, and the result says so. Without the hold, the thread is still inside its
+/// warm-up operation when the window closes and the point has no figure at all.
+#[test]
+fn an_operation_longer_than_the_window_still_gives_a_figure() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let o = snbuf(&[
+        "bench",
+        "write",
+        "--target",
+        dir.path().to_str().unwrap(),
+        "--method",
+        "buffered",
+        "--block-size",
+        "32MiB",
+        "--region",
+        "64MiB",
+        "--threads",
+        "1",
+        "--warmup",
+        "1ms",
+        "--duration",
+        "1ms",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let r = &doc["results"][0];
+    assert!(r["ops"].as_u64().unwrap() >= 1, "{r}");
+    let held = r["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n.as_str().unwrap().contains("held open"));
+    // A coordinator descheduled past the operation closes the window late without holding it:
+    // the window is then as long as the operation, which the figure must show either way.
+    assert!(
+        held || r["seconds"].as_f64().unwrap() > 0.005,
+        "a window of 1 ms cannot hold a 32 MiB durable write: {r}"
+    );
+}
+
 #[test]
 fn a_short_read_sweep_runs() {
     let uring = snbuf_persist::backends::uring::available();

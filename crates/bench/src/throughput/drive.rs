@@ -5,7 +5,7 @@
 
 use std::cell::Cell;
 use std::path::Path;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
@@ -73,6 +73,9 @@ pub(crate) struct ThreadCtx<'a> {
     pub ready: &'a Barrier,
     /// Set once the thread has reached the start barrier.
     pub arrived: &'a Cell<bool>,
+    /// Threads that have completed at least one measured operation: the coordinator holds the
+    /// timed window open until every thread has.
+    pub measured_threads: &'a AtomicUsize,
 }
 
 /// Runs the thread's loop with the sink's concrete type (see `snbuf_persist::WithSink`).
@@ -280,6 +283,9 @@ fn drive<S: Sink>(sink: &mut S, ctx: &ThreadCtx) -> Result<ThreadOutcome, DriveE
             timer.after(sampled);
             bytes += point.block_size_bytes;
             ops += 1;
+            if ops == 1 {
+                ctx.measured_threads.fetch_add(1, Ordering::AcqRel);
+            }
             if queued {
                 has_completions |= sink.drain_completion_latencies_ns(&mut |ns| {
                     completion_ns.saturating_record(ns.max(1))
