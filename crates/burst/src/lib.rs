@@ -19,6 +19,7 @@ mod recording_lock;
 pub mod recover;
 pub mod scan;
 pub mod spec;
+pub mod trigger_coverage;
 pub mod verify;
 
 pub use chunk::{ChunkHeader, FORMAT_VERSION, HEADER_BYTES};
@@ -35,4 +36,5 @@ pub use recording_lock::{being_recorded, hold as hold_burst};
 pub use recover::{recover_burst, RecoverReport};
 pub use scan::{scan, End, Expect, ScanReport};
 pub use spec::{check_burst_id, BurstError, BurstSpec};
+pub use trigger_coverage::TriggerCoverage;
 pub use verify::{verify_burst, VerifyReport};

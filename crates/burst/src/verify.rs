@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use crate::manifest::{link_file_name, link_of_file_name, BurstState, Manifest, ManifestError};
 use crate::scan::{scan, End, Expect, ScanReport, TimestampGap};
+use crate::trigger_coverage::{trigger_coverage, TriggerCoverage};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BurstDirError {
@@ -63,6 +64,8 @@ pub struct VerifyReport {
     /// Problems of the burst as a whole (manifest).
     pub problems: Vec<String>,
     pub valid: bool,
+    /// Each trigger the burst answers, and whether its own window is whole in it.
+    pub triggers: Vec<TriggerCoverage>,
 }
 
 impl VerifyReport {
@@ -179,6 +182,7 @@ pub fn verify_burst(dir: &Path) -> Result<VerifyReport, BurstDirError> {
         .and_then(|m| m.frame.as_ref())
         .map(|f| f.step_ticks());
     let mut links = Vec::new();
+    let mut scans: Vec<(u32, Option<ScanReport>)> = Vec::new();
     let link_count = files.len();
     for (link, name) in files {
         let record = manifest
@@ -204,6 +208,7 @@ pub fn verify_burst(dir: &Path) -> Result<VerifyReport, BurstDirError> {
                 link_file_name(link)
             ));
             links.push(lv);
+            scans.push((link, None));
             continue;
         }
         let path = dir.join(&name);
@@ -212,6 +217,7 @@ pub fn verify_burst(dir: &Path) -> Result<VerifyReport, BurstDirError> {
             Err(e) => {
                 lv.problems.push(format!("{}: {e}", path.display()));
                 links.push(lv);
+                scans.push((link, None));
                 continue;
             }
         };
@@ -229,6 +235,7 @@ pub fn verify_burst(dir: &Path) -> Result<VerifyReport, BurstDirError> {
         })?;
         fill_link(&mut lv, &report, manifest.as_ref(), record);
         links.push(lv);
+        scans.push((link, Some(report)));
     }
     assert_eq!(links.len(), link_count, "a verdict for every link file");
     let valid = problems.is_empty() && links.iter().all(|l| l.problems.is_empty());
@@ -243,6 +250,16 @@ pub fn verify_burst(dir: &Path) -> Result<VerifyReport, BurstDirError> {
                 .all(|l| matches!(l.end, Some(End::Clean { .. }))),
         "in a valid burst every link file was read to a clean end"
     );
+    let scans: Vec<(u32, Option<&ScanReport>)> =
+        scans.iter().map(|(l, r)| (*l, r.as_ref())).collect();
+    let triggers = manifest
+        .as_ref()
+        .map(|m| trigger_coverage(m, &scans, valid))
+        .unwrap_or_default();
+    debug_assert!(
+        valid || triggers.iter().all(|t| !t.whole),
+        "no window is whole in a burst that is not valid"
+    );
     Ok(VerifyReport {
         dir: dir.display().to_string(),
         burst_id: manifest.as_ref().map(|m| m.burst_id.clone()),
@@ -250,6 +267,7 @@ pub fn verify_burst(dir: &Path) -> Result<VerifyReport, BurstDirError> {
         links,
         problems,
         valid,
+        triggers,
     })
 }
 

@@ -22,6 +22,40 @@ fn ts(t: Option<u64>) -> String {
     t.map(|t| t.to_string()).unwrap_or_else(|| "-".into())
 }
 
+/// One trigger's window as `verify` tells it: whole, or what of it is missing and why.
+fn trigger_line(t: &snbuf_burst::TriggerCoverage) -> String {
+    if t.whole {
+        return format!(
+            "trigger {}: its whole window is here ({} frames)",
+            t.trigger_id, t.frames_in_window
+        );
+    }
+    let mut why = Vec::new();
+    if t.frames_present < t.frames_in_window {
+        why.push(format!(
+            "{} of its {} frames missing (links {:?})",
+            t.frames_missing(),
+            t.frames_in_window,
+            t.links_short
+        ));
+    }
+    if t.covered_start_timestamp > t.window_start_timestamp
+        || t.covered_end_timestamp < t.window_end_timestamp
+    {
+        why.push(format!(
+            "the burst records [{}, {}) of its window [{}, {})",
+            t.covered_start_timestamp,
+            t.covered_end_timestamp,
+            t.window_start_timestamp,
+            t.window_end_timestamp
+        ));
+    }
+    if why.is_empty() {
+        why.push("the burst is not valid".into());
+    }
+    format!("trigger {}: NOT WHOLE: {}", t.trigger_id, why.join("; "))
+}
+
 pub fn verify(dir: &Path, json: bool) -> anyhow::Result<()> {
     let report = verify_burst(dir).map_err(dir_error)?;
     if json {
@@ -96,6 +130,9 @@ pub fn verify(dir: &Path, json: bool) -> anyhow::Result<()> {
             for p in &l.problems {
                 println!("problem: link {} ({}): {p}", l.link, l.file);
             }
+        }
+        for t in &report.triggers {
+            println!("{}", trigger_line(t));
         }
         let n =
             report.problems.len() + report.links.iter().map(|l| l.problems.len()).sum::<usize>();

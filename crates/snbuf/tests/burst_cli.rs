@@ -8,12 +8,18 @@ use common::snbuf;
 use std::path::{Path, PathBuf};
 
 use snbuf_burst::manifest::link_file_name;
-use snbuf_burst::{BurstSpec, BurstWriter, FrameInfo};
+use snbuf_burst::{BurstSpec, BurstWriter, FrameInfo, TriggerInfo};
 use snbuf_persist::{open, Method, SinkConfig};
 
 /// Two links of five 3-frame chunks each (464 B frames, 25 ticks apart), written with `direct`
 /// through the burst writer and sealed, under `root`.
 fn burst(root: &Path) -> PathBuf {
+    burst_with(root, None, None)
+}
+
+/// `burst`, with a trigger window, and with chunk `skipped` of link 1 never written (its frames
+/// counted lost, as the recorder counts frames gone from the buffer).
+fn burst_with(root: &Path, trigger: Option<TriggerInfo>, skipped: Option<u64>) -> PathBuf {
     let spec = BurstSpec {
         burst_id: "cli".into(),
         frame: FrameInfo {
@@ -23,7 +29,7 @@ fn burst(root: &Path) -> PathBuf {
             clock_hz: 50_000_000,
             frame_step_ticks: None,
         },
-        trigger: None,
+        trigger,
         method: "direct".into(),
         links: vec![0, 1],
         max_payload_bytes: 3 * 464,
@@ -37,6 +43,10 @@ fn burst(root: &Path) -> PathBuf {
     .unwrap();
     for link in 0..2 {
         for seq in 0..5u64 {
+            if link == 1 && skipped == Some(seq) {
+                b.add_lost_frames(1, 3);
+                continue;
+            }
             // Three frames, each with its timestamp where custom frames keep it (bytes 0..8).
             let mut frames = vec![seq as u8 + 1; 3 * 464];
             for (k, f) in frames.chunks_exact_mut(464).enumerate() {
@@ -68,6 +78,52 @@ fn verify_says_valid_with_exit_0_and_json_parses() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["valid"], true);
     assert_eq!(v["links"][1]["chunks"], 5);
+}
+
+/// Valid is not whole: a burst whose lost frames are all counted passes `verify`, and `verify`
+/// still says its trigger's window is not whole, naming the link; a window inside the data is.
+#[test]
+fn verify_says_whether_each_triggers_window_is_whole() {
+    let root = tempfile::tempdir().unwrap();
+    // Frames at 0, 25, ..., 350; the window [0, 375) is every one of them.
+    let window = TriggerInfo::new(100, 0, 375, 50_000_000);
+    for sub in ["a", "b"] {
+        std::fs::create_dir(root.path().join(sub)).unwrap();
+    }
+    let whole = burst_with(&root.path().join("a"), Some(window.clone()), None);
+    let lossy = burst_with(&root.path().join("b"), Some(window), Some(2));
+    let json = |dir: &Path| {
+        let o = snbuf(&["verify", dir.to_str().unwrap(), "--json"]);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "valid: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    let v = json(&whole);
+    let t = &v["triggers"][0];
+    assert_eq!(t["trigger_id"], "cli", "{v}");
+    assert_eq!(
+        (t["frames_in_window"].as_u64(), t["frames_present"].as_u64()),
+        (Some(30), Some(30)),
+        "{t}"
+    );
+    assert_eq!(t["whole"], true, "{t}");
+
+    let v = json(&lossy);
+    assert_eq!(v["valid"], true, "the loss is counted: {v}");
+    let t = &v["triggers"][0];
+    assert_eq!(t["frames_present"], 27, "{t}");
+    assert_eq!(t["links_short"], serde_json::json!([1]), "{t}");
+    assert_eq!(t["whole"], false, "{t}");
+    let o = snbuf(&["verify", lossy.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("trigger cli: NOT WHOLE: 3 of its 30 frames missing (links [1])"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -178,5 +178,6 @@ pub(crate) fn verify_sealed(
              `snbuf verify` once it is back"
         )],
         valid: false,
+        triggers: Vec::new(),
     })
 }
