@@ -20,6 +20,20 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 pub const PING_INTERVAL: Duration = Duration::from_secs(1);
 /// How long a connect waits for one server before it also tries the next (`connect`).
 pub const RACE_STAGGER: Duration = Duration::from_millis(150);
+/// The longest a lost connection waits between reconnect attempts. The client library's default
+/// backs off to 4 s: a unit whose servers are back would stay deaf that long, where its promise
+/// is at most 1 s. A handful of units trying four times a second costs a server nothing.
+pub const RECONNECT_DELAY_MAX: Duration = Duration::from_millis(250);
+/// Between two tries of something that failed on a server (a connect, a subscription, a consumer
+/// session): short for the same reason.
+pub const RETRY_DELAY: Duration = Duration::from_millis(200);
+
+/// The wait before reconnect attempt `attempts` (the first at once, then 100 ms more each time,
+/// never more than `RECONNECT_DELAY_MAX`).
+pub fn reconnect_delay(attempts: usize) -> Duration {
+    (Duration::from_millis(100) * attempts.saturating_sub(1).min(100) as u32)
+        .min(RECONNECT_DELAY_MAX)
+}
 
 /// `url` with the user info of `scheme://user:password@host` cut to `user:***`.
 pub fn without_password(url: &str) -> String {
@@ -147,7 +161,8 @@ impl NatsOptions {
             o = o.add_root_certificates(ca.clone()).require_tls(true);
         }
         Ok(o.connection_timeout(CONNECT_TIMEOUT)
-            .ping_interval(PING_INTERVAL))
+            .ping_interval(PING_INTERVAL)
+            .reconnect_delay_callback(reconnect_delay))
     }
 
     /// One connection to one of the servers. They are tried in a staggered race, from a different
@@ -299,6 +314,15 @@ mod tests {
         assert!(e.starts_with("http://b:"), "{e}");
         assert!(NatsOptions::parse("nats://a:4222,").is_err());
         assert!(NatsOptions::parse("").is_err());
+    }
+
+    #[test]
+    fn a_lost_connection_is_tried_again_within_a_quarter_second() {
+        assert_eq!(reconnect_delay(0), Duration::ZERO);
+        assert_eq!(reconnect_delay(1), Duration::ZERO);
+        assert_eq!(reconnect_delay(2), Duration::from_millis(100));
+        assert_eq!(reconnect_delay(usize::MAX), RECONNECT_DELAY_MAX);
+        assert!((0..1000).all(|n| reconnect_delay(n) <= RECONNECT_DELAY_MAX));
     }
 
     #[test]

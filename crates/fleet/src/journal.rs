@@ -37,6 +37,19 @@ pub enum Outcome {
     Missed,
 }
 
+/// The way a trigger's handled copy reached the unit: what the fleet trials measure the deaf time
+/// of, path by path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Route {
+    /// Published on plain NATS, taken the moment it arrived.
+    Fast,
+    /// Delivered by the unit's durable JetStream consumer.
+    JetStream,
+    /// Read straight from the trigger stream when a connection came back.
+    CatchUp,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Handled {
     pub outcome: Outcome,
@@ -47,6 +60,8 @@ pub struct Handled {
     pub published: bool,
     /// When it was handled (0: before the journal kept it).
     pub at_unix_ns: u64,
+    /// How the copy that was handled came (None in journals written before it was kept).
+    pub route: Option<Route>,
     /// The burst that records it, when that is not the one named after it (a trigger that
     /// joined the burst being recorded).
     pub burst_id: Option<String>,
@@ -82,6 +97,9 @@ struct Line {
     /// When it was handled (absent in journals written before it was kept: 0, the oldest).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     at_unix_ns: Option<u64>,
+    /// How the handled copy came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    route: Option<Route>,
     /// The first line of a rewritten journal: missed triggers no longer listed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     carried_missed: Option<u64>,
@@ -141,6 +159,7 @@ impl TriggerJournal {
                             published: outcome == Outcome::Recording || l.published,
                             burst_id: l.burst_id,
                             at_unix_ns: l.at_unix_ns.unwrap_or(0),
+                            route: l.route,
                         },
                     );
                 }
@@ -179,18 +198,25 @@ impl TriggerJournal {
             lines: lines.len(),
             compact_at: COMPACT_AT_LINES,
         };
-        let orphans: Vec<String> = j
+        let orphans: Vec<(String, Route)> = j
             .handled
             .iter()
             .filter(|(id, h)| {
                 let burst = h.burst_id.as_deref().unwrap_or(id);
                 h.outcome == Outcome::Recording && !output_dir.join(burst).exists()
             })
-            .map(|(id, _)| id.clone())
+            .map(|(id, h)| (id.clone(), h.route.unwrap_or(Route::Fast)))
             .collect();
-        for id in orphans {
+        for (id, route) in orphans {
             let why = "the unit stopped after taking the trigger, before its burst began";
-            j.record(&id, Outcome::Missed, Some(why.into()), 0.0, None, None)?;
+            j.record(
+                &id,
+                Outcome::Missed,
+                Some(why.into()),
+                0.0,
+                (route, None),
+                None,
+            )?;
         }
         j.compact_if_due();
         Ok(j)
@@ -224,6 +250,7 @@ impl TriggerJournal {
             stream_seq: self.last_stream_seq,
             burst_id: None,
             at_unix_ns: Some(now_unix_ns),
+            route: None,
             carried_missed: Some(carried),
         });
         for (id, h) in &kept {
@@ -236,6 +263,7 @@ impl TriggerJournal {
                 stream_seq: None,
                 burst_id: h.burst_id.clone(),
                 at_unix_ns: Some(h.at_unix_ns),
+                route: h.route,
                 carried_missed: None,
             });
         }
@@ -286,9 +314,13 @@ impl TriggerJournal {
         outcome: Outcome,
         reason: Option<String>,
         delay_s: f64,
-        stream_seq: Option<u64>,
+        (route, stream_seq): (Route, Option<u64>),
         burst: Option<&str>,
     ) -> Result<(), String> {
+        debug_assert!(
+            stream_seq.is_none() || route == Route::JetStream,
+            "a stream sequence comes with a JetStream delivery only"
+        );
         let burst_id = burst.filter(|b| *b != id).map(str::to_string);
         let at_unix_ns = snbuf_quantity::now_unix_ns();
         self.append(&Line {
@@ -300,6 +332,7 @@ impl TriggerJournal {
             stream_seq,
             burst_id: burst_id.clone(),
             at_unix_ns: Some(at_unix_ns),
+            route: Some(route),
             carried_missed: None,
         })?;
         self.last_stream_seq = self.last_stream_seq.max(stream_seq);
@@ -312,6 +345,7 @@ impl TriggerJournal {
                 published: outcome == Outcome::Recording,
                 burst_id,
                 at_unix_ns,
+                route: Some(route),
             },
         );
         self.compact_if_due();
@@ -329,6 +363,7 @@ impl TriggerJournal {
             stream_seq: None,
             burst_id: None,
             at_unix_ns: None,
+            route: None,
             carried_missed: None,
         })?;
         if let Some(h) = self.handled.get_mut(id) {
@@ -396,16 +431,30 @@ mod tests {
         std::fs::create_dir(dir.path().join("t-rec")).unwrap();
         {
             let mut j = TriggerJournal::open(dir.path()).unwrap();
-            j.record("t-rec", Outcome::Recording, None, 0.1, Some(7), None)
-                .unwrap();
-            j.record("t-gone", Outcome::Recording, None, 0.0, None, None)
-                .unwrap();
+            j.record(
+                "t-rec",
+                Outcome::Recording,
+                None,
+                0.1,
+                (Route::JetStream, Some(7)),
+                None,
+            )
+            .unwrap();
+            j.record(
+                "t-gone",
+                Outcome::Recording,
+                None,
+                0.0,
+                (Route::Fast, None),
+                None,
+            )
+            .unwrap();
             j.record(
                 "t-miss",
                 Outcome::Missed,
                 Some("late".into()),
                 30.0,
-                Some(9),
+                (Route::JetStream, Some(9)),
                 None,
             )
             .unwrap();
@@ -414,20 +463,27 @@ mod tests {
                 Outcome::Missed,
                 Some("late".into()),
                 9.0,
-                Some(8),
+                (Route::JetStream, Some(8)),
                 None,
             )
             .unwrap();
             j.mark_published("t-told").unwrap();
             // Joined burst t-rec: kept while that burst exists. Joined one that never began: missed.
-            j.record("t-join", Outcome::Recording, None, 0.0, None, Some("t-rec"))
-                .unwrap();
+            j.record(
+                "t-join",
+                Outcome::Recording,
+                None,
+                0.0,
+                (Route::Fast, None),
+                Some("t-rec"),
+            )
+            .unwrap();
             j.record(
                 "t-join-gone",
                 Outcome::Recording,
                 None,
                 0.0,
-                None,
+                (Route::Fast, None),
                 Some("t-x"),
             )
             .unwrap();
@@ -435,6 +491,9 @@ mod tests {
         let j = TriggerJournal::open(dir.path()).unwrap();
         assert_eq!(j.last_stream_seq(), Some(9));
         assert_eq!(j.get("t-rec").unwrap().outcome, Outcome::Recording);
+        // How each copy came survives the reopen: the fleet trials measure deafness by it.
+        assert_eq!(j.get("t-rec").unwrap().route, Some(Route::JetStream));
+        assert_eq!(j.get("t-join").unwrap().route, Some(Route::Fast));
         assert!(j.get("t-told").unwrap().published);
         let gone = j.get("t-gone").unwrap();
         assert_eq!(gone.outcome, Outcome::Missed, "no burst directory: missed");
@@ -490,8 +549,15 @@ mod tests {
         assert!(j.get("old-miss").is_none() && j.get("pre").is_none());
         assert_eq!(j.missed(), 4);
         assert_eq!(j.last_stream_seq(), Some(41));
-        j.record("after", Outcome::Missed, None, 0.0, Some(50), None)
-            .unwrap();
+        j.record(
+            "after",
+            Outcome::Missed,
+            None,
+            0.0,
+            (Route::JetStream, Some(50)),
+            None,
+        )
+        .unwrap();
         drop(j);
         let j = TriggerJournal::open(dir.path()).unwrap();
         assert_eq!(j.missed(), 5, "the count survives the rewrite and a reopen");
@@ -505,11 +571,25 @@ mod tests {
     fn the_line_that_makes_a_rewrite_due_is_in_the_rewritten_journal() {
         let dir = tempfile::tempdir().unwrap();
         let mut j = TriggerJournal::open(dir.path()).unwrap();
-        j.record("a", Outcome::Missed, None, 0.0, Some(3), None)
-            .unwrap();
+        j.record(
+            "a",
+            Outcome::Missed,
+            None,
+            0.0,
+            (Route::JetStream, Some(3)),
+            None,
+        )
+        .unwrap();
         j.compact_at = j.lines + 1;
-        j.record("b", Outcome::Missed, None, 0.0, Some(4), None)
-            .unwrap();
+        j.record(
+            "b",
+            Outcome::Missed,
+            None,
+            0.0,
+            (Route::JetStream, Some(4)),
+            None,
+        )
+        .unwrap();
         assert!(j.lines < 4, "rewritten: {} lines", j.lines);
         drop(j);
         let j = TriggerJournal::open(dir.path()).unwrap();

@@ -10,7 +10,7 @@ use serde_json::json;
 use snbuf_unit::protocol::{At, TriggerRequest};
 use snbuf_unit::server::control::FIRST_FRAME_WAIT;
 
-use crate::journal::Outcome;
+use crate::journal::{Outcome, Route};
 use crate::link_state::{publish_event, publish_owed, Link};
 use crate::schema::*;
 use snbuf_quantity::now_unix_ns;
@@ -19,8 +19,8 @@ use snbuf_quantity::now_unix_ns;
 /// recorded, missed, a duplicate, or malformed and ignored) and it may be acknowledged; Err: it
 /// could not be kept, and must not be.
 ///
-/// `msg` is the JetStream delivery, or None for the fast path's copy (or one read from the
-/// stream on reconnecting).
+/// `msg` is the JetStream delivery, or None for the fast path's copy or one read from the
+/// stream on reconnecting (`route` says which).
 /// The largest trigger message read: a real one is a few hundred bytes.
 const MAX_TRIGGER_BYTES: usize = 64 << 10;
 
@@ -29,7 +29,13 @@ pub(crate) async fn handle_trigger(
     link: &Link,
     payload: &[u8],
     msg: Option<&jetstream::Message>,
+    route: Route,
 ) -> Result<(), String> {
+    debug_assert_eq!(
+        msg.is_some(),
+        route == Route::JetStream,
+        "a JetStream copy comes with its delivery"
+    );
     if payload.len() > MAX_TRIGGER_BYTES {
         link.say(&format!(
             "NATS: a trigger of {} bytes ignored (at most {MAX_TRIGGER_BYTES}): {}",
@@ -62,10 +68,12 @@ pub(crate) async fn handle_trigger(
             let _one = link.decide.lock().await;
             // From its issue to this decision: what the journal keeps as how late it was handled.
             let delay_s = now_unix_ns().saturating_sub(t.issued_unix_ns) as f64 / 1e9;
-            (decide(link, &t, msg, delay_s), delay_s)
+            (decide(link, &t, (msg, route), delay_s), delay_s)
         };
         match decided {
-            Decision::Done(outcome) => return finish(js, link, &t, msg, outcome, arrived_s).await,
+            Decision::Done(outcome) => {
+                return finish(js, link, &t, route, outcome, arrived_s).await
+            }
             Decision::Wait(w)
                 if first_look.elapsed() < w.bound(config.buffer) && !link.stopping() =>
             {
@@ -84,8 +92,8 @@ pub(crate) async fn handle_trigger(
             }
             Decision::Wait(w) => {
                 let why = w.why();
-                let kept = keep_missed(link, (&id, stream_seq(msg)), &why, delay_s, msg);
-                return finish(js, link, &t, msg, kept, arrived_s).await;
+                let kept = keep_missed(link, &id, &why, delay_s, (msg, route));
+                return finish(js, link, &t, route, kept, arrived_s).await;
             }
         }
     }
@@ -156,7 +164,7 @@ enum Handling {
 fn decide(
     link: &Link,
     t: &TriggerMessage,
-    msg: Option<&jetstream::Message>,
+    (msg, route): (Option<&jetstream::Message>, Route),
     delay_s: f64,
 ) -> Decision {
     let id = &t.trigger_id;
@@ -167,7 +175,7 @@ fn decide(
     if let Err(e) = snbuf_burst::check_burst_id(id) {
         let why = format!("refused: {e}");
         link.server.count_refusal(&why);
-        return Decision::Done(keep_missed(link, (id, stream_seq(msg)), &why, delay_s, msg));
+        return Decision::Done(keep_missed(link, id, &why, delay_s, (msg, route)));
     }
     if let Some(again) = handled_before(link, id, msg.is_none()) {
         return Decision::Done(Ok(again));
@@ -201,7 +209,7 @@ fn decide(
             clock.seconds(oldest - window_end),
             config.buffer.as_secs_f64()
         );
-        return Decision::Done(keep_missed(link, (id, stream_seq(msg)), &why, delay_s, msg));
+        return Decision::Done(keep_missed(link, id, &why, delay_s, (msg, route)));
     }
     let req = TriggerRequest {
         at: Some(At::Ticks(at)),
@@ -215,14 +223,14 @@ fn decide(
     if let Err(why) = link.server.check_trigger(&req) {
         link.server.count_refusal(&why);
         let why = format!("refused: {why}");
-        return Decision::Done(keep_missed(link, (id, stream_seq(msg)), &why, delay_s, msg));
+        return Decision::Done(keep_missed(link, id, &why, delay_s, (msg, route)));
     }
     let reply = match link.server.trigger_or_wait(&req) {
         Ok(reply) => reply,
         Err(refused) if refused.busy => return Decision::Wait(Waiting::Burst(refused.why)),
         Err(refused) => {
             let why = format!("refused: {}", refused.why);
-            return Decision::Done(keep_missed(link, (id, stream_seq(msg)), &why, delay_s, msg));
+            return Decision::Done(keep_missed(link, id, &why, delay_s, (msg, route)));
         }
     };
     let mut book = link.book();
@@ -231,7 +239,7 @@ fn decide(
         Outcome::Recording,
         None,
         delay_s,
-        stream_seq(msg),
+        (route, stream_seq(msg)),
         Some(&reply.burst_id),
     );
     if msg.is_none() {
@@ -268,14 +276,22 @@ fn handled_before(link: &Link, id: &str, fast: bool) -> Option<Handling> {
 /// be published as `missed` by `finish` or, if NATS fails meanwhile, at the next beat.
 fn keep_missed(
     link: &Link,
-    (id, seq): (&str, Option<u64>),
+    id: &str,
     why: &str,
     delay_s: f64,
-    msg: Option<&jetstream::Message>,
+    (msg, route): (Option<&jetstream::Message>, Route),
 ) -> Result<Handling, String> {
     let mut book = link.book();
+    let seq = stream_seq(msg);
     book.journal
-        .record(id, Outcome::Missed, Some(why.into()), delay_s, seq, None)
+        .record(
+            id,
+            Outcome::Missed,
+            Some(why.into()),
+            delay_s,
+            (route, seq),
+            None,
+        )
         .map_err(|e| format!("trigger {id} was missed, and its journal failed: {e}"))?;
     if msg.is_none() {
         book.fast_handled.insert(id);
@@ -289,7 +305,7 @@ async fn finish(
     js: &jetstream::Context,
     link: &Link,
     t: &TriggerMessage,
-    msg: Option<&jetstream::Message>,
+    route: Route,
     outcome: Result<Handling, String>,
     arrived_s: f64,
 ) -> Result<(), String> {
@@ -309,10 +325,10 @@ async fn finish(
         }
         Handling::Recording(reply) => {
             let w = &reply.window;
-            let came = if msg.is_some() {
-                "through JetStream"
-            } else {
-                "by the fast path"
+            let came = match route {
+                Route::JetStream => "through JetStream",
+                Route::Fast => "by the fast path",
+                Route::CatchUp => "from the stream on reconnecting",
             };
             let what = match &reply.joined {
                 Some(j) => format!(

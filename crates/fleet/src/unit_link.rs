@@ -13,8 +13,8 @@ use futures::StreamExt;
 use serde_json::json;
 use snbuf_unit::server::control::Server;
 
-use crate::connect::NatsOptions;
-use crate::journal::TriggerJournal;
+use crate::connect::{NatsOptions, RETRY_DELAY};
+use crate::journal::{Route, TriggerJournal};
 use crate::link_state::FastHandled;
 use crate::link_state::{publish_event, publish_owed, Book, Link};
 use crate::schema::*;
@@ -110,7 +110,7 @@ async fn run(
     let consumer = tokio::spawn(consumer_path(opts.clone(), link.clone()));
     let mut client = first;
     while client.is_none() && !link.stopping() {
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        tokio::time::sleep(RETRY_DELAY).await;
         client = opts.connect_notifying(Some(caught_up.clone())).await.ok();
     }
     let Some(client) = client else {
@@ -160,7 +160,8 @@ async fn fast_path(
     let only = opts.servers.len() > 1;
     let mut said = false;
     while !link.stopping() {
-        let one = opts.connect_one(server.clone(), None, only);
+        let reconnected = Arc::new(tokio::sync::Notify::new());
+        let one = opts.connect_one(server.clone(), Some(reconnected.clone()), only);
         let client = match tokio::time::timeout(crate::connect::CONNECT_TIMEOUT, one).await {
             Ok(Ok(c)) => c,
             failed => {
@@ -175,18 +176,32 @@ async fn fast_path(
                     ));
                     said = true;
                 }
-                tokio::time::sleep(Duration::from_secs(1)).await;
+                tokio::time::sleep(RETRY_DELAY).await;
                 continue;
             }
         };
         said = false;
+        // On every (re)connection of this server's connection: the triggers issued while it
+        // was away, read from the stream through this server, which has just answered. The
+        // run's connection and the consumer may still be looking for a server that is up.
+        let _catch_ups = AbortOnDrop(tokio::spawn({
+            let mut js = jetstream::new(client.clone());
+            js.set_timeout(REQUEST_TIMEOUT);
+            let link = link.clone();
+            async move {
+                loop {
+                    reconnected.notified().await;
+                    catch_up(&js, &link).await;
+                }
+            }
+        }));
         let mut sub = match client.subscribe(TRIGGER_FAST_SUBJECT).await {
             Ok(s) => s,
             Err(e) => {
                 link.say(&format!(
                     "NATS: subscribe {TRIGGER_FAST_SUBJECT}: {e}; retrying"
                 ));
-                tokio::time::sleep(Duration::from_secs(1)).await;
+                tokio::time::sleep(RETRY_DELAY).await;
                 continue;
             }
         };
@@ -195,13 +210,22 @@ async fn fast_path(
             // to acknowledge; a copy that could not be kept comes again through JetStream.
             let (js, link) = (js.clone(), link.clone());
             tokio::spawn(async move {
-                if let Err(e) = handle_trigger(&js, &link, &m.payload, None).await {
+                if let Err(e) = handle_trigger(&js, &link, &m.payload, None, Route::Fast).await {
                     link.say(&format!("NATS: trigger (fast path): {e}"));
                 }
             });
         }
         link.say("NATS: the fast trigger subscription ended; subscribing again");
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        tokio::time::sleep(RETRY_DELAY).await;
+    }
+}
+
+/// Aborts its task when dropped: a task tied to one connection ends with it.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -235,15 +259,18 @@ async fn beats(js: jetstream::Context, link: Arc<Link>) {
 /// its session fails (a server gone, a leader being elected), on a connection of its own.
 async fn consumer_path(opts: NatsOptions, link: Arc<Link>) {
     let mut connected_once = false;
+    // Said once until it changes: the session is tried again five times a second.
+    let mut last_said: Option<String> = None;
     while !link.stopping() {
         match consumer_session(&opts, &link).await {
             Ok(()) => return,
             Err(e) => {
-                if connected_once || !e.contains("connect") {
+                if (connected_once || !e.contains("connect")) && last_said.as_ref() != Some(&e) {
                     link.say(&format!("NATS: {e}; retrying"));
+                    last_said = Some(e);
                 }
                 connected_once = true;
-                tokio::time::sleep(Duration::from_secs(1)).await;
+                tokio::time::sleep(RETRY_DELAY).await;
             }
         }
     }
@@ -293,7 +320,9 @@ async fn consumer_session(opts: &NatsOptions, link: &Arc<Link>) -> Result<(), St
                 tokio::spawn(async move {
                     // Acknowledged only once its outcome is in the journal: a trigger whose
                     // outcome could not be kept is delivered again.
-                    match handle_trigger(&js, &link, &msg.payload, Some(&msg)).await {
+                    match handle_trigger(&js, &link, &msg.payload, Some(&msg), Route::JetStream)
+                        .await
+                    {
                         Ok(()) => {
                             if let Err(e) = msg.ack().await {
                                 link.say(&format!(
@@ -433,7 +462,7 @@ async fn catch_up(js: &jetstream::Context, link: &Arc<Link>) {
         // progress holds neither the others nor the consumer's session.
         let (js, link) = (js.clone(), link.clone());
         tokio::spawn(async move {
-            if let Err(e) = handle_trigger(&js, &link, &payload, None).await {
+            if let Err(e) = handle_trigger(&js, &link, &payload, None, Route::CatchUp).await {
                 link.say(&format!("NATS: trigger (catch-up): {e}"));
             }
         });
