@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Fault trials of the fleet (Jepsen-style): a 3-server NATS cluster started from
-# deploy/nats-cluster.conf, UNITS `snbuf serve` units with 2 s buffers, a trigger every 2.5 s for
-# SECONDS, and a seeded nemesis that kills (SIGKILL) and restarts a server, pauses one
-# (SIGSTOP/SIGCONT), partitions one (network namespaces and nftables: cut off from the other
-# servers, some units and the operator; root), kills and restarts a unit, or restarts the whole
-# cluster, one fault at a time. Each trial reports, per trigger and unit, recorded (sealed,
-# verified, named in the manifest) / missed while the unit was down / lost, duplicates, the
-# longest time a running unit was deaf per fault kind, and every `fleet status` and
-# `trigger --nats` call that failed or took 10 s or more. See RELIABILITY.md.
+# deploy/nats-cluster.conf, UNITS `snbuf serve` units with DUNE's 10 s buffers, a trigger every
+# 2.5 s (every second while a fault is held) for SECONDS, and a seeded nemesis that kills
+# (SIGKILL) and restarts a server, pauses one (SIGSTOP/SIGCONT), partitions one (network
+# namespaces and nftables: cut off from the other servers, some units and the operator; root),
+# cuts a unit off from every server, kills and restarts a unit, or restarts the whole cluster,
+# one fault at a time. Each trial reports, per trigger and unit, whole (its window on disk, every
+# frame, as `snbuf verify` counts it) / excused (unit down, or killed and its burst recovered) /
+# recorded with loss / lost, duplicates, how long after the cluster stored a trigger each running
+# unit decided it (per fault kind and path), consumers left with triggers pending, every
+# `fleet status` and `trigger --nats` call over 8 s, and whether it passed. See RELIABILITY.md.
 #
 # usage: bench/fleet_faults.sh [TRIALS (default 3)] [SEED (default: the time)]
 #        UNITS=8 SECONDS_PER_TRIAL=180 by default; NATS_SERVERS="BIN ..." runs the same trials on

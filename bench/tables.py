@@ -518,12 +518,59 @@ def fleet():
 
 
 FAULT_NAMES = {"KillServer": "server killed", "PauseServer": "server paused",
-               "PartitionServer": "server cut off", "KillUnit": "unit killed",
-               "RestartCluster": "cluster restarted"}
+               "PartitionServer": "server cut off", "CutOffUnit": "unit cut off from every server",
+               "KillUnit": "unit killed", "RestartCluster": "cluster restarted", "none": "no fault"}
+ROUTE_NAMES = {"fast": "fast path", "jet_stream": "JetStream", "catch_up": "catch-up"}
 
 
 def fleet_faults():
     path, r = newest_result("fleet_faults")
+    if not all("pass" in x for x in r["rows"]):
+        return fleet_faults_before_verdicts(path, r)
+    rows = ["| trial | nats-server | units | storm | faults | triggers sent / stored "
+            "| whole on every unit | unit outcomes: whole / excused | recorded with loss | lost | duplicates "
+            "| consumers pending at the end | longest `fleet status` / `trigger` | verdict |",
+            "|---:|---|---:|---:|---|---|---:|---|---:|---:|---:|---:|---|---|"]
+    deaf = {}
+    for x in r["rows"]:
+        faults = ", ".join(f"{n} {FAULT_NAMES.get(k, k)}" for k, n in sorted(x["faults"].items()))
+        server = (x.get("nats_server") or "?").replace("nats-server: ", "")
+        excused = sum(x["unit_excused"].values())
+        verdict = "pass" if x["pass"] else f"**FAIL: {len(x['failures'])}**"
+        zero = lambda n: bold_zero(n) if x["pass"] else str(n)
+        rows.append(f"| {x['trial']} | {server} | {x['units']} | {x['storm_s']:.0f} s | {faults} "
+                    f"| {x['triggers_sent']} / {x['triggers_stored']}"
+                    f"{' (' + str(x['retried_and_accepted']) + ' on the printed retry)' if x.get('retried_and_accepted') else ''} "
+                    f"| {x['recorded_whole_by_every_unit']} | {x['unit_recorded_whole']} / {excused} "
+                    f"| {zero(x['recorded_with_loss'])} | {zero(x['lost'])} | {zero(x['duplicates'])} "
+                    f"| {len(x['consumers_pending'])} "
+                    f"| {x['longest_status_s']:.1f} s / {x['longest_trigger_s']:.1f} s | {verdict} |")
+        for kind, routes in x["deaf_s"].items():
+            for route, v in routes.items():
+                d = deaf.setdefault((kind, route), {"n": 0, "max_s": 0.0, "p50s": []})
+                d["n"] += v["n"]
+                d["max_s"] = max(d["max_s"], v["max_s"])
+                d["p50s"].append(v["p50_s"])
+    networks = {x.get("network") for x in r["rows"]} - {None}
+    note = " Servers and units in network namespaces." if networks == {"namespaces"} else ""
+    order = list(FAULT_NAMES)
+    drows = ["| during | copy that decided it | samples | median of the trials' medians | longest |",
+             "|---|---|---:|---:|---:|"]
+    for (kind, route), d in sorted(deaf.items(), key=lambda kr: (order.index(kr[0][0]) if kr[0][0] in order else 99, kr[0][1])):
+        drows.append(f"| {FAULT_NAMES.get(kind, kind)} | {ROUTE_NAMES.get(route, route)} | {d['n']} "
+                     f"| {statistics.median(d['p50s']):.3f} s | {d['max_s']:.3f} s |")
+    failures = [f"- trial {x['trial']} ({(x.get('nats_server') or '?').replace('nats-server: ', '')}): {f}"
+                for x in r["rows"] for f in x["failures"]]
+    out = [caption_kept(path, r) + note, "", *rows, "",
+           "How long a running unit took to decide a trigger, from when the cluster stored it (its journal), "
+           "wherever some server was up and reachable; all trials:", "", *drows]
+    if failures:
+        out += ["", "What failed:", "", *failures]
+    return "\n".join(out)
+
+
+def fleet_faults_before_verdicts(path, r):
+    """A kept run from before the trials said pass or fail (and before recorded meant whole)."""
     rows = ["| trial | nats-server | units | storm | faults | triggers sent / stored "
             "| recorded by every unit | unit outcomes: recorded / missed, unit down / cut short, unit killed "
             "| duplicates | lost, one server down at a time | lost, whole cluster restarted "
@@ -541,13 +588,15 @@ def fleet_faults():
                     f"{' (' + str(x['retried_and_accepted']) + ' on the printed retry)' if x.get('retried_and_accepted') else ''} "
                     f"| {x['recorded_by_every_unit']} "
                     f"| {x['unit_recorded']} / {x['unit_missed_unit_down']} / {x['unit_interrupted_by_kill']} "
-                    f"| {bold_zero(x['duplicates'])} | {bold_zero(x['lost_one_server_down_at_a_time'])} "
+                    f"| {x['duplicates']} | {x['lost_one_server_down_at_a_time']} "
                     f"| {x.get('lost_during', {}).get('RestartCluster', 0)} | {deaf_cells} "
                     f"| {x['status_failed']} ({x['status_failed_outside_cluster_restart']}) "
                     f"| {x['longest_status_s']:.1f} s / {x['longest_trigger_s']:.1f} s |")
     networks = {x.get("network") for x in r["rows"]} - {None}
     note = " Servers and units in network namespaces." if networks == {"namespaces"} else ""
-    return "\n".join([caption_kept(path, r) + note, "", *rows])
+    return "\n".join([caption_kept(path, r) + note + " Kept before the trials judged themselves: "
+                      "\"recorded\" here means a valid burst, not a whole window, and no verdict was kept.",
+                      "", *rows])
 
 
 def nats_sync():

@@ -95,6 +95,23 @@ pub struct TimestampGap {
     pub inside_chunk: bool,
 }
 
+impl TimestampGap {
+    /// One line for a person.
+    pub fn describe(&self) -> String {
+        format!(
+            "gap of {} frame(s) after timestamp {}, resuming at {}{}",
+            self.missing_frames,
+            self.after_timestamp,
+            self.resume_timestamp,
+            if self.inside_chunk {
+                " (inside a chunk)"
+            } else {
+                ""
+            }
+        )
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ScanReport {
     pub file_bytes: u64,

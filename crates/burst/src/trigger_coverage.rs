@@ -38,6 +38,40 @@ impl TriggerCoverage {
     pub fn frames_missing(&self) -> u64 {
         self.frames_in_window - self.frames_present
     }
+
+    /// One line for a person: whole, or what of the window is missing and why.
+    pub fn describe(&self) -> String {
+        if self.whole {
+            return format!(
+                "trigger {}: its whole window is here ({} frames)",
+                self.trigger_id, self.frames_in_window
+            );
+        }
+        let mut why = Vec::new();
+        if self.frames_present < self.frames_in_window {
+            why.push(format!(
+                "{} of its {} frames missing (links {:?})",
+                self.frames_missing(),
+                self.frames_in_window,
+                self.links_short
+            ));
+        }
+        if self.covered_start_timestamp > self.window_start_timestamp
+            || self.covered_end_timestamp < self.window_end_timestamp
+        {
+            why.push(format!(
+                "the burst records [{}, {}) of its window [{}, {})",
+                self.covered_start_timestamp,
+                self.covered_end_timestamp,
+                self.window_start_timestamp,
+                self.window_end_timestamp
+            ));
+        }
+        if why.is_empty() {
+            why.push("the burst is not valid".into());
+        }
+        format!("trigger {}: NOT WHOLE: {}", self.trigger_id, why.join("; "))
+    }
 }
 
 /// The triggers `m` answers: its `triggers` list, or for a burst recorded before triggers could

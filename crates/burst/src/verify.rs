@@ -177,65 +177,13 @@ pub fn verify_burst(dir: &Path) -> Result<VerifyReport, BurstDirError> {
     if files.is_empty() {
         problems.push("no link data files in the burst".into());
     }
-    let frame_step_ticks = manifest
-        .as_ref()
-        .and_then(|m| m.frame.as_ref())
-        .map(|f| f.step_ticks());
     let mut links = Vec::new();
     let mut scans: Vec<(u32, Option<ScanReport>)> = Vec::new();
     let link_count = files.len();
     for (link, name) in files {
-        let record = manifest
-            .as_ref()
-            .and_then(|m| m.links.iter().find(|l| l.link == link));
-        let mut lv = LinkVerify {
-            link,
-            file: name.clone(),
-            chunks: 0,
-            frames: 0,
-            payload_bytes: 0,
-            first_timestamp: None,
-            last_timestamp: None,
-            coverage: None,
-            gaps: vec![],
-            end: None,
-            chunks_after_end: 0,
-            problems: vec![],
-        };
-        if name != link_file_name(link) || name.contains('/') {
-            lv.problems.push(format!(
-                "manifest names file '{name}' for link {link}; expected {}",
-                link_file_name(link)
-            ));
-            links.push(lv);
-            scans.push((link, None));
-            continue;
-        }
-        let path = dir.join(&name);
-        let file = match File::open(&path) {
-            Ok(f) => f,
-            Err(e) => {
-                lv.problems.push(format!("{}: {e}", path.display()));
-                links.push(lv);
-                scans.push((link, None));
-                continue;
-            }
-        };
-        let report = scan(
-            &file,
-            Expect {
-                link: Some(link),
-                frame_step_ticks,
-                frame: manifest.as_ref().and_then(Manifest::frame_layout),
-            },
-        )
-        .map_err(|cause| BurstDirError::Io {
-            path: path.clone(),
-            cause,
-        })?;
-        fill_link(&mut lv, &report, manifest.as_ref(), record);
+        let (lv, report) = verify_link(dir, link, name, manifest.as_ref())?;
         links.push(lv);
-        scans.push((link, Some(report)));
+        scans.push((link, report));
     }
     assert_eq!(links.len(), link_count, "a verdict for every link file");
     let valid = problems.is_empty() && links.iter().all(|l| l.problems.is_empty());
@@ -269,6 +217,62 @@ pub fn verify_burst(dir: &Path) -> Result<VerifyReport, BurstDirError> {
         valid,
         triggers,
     })
+}
+
+/// One link file of the burst in `dir`, read whole: its verdict, and its scan when it could be
+/// read (None: the manifest names a file that is not the link's, or it cannot be opened).
+fn verify_link(
+    dir: &Path,
+    link: u32,
+    name: String,
+    manifest: Option<&Manifest>,
+) -> Result<(LinkVerify, Option<ScanReport>), BurstDirError> {
+    let record = manifest.and_then(|m| m.links.iter().find(|l| l.link == link));
+    let mut lv = LinkVerify {
+        link,
+        file: name.clone(),
+        chunks: 0,
+        frames: 0,
+        payload_bytes: 0,
+        first_timestamp: None,
+        last_timestamp: None,
+        coverage: None,
+        gaps: vec![],
+        end: None,
+        chunks_after_end: 0,
+        problems: vec![],
+    };
+    if name != link_file_name(link) || name.contains('/') {
+        lv.problems.push(format!(
+            "manifest names file '{name}' for link {link}; expected {}",
+            link_file_name(link)
+        ));
+        return Ok((lv, None));
+    }
+    let path = dir.join(&name);
+    let file = match File::open(&path) {
+        Ok(f) => f,
+        Err(e) => {
+            lv.problems.push(format!("{}: {e}", path.display()));
+            return Ok((lv, None));
+        }
+    };
+    let report = scan(
+        &file,
+        Expect {
+            link: Some(link),
+            frame_step_ticks: manifest
+                .and_then(|m| m.frame.as_ref())
+                .map(|f| f.step_ticks()),
+            frame: manifest.and_then(Manifest::frame_layout),
+        },
+    )
+    .map_err(|cause| BurstDirError::Io {
+        path: path.clone(),
+        cause,
+    })?;
+    fill_link(&mut lv, &report, manifest, record);
+    Ok((lv, Some(report)))
 }
 
 fn fill_link(

@@ -22,40 +22,6 @@ fn ts(t: Option<u64>) -> String {
     t.map(|t| t.to_string()).unwrap_or_else(|| "-".into())
 }
 
-/// One trigger's window as `verify` tells it: whole, or what of it is missing and why.
-fn trigger_line(t: &snbuf_burst::TriggerCoverage) -> String {
-    if t.whole {
-        return format!(
-            "trigger {}: its whole window is here ({} frames)",
-            t.trigger_id, t.frames_in_window
-        );
-    }
-    let mut why = Vec::new();
-    if t.frames_present < t.frames_in_window {
-        why.push(format!(
-            "{} of its {} frames missing (links {:?})",
-            t.frames_missing(),
-            t.frames_in_window,
-            t.links_short
-        ));
-    }
-    if t.covered_start_timestamp > t.window_start_timestamp
-        || t.covered_end_timestamp < t.window_end_timestamp
-    {
-        why.push(format!(
-            "the burst records [{}, {}) of its window [{}, {})",
-            t.covered_start_timestamp,
-            t.covered_end_timestamp,
-            t.window_start_timestamp,
-            t.window_end_timestamp
-        ));
-    }
-    if why.is_empty() {
-        why.push("the burst is not valid".into());
-    }
-    format!("trigger {}: NOT WHOLE: {}", t.trigger_id, why.join("; "))
-}
-
 pub fn verify(dir: &Path, json: bool) -> anyhow::Result<()> {
     let report = verify_burst(dir).map_err(dir_error)?;
     if json {
@@ -109,18 +75,7 @@ pub fn verify(dir: &Path, json: bool) -> anyhow::Result<()> {
         print!("{}", t.render());
         for l in &report.links {
             for g in &l.gaps {
-                println!(
-                    "  link {}: gap of {} frame(s) after timestamp {}, resuming at {}{}",
-                    l.link,
-                    g.missing_frames,
-                    g.after_timestamp,
-                    g.resume_timestamp,
-                    if g.inside_chunk {
-                        " (inside a chunk)"
-                    } else {
-                        ""
-                    }
-                );
+                println!("  link {}: {}", l.link, g.describe());
             }
         }
         for p in &report.problems {
@@ -132,7 +87,7 @@ pub fn verify(dir: &Path, json: bool) -> anyhow::Result<()> {
             }
         }
         for t in &report.triggers {
-            println!("{}", trigger_line(t));
+            println!("{}", t.describe());
         }
         let n =
             report.problems.len() + report.links.iter().map(|l| l.problems.len()).sum::<usize>();

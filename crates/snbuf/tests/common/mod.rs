@@ -2,6 +2,7 @@
 //! meets one (the exit code, exactly one line naming the error, no panic).
 #![allow(dead_code)]
 
+pub mod fleet_verdict;
 pub mod garage;
 pub mod nats_cluster;
 pub mod netns;
