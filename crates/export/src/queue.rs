@@ -3,6 +3,12 @@
 //! competes with itself or starves recording. A failed export (store down, network cut) is
 //! tried again later, resuming where it stopped; the queue and the figures are exposed as
 //! Prometheus metrics.
+//!
+//! A unit and its object store may lose power together, and a store acknowledges an object
+//! before it is sure to survive that (Garage commits its metadata lazily). So with
+//! `--delete-after-verify` a local copy goes only at a second read-back, well after the first,
+//! and a unit that starts reads back what it exported last: an object the store lost is found
+//! missing and sent again from the copy still here.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -10,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::{export_burst, Destination, ExportOptions};
+use crate::{export_burst, read_back_again, Destination, ExportOptions, ReadBack};
 
 #[derive(Default)]
 struct Queue {
@@ -20,6 +26,8 @@ struct Queue {
     waiting: VecDeque<(PathBuf, Instant, Instant)>,
     /// When the burst being exported was queued.
     current_since: Option<Instant>,
+    /// Exported bursts to read back once more, and when. Not a backlog: they are exported.
+    rereads: VecDeque<(PathBuf, Instant)>,
     stop: bool,
 }
 
@@ -33,6 +41,10 @@ pub struct ExportStats {
 pub struct ExportQueue {
     queue: Arc<(Mutex<Queue>, Condvar)>,
     stats: Arc<ExportStats>,
+    /// Whether local copies go after export, and how long after its export a burst is read
+    /// back again before that.
+    delete_after_verify: bool,
+    second_read_back_after: Duration,
     worker: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -42,87 +54,67 @@ const MAX_UNCOLLECTED: usize = 1000;
 /// How long a failed export waits before it is tried again (it resumes where it stopped).
 const RETRY_AFTER: Duration = Duration::from_secs(10);
 
+/// What the worker does next.
+enum Job {
+    /// Export a burst (or resume its export), queued at `since`.
+    Export { dir: PathBuf, since: Instant },
+    /// Read an exported burst back once more.
+    ReadBack { dir: PathBuf },
+}
+
 impl ExportQueue {
-    /// Starts the worker, which logs one line per export and per failure.
-    pub fn start(dest: Destination, opts: ExportOptions) -> std::io::Result<ExportQueue> {
+    /// Starts the worker, which logs one line per export and per failure. With
+    /// `opts.delete_after_verify`, a burst's local copy goes only at a read-back
+    /// `second_read_back_after` its export was first verified.
+    pub fn start(
+        dest: Destination,
+        opts: ExportOptions,
+        second_read_back_after: Duration,
+    ) -> std::io::Result<ExportQueue> {
         let queue: Arc<(Mutex<Queue>, Condvar)> = Arc::default();
         let stats: Arc<ExportStats> = Arc::default();
-        let (q, s) = (queue.clone(), stats.clone());
+        let delete_after_verify = opts.delete_after_verify;
+        let worker = Worker {
+            queue: queue.clone(),
+            stats: stats.clone(),
+            dest,
+            opts,
+            second_read_back_after,
+        };
         let worker = std::thread::Builder::new()
             .name("snbuf-export".into())
             .spawn(move || {
                 yield_to_recording();
-                loop {
-                    let (dir, since) = {
-                        let (lock, cv) = &*q;
-                        let mut g = lock.lock().expect("export queue");
-                        loop {
-                            if g.stop {
-                                return;
-                            }
-                            let now = Instant::now();
-                            if let Some(i) = g.waiting.iter().position(|w| w.2 <= now) {
-                                let (dir, since, _) = g.waiting.remove(i).expect("present");
-                                g.current_since = Some(since);
-                                break (dir, since);
-                            }
-                            let wait = g
-                                .waiting
-                                .iter()
-                                .map(|w| w.2.saturating_duration_since(now))
-                                .min()
-                                .unwrap_or(Duration::from_secs(3600));
-                            g = cv.wait_timeout(g, wait).expect("export queue").0;
-                        }
-                    };
-                    let before = s.bytes_total.load(Ordering::Relaxed);
-                    let result = export_burst(&dir, &dest, &opts, |sent| {
-                        s.bytes_total.store(before + sent, Ordering::Relaxed);
-                    });
-                    let (lock, _) = &*q;
-                    let mut g = lock.lock().expect("export queue");
-                    g.current_since = None;
-                    match result {
-                        Ok(r) => {
-                            s.exported_total.fetch_add(1, Ordering::Relaxed);
-                            if g.exported.len() == MAX_UNCOLLECTED {
-                                g.exported.pop_front();
-                            }
-                            g.exported.push_back(
-                                dir.file_name()
-                                    .map(|n| n.to_string_lossy().into_owned())
-                                    .unwrap_or_default(),
-                            );
-                            tracing::info!(
-                                "exported {} to {} ({} objects, verified{})",
-                                dir.display(),
-                                r.destination,
-                                r.objects.len(),
-                                if r.deleted {
-                                    ", local copy removed"
-                                } else {
-                                    ""
-                                }
-                            );
-                        }
-                        Err(e) => {
-                            s.failures_total.fetch_add(1, Ordering::Relaxed);
-                            tracing::warn!(
-                                "export of {} failed: {e}; trying again in {} s",
-                                dir.display(),
-                                RETRY_AFTER.as_secs()
-                            );
-                            g.waiting
-                                .push_back((dir, since, Instant::now() + RETRY_AFTER));
-                        }
+                while let Some(job) = worker.next_job() {
+                    match job {
+                        Job::Export { dir, since } => worker.export(dir, since),
+                        Job::ReadBack { dir } => worker.read_back(dir),
                     }
                 }
             })?;
         Ok(ExportQueue {
             queue,
             stats,
+            delete_after_verify,
+            second_read_back_after,
             worker: Some(worker),
         })
+    }
+
+    /// An exported burst found at start (verified at `verified_unix_ns`): read back again now
+    /// if the store may not have kept it yet (exported less than `second_read_back_after` ago)
+    /// or if its local copy is to go (the read-back decides when).
+    pub fn push_exported(&self, dir: PathBuf, verified_unix_ns: u64) {
+        let age = snbuf_quantity::now_unix_ns().saturating_sub(verified_unix_ns);
+        if age >= self.second_read_back_after.as_nanos() as u64 && !self.delete_after_verify {
+            return;
+        }
+        let (lock, cv) = &*self.queue;
+        lock.lock()
+            .expect("export queue")
+            .rereads
+            .push_back((dir, Instant::now()));
+        cv.notify_one();
     }
 
     /// Queues a sealed burst.
@@ -210,6 +202,173 @@ pub struct ExportProgress {
     /// Bursts waiting or being exported, and how long the oldest of them has waited (s).
     pub queued: usize,
     pub lag_s: f64,
+}
+
+/// The export thread's side of the queue.
+struct Worker {
+    queue: Arc<(Mutex<Queue>, Condvar)>,
+    stats: Arc<ExportStats>,
+    dest: Destination,
+    opts: ExportOptions,
+    second_read_back_after: Duration,
+}
+
+impl Worker {
+    /// The next job due, waiting for one; None once the queue stops. Exports come first: new
+    /// data leaves before old data is checked again.
+    fn next_job(&self) -> Option<Job> {
+        let (lock, cv) = &*self.queue;
+        let mut g = lock.lock().expect("export queue");
+        loop {
+            if g.stop {
+                return None;
+            }
+            let now = Instant::now();
+            if let Some(i) = g.waiting.iter().position(|w| w.2 <= now) {
+                let (dir, since, _) = g.waiting.remove(i).expect("present");
+                g.current_since = Some(since);
+                return Some(Job::Export { dir, since });
+            }
+            if let Some(i) = g.rereads.iter().position(|w| w.1 <= now) {
+                let (dir, _) = g.rereads.remove(i).expect("present");
+                return Some(Job::ReadBack { dir });
+            }
+            let wait = g
+                .waiting
+                .iter()
+                .map(|w| w.2)
+                .chain(g.rereads.iter().map(|w| w.1))
+                .map(|due| due.saturating_duration_since(now))
+                .min()
+                .unwrap_or(Duration::from_secs(3600));
+            g = cv.wait_timeout(g, wait).expect("export queue").0;
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.0.lock().expect("export queue")
+    }
+
+    /// Exports (or resumes) the burst in `dir`, queued at `since`; tried again later on failure.
+    fn export(&self, dir: PathBuf, since: Instant) {
+        let s = &self.stats;
+        let before = s.bytes_total.load(Ordering::Relaxed);
+        // The local copy goes only at a second read-back (`read_back`).
+        let once = ExportOptions {
+            delete_after_verify: false,
+            ..self.opts.clone()
+        };
+        let result = export_burst(&dir, &self.dest, &once, |sent| {
+            s.bytes_total.store(before + sent, Ordering::Relaxed);
+        });
+        let mut g = self.lock();
+        g.current_since = None;
+        match result {
+            Ok(r) => {
+                s.exported_total.fetch_add(1, Ordering::Relaxed);
+                if g.exported.len() == MAX_UNCOLLECTED {
+                    g.exported.pop_front();
+                }
+                g.exported.push_back(
+                    dir.file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                );
+                tracing::info!(
+                    "exported {} to {} ({} objects, verified{})",
+                    dir.display(),
+                    r.destination,
+                    r.objects.len(),
+                    if self.opts.delete_after_verify {
+                        format!(
+                            "; its local copy goes after a second read-back in {} s",
+                            self.second_read_back_after.as_secs()
+                        )
+                    } else {
+                        String::new()
+                    }
+                );
+                if self.opts.delete_after_verify {
+                    g.rereads
+                        .push_back((dir, Instant::now() + self.second_read_back_after));
+                }
+            }
+            Err(e) => {
+                s.failures_total.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    "export of {} failed: {e}; trying again in {} s",
+                    dir.display(),
+                    RETRY_AFTER.as_secs()
+                );
+                g.waiting
+                    .push_back((dir, since, Instant::now() + RETRY_AFTER));
+            }
+        }
+    }
+
+    /// Reads the exported burst in `dir` back once more. Intact: with delete-after-verify, its
+    /// local copy goes once its export is `second_read_back_after` old (else it is read back
+    /// again then). Lost: exported again from the local copy. The store silent: tried later.
+    fn read_back(&self, dir: PathBuf) {
+        if !dir.is_dir() {
+            return; // removed meanwhile (by hand): nothing to check against
+        }
+        let result = read_back_again(&dir, &self.dest, self.opts.part_bytes);
+        let mut g = self.lock();
+        match result {
+            Ok(ReadBack::Intact { verified_unix_ns }) => {
+                let age = Duration::from_nanos(
+                    snbuf_quantity::now_unix_ns().saturating_sub(verified_unix_ns),
+                );
+                tracing::info!(
+                    "{} read back again from {}: every object there",
+                    dir.display(),
+                    self.dest.describe()
+                );
+                if !self.opts.delete_after_verify {
+                    return;
+                }
+                match self.second_read_back_after.checked_sub(age) {
+                    // Old enough: it outlived whatever the store had not yet made durable.
+                    None | Some(Duration::ZERO) => delete_exported(&dir),
+                    Some(left) => g.rereads.push_back((dir, Instant::now() + left)),
+                }
+            }
+            Ok(ReadBack::Lost(why)) => {
+                tracing::warn!(
+                    "{}: not in {} as exported ({why}); exporting it again",
+                    dir.display(),
+                    self.dest.describe()
+                );
+                let now = Instant::now();
+                g.waiting.push_back((dir, now, now));
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "{}: cannot read it back from {} ({e}); trying again in {} s",
+                    dir.display(),
+                    self.dest.describe(),
+                    RETRY_AFTER.as_secs()
+                );
+                g.rereads.push_back((dir, Instant::now() + RETRY_AFTER));
+            }
+        }
+    }
+}
+
+/// Deletes an exported burst's local copy, read back twice: logged either way (a copy that
+/// cannot be deleted costs room, not data).
+fn delete_exported(dir: &std::path::Path) {
+    match snbuf_burst::outputs::remove_burst(dir) {
+        Ok(()) => tracing::info!(
+            "{}: read back twice from the store; local copy removed",
+            dir.display()
+        ),
+        Err(e) => tracing::warn!(
+            "{}: exported, but its local copy could not be removed: {e}",
+            dir.display()
+        ),
+    }
 }
 
 impl Drop for ExportQueue {

@@ -9,16 +9,19 @@ use snbuf_unit::server::control::Server;
 use crate::policy::EXPORT_FOLLOW_INTERVAL;
 
 /// Queues for export every burst of `server` that ends from now on, and those an earlier run
-/// left unexported (sealed, failed or recovered, without `export.json`).
+/// left unexported (sealed, failed or recovered, without `export.json`); those it exported are
+/// handed over to be read back again where the queue's rule says (`push_exported`).
 pub fn follow_bursts(server: &Arc<Server>, queue: Arc<ExportQueue>) -> std::io::Result<()> {
     let out = server.unit().config().output_dir.clone();
     for e in std::fs::read_dir(&out)?.flatten() {
         let dir = e.path();
         if let Ok(m) = snbuf_burst::Manifest::read(&dir) {
-            if m.state != snbuf_burst::BurstState::Recording
-                && !dir.join(snbuf_export::EXPORTED).exists()
-            {
-                queue.push(dir);
+            if m.state == snbuf_burst::BurstState::Recording {
+                continue;
+            }
+            match snbuf_export::exported_at(&dir) {
+                Some(at) => queue.push_exported(dir, at),
+                None => queue.push(dir),
             }
         }
     }

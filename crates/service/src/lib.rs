@@ -167,7 +167,10 @@ fn start_exporter(
             dest.describe()
         ),
     }
-    let queue = Arc::new(ExportQueue::start(dest, opts).map_err(io("the exporter"))?);
+    let queue = Arc::new(
+        ExportQueue::start(dest, opts, policy::SECOND_READ_BACK_AFTER)
+            .map_err(io("the exporter"))?,
+    );
     export_link::follow_bursts(server, queue.clone()).map_err(io("the exporter"))?;
     Ok(queue)
 }

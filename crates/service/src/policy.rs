@@ -48,6 +48,12 @@ pub fn burst_prefix(given: Option<&str>, default_id: &str) -> String {
     }
 }
 
+/// A unit and its object store may lose power together, and a store acknowledges an object
+/// before it is sure to survive that. So exports verified this recently when a unit starts are
+/// read back again (any object missing is sent again), and with --delete-after-verify a local
+/// copy is deleted only at a second read-back this long after the first.
+pub const SECOND_READ_BACK_AFTER: Duration = Duration::from_secs(600);
+
 /// How often the exporter looks for bursts the server finished.
 pub const EXPORT_FOLLOW_INTERVAL: Duration = Duration::from_millis(500);
 

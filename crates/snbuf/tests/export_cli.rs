@@ -473,3 +473,159 @@ fn serve_records_when_the_object_store_is_unreachable() {
     assert!(!text.contains("never-printed-secret"));
     assert!(!root.path().join("rec/local/export.json").exists());
 }
+
+/// Waits (at most `limit`) until `done` holds; panics saying `what` past it.
+fn wait_until(limit: Duration, what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what} within {limit:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `serve`'s exporter with `--delete-after-verify`: a local copy goes only at a second read-back
+/// of the store, `second_read_back_after` the first. An object the store lost in between (a
+/// power cut that took the store's last writes) is found missing there and sent again, and the
+/// copy goes only once that is read back twice too.
+#[test]
+fn a_local_copy_goes_only_after_a_second_read_back_and_what_the_store_lost_is_sent_again() {
+    use snbuf_export::queue::ExportQueue;
+    use snbuf_export::{Destination, ExportOptions};
+    let root = tempfile::tempdir().unwrap();
+    let b = burst(root.path());
+    let local = std::fs::read(b.join("link-0000.dat")).unwrap();
+    let store = root.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    let opts = ExportOptions {
+        rate_bytes_per_s: None,
+        part_bytes: 5 << 20,
+        delete_after_verify: true,
+    };
+    let queue = ExportQueue::start(
+        Destination::Dir(store.clone()),
+        opts,
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    queue.push(b.clone());
+    wait_until(Duration::from_secs(30), "exported", || {
+        b.join("export.json").exists()
+    });
+    assert!(
+        b.join("link-0000.dat").exists(),
+        "kept until read back twice"
+    );
+    // The store loses an object before the second read-back.
+    std::fs::remove_file(store.join("b/link-0000.dat")).unwrap();
+    // Found missing at the second read-back and sent again, from the local copy still here...
+    let lost = store.join("b/link-0000.dat");
+    wait_until(
+        Duration::from_secs(60),
+        "the lost object sent again",
+        || lost.exists(),
+    );
+    assert_eq!(std::fs::read(&lost).unwrap(), local);
+    // ...which stays until this export too is read back a second time.
+    assert!(
+        b.join("link-0000.dat").exists(),
+        "kept until read back twice"
+    );
+    wait_until(Duration::from_secs(60), "the local copy removed", || {
+        !b.exists()
+    });
+    assert_eq!(std::fs::read(&lost).unwrap(), local);
+}
+
+/// A unit that starts reads back again what it exported in the last minutes (the store may have
+/// lost it with the same power cut), and sends again what is missing.
+#[test]
+fn serve_reads_recent_exports_back_at_start_and_sends_what_the_store_lost() {
+    let root = tempfile::tempdir().unwrap();
+    let out = root.path().join("rec");
+    let store = root.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    let socket = root.path().join("ctl.sock");
+    let start = || {
+        // The socket a killed server left behind.
+        let _ = std::fs::remove_file(&socket);
+        let child = Command::new(env!("CARGO_BIN_EXE_snbuf"))
+            .args(["serve", "--output"])
+            .arg(&out)
+            .arg("--socket")
+            .arg(&socket)
+            .args(["--links", "1", "--rate-per-link", "2MB/s", "--buffer", "2s"])
+            .args(["--pre", "300ms", "--post", "300ms", "--method", "direct"])
+            .args(["--export-to", &format!("file://{}", store.display())])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let server = KillOnDrop(child);
+        wait_for_socket(&socket);
+        server
+    };
+    let server = start();
+    std::thread::sleep(Duration::from_millis(600));
+    let o = snbuf(&[
+        "trigger",
+        "--socket",
+        socket.to_str().unwrap(),
+        "--burst-id",
+        "a",
+        "--wait",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    wait_until(Duration::from_secs(30), "exported", || {
+        out.join("a/export.json").exists()
+    });
+    drop(server);
+    std::fs::remove_file(store.join("a/link-0000.dat")).unwrap();
+    let _server = start();
+    wait_until(
+        Duration::from_secs(30),
+        "the lost object sent again",
+        || store.join("a/link-0000.dat").exists(),
+    );
+    assert_eq!(
+        std::fs::read(store.join("a/link-0000.dat")).unwrap(),
+        std::fs::read(out.join("a/link-0000.dat")).unwrap()
+    );
+}
+
+/// A unit that starts with `--delete-after-verify` finds a burst it exported long ago, before a
+/// restart (its second read-back never came): read back once more, then its local copy goes.
+#[test]
+fn an_old_export_found_at_start_is_read_back_then_deleted() {
+    use snbuf_export::queue::ExportQueue;
+    use snbuf_export::{Destination, ExportOptions};
+    let root = tempfile::tempdir().unwrap();
+    let b = burst(root.path());
+    let store = root.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    let to = format!("file://{}", store.display());
+    let o = run(&mut export_cmd(&b, &to, &[], &[]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Exported an hour ago, as far as its record says.
+    let record = b.join("export.json");
+    let mut e: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    let hour_ago = snbuf_quantity::now_unix_ns() - 3_600_000_000_000;
+    e["verified_unix_ns"] = serde_json::json!(hour_ago);
+    std::fs::write(&record, e.to_string()).unwrap();
+    let opts = ExportOptions {
+        rate_bytes_per_s: None,
+        part_bytes: 5 << 20,
+        delete_after_verify: true,
+    };
+    let queue = ExportQueue::start(
+        Destination::Dir(store.clone()),
+        opts,
+        Duration::from_secs(600),
+    )
+    .unwrap();
+    queue.push_exported(b.clone(), hour_ago);
+    wait_until(Duration::from_secs(30), "the local copy removed", || {
+        !b.exists()
+    });
+    assert!(store.join("b/link-0000.dat").exists());
+}
