@@ -525,14 +525,20 @@ ROUTE_NAMES = {"fast": "fast path", "jet_stream": "JetStream", "catch_up": "catc
 
 def fleet_faults():
     path, r = newest_result("fleet_faults")
-    if not all("pass" in x for x in r["rows"]):
+    if not any("pass" in x for x in r["rows"]):
         return fleet_faults_before_verdicts(path, r)
+    # Rows kept before the trials judged themselves are not mixed into the verdicts' table.
+    r = {**r, "rows": [x for x in r["rows"] if "pass" in x]}
     rows = ["| trial | nats-server | units | storm | faults | triggers sent / stored "
             "| whole on every unit | unit outcomes: whole / excused | recorded with loss | lost | duplicates "
             "| consumers pending at the end | longest `fleet status` / `trigger` | verdict |",
             "|---:|---|---:|---:|---|---|---:|---|---:|---:|---:|---:|---|---|"]
     deaf = {}
     for x in r["rows"]:
+        if "broke_off" in x:
+            rows.append(f"| {x['trial']} | {(x.get('nats_server') or '?')} | {x['units']} | – | – | – | – | – | – "
+                        f"| – | – | – | – | **FAIL: broke off** |")
+            continue
         faults = ", ".join(f"{n} {FAULT_NAMES.get(k, k)}" for k, n in sorted(x["faults"].items()))
         server = (x.get("nats_server") or "?").replace("nats-server: ", "")
         excused = sum(x["unit_excused"].values())

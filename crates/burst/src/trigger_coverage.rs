@@ -186,7 +186,9 @@ fn gap_frames_in(g: &TimestampGap, lo: u64, hi: u64, step: u64) -> u64 {
         return 0;
     }
     if g.inside_chunk {
-        let overlaps = g.after_timestamp < hi && g.resume_timestamp >= lo;
+        // The missing frames lie strictly between the two timestamps.
+        let overlaps = g.after_timestamp.saturating_add(step) < hi
+            && g.resume_timestamp >= lo.saturating_add(step);
         return if overlaps { g.missing_frames } else { 0 };
     }
     let gap_lo = g.after_timestamp.saturating_add(step).max(lo);
@@ -267,5 +269,8 @@ mod tests {
         let r = report(0, 1000, vec![gap(300, 400, true)]);
         assert_eq!(link_frames_in(&r, 350, 360, 10), (0, 1), "place unknown");
         assert_eq!(link_frames_in(&r, 500, 600, 10), (10, 10));
+        // The frames at 300 and 400 are there: windows that end or begin on them hold no gap.
+        assert_eq!(link_frames_in(&r, 280, 310, 10), (3, 3));
+        assert_eq!(link_frames_in(&r, 400, 420, 10), (2, 2));
     }
 }

@@ -29,10 +29,13 @@ pub const RECONNECT_DELAY_MAX: Duration = Duration::from_millis(250);
 pub const RETRY_DELAY: Duration = Duration::from_millis(200);
 
 /// The wait before reconnect attempt `attempts` (the first at once, then 100 ms more each time,
-/// never more than `RECONNECT_DELAY_MAX`).
+/// never more than `RECONNECT_DELAY_MAX`), less up to a fifth at random: a fleet whose servers
+/// come back does not knock all at once.
 pub fn reconnect_delay(attempts: usize) -> Duration {
-    (Duration::from_millis(100) * attempts.saturating_sub(1).min(100) as u32)
-        .min(RECONNECT_DELAY_MAX)
+    let d = (Duration::from_millis(100) * attempts.saturating_sub(1).min(100) as u32)
+        .min(RECONNECT_DELAY_MAX);
+    let jitter_permille = (snbuf_quantity::now_unix_ns() / 1000 % 200) as u32;
+    d - d * jitter_permille / 1000
 }
 
 /// `url` with the user info of `scheme://user:password@host` cut to `user:***`.
@@ -320,8 +323,8 @@ mod tests {
     fn a_lost_connection_is_tried_again_within_a_quarter_second() {
         assert_eq!(reconnect_delay(0), Duration::ZERO);
         assert_eq!(reconnect_delay(1), Duration::ZERO);
-        assert_eq!(reconnect_delay(2), Duration::from_millis(100));
-        assert_eq!(reconnect_delay(usize::MAX), RECONNECT_DELAY_MAX);
+        assert!((80..=100).contains(&reconnect_delay(2).as_millis()));
+        assert!(reconnect_delay(usize::MAX) >= RECONNECT_DELAY_MAX * 4 / 5);
         assert!((0..1000).all(|n| reconnect_delay(n) <= RECONNECT_DELAY_MAX));
     }
 

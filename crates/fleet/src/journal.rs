@@ -48,6 +48,9 @@ pub enum Route {
     JetStream,
     /// Read straight from the trigger stream when a connection came back.
     CatchUp,
+    /// Written by a newer snbuf: read as unknown, rather than the journal refused.
+    #[serde(other)]
+    Unknown,
 }
 
 #[derive(Clone, Debug, PartialEq)]

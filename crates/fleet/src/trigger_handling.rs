@@ -329,6 +329,7 @@ async fn finish(
                 Route::JetStream => "through JetStream",
                 Route::Fast => "by the fast path",
                 Route::CatchUp => "from the stream on reconnecting",
+                Route::Unknown => "by an unknown way",
             };
             let what = match &reply.joined {
                 Some(j) => format!(

@@ -262,7 +262,7 @@ async fn consumer_path(opts: NatsOptions, link: Arc<Link>) {
     // Said once until it changes: the session is tried again five times a second.
     let mut last_said: Option<String> = None;
     while !link.stopping() {
-        match consumer_session(&opts, &link).await {
+        match consumer_session(&opts, &link, &mut last_said).await {
             Ok(()) => return,
             Err(e) => {
                 if (connected_once || !e.contains("connect")) && last_said.as_ref() != Some(&e) {
@@ -278,7 +278,11 @@ async fn consumer_path(opts: NatsOptions, link: Arc<Link>) {
 
 /// One session of the consumer: streams (checked once per run) and consumer, then its triggers
 /// until the subscription fails.
-async fn consumer_session(opts: &NatsOptions, link: &Arc<Link>) -> Result<(), String> {
+async fn consumer_session(
+    opts: &NatsOptions,
+    link: &Arc<Link>,
+    last_said: &mut Option<String>,
+) -> Result<(), String> {
     let client = opts
         .connect()
         .await
@@ -307,6 +311,8 @@ async fn consumer_session(opts: &NatsOptions, link: &Arc<Link>) -> Result<(), St
         opts.describe(),
         link.unit
     ));
+    // A session was made: the next failure is news, whatever the last one said.
+    *last_said = None;
     catch_up(&js, link).await;
     loop {
         if link.stopping() {

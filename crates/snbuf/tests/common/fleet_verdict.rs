@@ -51,9 +51,10 @@ pub fn verdict(bursts: &[BurstSeen], missed: &[String], unit: UnitAt) -> Verdict
         return Verdict::Whole;
     }
     if unit.killed_while_recording {
-        // Killed mid-window: the restarted unit must have recovered what was written, valid.
+        // Killed mid-window: the restarted unit must have recovered what was written, valid. A
+        // burst sealed before the kill had its whole chance: not whole is a loss.
         return match bursts.first() {
-            Some(b) if b.valid && matches!(b.state.as_str(), "recovered" | "sealed") => {
+            Some(b) if b.valid && b.state == "recovered" => {
                 Verdict::Excused("killed while recording: its burst recovered and valid")
             }
             Some(b) => Verdict::Lost(format!(
