@@ -565,7 +565,8 @@ def fleet_faults():
     for (kind, route), d in sorted(deaf.items(), key=lambda kr: (order.index(kr[0][0]) if kr[0][0] in order else 99, kr[0][1])):
         drows.append(f"| {FAULT_NAMES.get(kind, kind)} | {ROUTE_NAMES.get(route, route)} | {d['n']} "
                      f"| {statistics.median(d['p50s']):.3f} s | {d['max_s']:.3f} s |")
-    failures = [f"- trial {x['trial']} ({(x.get('nats_server') or '?').replace('nats-server: ', '')}): {f}"
+    short = lambda f: f if len(f) <= 300 else f[:300] + " …"
+    failures = [f"- trial {x['trial']} ({(x.get('nats_server') or '?').replace('nats-server: ', '')}): {short(f)}"
                 for x in r["rows"] for f in x["failures"]]
     out = [caption_kept(path, r) + note, "", *rows, "",
            "How long a running unit took to decide a trigger, from when the cluster stored it (its journal), "
