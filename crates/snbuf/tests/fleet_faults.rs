@@ -860,14 +860,18 @@ fn servers_down_at(faults: &[Value], issued_s: f64) -> bool {
 /// gives up at the connect timeout (2 s); the next comes within 250 ms.
 const RECONNECT_ALLOWANCE_S: f64 = 2.5;
 
+/// How long before a unit's cut a trigger may have been stored and still be on its way to the
+/// unit when its packets start being dropped (a trial saw one stored ~50 ms before).
+const CUT_LEAD_S: f64 = 0.5;
+
 /// The cut that held unit `unit` off every server when a trigger was published at `at_s`
-/// (until it could have reconnected): when it healed.
+/// (from just before it, until it could have reconnected): when it healed.
 fn cut_off_at(faults: &[Value], unit: &str, at_s: f64) -> Option<f64> {
     faults
         .iter()
         .filter(|f| f["fault"] == "CutOffUnit" && f["target"] == unit)
         .find(|f| {
-            at_s >= f["cut_s"].as_f64().unwrap()
+            at_s >= f["cut_s"].as_f64().unwrap() - CUT_LEAD_S
                 && at_s <= f["heal_s"].as_f64().unwrap() + RECONNECT_ALLOWANCE_S
         })
         .map(|f| f["heal_s"].as_f64().unwrap())
