@@ -47,11 +47,12 @@ pub struct BurstSeal {
 impl<S: Sink> BurstWriter<S> {
     /// The burst `spec` in `dir` (which holds the manifest and the links' files, or symbolic
     /// links to them), with its links' writers, in `spec.links` order: writes the manifest
-    /// `recording`. Per link: the directory its file was opened in and the one it is in now
+    /// `recording` in `manifest_in`, the directory that becomes `dir` (under its prepared name,
+    /// before it takes the burst's). Per link: the directory its file was opened in and the one it is in now
     /// (errors name the second), and its file's path when it lives on another output.
     pub(crate) fn from_writers(
         opened_in: Vec<(String, String)>,
-        dir: PathBuf,
+        (dir, manifest_in): (&Path, &Path),
         spec: BurstSpec,
         writers: Vec<ChunkWriter<S>>,
         elsewhere: Vec<Option<String>>,
@@ -125,9 +126,9 @@ impl<S: Sink> BurstWriter<S> {
             links.len(),
             "the manifest lists every link"
         );
-        manifest.write_atomic(&dir)?;
+        manifest.write_atomic(manifest_in)?;
         Ok(BurstWriter {
-            dir,
+            dir: dir.to_path_buf(),
             manifest,
             links,
             recording,

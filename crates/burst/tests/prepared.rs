@@ -134,3 +134,41 @@ fn preparations_of_dead_processes_are_removed() {
     );
     assert!(out.path().join("a-burst").exists());
 }
+
+/// A burst's directory never appears under its name without its manifest: a unit killed
+/// between the two would leave a directory its restart cannot tell from anyone's, and the
+/// trigger it had taken recorded nowhere and said nowhere (a fleet trial found one). A watcher
+/// looks for the directory without a manifest while bursts start, 20 times.
+#[test]
+fn a_started_burst_is_never_seen_without_its_manifest() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let out = tempfile::tempdir().unwrap();
+    for n in 0..20 {
+        let prepared = prepare(out.path(), &[0, 1]);
+        let id = format!("b{n}");
+        let dir = out.path().join(&id);
+        let (stop, seen_bare) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let watcher = {
+            let (stop, seen_bare, dir) = (stop.clone(), seen_bare.clone(), dir.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    if dir.exists() && !dir.join("manifest.json").exists() {
+                        seen_bare.store(true, Ordering::Relaxed);
+                    }
+                }
+            })
+        };
+        let burst = prepared.start(spec(&id, vec![0, 1])).unwrap();
+        stop.store(true, Ordering::Relaxed);
+        watcher.join().unwrap();
+        assert!(
+            !seen_bare.load(Ordering::Relaxed),
+            "burst {id} was seen under its name without a manifest"
+        );
+        drop(burst);
+    }
+}

@@ -155,18 +155,62 @@ impl<S: Sink> PreparedBurst<S> {
             )));
         }
         let name = self.name.clone().expect("a prepared burst starts once");
+        let prepared_home = self.outputs[0].join(&name);
+        let home = self.outputs[0].join(&spec.burst_id);
+        // Links on other outputs: a symbolic link under the usual name in the burst directory
+        // (to where the file will be once its directory has the burst's name).
+        let mut elsewhere = Vec::new();
+        for (i, &link) in self.links.iter().enumerate() {
+            if i % self.outputs.len() == 0 {
+                elsewhere.push(None);
+                continue;
+            }
+            let target = output_for(&self.outputs, i)
+                .join(&spec.burst_id)
+                .join(link_file_name(link));
+            let at = prepared_home.join(link_file_name(link));
+            std::os::unix::fs::symlink(&target, &at)
+                .map_err(|cause| BurstError::Dir { path: at, cause })?;
+            elsewhere.push(Some(target.display().to_string()));
+        }
+        let opened_in: Vec<(String, String)> = (0..self.links.len())
+            .map(|i| {
+                let out = output_for(&self.outputs, i);
+                (
+                    out.join(&name).display().to_string(),
+                    out.join(&spec.burst_id).display().to_string(),
+                )
+            })
+            .collect();
+        // The manifest (`recording`) is written, durably, while the directory still has its
+        // prepared name: the burst's directory never appears under its name without it. A unit
+        // killed between the rename and a manifest written after it would leave a directory
+        // its restart cannot tell from someone else's, and the trigger it had taken said
+        // nowhere.
+        let writers = std::mem::take(&mut self.writers);
+        let recording = self.recording.take();
+        let burst_id = spec.burst_id.clone();
+        let writer = BurstWriter::from_writers(
+            opened_in,
+            (&home, &prepared_home),
+            spec,
+            writers,
+            elsewhere,
+            recording,
+        )?;
+        // The home output's directory last: once it has the burst's name, every file it
+        // names on other outputs has its name too.
+        let mut order: Vec<usize> = self.used.iter().copied().filter(|&k| k != 0).collect();
+        order.extend(self.used.iter().copied().filter(|&k| k == 0));
         let mut renamed: Vec<usize> = Vec::new();
-        for &k in &self.used {
-            let (from, to) = (
-                self.outputs[k].join(&name),
-                self.outputs[k].join(&spec.burst_id),
-            );
+        for &k in &order {
+            let (from, to) = (self.outputs[k].join(&name), self.outputs[k].join(&burst_id));
             if let Err(cause) = rename_no_replace(&from, &to) {
                 // Put back what was renamed (it holds no data yet), so that dropping the
                 // preparation removes all of it and no half-made burst is left behind.
                 for &j in &renamed {
                     let _ = std::fs::rename(
-                        self.outputs[j].join(&spec.burst_id),
+                        self.outputs[j].join(&burst_id),
                         self.outputs[j].join(&name),
                     );
                 }
@@ -179,46 +223,13 @@ impl<S: Sink> PreparedBurst<S> {
             renamed.push(k);
         }
         self.name = None;
-        let home = self.outputs[0].join(&spec.burst_id);
-        // Links on other outputs: a symbolic link under the usual name in the burst directory.
-        let mut elsewhere = Vec::new();
-        for (i, &link) in self.links.iter().enumerate() {
-            if i % self.outputs.len() == 0 {
-                elsewhere.push(None);
-                continue;
-            }
-            let target = output_for(&self.outputs, i)
-                .join(&spec.burst_id)
-                .join(link_file_name(link));
-            let at = home.join(link_file_name(link));
-            std::os::unix::fs::symlink(&target, &at)
-                .map_err(|cause| BurstError::Dir { path: at, cause })?;
-            elsewhere.push(Some(target.display().to_string()));
-        }
         for &k in &self.used {
             sync_dir(&self.outputs[k]).map_err(|cause| BurstError::Dir {
                 path: self.outputs[k].clone(),
                 cause,
             })?;
         }
-        if elsewhere.iter().any(Option::is_some) {
-            sync_dir(&home).map_err(|cause| BurstError::Dir {
-                path: home.clone(),
-                cause,
-            })?;
-        }
-        let opened_in: Vec<(String, String)> = (0..self.links.len())
-            .map(|i| {
-                let out = output_for(&self.outputs, i);
-                (
-                    out.join(&name).display().to_string(),
-                    out.join(&spec.burst_id).display().to_string(),
-                )
-            })
-            .collect();
-        let writers = std::mem::take(&mut self.writers);
-        let recording = self.recording.take();
-        BurstWriter::from_writers(opened_in, home, spec, writers, elsewhere, recording)
+        Ok(writer)
     }
 }
 
