@@ -33,6 +33,45 @@ fn docs() -> Vec<PathBuf> {
     files
 }
 
+/// Where the prose states a figure from a kept result and names the commit it describes
+/// ("`bench/results/SUITE/FILE.json`, commit HASH"), that file exists and was kept at that
+/// commit: a figure cannot outlive the run it came from unnoticed.
+#[test]
+fn every_kept_result_the_docs_date_by_commit_is_of_that_commit() {
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for doc in docs() {
+        let text = std::fs::read_to_string(&doc).unwrap();
+        for (i, _) in text.match_indices("bench/results/") {
+            let rest = &text[i..];
+            let path: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || "/_.-".contains(*c))
+                .collect();
+            let Some(after) = rest[path.len()..]
+                .trim_start_matches('`')
+                .strip_prefix(", commit ")
+            else {
+                continue;
+            };
+            let named: String = after.chars().take_while(char::is_ascii_hexdigit).collect();
+            let kept: Value =
+                serde_json::from_str(&std::fs::read_to_string(repo().join(&path)).unwrap())
+                    .unwrap();
+            let commit = kept["machine"]["git_commit"].as_str().unwrap_or("");
+            checked += 1;
+            if named.len() < 7 || !commit.starts_with(&named[..7]) {
+                wrong.push(format!(
+                    "{}: {path} is named as of commit {named}, and was kept at {commit}",
+                    doc.file_name().unwrap().to_string_lossy()
+                ));
+            }
+        }
+    }
+    assert!(checked >= 1, "the docs date kept results by commit");
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
 #[test]
 fn every_path_the_docs_cite_exists() {
     let roots = [
