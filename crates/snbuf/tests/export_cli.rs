@@ -483,30 +483,33 @@ fn wait_until(limit: Duration, what: &str, done: impl Fn() -> bool) {
     }
 }
 
+/// `serve`'s exporter into directory `store`, deleting local copies at a second read-back
+/// `second_read_back_after` the first.
+fn deleting_queue(
+    store: &Path,
+    second_read_back_after: Duration,
+) -> snbuf_export::queue::ExportQueue {
+    let opts = snbuf_export::ExportOptions {
+        rate_bytes_per_s: None,
+        part_bytes: 5 << 20,
+        delete_after_verify: true,
+    };
+    let dest = snbuf_export::Destination::Dir(store.to_path_buf());
+    snbuf_export::queue::ExportQueue::start(dest, opts, second_read_back_after).unwrap()
+}
+
 /// `serve`'s exporter with `--delete-after-verify`: a local copy goes only at a second read-back
 /// of the store, `second_read_back_after` the first. An object the store lost in between (a
 /// power cut that took the store's last writes) is found missing there and sent again, and the
 /// copy goes only once that is read back twice too.
 #[test]
 fn a_local_copy_goes_only_after_a_second_read_back_and_what_the_store_lost_is_sent_again() {
-    use snbuf_export::queue::ExportQueue;
-    use snbuf_export::{Destination, ExportOptions};
     let root = tempfile::tempdir().unwrap();
     let b = burst(root.path());
     let local = std::fs::read(b.join("link-0000.dat")).unwrap();
     let store = root.path().join("store");
     std::fs::create_dir(&store).unwrap();
-    let opts = ExportOptions {
-        rate_bytes_per_s: None,
-        part_bytes: 5 << 20,
-        delete_after_verify: true,
-    };
-    let queue = ExportQueue::start(
-        Destination::Dir(store.clone()),
-        opts,
-        Duration::from_secs(5),
-    )
-    .unwrap();
+    let queue = deleting_queue(&store, Duration::from_secs(5));
     queue.push(b.clone());
     wait_until(Duration::from_secs(30), "exported", || {
         b.join("export.json").exists()
@@ -596,8 +599,6 @@ fn serve_reads_recent_exports_back_at_start_and_sends_what_the_store_lost() {
 /// restart (its second read-back never came): read back once more, then its local copy goes.
 #[test]
 fn an_old_export_found_at_start_is_read_back_then_deleted() {
-    use snbuf_export::queue::ExportQueue;
-    use snbuf_export::{Destination, ExportOptions};
     let root = tempfile::tempdir().unwrap();
     let b = burst(root.path());
     let store = root.path().join("store");
@@ -612,17 +613,7 @@ fn an_old_export_found_at_start_is_read_back_then_deleted() {
     let hour_ago = snbuf_quantity::now_unix_ns() - 3_600_000_000_000;
     e["verified_unix_ns"] = serde_json::json!(hour_ago);
     std::fs::write(&record, e.to_string()).unwrap();
-    let opts = ExportOptions {
-        rate_bytes_per_s: None,
-        part_bytes: 5 << 20,
-        delete_after_verify: true,
-    };
-    let queue = ExportQueue::start(
-        Destination::Dir(store.clone()),
-        opts,
-        Duration::from_secs(600),
-    )
-    .unwrap();
+    let queue = deleting_queue(&store, Duration::from_secs(600));
     queue.push_exported(b.clone(), hour_ago);
     wait_until(Duration::from_secs(30), "the local copy removed", || {
         !b.exists()

@@ -555,10 +555,6 @@ struct Stored {
 /// Every trigger in the trigger stream (read straight from it, message by message): what the
 /// cluster stored, whatever the sender was told.
 fn stored_triggers(urls: &str) -> BTreeMap<String, Stored> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
     let read = async {
         let js = async_nats::jetstream::new(nats_client(urls).await);
         let mut stream = js.get_stream("SNBUF_TRIGGERS").await.unwrap();
@@ -589,9 +585,17 @@ fn stored_triggers(urls: &str) -> BTreeMap<String, Stored> {
         }
         ids
     };
-    // The cluster has healed by now: a minute is far beyond what reading it takes.
+    within_a_minute(read, "the trigger stream")
+}
+
+/// Runs `read` of the healed cluster, at most a minute (far beyond what it takes).
+fn within_a_minute<T>(read: impl std::future::Future<Output = T>, what: &str) -> T {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async { tokio::time::timeout(Duration::from_secs(60), read).await })
-        .expect("the trigger stream could not be read within 60 s")
+        .unwrap_or_else(|_| panic!("{what} could not be read within 60 s"))
 }
 
 async fn nats_client(urls: &str) -> async_nats::Client {
@@ -603,10 +607,6 @@ async fn nats_client(urls: &str) -> async_nats::Client {
 /// The units whose durable trigger consumer still has triggers to deliver or acknowledgements
 /// outstanding, once the fleet has settled: a consumer that never came back after a fault.
 fn consumers_pending(urls: &str, fleet: &[Unit]) -> Vec<String> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
     let read = async {
         let js = async_nats::jetstream::new(nats_client(urls).await);
         let stream = js.get_stream("SNBUF_TRIGGERS").await.unwrap();
@@ -631,8 +631,7 @@ fn consumers_pending(urls: &str, fleet: &[Unit]) -> Vec<String> {
         }
         pending
     };
-    rt.block_on(async { tokio::time::timeout(Duration::from_secs(60), read).await })
-        .expect("the consumers could not be read within 60 s")
+    within_a_minute(read, "the consumers")
 }
 
 /// How a unit decided a trigger, from its journal.
