@@ -18,6 +18,13 @@
 //! within `KEEP_FOR`) and every report still owed; a first line carries the count of missed
 //! triggers dropped and the highest stream sequence. A crash during the rewrite leaves the old
 //! file whole.
+//!
+//! A new journal's first line says when the unit joined the fleet (`joined_unix_ns`, kept by
+//! every rewrite): a trigger consumer made anew for a unit that JetStream never delivered to
+//! (killed before its first consumer existed, or one the cluster lost) starts from that moment,
+//! so a trigger sent while it was down is still delivered and, if nothing of it can be recorded,
+//! reported missed rather than never heard of. The line also carries `carried_missed: 0`, so an
+//! older snbuf reads it as the header it knows.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -106,6 +113,29 @@ struct Line {
     /// The first line of a rewritten journal: missed triggers no longer listed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     carried_missed: Option<u64>,
+    /// The first line of a journal: when the unit joined the fleet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    joined_unix_ns: Option<u64>,
+}
+
+impl Line {
+    /// A line about the journal, not about a trigger: what a rewrite carries over, and since
+    /// when the unit has been in the fleet.
+    fn header(carried_missed: u64, stream_seq: Option<u64>, joined_unix_ns: Option<u64>) -> Line {
+        Line {
+            trigger_id: String::new(),
+            outcome: None,
+            reason: None,
+            delay_s: 0.0,
+            published: false,
+            stream_seq,
+            burst_id: None,
+            at_unix_ns: Some(snbuf_quantity::now_unix_ns()),
+            route: None,
+            carried_missed: Some(carried_missed),
+            joined_unix_ns,
+        }
+    }
 }
 
 pub struct TriggerJournal {
@@ -118,6 +148,8 @@ pub struct TriggerJournal {
     last_stream_seq: Option<u64>,
     /// Missed triggers dropped by rewrites (still counted by `missed`).
     carried_missed: u64,
+    /// When the unit joined the fleet (None: a journal an older snbuf began).
+    joined_unix_ns: Option<u64>,
     /// Lines in the file, and how many make it due for a rewrite (twice what the last rewrite
     /// kept, at least `COMPACT_AT_LINES`: a journal that must keep much is not rewritten at
     /// every line).
@@ -139,6 +171,7 @@ impl TriggerJournal {
         let mut handled = BTreeMap::new();
         let mut last_stream_seq: Option<u64> = None;
         let mut carried_missed = 0;
+        let mut joined_unix_ns: Option<u64> = None;
         let lines: Vec<&str> = text.lines().collect();
         for (n, line) in lines.iter().enumerate() {
             let l: Line = match serde_json::from_str(line) {
@@ -148,6 +181,7 @@ impl TriggerJournal {
                 Err(e) => return Err(say(&format!("line {}: {e}", n + 1))),
             };
             last_stream_seq = last_stream_seq.max(l.stream_seq);
+            joined_unix_ns = joined_unix_ns.or(l.joined_unix_ns);
             match l.outcome {
                 _ if l.carried_missed.is_some() => {
                     carried_missed += l.carried_missed.unwrap_or(0);
@@ -184,6 +218,7 @@ impl TriggerJournal {
             .append(true)
             .open(&path)
             .map_err(|e| say(&e))?;
+        let new = text.is_empty();
         if !text.is_empty() && !text.ends_with('\n') {
             // The torn line is cut off (it was never acknowledged), so the next record starts
             // on a line of its own and the file reads back whole.
@@ -198,9 +233,20 @@ impl TriggerJournal {
             handled,
             last_stream_seq,
             carried_missed,
+            joined_unix_ns,
             lines: lines.len(),
             compact_at: COMPACT_AT_LINES,
         };
+        if new {
+            // The unit joins now. The line and the file's name in its directory are durable
+            // before the unit takes any trigger: without them a restart could not know since when
+            // to ask its stream.
+            let now = snbuf_quantity::now_unix_ns();
+            j.append(&Line::header(0, None, Some(now)))?;
+            snbuf_persist::replace::sync_dir(output_dir)
+                .map_err(|e| format!("{}: {e}", output_dir.display()))?;
+            j.joined_unix_ns = Some(now);
+        }
         let orphans: Vec<(String, Route)> = j
             .handled
             .iter()
@@ -245,16 +291,8 @@ impl TriggerJournal {
             text.push(b'\n');
         };
         put(&Line {
-            trigger_id: String::new(),
-            outcome: None,
-            reason: None,
-            delay_s: 0.0,
-            published: false,
-            stream_seq: self.last_stream_seq,
-            burst_id: None,
             at_unix_ns: Some(now_unix_ns),
-            route: None,
-            carried_missed: Some(carried),
+            ..Line::header(carried, self.last_stream_seq, self.joined_unix_ns())
         });
         for (id, h) in &kept {
             put(&Line {
@@ -268,6 +306,7 @@ impl TriggerJournal {
                 at_unix_ns: Some(h.at_unix_ns),
                 route: h.route,
                 carried_missed: None,
+                joined_unix_ns: None,
             });
         }
         let say = |e: &dyn std::fmt::Display| format!("{}: {e}", self.path.display());
@@ -301,6 +340,18 @@ impl TriggerJournal {
     /// What this unit did with trigger `id`, if it handled it.
     pub fn get(&self, id: &str) -> Option<&Handled> {
         self.handled.get(id)
+    }
+
+    /// When this unit joined the fleet: the journal's first line, or for a journal an older snbuf
+    /// began, the oldest trigger it holds (None: it holds none).
+    pub fn joined_unix_ns(&self) -> Option<u64> {
+        self.joined_unix_ns.or_else(|| {
+            self.handled
+                .values()
+                .map(|h| h.at_unix_ns)
+                .filter(|&t| t > 0)
+                .min()
+        })
     }
 
     /// The highest trigger-stream sequence this unit handled, if JetStream delivered any.
@@ -337,6 +388,7 @@ impl TriggerJournal {
             at_unix_ns: Some(at_unix_ns),
             route: Some(route),
             carried_missed: None,
+            joined_unix_ns: None,
         })?;
         self.last_stream_seq = self.last_stream_seq.max(stream_seq);
         self.handled.insert(
@@ -368,6 +420,7 @@ impl TriggerJournal {
             at_unix_ns: None,
             route: None,
             carried_missed: None,
+            joined_unix_ns: None,
         })?;
         if let Some(h) = self.handled.get_mut(id) {
             h.published = true;
@@ -623,6 +676,38 @@ mod tests {
         assert_eq!(j.missed(), COMPACT_AT_LINES as u64);
         let lines = std::fs::read_to_string(&path).unwrap().lines().count();
         assert!(lines < 10, "{lines} lines: the journal does not only grow");
+    }
+
+    #[test]
+    fn the_join_time_is_kept_from_the_first_open_through_reopens_and_rewrites() {
+        let dir = tempfile::tempdir().unwrap();
+        let before = snbuf_quantity::now_unix_ns();
+        let joined = TriggerJournal::open(dir.path())
+            .unwrap()
+            .joined_unix_ns()
+            .expect("a new journal knows when the unit joined");
+        assert!(joined >= before);
+        let mut j = TriggerJournal::open(dir.path()).unwrap();
+        assert_eq!(
+            j.joined_unix_ns(),
+            Some(joined),
+            "not taken anew at a restart"
+        );
+        assert_eq!(j.missed(), 0, "the header is no trigger");
+        j.compact(snbuf_quantity::now_unix_ns()).unwrap();
+        drop(j);
+        let j = TriggerJournal::open(dir.path()).unwrap();
+        assert_eq!(j.joined_unix_ns(), Some(joined), "carried by a rewrite");
+
+        // A journal an older snbuf began has no such line: its oldest trigger stands in.
+        let old = tempfile::tempdir().unwrap();
+        let text = [
+            old_line("a", "missed", 3, before),
+            old_line("b", "missed", 1, before),
+        ];
+        std::fs::write(old.path().join(FILE_NAME), text.join("\n") + "\n").unwrap();
+        let j = TriggerJournal::open(old.path()).unwrap();
+        assert_eq!(j.joined_unix_ns(), j.get("a").map(|h| h.at_unix_ns));
     }
 
     #[test]

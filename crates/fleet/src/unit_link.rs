@@ -371,12 +371,26 @@ async fn trigger_consumer(
         if let Ok(c) = stream.get_consumer(&name).await {
             return Ok(c);
         }
-        // Made anew (a new unit, or a consumer the cluster lost): a unit that handled triggers
-        // before starts right after the last one its journal holds, so none sent meanwhile is
-        // skipped (the few handled by the fast path since come again, as duplicates). Unless
-        // the stream is not that old (deleted and made again): then from the next trigger.
+        // Made anew (a new unit, one killed before its first consumer existed, or a consumer
+        // the cluster lost): a unit JetStream delivered to before starts right after the last
+        // trigger its journal holds, so none sent meanwhile is skipped (the few handled by the
+        // fast path since come again, as duplicates), unless the stream is not that old
+        // (deleted and made again): then from the next trigger. A unit it never delivered to
+        // starts from when the unit joined the fleet: the triggers sent while it was down come,
+        // and what it cannot record of them is reported missed, not never heard of.
         let mut config = config.clone();
-        let last_handled = link.book().journal.last_stream_seq();
+        let (last_handled, joined) = {
+            let book = link.book();
+            (
+                book.journal.last_stream_seq(),
+                book.journal.joined_unix_ns(),
+            )
+        };
+        if let (None, Some(joined)) = (last_handled, joined) {
+            let start_time = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(joined))
+                .map_err(|e| format!("the journal's join time {joined} ns: {e}"))?;
+            config.deliver_policy = DeliverPolicy::ByStartTime { start_time };
+        }
         if let Some(last) = last_handled {
             let mut info = js
                 .get_stream(TRIGGER_STREAM)

@@ -259,6 +259,40 @@ fn a_killed_unit_shows_as_missing_and_says_what_it_missed_when_it_returns() {
     wait_fleet(&url, &["b"], |u| u["status"]["missed_triggers"] == 1);
 }
 
+/// A unit JetStream never delivered to, killed, whose durable consumer is gone when it returns
+/// (it was killed before the consumer was made, or the cluster lost it): the trigger sent while
+/// it was down still reaches it from the stream, and it reports it missed. Made anew from the
+/// next trigger on, the consumer would skip it, and the unit would neither record it nor say so.
+#[test]
+fn a_unit_whose_consumer_is_gone_still_hears_of_the_trigger_sent_while_it_was_down() {
+    let root = tempfile::tempdir().unwrap();
+    let Some((_nats, url)) = nats_in(root.path()) else {
+        return;
+    };
+    let b = start_unit(root.path(), "b", &url);
+    wait_fleet(&url, &["b"], |u| u["missing"] == false);
+    drop(b);
+    runtime().block_on(async {
+        let js = jetstream(&url).await;
+        let stream = js.get_stream("SNBUF_TRIGGERS").await.unwrap();
+        stream.delete_consumer("unit-b").await.unwrap();
+    });
+    let o = snbuf(&["trigger", "--nats", &url, "--burst-id", "while-gone"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Back once the whole window has passed: nothing of it can be recorded.
+    std::thread::sleep(Duration::from_millis(2500));
+    let b = start_unit(root.path(), "b", &url);
+    wait_fleet(&url, &["b"], |u| u["status"]["missed_triggers"] == 1);
+    let ev = events(&url);
+    let missed = ev
+        .iter()
+        .find(|e| e["unit"] == "b" && e["event"] == "missed")
+        .unwrap_or_else(|| panic!("{ev:?}"));
+    assert_eq!(missed["trigger_id"], "while-gone");
+    let log = std::fs::read_to_string(&b.log).unwrap();
+    assert!(log.contains("while-gone"), "{log}");
+}
+
 /// `fleet status --watch` as the shift crew sees it, in a real terminal (tmux): every unit
 /// shows, a unit that dies is shown missing within seconds, `q` quits.
 #[test]
