@@ -29,6 +29,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+mod site;
 mod vm;
 
 use std::path::Path;

@@ -45,6 +45,8 @@ while [ ! -b /dev/vda ]; do
 done
 mount -t "$snbuf_fs" /dev/vda /data || { echo "@@ fail mount $snbuf_fs"; poweroff -f; }
 echo "@@ ready"
+# A whole site (servers, object store, units, operator): its own script (site.rs).
+[ "$snbuf_mode" = site ] && exec /bin/sh /etc/site.sh
 fault=""
 [ -n "$snbuf_fault" ] && fault="--inject-fault $snbuf_fault"
 if [ "$snbuf_mode" = serve ] || [ "$snbuf_mode" = restart ]; then
@@ -154,14 +156,43 @@ pub struct Guest {
     pub accel: &'static str,
     /// The file systems the guest has modules for.
     pub filesystems: Vec<&'static str>,
+    machine: Machine,
+}
+
+/// The guest machine's size.
+#[derive(Clone, Copy)]
+pub struct Machine {
+    pub memory_mib: u32,
+    /// Virtual CPUs; more than one is emulated on a host thread each (multi-threaded TCG).
+    pub cpus: u32,
+}
+
+/// One recorder on a small machine: what the record and serve trials need.
+const RECORDER_MACHINE: Machine = Machine {
+    memory_mib: 768,
+    cpus: 1,
+};
+
+/// What a guest carries besides busybox, snbuf and the modules.
+pub enum Extra {
+    /// A host program, and where the guest finds it (its shared libraries come along).
+    Program { from: PathBuf, to: &'static str },
+    /// A file of the guest's, and its text.
+    File { to: &'static str, text: String },
 }
 
 static GUEST: OnceLock<Guest> = OnceLock::new();
 
 pub fn guest(tools: &Tools) -> &'static Guest {
-    GUEST.get_or_init(|| {
+    GUEST.get_or_init(|| Guest::build(tools, &[], RECORDER_MACHINE))
+}
+
+impl Guest {
+    /// Builds an initramfs with `extras`, for a machine of size `machine`, and finds how QEMU
+    /// runs it here.
+    pub fn build(tools: &Tools, extras: &[Extra], machine: Machine) -> Guest {
         let dir = tempfile::tempdir().unwrap();
-        let (initramfs, loaded) = build_initramfs(tools, dir.path());
+        let (initramfs, loaded) = build_initramfs(tools, dir.path(), extras);
         let filesystems = ["ext4", "xfs"]
             .into_iter()
             .filter(|fs| loaded.iter().any(|m| m == fs))
@@ -171,19 +202,20 @@ pub fn guest(tools: &Tools) -> &'static Guest {
             initramfs,
             accel: "tcg",
             filesystems,
+            machine,
         };
         if Path::new("/dev/kvm").exists() && probe_kvm(tools, &g) {
             g.accel = "kvm";
         }
         eprintln!("power cuts: the guest runs under {}", g.accel);
         g
-    })
+    }
 }
 
 /// Whether QEMU with KVM boots the guest to its init (on some hosts it fails to set MSRs, or
 /// hangs).
 fn probe_kvm(tools: &Tools, g: &Guest) -> bool {
-    match launch(tools, &g.initramfs, "kvm", None, &[("mode", "probe")]) {
+    match launch(tools, g, "kvm", None, &[("mode", "probe")]) {
         Ok(mut vm) => {
             let ready = vm
                 .wait_for_line("@@ ready", Duration::from_secs(30))
@@ -246,7 +278,7 @@ fn resolve_modules(modules: &Path) -> Vec<(PathBuf, String)> {
 
 /// Writes the initramfs (an uncompressed newc cpio: nothing to decompress in an emulated CPU);
 /// returns it and the modules in it.
-fn build_initramfs(tools: &Tools, dir: &Path) -> (PathBuf, Vec<String>) {
+fn build_initramfs(tools: &Tools, dir: &Path, extras: &[Extra]) -> (PathBuf, Vec<String>) {
     let root = dir.join("root");
     for d in [
         "bin",
@@ -273,8 +305,28 @@ fn build_initramfs(tools: &Tools, dir: &Path) -> (PathBuf, Vec<String>) {
     if !stripped {
         std::fs::copy(env!("CARGO_BIN_EXE_snbuf"), &snbuf).unwrap();
     }
-    // The shared libraries the binaries name (none for a static busybox), at the same paths.
-    for binary in [Path::new(env!("CARGO_BIN_EXE_snbuf")), &tools.busybox] {
+    let mut programs = vec![
+        PathBuf::from(env!("CARGO_BIN_EXE_snbuf")),
+        tools.busybox.clone(),
+    ];
+    for extra in extras {
+        match extra {
+            Extra::Program { from, to } => {
+                let to = root.join(to.trim_start_matches('/'));
+                std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+                std::fs::copy(from, &to)
+                    .unwrap_or_else(|e| panic!("{} into the guest: {e}", from.display()));
+                programs.push(from.clone());
+            }
+            Extra::File { to, text } => {
+                let to = root.join(to.trim_start_matches('/'));
+                std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+                std::fs::write(to, text).unwrap();
+            }
+        }
+    }
+    // The shared libraries the programs name (none for a static one), at the same paths.
+    for binary in &programs {
         let ldd = common::output_within(Command::new("ldd").arg(binary), TOOL_DEADLINE);
         for word in String::from_utf8_lossy(&ldd.stdout).split_whitespace() {
             if word.starts_with('/') && Path::new(word).exists() {
@@ -335,11 +387,16 @@ pub struct Disk {
 impl Disk {
     /// A 320 MiB sparse image (mkfs.xfs's smallest is 300 MiB), formatted on the host.
     pub fn new(fs: &'static str) -> Disk {
+        Disk::of_size(fs, 320 << 20)
+    }
+
+    /// A sparse image of `bytes`, formatted on the host.
+    pub fn of_size(fs: &'static str, bytes: u64) -> Disk {
         let dir = tempfile::tempdir_in("/var/tmp").unwrap();
         let image = dir.path().join("disk.img");
         std::fs::File::create(&image)
             .unwrap()
-            .set_len(320 << 20)
+            .set_len(bytes)
             .unwrap();
         let mkfs = common::output_within(
             Command::new(format!("mkfs.{fs}"))
@@ -399,13 +456,13 @@ pub struct Vm {
 impl Guest {
     /// Boots the guest on `disk` with the init parameters `params` (`snbuf_<key>=<value>`).
     pub fn boot(&self, tools: &Tools, disk: Disk, params: &[(&str, &str)]) -> std::io::Result<Vm> {
-        launch(tools, &self.initramfs, self.accel, Some(disk), params)
+        launch(tools, self, self.accel, Some(disk), params)
     }
 }
 
 fn launch(
     tools: &Tools,
-    initramfs: &Path,
+    guest: &Guest,
     accel: &str,
     mut disk: Option<Disk>,
     params: &[(&str, &str)],
@@ -416,16 +473,20 @@ fn launch(
             append += &format!(" snbuf_{k}={v}");
         }
         let mut cmd = Command::new(&tools.qemu);
+        let Machine { memory_mib, cpus } = guest.machine;
+        let accel = match accel {
+            "tcg" if cpus > 1 => "tcg,thread=multi",
+            a => a,
+        };
         cmd.args(["-accel", accel])
             .args(["-cpu", if accel == "kvm" { "host" } else { "max" }])
-            .args([
-                "-m", "768", "-smp", "1", "-display", "none", "-monitor", "none",
-            ])
+            .args(["-m", &memory_mib.to_string(), "-smp", &cpus.to_string()])
+            .args(["-display", "none", "-monitor", "none"])
             .args(["-serial", "stdio", "-no-reboot"])
             .arg("-kernel")
             .arg(&tools.kernel)
             .arg("-initrd")
-            .arg(initramfs)
+            .arg(&guest.initramfs)
             .args(["-append", &append]);
         if let Some(d) = disk.as_mut() {
             d.serve(tools);
