@@ -3,7 +3,7 @@
 //! frame, the DAQEthHeader sequence number counting (and wrapping), and a payload:
 //!
 //! - emulated: for every type that carries ADC samples, the values of a detector
-//!   (`emulated_detector`: per-channel baselines, a few counts of noise, a track per bank),
+//!   (`emulated_detector`: per-channel baselines, the detector's noise, a track per bank),
 //!   packed as DUNE packs them; for custom types a byte pattern per link (`pattern_byte`);
 //! - replayed: the frames of a DUNE raw recording (frames back to back, as DUNE's readout writes
 //!   `<SourceID>.bin`), in turn and looping, of which only the timestamp and sequence fields are
