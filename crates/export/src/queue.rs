@@ -28,6 +28,8 @@ struct Queue {
     current_since: Option<Instant>,
     /// Exported bursts to read back once more, and when. Not a backlog: they are exported.
     rereads: VecDeque<(PathBuf, Instant)>,
+    /// A read-back is in progress.
+    reading_back: bool,
     stop: bool,
 }
 
@@ -186,7 +188,17 @@ impl ExportQueue {
             bytes_total: self.stats.bytes_total.load(Ordering::Relaxed),
             queued,
             lag_s: lag,
+            read_backs_due: self.read_backs_due(),
         }
+    }
+
+    /// Exported bursts whose read-back is due or under way: at a start, those the last run
+    /// exported within `second_read_back_after` (the store may have lost them with the power).
+    fn read_backs_due(&self) -> usize {
+        let (lock, _) = &*self.queue;
+        let g = lock.lock().expect("export queue");
+        let now = Instant::now();
+        g.rereads.iter().filter(|w| w.1 <= now).count() + g.reading_back as usize
     }
 }
 
@@ -202,6 +214,9 @@ pub struct ExportProgress {
     /// Bursts waiting or being exported, and how long the oldest of them has waited (s).
     pub queued: usize,
     pub lag_s: f64,
+    /// Exported bursts being read back again now, or due to be (absent from older units: 0).
+    #[serde(default)]
+    pub read_backs_due: usize,
 }
 
 /// The export thread's side of the queue.
@@ -231,6 +246,7 @@ impl Worker {
             }
             if let Some(i) = g.rereads.iter().position(|w| w.1 <= now) {
                 let (dir, _) = g.rereads.remove(i).expect("present");
+                g.reading_back = true;
                 return Some(Job::ReadBack { dir });
             }
             let wait = g
@@ -311,10 +327,12 @@ impl Worker {
     /// again then). Lost: exported again from the local copy. The store silent: tried later.
     fn read_back(&self, dir: PathBuf) {
         if !dir.is_dir() {
+            self.lock().reading_back = false;
             return; // removed meanwhile (by hand): nothing to check against
         }
         let result = read_back_again(&dir, &self.dest, self.opts.part_bytes);
         let mut g = self.lock();
+        g.reading_back = false;
         match result {
             Ok(ReadBack::Intact { verified_unix_ns }) => {
                 let age = Duration::from_nanos(

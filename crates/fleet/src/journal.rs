@@ -24,7 +24,10 @@
 //! (killed before its first consumer existed, or one the cluster lost) starts from that moment,
 //! so a trigger sent while it was down is still delivered and, if nothing of it can be recorded,
 //! reported missed rather than never heard of. The line also carries `carried_missed: 0`, so an
-//! older snbuf reads it as the header it knows.
+//! older snbuf that rewrites journals reads it as the header it knows. The moment is the unit's
+//! clock, compared with the servers' store times: a unit whose clock runs Δ ahead of theirs skips
+//! what they stored in the Δ after it joined (DUNE's hosts keep their clocks to the timing
+//! system's; NTP keeps them within milliseconds).
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -218,7 +221,8 @@ impl TriggerJournal {
             .append(true)
             .open(&path)
             .map_err(|e| say(&e))?;
-        let new = text.is_empty();
+        // Not one whole line: a new journal (or its first line torn by a crash, cut off below).
+        let new = !text.contains('\n');
         if !text.is_empty() && !text.ends_with('\n') {
             // The torn line is cut off (it was never acknowledged), so the next record starts
             // on a line of its own and the file reads back whole.
@@ -237,10 +241,11 @@ impl TriggerJournal {
             lines: lines.len(),
             compact_at: COMPACT_AT_LINES,
         };
-        if new {
-            // The unit joins now. The line and the file's name in its directory are durable
-            // before the unit takes any trigger: without them a restart could not know since when
-            // to ask its stream.
+        if new || j.joined_unix_ns().is_none() {
+            // The unit joins now (or, for a journal an older snbuf began that holds no trigger,
+            // is taken to have joined now). The line and the file's name in its directory are
+            // durable before the unit takes any trigger: without them a restart could not know
+            // since when to ask its stream.
             let now = snbuf_quantity::now_unix_ns();
             j.append(&Line::header(0, None, Some(now)))?;
             snbuf_persist::replace::sync_dir(output_dir)
@@ -708,6 +713,26 @@ mod tests {
         std::fs::write(old.path().join(FILE_NAME), text.join("\n") + "\n").unwrap();
         let j = TriggerJournal::open(old.path()).unwrap();
         assert_eq!(j.joined_unix_ns(), j.get("a").map(|h| h.at_unix_ns));
+
+        // Its first line torn by a crash, or an older journal holding no trigger: it joins now.
+        for text in [
+            r#"{"trigger_id":"","delay_s":0.0,"carr"#,
+            r#"{"carried_missed":2}"#,
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join(FILE_NAME);
+            std::fs::write(
+                &path,
+                text.to_string() + if text.ends_with('}') { "\n" } else { "" },
+            )
+            .unwrap();
+            let before = snbuf_quantity::now_unix_ns();
+            let j = TriggerJournal::open(dir.path()).unwrap();
+            assert!(j.joined_unix_ns().is_some_and(|t| t >= before), "{text}");
+            drop(j);
+            let again = TriggerJournal::open(dir.path()).unwrap().joined_unix_ns();
+            assert!(again.is_some_and(|t| t >= before), "{text}: kept");
+        }
     }
 
     #[test]

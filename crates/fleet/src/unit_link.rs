@@ -31,7 +31,8 @@ pub struct UnitLink {
 impl UnitLink {
     /// Starts the link on its own thread. Returns it, and an error line if NATS could not be
     /// reached at once (the link keeps trying; the unit records locally meanwhile). Fails only
-    /// when the unit's trigger journal cannot be read or created.
+    /// when the unit's trigger journal cannot be read or created (the file and its directory
+    /// synced).
     pub fn start(
         opts: NatsOptions,
         unit_id: String,
@@ -374,10 +375,11 @@ async fn trigger_consumer(
         // Made anew (a new unit, one killed before its first consumer existed, or a consumer
         // the cluster lost): a unit JetStream delivered to before starts right after the last
         // trigger its journal holds, so none sent meanwhile is skipped (the few handled by the
-        // fast path since come again, as duplicates), unless the stream is not that old
-        // (deleted and made again): then from the next trigger. A unit it never delivered to
-        // starts from when the unit joined the fleet: the triggers sent while it was down come,
-        // and what it cannot record of them is reported missed, not never heard of.
+        // fast path since come again, as duplicates). A unit it never delivered to, or whose
+        // stream is younger than that sequence (deleted and made again), starts from when the
+        // unit joined the fleet: the triggers sent while it was down come, and what it cannot
+        // record of them is reported missed, not never heard of (those it took by the fast path
+        // come again too, as duplicates: a stream's worth at most, `layout::TRIGGER_MAX_AGE`).
         let mut config = config.clone();
         let (last_handled, joined) = {
             let book = link.book();
@@ -386,28 +388,31 @@ async fn trigger_consumer(
                 book.journal.joined_unix_ns(),
             )
         };
-        if let (None, Some(joined)) = (last_handled, joined) {
-            let start_time = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(joined))
-                .map_err(|e| format!("the journal's join time {joined} ns: {e}"))?;
-            config.deliver_policy = DeliverPolicy::ByStartTime { start_time };
-        }
-        if let Some(last) = last_handled {
-            let mut info = js
-                .get_stream(TRIGGER_STREAM)
-                .await
-                .map_err(|e| format!("stream {TRIGGER_STREAM}: {e}"))?;
-            let stored = info
-                .info()
-                .await
-                .map_err(|e| format!("stream {TRIGGER_STREAM}: {e}"))?
-                .state
-                .last_sequence;
-            if last < stored {
-                config.deliver_policy = DeliverPolicy::ByStartSequence {
-                    start_sequence: last + 1,
-                };
-            }
-        }
+        let stored = match last_handled {
+            Some(_) => Some(
+                js.get_stream(TRIGGER_STREAM)
+                    .await
+                    .map_err(|e| format!("stream {TRIGGER_STREAM}: {e}"))?
+                    .info()
+                    .await
+                    .map_err(|e| format!("stream {TRIGGER_STREAM}: {e}"))?
+                    .state
+                    .last_sequence,
+            ),
+            None => None,
+        };
+        config.deliver_policy = match (last_handled, stored, joined) {
+            (Some(last), Some(stored), _) if last < stored => DeliverPolicy::ByStartSequence {
+                start_sequence: last + 1,
+            },
+            // Nothing stored since the last it handled.
+            (Some(last), Some(stored), _) if last == stored => DeliverPolicy::New,
+            (_, _, Some(joined)) => DeliverPolicy::ByStartTime {
+                start_time: time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(joined))
+                    .map_err(|e| format!("the journal's join time {joined} ns: {e}"))?,
+            },
+            _ => DeliverPolicy::New,
+        };
         stream
             .create_consumer(config)
             .await

@@ -531,6 +531,11 @@ impl Vm {
         Some(l)
     }
 
+    /// Whether QEMU still runs (a guest that powered off, or crashed, has nothing more to say).
+    pub fn alive(&mut self) -> bool {
+        matches!(self.qemu.0.try_wait(), Ok(None))
+    }
+
     /// Waits (at most `timeout`) for a console line starting with `prefix`.
     pub fn wait_for_line(&mut self, prefix: &str, timeout: Duration) -> Result<String, String> {
         let until = Instant::now() + timeout;
