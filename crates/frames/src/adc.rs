@@ -77,6 +77,8 @@ pub struct AdcShape {
     /// Ticks one stored frame covers; sample `i` is `i * ticks_per_frame / samples_per_frame`
     /// ticks after the frame's timestamp.
     pub ticks_per_frame: u64,
+    /// A stored frame's length.
+    frame_bytes: usize,
     kind: AdcKind,
 }
 
@@ -98,6 +100,7 @@ impl AdcShape {
             channels,
             samples_per_frame,
             ticks_per_frame: t.ticks_per_frame(),
+            frame_bytes: t.frame_bytes() as usize,
             kind,
         };
         let rows = |offset| AdcKind::Rows { offset };
@@ -163,6 +166,42 @@ impl AdcShape {
         for (ch, &v) in values.iter().enumerate() {
             pack(r, bits, ch, v);
         }
+    }
+
+    /// The byte ranges of a frame of `frame_len` bytes that hold its ADC values and nothing
+    /// else (every bit of them is a value's); None when `frame_len` is not this shape's. The
+    /// rest of the frame is headers, which a codec keeps verbatim.
+    pub fn adc_ranges(&self, frame_len: usize) -> Option<Vec<std::ops::Range<usize>>> {
+        if frame_len != self.frame_bytes {
+            return None;
+        }
+        let per_sub = frame_len / self.samples_per_frame;
+        let ranges: Vec<std::ops::Range<usize>> = match self.kind {
+            AdcKind::Rows { offset } => {
+                let row = self.channels * ADC_BITS as usize / 8;
+                std::iter::once(offset..offset + self.samples_per_frame * row).collect()
+            }
+            AdcKind::Wib2 => (0..self.samples_per_frame)
+                .map(|s| s * per_sub + WIB2_ADC_OFFSET)
+                .map(|at| at..at + WIB2_CHANNELS * ADC_BITS as usize / 8)
+                .collect(),
+            // Each detector frame: its WIB header, then four COLDATA blocks of a 16-byte header
+            // and 96 bytes of segments.
+            AdcKind::Wib1 => (0..self.samples_per_frame)
+                .flat_map(|s| {
+                    (0..4).map(move |b| {
+                        let at = s * per_sub + WIB1_HEADER_BYTES + b * WIB1_BLOCK_BYTES + 16;
+                        at..at + WIB1_BLOCK_BYTES - 16
+                    })
+                })
+                .collect(),
+        };
+        debug_assert!(
+            ranges.windows(2).all(|w| w[0].end <= w[1].start)
+                && ranges.last().is_some_and(|r| r.end <= frame_len),
+            "ranges in order, inside the frame"
+        );
+        Some(ranges)
     }
 
     /// Every value of sample `sample` of `frame`, one per channel, into `out`.
@@ -291,6 +330,32 @@ pub fn unpack_all(bytes: &[u8], bits: u32, out: &mut [u16]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_adc_ranges_are_exactly_the_bytes_the_values_fill() {
+        use crate::FrameType as T;
+        for t in [
+            T::WibEth,
+            T::TdeEth,
+            T::DaphneEthStream,
+            T::Wib2,
+            T::ProtoDuneWib,
+        ] {
+            let shape = AdcShape::of(t).unwrap();
+            let len = t.frame_bytes() as usize;
+            let ranges = shape.adc_ranges(len).unwrap();
+            let mut frame = vec![0u8; len];
+            let ones = vec![(1u16 << shape.bits()) - 1; shape.channels];
+            for s in 0..shape.samples_per_frame {
+                shape.write_sample(&mut frame, s, &ones);
+            }
+            for (i, b) in frame.iter().enumerate() {
+                let inside = ranges.iter().any(|r| r.contains(&i));
+                assert_eq!(*b == 0xff, inside, "{t} byte {i}: {b:#x}");
+            }
+            assert_eq!(shape.adc_ranges(len + 1), None, "{t}: another length");
+        }
+    }
 
     #[test]
     fn tdeeth_samples_are_31_25_ticks_apart_and_wibeth_32() {

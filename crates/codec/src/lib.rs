@@ -1,0 +1,196 @@
+//! A lossless codec for DUNE's frames, for the bytes a unit sends to central storage. DUNE's
+//! data is mostly noise on a steady baseline, packed 14 (or 12) bits a sample: general-purpose
+//! compressors see little of it through the packing, while each channel's first differences
+//! carry a few bits a sample. So, frame by frame of one link:
+//! - every byte that is no ADC value (the frame's headers) is kept verbatim;
+//! - each channel's samples are predicted from its previous sample, and the residuals
+//!   Rice-coded with a parameter that follows the channel's noise (`rice`);
+//! - a frame the codec cannot model (a custom frame type, a length not the type's) is stored
+//!   raw, never refused, and so is one that would not get smaller.
+//!
+//! An encoded chunk (`encode`): magic `SNBC`, format version, the frame type's name, the frame
+//! length, the raw length and the CRC-32C of the raw bytes, then each frame with a byte saying
+//! how it is stored, then any bytes after the last whole frame, raw. `decode` checks the CRC of
+//! what it rebuilt against the one stored, so a decode is right bit for bit or an error.
+
+mod bits;
+mod frame_model;
+mod rice;
+
+use snbuf_frames::adc::AdcShape;
+use snbuf_frames::FrameType;
+
+use frame_model::FrameModel;
+
+const MAGIC: &[u8; 4] = b"SNBC";
+const VERSION: u8 = 1;
+
+/// How one frame is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+enum Stored {
+    /// Its bytes as they are.
+    Raw = 0,
+    /// Headers verbatim, then its samples coded (`frame_model`), preceded by their length.
+    Modeled = 1,
+}
+
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DecodeError {
+    #[error("not an snbuf-coded chunk (no SNBC magic)")]
+    NotCoded,
+    #[error("coded by a newer snbuf (format {0}; this one reads {VERSION})")]
+    Version(u8),
+    #[error("frame type {0:?} is not one this snbuf knows")]
+    FrameType(String),
+    #[error("the coded chunk ends early, or its frame {frame} is corrupt")]
+    Truncated { frame: u64 },
+    #[error("frame {frame} is stored in an unknown way ({how})")]
+    Storage { frame: u64, how: u8 },
+    #[error("the decoded bytes do not match their CRC-32C (stored {stored:#010x}, got {got:#010x}): a corrupt chunk")]
+    Checksum { stored: u32, got: u32 },
+    #[error("{0} bytes after the end of the coded chunk")]
+    Trailing(usize),
+}
+
+/// `raw`, frames of `frame_type` back to back (any bytes after the last whole frame kept as
+/// they are), coded.
+pub fn encode(frame_type: FrameType, raw: &[u8]) -> Vec<u8> {
+    let frame_bytes = frame_type.frame_bytes() as usize;
+    let name = frame_type.name();
+    assert!(
+        name.len() <= u8::MAX as usize,
+        "a frame type's name fits a byte's count"
+    );
+    let mut out = Vec::with_capacity(raw.len() / 2 + 64);
+    out.extend_from_slice(MAGIC);
+    out.push(VERSION);
+    out.push(name.len() as u8);
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(&(frame_bytes as u32).to_le_bytes());
+    out.extend_from_slice(&(raw.len() as u64).to_le_bytes());
+    out.extend_from_slice(&crc32c::crc32c(raw).to_le_bytes());
+    let mut model = AdcShape::of(frame_type).and_then(|shape| FrameModel::new(shape, frame_bytes));
+    let whole = raw.len() / frame_bytes.max(1) * frame_bytes;
+    let mut scratch = Vec::with_capacity(frame_bytes);
+    for frame in raw[..whole].chunks_exact(frame_bytes.max(1)) {
+        match model.as_mut() {
+            Some(m) => {
+                scratch.clear();
+                m.encode(frame, &mut scratch);
+                // The model's state has seen this frame either way: the decoder decodes it to
+                // the same state, whichever way it is stored.
+                if scratch.len() + 4 < frame_bytes {
+                    out.push(Stored::Modeled as u8);
+                    out.extend_from_slice(&(scratch.len() as u32).to_le_bytes());
+                    out.extend_from_slice(&scratch);
+                    continue;
+                }
+                out.push(Stored::Raw as u8);
+                out.extend_from_slice(frame);
+            }
+            None => {
+                out.push(Stored::Raw as u8);
+                out.extend_from_slice(frame);
+            }
+        }
+    }
+    out.extend_from_slice(&raw[whole..]);
+    out
+}
+
+/// A reader of a coded chunk's fields, never past its end.
+struct Fields<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Fields<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let b = self.bytes.get(self.at..self.at.checked_add(n)?)?;
+        self.at += n;
+        Some(b)
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+}
+
+/// The frame type and raw bytes of a coded chunk, checked against the CRC it carries.
+pub fn decode(coded: &[u8]) -> Result<(FrameType, Vec<u8>), DecodeError> {
+    let mut f = Fields {
+        bytes: coded,
+        at: 0,
+    };
+    let early = DecodeError::Truncated { frame: 0 };
+    if f.take(4) != Some(&MAGIC[..]) {
+        return Err(DecodeError::NotCoded);
+    }
+    let version = f.take(1).ok_or(early.clone())?[0];
+    if version != VERSION {
+        return Err(DecodeError::Version(version));
+    }
+    let name_len = f.take(1).ok_or(early.clone())?[0] as usize;
+    let name = String::from_utf8_lossy(f.take(name_len).ok_or(early.clone())?).into_owned();
+    let frame_type: FrameType = name
+        .parse()
+        .map_err(|_| DecodeError::FrameType(name.clone()))?;
+    let frame_bytes = f.u32().ok_or(early.clone())? as usize;
+    if frame_bytes != frame_type.frame_bytes() as usize || frame_bytes == 0 {
+        return Err(DecodeError::FrameType(name));
+    }
+    let raw_len = f.u64().ok_or(early.clone())?;
+    let stored_crc = f.u32().ok_or(early)?;
+    // Never more than the coded bytes could hold: a frame takes at least a byte of them.
+    let frames = raw_len / frame_bytes as u64;
+    let tail = (raw_len % frame_bytes as u64) as usize;
+    if frames > coded.len() as u64 {
+        return Err(DecodeError::Truncated { frame: 0 });
+    }
+    let mut raw = Vec::with_capacity(frames as usize * frame_bytes + tail);
+    let mut model = AdcShape::of(frame_type).and_then(|shape| FrameModel::new(shape, frame_bytes));
+    let mut frame = vec![0u8; frame_bytes];
+    for n in 0..frames {
+        let truncated = DecodeError::Truncated { frame: n };
+        let how = f.take(1).ok_or(truncated.clone())?[0];
+        match (how, model.as_mut()) {
+            (h, _) if h == Stored::Raw as u8 => {
+                let bytes = f.take(frame_bytes).ok_or(truncated)?;
+                if let Some(m) = model.as_mut() {
+                    m.observe(bytes);
+                }
+                raw.extend_from_slice(bytes);
+            }
+            (h, Some(m)) if h == Stored::Modeled as u8 => {
+                let len = f.u32().ok_or(truncated.clone())? as usize;
+                let body = f.take(len).ok_or(truncated.clone())?;
+                let used = m.decode(body, &mut frame).map_err(|_| truncated.clone())?;
+                if used != len {
+                    return Err(truncated);
+                }
+                raw.extend_from_slice(&frame);
+            }
+            (how, _) => return Err(DecodeError::Storage { frame: n, how }),
+        }
+    }
+    raw.extend_from_slice(
+        f.take(tail)
+            .ok_or(DecodeError::Truncated { frame: frames })?,
+    );
+    if f.at != coded.len() {
+        return Err(DecodeError::Trailing(coded.len() - f.at));
+    }
+    let got = crc32c::crc32c(&raw);
+    if got != stored_crc {
+        return Err(DecodeError::Checksum {
+            stored: stored_crc,
+            got,
+        });
+    }
+    Ok((frame_type, raw))
+}

@@ -1,0 +1,123 @@
+//! The codec on the emulator's frames of every DUNE type (the detector's own layouts, with
+//! ProtoDUNE-HD's noise): every chunk comes back bit for bit, WIBEth in under half its bytes;
+//! a custom type is stored raw; a corrupt or cut coded chunk is an error, never other
+//! frames.
+
+use snbuf_frames::FrameType;
+use snbuf_readout::framegen::{FrameGen, Payload};
+
+/// `frames` of link 3's emulated stream of `t`, back to back, then `tail` odd bytes.
+fn stream(t: FrameType, frames: u64, tail: usize) -> Vec<u8> {
+    let mut g = FrameGen::new(t, 3, &Payload::Emulated).unwrap();
+    let step = t.ticks_per_frame();
+    let mut raw = Vec::new();
+    for k in 0..frames {
+        raw.extend_from_slice(g.frame_at(1_000_000 * step + k * step));
+    }
+    raw.extend((0..tail).map(|i| i as u8 ^ 0x5a));
+    raw
+}
+
+const TYPES: [FrameType; 5] = [
+    FrameType::WibEth,
+    FrameType::TdeEth,
+    FrameType::Wib2,
+    FrameType::ProtoDuneWib,
+    FrameType::DaphneEthStream,
+];
+
+#[test]
+fn every_frame_type_comes_back_bit_for_bit() {
+    for t in TYPES {
+        for tail in [0, 13] {
+            let raw = stream(t, 120, tail);
+            let coded = snbuf_codec::encode(t, &raw);
+            let (back_type, back) = snbuf_codec::decode(&coded).unwrap();
+            assert_eq!(back_type, t);
+            assert!(back == raw, "{t}: the decoded bytes differ");
+            let ratio = coded.len() as f64 / raw.len() as f64;
+            eprintln!("{t}: {:.3} of the raw bytes", ratio);
+            assert!(ratio < 0.6, "{t}: {ratio}");
+        }
+    }
+}
+
+/// The emulator's noise is white: a sample's difference from the one before has sqrt(2) times
+/// its RMS, about 6 bits of entropy of the 14 stored. Under half the bytes is this model's floor
+/// (a regression guard, not the codec's target: issue 52 asks 40 %).
+#[test]
+fn wibeth_at_protodune_noise_takes_under_half_its_bytes() {
+    let raw = stream(FrameType::WibEth, 400, 0);
+    let coded = snbuf_codec::encode(FrameType::WibEth, &raw);
+    let ratio = coded.len() as f64 / raw.len() as f64;
+    assert!(ratio < 0.47, "{ratio}");
+}
+
+#[test]
+fn a_custom_type_and_an_empty_chunk_are_stored_as_they_are() {
+    let t: FrameType = "custom:1000:100".parse().unwrap();
+    let raw: Vec<u8> = (0..10_500u32).map(|i| (i * 31 % 251) as u8).collect();
+    let coded = snbuf_codec::encode(t, &raw);
+    assert!(coded.len() >= raw.len(), "nothing to model");
+    assert_eq!(snbuf_codec::decode(&coded).unwrap(), (t, raw));
+    let empty = snbuf_codec::encode(FrameType::WibEth, &[]);
+    assert_eq!(
+        snbuf_codec::decode(&empty).unwrap(),
+        (FrameType::WibEth, vec![])
+    );
+}
+
+#[test]
+fn a_frame_whose_header_is_corrupt_is_kept_as_it_came() {
+    let mut raw = stream(FrameType::WibEth, 20, 0);
+    raw[7200 * 5..7200 * 5 + 32].fill(0xee);
+    let coded = snbuf_codec::encode(FrameType::WibEth, &raw);
+    assert_eq!(snbuf_codec::decode(&coded).unwrap().1, raw);
+}
+
+#[test]
+fn noise_no_model_can_shrink_is_stored_raw_and_comes_back() {
+    // Every ADC bit random: the model would grow it, so each frame goes raw.
+    let mut raw = stream(FrameType::WibEth, 10, 0);
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for b in raw.iter_mut() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+    let coded = snbuf_codec::encode(FrameType::WibEth, &raw);
+    assert!(
+        coded.len() < raw.len() + 100,
+        "{} for {}",
+        coded.len(),
+        raw.len()
+    );
+    assert_eq!(snbuf_codec::decode(&coded).unwrap().1, raw);
+}
+
+#[test]
+fn a_corrupt_or_cut_chunk_is_an_error_never_other_frames() {
+    let raw = stream(FrameType::WibEth, 6, 5);
+    let coded = snbuf_codec::encode(FrameType::WibEth, &raw);
+    for cut in 0..coded.len() {
+        assert!(
+            snbuf_codec::decode(&coded[..cut]).is_err(),
+            "cut at {cut} of {}",
+            coded.len()
+        );
+    }
+    let mut extra = coded.clone();
+    extra.push(0);
+    assert!(snbuf_codec::decode(&extra).is_err(), "a byte too many");
+    for at in (0..coded.len()).step_by(7) {
+        for bit in [0x01u8, 0x10, 0x80] {
+            let mut bad = coded.clone();
+            bad[at] ^= bit;
+            match snbuf_codec::decode(&bad) {
+                Err(_) => {}
+                Ok((_, back)) => assert_eq!(back, raw, "byte {at} bit {bit:#x}: other frames"),
+            }
+        }
+    }
+}
