@@ -30,6 +30,8 @@ pub struct Channel {
     cost_mean: u32,
     sum: u32,
     count: u32,
+    /// The Rice parameter: the smallest k with count * 2^k >= sum, kept as they change.
+    k: u32,
 }
 
 /// How fast the running mean follows the samples: a time constant of 2^`MEAN_SHIFT` samples.
@@ -46,6 +48,7 @@ impl Channel {
             cost_mean: 0,
             sum: 16,
             count: 1,
+            k: 4,
         }
     }
 
@@ -64,12 +67,19 @@ impl Channel {
 
     #[inline]
     fn k(&self) -> u32 {
-        // The smallest k with count * 2^k >= sum.
-        let mut k = 0;
-        while (self.count << k) < self.sum && k < MAX_K {
-            k += 1;
+        self.k
+    }
+
+    /// Moves `k` to the smallest with count * 2^k >= sum (a step or none: the sums move
+    /// slowly).
+    #[inline]
+    fn retune(&mut self) {
+        while (self.count << self.k) < self.sum && self.k < MAX_K {
+            self.k += 1;
         }
-        k
+        while self.k > 0 && (self.count << (self.k - 1)) >= self.sum {
+            self.k -= 1;
+        }
     }
 
     #[inline]
@@ -87,6 +97,7 @@ impl Channel {
             self.cost_last >>= 1;
             self.cost_mean >>= 1;
         }
+        self.retune();
     }
 }
 
@@ -148,6 +159,19 @@ pub fn decode(ch: &mut Channel, r: &mut BitReader) -> Result<u16, OutOfBits> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_kept_parameter_is_the_smallest_that_covers_the_mean() {
+        let mut ch = Channel::new(8192);
+        for i in 0..5000u32 {
+            let v = 8192 + ((i.wrapping_mul(2_654_435_761) >> (20 + i / 500)) as u16);
+            observe(&mut ch, v);
+            let want = (0..=MAX_K)
+                .find(|&k| (ch.count << k) >= ch.sum)
+                .unwrap_or(MAX_K);
+            assert_eq!(ch.k(), want, "after {i}: sum {} count {}", ch.sum, ch.count);
+        }
+    }
 
     #[test]
     fn zigzag_is_its_own_inverse_and_small_first() {

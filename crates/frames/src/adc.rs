@@ -162,10 +162,7 @@ impl AdcShape {
             }
         };
         let bytes = (self.channels * bits as usize).div_ceil(8);
-        let r = &mut frame[row..row + bytes];
-        for (ch, &v) in values.iter().enumerate() {
-            pack(r, bits, ch, v);
-        }
+        pack_all(&mut frame[row..row + bytes], bits, values);
     }
 
     /// The byte ranges of a frame of `frame_len` bytes that hold its ADC values and nothing
@@ -297,6 +294,26 @@ pub fn wib1_pack(frame: &mut [u8], channel: usize, value: u16) {
     }
 }
 
+/// Writes `values` (their low `bits` bits) as values `0..values.len()` of an LSB-first bit
+/// stream, in one pass; `unpack_all` reads them back.
+pub fn pack_all(bytes: &mut [u8], bits: u32, values: &[u16]) {
+    if bits == 14 && values.len().is_multiple_of(4) && bytes.len() == values.len() / 4 * 7 {
+        // Four 14-bit values fill 7 whole bytes.
+        const M: u64 = (1 << 14) - 1;
+        for (four, seven) in values.chunks_exact(4).zip(bytes.chunks_exact_mut(7)) {
+            let w = (four[0] as u64 & M)
+                | (four[1] as u64 & M) << 14
+                | (four[2] as u64 & M) << 28
+                | (four[3] as u64 & M) << 42;
+            seven.copy_from_slice(&w.to_le_bytes()[..7]);
+        }
+        return;
+    }
+    for (i, &v) in values.iter().enumerate() {
+        pack(bytes, bits, i, v);
+    }
+}
+
 /// Values `0..out.len()` of an LSB-first bit stream, in one pass (a row of a frame at a time).
 pub fn unpack_all(bytes: &[u8], bits: u32, out: &mut [u16]) {
     if bits == 14 && out.len().is_multiple_of(4) && bytes.len() >= out.len() / 4 * 7 {
@@ -330,6 +347,22 @@ pub fn unpack_all(bytes: &[u8], bits: u32, out: &mut [u16]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn packing_a_row_at_once_is_packing_each_value() {
+        for n in [4usize, 64, 256, 7] {
+            let values: Vec<u16> = (0..n as u32)
+                .map(|i| (i.wrapping_mul(2_654_435_761) >> 7) as u16)
+                .collect();
+            let len = (n * 14).div_ceil(8);
+            let (mut one, mut all) = (vec![0xa5u8; len], vec![0xa5u8; len]);
+            for (i, &v) in values.iter().enumerate() {
+                pack(&mut one, 14, i, v);
+            }
+            pack_all(&mut all, 14, &values);
+            assert_eq!(one, all, "{n} values");
+        }
+    }
 
     #[test]
     fn the_adc_ranges_are_exactly_the_bytes_the_values_fill() {
