@@ -267,6 +267,27 @@ def powercut():
     return "\n".join([caption_kept(path, r) + f" The guest ran under {', '.join(accel)}.", "", *rows])
 
 
+def site_powercut():
+    path, r = newest_result("site_powercut")
+    rows = ["| `sync_interval` | cuts (as a boot started) | triggers acknowledged | unit x trigger | whole in the store "
+            "| cut short by the cut, in the store | missed, unit down | lost | verdict |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    order = {"always": 0, "default": 1}
+    for x in sorted(r["rows"], key=lambda x: order.get(x["sync_interval"], 2)):
+        label = "`always` (deploy/)" if x["sync_interval"] == "always" else "2 min (the server's default)"
+        verdict = "pass" if x["pass"] else f"**FAIL: {x['lost']}**"
+        rows.append(f"| {label} | {x['cuts']} ({x.get('cut_as_it_started', 0)}) | {x['acked']} | {x['unit_triggers']} | {x['whole']} "
+                    f"| {x['cut_short']} | {x['missed_excused']} | {bold_zero(x['lost'])} | {verdict} |")
+    failed = [f"- `{x['sync_interval']}`: {f}" for x in r["rows"] for f in x["failures"]]
+    accel = sorted({x.get("accel", "?") for x in r["rows"]})
+    seeds = sorted({x["seed"] for x in r["rows"]})
+    out = [caption_kept(path, r) + f" Seed {', '.join(map(str, seeds))}; the guest ran under "
+           f"{', '.join(accel)}.", "", *rows]
+    if failed:
+        out += ["", "What was lost:", "", *failed]
+    return "\n".join(out)
+
+
 MUTANTS = {
     "lost-flush": "every persist reports success and does nothing (a recorder that never calls fdatasync "
                   "after its O_DIRECT writes, or a drive that drops flushes)",
@@ -765,7 +786,7 @@ TABLES = {"ingest": ingest, "ingest_nap": ingest_nap, "ingest_sweep": ingest_swe
           "paper_kernels": paper_kernels, "paper_app": paper_app,
           "export_unthrottled": export_unthrottled, "export_rate": export_rate, "peers_pmem": peers_pmem,
           "peers_disk": peers_disk, "peers_durable": peers_durable, "crash_trials": crash_trials, "powercut": powercut,
-          "powercut_mutants": powercut_mutants, "soak": soak, "dune_shape": dune_shape,
+          "powercut_mutants": powercut_mutants, "site_powercut": site_powercut, "soak": soak, "dune_shape": dune_shape,
           "writer_cost": writer_cost}
 BLOCK = re.compile(
     r"(<!-- table (?P<name>[a-z0-9_-]+): made by bench/tables.py from bench/results/[a-z0-9_-]+/, do not edit -->\n)"
