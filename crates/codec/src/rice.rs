@@ -181,6 +181,18 @@ mod tests {
         assert_eq!([0, -1, 1, -2].map(zigzag), [0, 1, 2, 3]);
     }
 
+    /// `values`, one channel's samples from mid-range, coded.
+    fn encoded(values: &[u16]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut w = BitWriter::new(&mut out);
+        let mut ch = Channel::new(8192);
+        for &v in values {
+            encode(&mut ch, v, &mut w);
+        }
+        w.finish();
+        out
+    }
+
     #[test]
     fn samples_come_back_whatever_their_steps() {
         // Noise, a pulse, full-scale jumps (escaped), and the extremes.
@@ -193,13 +205,7 @@ mod tests {
                 _ => 8192 + (i.wrapping_mul(2_654_435_761) >> 28) as u16,
             })
             .collect();
-        let mut out = Vec::new();
-        let mut w = BitWriter::new(&mut out);
-        let mut ch = Channel::new(8192);
-        for &v in &values {
-            encode(&mut ch, v, &mut w);
-        }
-        w.finish();
+        let out = encoded(&values);
         let mut r = BitReader::new(&out);
         let mut ch = Channel::new(8192);
         for (i, &v) in values.iter().enumerate() {
@@ -213,13 +219,7 @@ mod tests {
         let values: Vec<u16> = (0..4000u32)
             .map(|i| 8192 + (i.wrapping_mul(2_654_435_761) >> 28) as u16)
             .collect();
-        let mut out = Vec::new();
-        let mut w = BitWriter::new(&mut out);
-        let mut ch = Channel::new(8192);
-        for &v in &values {
-            encode(&mut ch, v, &mut w);
-        }
-        w.finish();
+        let out = encoded(&values);
         let bits = out.len() as f64 * 8.0 / values.len() as f64;
         assert!(bits < 6.5, "{bits} bits a sample");
     }

@@ -225,18 +225,8 @@ fn a_killed_unit_shows_as_missing_and_says_what_it_missed_when_it_returns() {
 
     // A trigger while b is down, then b comes back.
     std::thread::sleep(Duration::from_millis(500));
-    let o = snbuf(&["trigger", "--nats", &url, "--burst-id", "while-down"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    std::thread::sleep(Duration::from_millis(2500));
-    let b = start_unit(root.path(), "b", &url);
+    let b = returns_having_missed(root.path(), &url, "b", "while-down");
     wait_fleet(&url, &["a", "b"], |u| u["missing"] == false);
-    wait_fleet(&url, &["b"], |u| u["status"]["missed_triggers"] == 1);
-    let ev = events(&url);
-    let missed = ev
-        .iter()
-        .find(|e| e["unit"] == "b" && e["event"] == "missed")
-        .unwrap_or_else(|| panic!("{ev:?}"));
-    assert_eq!(missed["trigger_id"], "while-down");
     assert!(std::fs::read_to_string(&b.log).unwrap().contains("missed"));
 
     // Killed again, and the same trigger delivered again (a second sender, a redelivery): the
@@ -278,20 +268,27 @@ fn a_unit_whose_consumer_is_gone_still_hears_of_the_trigger_sent_while_it_was_do
         // Not there yet (killed before it made it) is the same case.
         let _ = stream.delete_consumer("unit-b").await;
     });
-    let o = snbuf(&["trigger", "--nats", &url, "--burst-id", "while-gone"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    // Back once the whole window has passed: nothing of it can be recorded.
-    std::thread::sleep(Duration::from_millis(2500));
-    let b = start_unit(root.path(), "b", &url);
-    wait_fleet(&url, &["b"], |u| u["status"]["missed_triggers"] == 1);
-    let ev = events(&url);
-    let missed = ev
-        .iter()
-        .find(|e| e["unit"] == "b" && e["event"] == "missed")
-        .unwrap_or_else(|| panic!("{ev:?}"));
-    assert_eq!(missed["trigger_id"], "while-gone");
+    let b = returns_having_missed(root.path(), &url, "b", "while-gone");
     let log = std::fs::read_to_string(&b.log).unwrap();
     assert!(log.contains("while-gone"), "{log}");
+}
+
+/// Sends trigger `id` while unit `unit` is down, starts the unit again once the trigger's whole
+/// window has passed (nothing of it can be recorded), and returns it once it has reported the
+/// trigger missed, as the fleet's `missed` event says (its first miss).
+fn returns_having_missed(root: &Path, url: &str, unit: &str, id: &str) -> Unit {
+    let o = snbuf(&["trigger", "--nats", url, "--burst-id", id]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::thread::sleep(Duration::from_millis(2500));
+    let u = start_unit(root, unit, url);
+    wait_fleet(url, &[unit], |u| u["status"]["missed_triggers"] == 1);
+    let ev = events(url);
+    let missed = ev
+        .iter()
+        .find(|e| e["unit"] == unit && e["event"] == "missed")
+        .unwrap_or_else(|| panic!("{ev:?}"));
+    assert_eq!(missed["trigger_id"], id);
+    u
 }
 
 /// `fleet status --watch` as the shift crew sees it, in a real terminal (tmux): every unit
