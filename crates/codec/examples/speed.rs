@@ -1,5 +1,5 @@
 //! A first look at the codec's speed and ratio on one core, on the emulator's WIBEth frames
-//! (ProtoDUNE-HD's noise): `cargo run --release -p snbuf-codec --example speed`. Not a kept
+//! (ProtoDUNE-HD's noise, every frame its own): `cargo run --release -p snbuf-codec --example speed`. Not a kept
 //! benchmark (that is `snbuf bench codec`, still to come); `bench/codec_first_look.sh` keeps its
 //! figures.
 
@@ -10,7 +10,9 @@ use snbuf_readout::framegen::{FrameGen, Payload};
 
 fn main() {
     let t = FrameType::WibEth;
-    let mut g = FrameGen::new(t, 3, &Payload::Emulated).expect("an emulated link");
+    let mut g = FrameGen::new(t, 3, &Payload::Emulated)
+        .expect("an emulated link")
+        .unrepeated();
     let step = t.ticks_per_frame();
     let mut raw = Vec::new();
     for k in 0..4096u64 {

@@ -1,134 +1,138 @@
-//! Bits written and read least significant first, as DUNE packs its ADC words: a writer that
-//! gathers up to 32 bits a call in a 64-bit word, and a reader that never reads past its bytes
-//! (hostile input ends in an error, not a panic or an invented bit).
+//! Bits written and read least significant first, as DUNE packs its ADC words, a code at a time
+//! (at most `MAX_CODE_BITS`):
+//! - the writer gathers codes in a 64-bit word and stores it whole after each, moving on by the
+//!   whole bytes it holds: no branch a code;
+//! - the reader looks at the next 57 bits or more from any bit position of a stream it holds with
+//!   `PADDING` zero bytes after it, so it never reads past its bytes and never branches to
+//!   refill; whether a stream ended where its codes did is checked once, at its end (`finished`).
+
+/// The longest code written or read at once.
+pub const MAX_CODE_BITS: u32 = 32;
+/// Zero bytes a reader's stream carries after its last byte: a whole word can be read at its end.
+pub const PADDING: usize = 8;
 
 /// Appends bits to a byte vector, least significant first.
 pub struct BitWriter<'a> {
     out: &'a mut Vec<u8>,
+    /// Where the next byte goes: `out` holds `PADDING` bytes more, which the word stores fill.
+    at: usize,
     acc: u64,
-    /// Bits in `acc` not yet in `out` (< 32 between calls).
+    /// Bits in `acc` not yet passed (< 8 between calls).
     held: u32,
 }
 
 impl<'a> BitWriter<'a> {
     pub fn new(out: &'a mut Vec<u8>) -> BitWriter<'a> {
+        let at = out.len();
+        out.resize(at + PADDING, 0);
         BitWriter {
             out,
+            at,
             acc: 0,
             held: 0,
         }
     }
 
-    /// The low `n` bits of `value` (`n` at most 32).
+    /// Room for `bits` more bits to be put without the vector growing.
+    #[inline]
+    pub fn reserve(&mut self, bits: usize) {
+        let want = self.at + bits.div_ceil(8) + PADDING;
+        if want > self.out.len() {
+            self.out.resize(want, 0);
+        }
+    }
+
+    /// The low `n` bits of `value` (`n` at most `MAX_CODE_BITS`), in room `reserve` made.
     #[inline]
     pub fn put(&mut self, value: u32, n: u32) {
         debug_assert!(
-            n <= 32 && (n == 32 || value >> n == 0),
+            n <= MAX_CODE_BITS && (n == 32 || value >> n == 0),
             "{n} bits of {value:#x}"
         );
         self.acc |= (value as u64) << self.held;
         self.held += n;
-        if self.held >= 32 {
-            self.out.extend_from_slice(&(self.acc as u32).to_le_bytes());
-            self.acc >>= 32;
-            self.held -= 32;
-        }
+        // The word's bytes all go out; only the whole ones are passed.
+        self.out[self.at..self.at + 8].copy_from_slice(&self.acc.to_le_bytes());
+        let whole = self.held / 8;
+        self.at += whole as usize;
+        // At most 7 + 32 bits held: a shift of at most 32.
+        self.acc >>= 8 * whole;
+        self.held -= 8 * whole;
     }
 
-    /// Writes what is held, padded with zeros to a whole byte.
-    pub fn finish(self) {
-        let bytes = self.held.div_ceil(8) as usize;
-        self.out.extend_from_slice(&self.acc.to_le_bytes()[..bytes]);
+    /// Ends the stream with what is held, padded with zeros to a whole byte; returns its bytes.
+    pub fn finish(self) -> usize {
+        let end = self.at + self.held.div_ceil(8) as usize;
+        self.out.truncate(end);
+        end
     }
 }
 
-/// Reads bits from a byte slice, least significant first.
+/// Reads bits from a stream followed by `PADDING` zero bytes, least significant first.
 pub struct BitReader<'a> {
-    bytes: &'a [u8],
-    /// The next byte of `bytes` to take into `acc`.
-    at: usize,
-    acc: u64,
-    /// Valid bits in `acc`.
-    held: u32,
+    /// The stream and its padding.
+    padded: &'a [u8],
+    /// The stream's own bits.
+    len_bits: u64,
+    /// The next bit to read.
+    at_bits: u64,
 }
 
-/// The reader ran out of bytes.
+/// The reader ran past its stream, or the stream did not end where its codes did.
 #[derive(Debug, PartialEq, Eq)]
 pub struct OutOfBits;
 
 impl<'a> BitReader<'a> {
-    pub fn new(bytes: &'a [u8]) -> BitReader<'a> {
+    /// A reader of `padded`'s first `padded.len() - PADDING` bytes.
+    pub fn new(padded: &'a [u8]) -> BitReader<'a> {
+        assert!(
+            padded.len() >= PADDING && padded[padded.len() - PADDING..].iter().all(|&b| b == 0),
+            "a stream carries its zero padding"
+        );
         BitReader {
-            bytes,
-            at: 0,
-            acc: 0,
-            held: 0,
+            padded,
+            len_bits: (padded.len() - PADDING) as u64 * 8,
+            at_bits: 0,
         }
     }
 
-    /// Fills `acc` to at least 32 bits where the bytes allow.
+    /// The next 57 bits or more; past the stream's end, zeros (caught by `finished`).
     #[inline]
-    fn refill(&mut self) {
-        if self.at + 8 <= self.bytes.len() {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(&self.bytes[self.at..self.at + 8]);
-            let take = (63 - self.held) / 8;
-            if take == 0 {
-                return;
-            }
-            let word = u64::from_le_bytes(w) & (u64::MAX >> (64 - 8 * take));
-            self.acc |= word << self.held;
-            self.at += take as usize;
-            self.held += 8 * take;
-        } else {
-            while self.held <= 56 && self.at < self.bytes.len() {
-                self.acc |= (self.bytes[self.at] as u64) << self.held;
-                self.at += 1;
-                self.held += 8;
-            }
-        }
+    pub fn peek(&self) -> u64 {
+        let byte = ((self.at_bits / 8) as usize).min(self.padded.len() - PADDING);
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&self.padded[byte..byte + 8]);
+        u64::from_le_bytes(w) >> (self.at_bits % 8)
     }
 
-    /// The next `n` bits (`n` at most 32).
+    /// Moves past `n` bits.
     #[inline]
-    pub fn get(&mut self, n: u32) -> Result<u32, OutOfBits> {
-        debug_assert!(n <= 32);
-        if self.held < n {
-            self.refill();
-            if self.held < n {
-                return Err(OutOfBits);
-            }
-        }
-        let v = (self.acc & ((1u64 << n) - 1)) as u32;
-        self.acc >>= n;
-        self.held -= n;
-        Ok(v)
+    pub fn skip(&mut self, n: u32) {
+        self.at_bits += n as u64;
     }
 
-    /// How many 1-bits come next, up to `limit` (at most 32), and the 0 that ends them (not
-    /// taken when `limit` is reached).
+    /// The next `n` bits (`n` at most `MAX_CODE_BITS`).
     #[inline]
-    pub fn ones(&mut self, limit: u32) -> Result<u32, OutOfBits> {
-        debug_assert!(limit <= 32);
-        if self.held < limit + 1 {
-            self.refill();
-        }
-        let run = (!self.acc).trailing_zeros().min(limit);
-        if run == limit {
-            self.get(limit)?;
-            return Ok(limit);
-        }
-        if run + 1 > self.held {
+    pub fn get(&mut self, n: u32) -> u32 {
+        debug_assert!(n <= MAX_CODE_BITS);
+        let v = (self.peek() & ((1u64 << n) - 1)) as u32;
+        self.skip(n);
+        v
+    }
+
+    /// Whether the codes read ended in the stream's last byte, the rest of it zero padding:
+    /// anything else (a code read past its end, or bytes left over) is a corrupt stream.
+    pub fn finished(&self) -> Result<(), OutOfBits> {
+        // (An empty stream's end is its start.)
+        let ends_in_last_byte = self.at_bits <= self.len_bits && self.at_bits + 8 > self.len_bits;
+        if !ends_in_last_byte {
             return Err(OutOfBits);
         }
-        self.acc >>= run + 1;
-        self.held -= run + 1;
-        Ok(run)
-    }
-
-    /// Bytes taken so far, the last one perhaps in part.
-    pub fn bytes_used(&self) -> usize {
-        self.at - (self.held / 8) as usize
+        let rest = (self.peek() & ((1u64 << (self.len_bits - self.at_bits)) - 1)) as u32;
+        if rest != 0 {
+            return Err(OutOfBits);
+        }
+        Ok(())
     }
 }
 
@@ -136,9 +140,14 @@ impl<'a> BitReader<'a> {
 mod tests {
     use super::*;
 
+    fn padded(mut bytes: Vec<u8>) -> Vec<u8> {
+        bytes.extend_from_slice(&[0; PADDING]);
+        bytes
+    }
+
     #[test]
     fn what_is_written_is_read_back_and_no_more() {
-        let mut out = Vec::new();
+        let mut out = vec![0xaa];
         let mut w = BitWriter::new(&mut out);
         let items: Vec<(u32, u32)> = (0..500u32)
             .map(|i| {
@@ -146,29 +155,43 @@ mod tests {
                 (i.wrapping_mul(2_654_435_761) & (u32::MAX >> (32 - n)), n)
             })
             .collect();
+        w.reserve(items.iter().map(|x| x.1 as usize).sum::<usize>() + 4);
         for &(v, n) in &items {
             w.put(v, n);
         }
         w.put(0b0111, 4);
-        w.finish();
+        let end = w.finish();
+        assert_eq!(end, out.len());
+        assert_eq!(out[0], 0xaa, "bytes before the stream kept");
         let total: u32 = items.iter().map(|x| x.1).sum::<u32>() + 4;
-        assert_eq!(out.len(), total.div_ceil(8) as usize);
-        let mut r = BitReader::new(&out);
+        assert_eq!(out.len() - 1, total.div_ceil(8) as usize);
+        let stream = padded(out[1..].to_vec());
+        let mut r = BitReader::new(&stream);
         for &(v, n) in &items {
-            assert_eq!(r.get(n), Ok(v));
+            assert_eq!(r.get(n), v);
         }
-        assert_eq!(r.ones(16), Ok(3));
-        assert_eq!(r.bytes_used(), out.len());
-        let pad = (8 - total % 8) % 8;
-        assert_eq!(r.get(pad), Ok(0), "zero padding");
-        assert_eq!(r.get(1), Err(OutOfBits));
+        assert_eq!(r.finished(), Err(OutOfBits), "four bits left");
+        assert_eq!(r.get(4), 0b0111);
+        assert_eq!(r.finished(), Ok(()));
+        r.get(8);
+        assert_eq!(r.finished(), Err(OutOfBits), "read past the end");
     }
 
     #[test]
-    fn a_run_of_ones_stops_at_its_limit_or_the_end() {
-        let bytes = [0xff, 0xff, 0xff];
-        let mut r = BitReader::new(&bytes);
-        assert_eq!(r.ones(16), Ok(16));
-        assert_eq!(r.ones(16), Err(OutOfBits), "eight ones, then nothing");
+    fn a_stream_with_a_byte_left_over_or_bits_in_its_padding_is_not_finished() {
+        let stream = padded(vec![0x01, 0x00]);
+        let mut r = BitReader::new(&stream);
+        r.get(1);
+        assert_eq!(r.finished(), Err(OutOfBits), "a whole byte unread");
+        let stream = padded(vec![0x81]);
+        let mut r = BitReader::new(&stream);
+        r.get(1);
+        assert_eq!(
+            r.finished(),
+            Err(OutOfBits),
+            "a one in the last byte's padding"
+        );
+        let empty = padded(vec![]);
+        assert_eq!(BitReader::new(&empty).finished(), Ok(()));
     }
 }

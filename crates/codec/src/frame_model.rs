@@ -1,12 +1,20 @@
 //! One frame as the codec sees it: its header bytes (everything that is not an ADC value, kept
 //! verbatim, in order), then its samples, time sample by time sample, each channel's coded
-//! against that channel's previous sample (`rice`). A frame's first sample follows on from the
-//! frame before it in the chunk, so a link's stream codes as one.
+//! against its own prediction (`rice`). A frame's first sample follows on from the frame before
+//! it in the chunk, so a link's stream codes as one.
+//!
+//! The samples go to `STREAMS` bit streams, channel c to stream c % `STREAMS`: a decoder reads
+//! the streams side by side, so a core works on four codes at once rather than waiting on each
+//! code's length to find the next. A coded frame is its headers, the byte lengths of all
+//! streams but the last (u32 each, little-endian), then the streams.
 
 use snbuf_frames::adc::AdcShape;
 
-use crate::bits::{BitReader, BitWriter, OutOfBits};
-use crate::rice::{self, Channel};
+use crate::bits::{BitReader, BitWriter, PADDING};
+use crate::rice::{self, Channel, Corrupt, Learner, MAX_SAMPLE_BITS};
+
+/// Bit streams a frame's samples are spread over.
+const STREAMS: usize = 4;
 
 /// What the codec knows of a frame type: where its values are, and each channel's state.
 pub struct FrameModel {
@@ -15,8 +23,13 @@ pub struct FrameModel {
     /// The byte ranges that are no ADC value (headers, trailers), in order.
     headers: Vec<std::ops::Range<usize>>,
     channels: Vec<Channel>,
-    /// One sample's values.
-    row: Vec<u16>,
+    /// Each channel's last sample of the frame before.
+    before: Vec<u16>,
+    /// One frame's values, `[sample * channels + channel]`.
+    values: Vec<u16>,
+    /// The streams being written or read, each with its padding.
+    streams: [Vec<u8>; STREAMS],
+    learner: Learner,
 }
 
 impl FrameModel {
@@ -41,49 +54,94 @@ impl FrameModel {
             frame_bytes,
             headers,
             channels: vec![Channel::new(start); shape.channels],
-            row: vec![0; shape.channels],
+            before: vec![start; shape.channels],
+            values: vec![0; shape.channels * shape.samples_per_frame],
+            streams: Default::default(),
+            learner: Learner::default(),
         })
     }
 
-    /// Appends `frame`, coded: its headers, then its values' bit stream.
-    pub fn encode(&mut self, frame: &[u8], out: &mut Vec<u8>) {
+    /// The ADC's largest value.
+    fn full_scale(&self) -> u16 {
+        ((1u32 << self.shape.bits()) - 1) as u16
+    }
+
+    /// Reads `frame`'s values into `values`.
+    fn unpack(&mut self, frame: &[u8]) {
         assert_eq!(
             frame.len(),
             self.frame_bytes,
             "one frame of the model's type"
         );
+        let channels = self.shape.channels;
+        for (s, row) in self.values.chunks_exact_mut(channels).enumerate() {
+            self.shape.sample(frame, s, row);
+        }
+    }
+
+    /// Each channel's prediction and parameter for the next frame, from the values of this one.
+    fn learn(&mut self) {
+        let channels = self.shape.channels;
+        self.learner
+            .learn_frame(&mut self.channels, &self.before, &self.values);
+        let last = &self.values[self.values.len() - channels..];
+        self.before.copy_from_slice(last);
+    }
+
+    /// Appends `frame`, coded: its headers, then its values' streams.
+    pub fn encode(&mut self, frame: &[u8], out: &mut Vec<u8>) {
+        self.unpack(frame);
         for h in &self.headers {
             out.extend_from_slice(&frame[h.clone()]);
         }
-        let mut w = BitWriter::new(out);
-        for s in 0..self.shape.samples_per_frame {
-            self.shape.sample(frame, s, &mut self.row);
-            for (ch, &v) in self.channels.iter_mut().zip(&self.row) {
-                rice::encode(ch, v, &mut w);
+        let channels = self.shape.channels;
+        let per_stream = self.values.len().div_ceil(STREAMS) * MAX_SAMPLE_BITS;
+        let [s0, s1, s2, s3] = &mut self.streams;
+        let mut w = [s0, s1, s2, s3].map(|s| {
+            s.clear();
+            let mut w = BitWriter::new(s);
+            w.reserve(per_stream);
+            w
+        });
+        for row in self.values.chunks_exact(channels) {
+            let mut groups = row.chunks_exact(STREAMS);
+            let mut c = 0;
+            for four in &mut groups {
+                for (g, &v) in four.iter().enumerate() {
+                    rice::encode(&mut self.channels[c + g], v, &mut w[g]);
+                }
+                c += STREAMS;
+            }
+            for (g, &v) in groups.remainder().iter().enumerate() {
+                rice::encode(&mut self.channels[c + g], v, &mut w[g]);
             }
         }
-        w.finish();
+        let lengths = w.map(|w| w.finish());
+        for len in &lengths[..STREAMS - 1] {
+            out.extend_from_slice(&(*len as u32).to_le_bytes());
+        }
+        for (s, &len) in self.streams.iter().zip(&lengths) {
+            out.extend_from_slice(&s[..len]);
+        }
+        self.learn();
     }
 
     /// Takes in `frame`, stored raw, as if it had been decoded: the next frame is predicted
     /// from it, as the encoder (which coded it before storing it raw) predicted it.
     pub fn observe(&mut self, frame: &[u8]) {
-        assert_eq!(
-            frame.len(),
-            self.frame_bytes,
-            "one frame of the model's type"
-        );
-        for s in 0..self.shape.samples_per_frame {
-            self.shape.sample(frame, s, &mut self.row);
-            for (ch, &v) in self.channels.iter_mut().zip(&self.row) {
-                rice::observe(ch, v);
-            }
+        self.unpack(frame);
+        for (ch, &v) in self
+            .channels
+            .iter_mut()
+            .zip(&self.values[self.values.len() - self.shape.channels..])
+        {
+            ch.set_last(v);
         }
+        self.learn();
     }
 
-    /// Decodes one frame from the start of `coded` into `frame` (its length); returns the
-    /// bytes it took.
-    pub fn decode(&mut self, coded: &[u8], frame: &mut [u8]) -> Result<usize, OutOfBits> {
+    /// Decodes one frame from `coded` (exactly its bytes) into `frame` (its length).
+    pub fn decode(&mut self, coded: &[u8], frame: &mut [u8]) -> Result<(), Corrupt> {
         assert_eq!(
             frame.len(),
             self.frame_bytes,
@@ -91,19 +149,48 @@ impl FrameModel {
         );
         let mut at = 0;
         for h in &self.headers {
-            let bytes = coded.get(at..at + h.len()).ok_or(OutOfBits)?;
+            let bytes = coded.get(at..at + h.len()).ok_or(Corrupt)?;
             frame[h.clone()].copy_from_slice(bytes);
             at += h.len();
         }
-        let mut r = BitReader::new(&coded[at..]);
-        for s in 0..self.shape.samples_per_frame {
-            for (ch, v) in self.channels.iter_mut().zip(self.row.iter_mut()) {
-                *v = rice::decode(ch, &mut r)?;
-            }
-            // A value wider than the ADC's bits is no sample: written as its low bits, the
-            // chunk's checksum then refuses the frame.
-            self.shape.write_sample(frame, s, &self.row);
+        let mut lengths = [0usize; STREAMS];
+        for len in &mut lengths[..STREAMS - 1] {
+            let b = coded.get(at..at + 4).ok_or(Corrupt)?;
+            *len = u32::from_le_bytes(b.try_into().expect("four bytes")) as usize;
+            at += 4;
         }
-        Ok(at + r.bytes_used())
+        let rest: usize = lengths[..STREAMS - 1].iter().sum();
+        lengths[STREAMS - 1] = (coded.len() - at).checked_sub(rest).ok_or(Corrupt)?;
+        for (s, &len) in self.streams.iter_mut().zip(&lengths) {
+            s.clear();
+            s.extend_from_slice(&coded[at..at + len]);
+            s.extend_from_slice(&[0; PADDING]);
+            at += len;
+        }
+        let max = self.full_scale();
+        let channels = self.shape.channels;
+        let [s0, s1, s2, s3] = &self.streams;
+        let mut r = [s0, s1, s2, s3].map(|s| BitReader::new(s));
+        for row in self.values.chunks_exact_mut(channels) {
+            let mut groups = row.chunks_exact_mut(STREAMS);
+            let mut c = 0;
+            for four in &mut groups {
+                for (g, v) in four.iter_mut().enumerate() {
+                    *v = rice::decode(&mut self.channels[c + g], &mut r[g], max)?;
+                }
+                c += STREAMS;
+            }
+            for (g, v) in groups.into_remainder().iter_mut().enumerate() {
+                *v = rice::decode(&mut self.channels[c + g], &mut r[g], max)?;
+            }
+        }
+        for r in &r {
+            r.finished()?;
+        }
+        for (s, row) in self.values.chunks_exact(channels).enumerate() {
+            self.shape.write_sample(frame, s, row);
+        }
+        self.learn();
+        Ok(())
     }
 }

@@ -3,8 +3,10 @@
 //! compressors see little of it through the packing, while each channel's first differences
 //! carry a few bits a sample. So, frame by frame of one link:
 //! - every byte that is no ADC value (the frame's headers) is kept verbatim;
-//! - each channel's samples are predicted from its previous sample, and the residuals
-//!   Rice-coded with a parameter that follows the channel's noise (`rice`);
+//! - each channel's samples are predicted from its previous sample (or its baseline, where its
+//!   noise is white), and the residuals Rice-coded with a parameter that follows the channel's
+//!   noise, both chosen a frame at a time from the frame before (`rice`), the channels spread
+//!   over four bit streams a core decodes side by side (`frame_model`);
 //! - a frame the codec cannot model (a custom frame type, a length not the type's) is stored
 //!   raw, never refused, and so is one that would not get smaller.
 //!
@@ -169,10 +171,7 @@ pub fn decode(coded: &[u8]) -> Result<(FrameType, Vec<u8>), DecodeError> {
             (h, Some(m)) if h == Stored::Modeled as u8 => {
                 let len = f.u32().ok_or(truncated.clone())? as usize;
                 let body = f.take(len).ok_or(truncated.clone())?;
-                let used = m.decode(body, &mut frame).map_err(|_| truncated.clone())?;
-                if used != len {
-                    return Err(truncated);
-                }
+                m.decode(body, &mut frame).map_err(|_| truncated)?;
                 raw.extend_from_slice(&frame);
             }
             (how, _) => return Err(DecodeError::Storage { frame: n, how }),

@@ -88,6 +88,9 @@ pub struct FrameGen {
     calls: usize,
     /// Ticks between the link's frames (the frame type's own unless sub-sampled).
     step_ticks: u64,
+    link: u32,
+    /// Emulated frames whose noise is every frame's own (`unrepeated`): one frame's values.
+    unrepeated: Option<Vec<u16>>,
 }
 
 impl FrameGen {
@@ -115,6 +118,8 @@ impl FrameGen {
                     out: Vec::new(),
                     calls: 0,
                     step_ticks: layout.ticks_per_frame,
+                    link,
+                    unrepeated: None,
                 })
             }
             Payload::Replay(data) => {
@@ -137,6 +142,8 @@ impl FrameGen {
                     out: vec![vec![0u8; fb]; PAYLOAD_VARIANTS as usize],
                     calls: 0,
                     step_ticks: layout.ticks_per_frame,
+                    link,
+                    unrepeated: None,
                 })
             }
         }
@@ -159,11 +166,29 @@ impl FrameGen {
         self
     }
 
+    /// Emulated frames whose noise is every frame's own (`EmulatedDetector::unrepeated_values`),
+    /// never a bank frame's again: what a compressor is measured on, at a computation a frame
+    /// (tens of MB/s, not a link's rate). Frame types without ADC values keep their pattern.
+    pub fn unrepeated(mut self) -> FrameGen {
+        if let Some(d) = &self.detector {
+            let shape = d.shape();
+            self.unrepeated = Some(vec![0; shape.samples_per_frame * shape.channels]);
+            self.out = vec![self.frames[0].clone(); PAYLOAD_VARIANTS as usize];
+        }
+        self
+    }
+
     /// Sends emulated frames under `stream_id` (the header field a receiver routes by); a
     /// replayed recording keeps its own.
     pub fn set_stream(&mut self, stream_id: u8) {
         let layout = self.layout;
-        for f in &mut self.frames {
+        // An unrepeated link's frames are written over its bank's first, headers kept.
+        let written = if self.unrepeated.is_some() {
+            &mut self.out[..]
+        } else {
+            &mut []
+        };
+        for f in self.frames.iter_mut().chain(written) {
             if let Some(mut id) = layout.identity(f) {
                 id.stream_id = stream_id;
                 layout.write_identity(f, &id);
@@ -183,6 +208,16 @@ impl FrameGen {
                 let out = &mut self.out[self.calls % PAYLOAD_VARIANTS as usize];
                 out.copy_from_slice(&data[*next..*next + fb]);
                 *next = (*next + fb) % data.len();
+                out
+            }
+            None if self.unrepeated.is_some() => {
+                let (d, values) = (self.detector.as_ref(), self.unrepeated.as_mut());
+                let (d, values) = (d.expect("a detector"), values.expect("values"));
+                d.unrepeated_values(self.link, index, values);
+                let out = &mut self.out[self.calls % PAYLOAD_VARIANTS as usize];
+                for (s, row) in values.chunks_exact(d.shape().channels).enumerate() {
+                    d.shape().write_sample(out, s, row);
+                }
                 out
             }
             None => {
@@ -214,9 +249,11 @@ fn emulated_frame(
         Some(detector) => {
             // Headers zero but for what `write_identity` and `frame_at` put there.
             let mut f = vec![0u8; fb];
-            for s in 0..detector.shape().samples_per_frame {
-                let values = detector.bank_sample(link, v, s);
-                detector.shape().write_sample(&mut f, s, &values);
+            let shape = detector.shape();
+            let mut values = vec![0u16; shape.samples_per_frame * shape.channels];
+            detector.bank_values(link, v, &mut values);
+            for (s, row) in values.chunks_exact(shape.channels).enumerate() {
+                shape.write_sample(&mut f, s, row);
             }
             f
         }
