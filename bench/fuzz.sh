@@ -14,7 +14,7 @@ cd "$root/fuzz"
 lines="$(mktemp)"
 trap 'rm -f "$lines"' EXIT
 rc=0
-for target in chunk_reader burst_dir trigger_request; do
+for target in chunk_reader burst_dir trigger_request codec_decode; do
   log="$(mktemp)"
   mkdir -p "corpus/$target"
   start=$(date +%s)

@@ -394,6 +394,44 @@ def writer_cost():
     return "\n".join([caption_kept(path, r), "", *rows])
 
 
+def codec():
+    """`snbuf bench codec`'s newest kept run (bench/codec.sh): each compressor on the same frames,
+    one core, and the codec's targets (issue 52) judged on them."""
+    path, r = newest_result("codec")
+    m, rows = r["machine"], r["results"]
+    date = os.path.basename(path)[:10]
+    first = rows[0]
+    cap = (f"From `{path}`: {date}, {m.get('cpu_model') or '?'} with {m.get('logical_cpus')} CPUs, "
+           f"{m.get('kernel')}, commit {m.get('git_commit')}; `bench/codec.sh`. {first['frame_type']} "
+           f"frames, {first['raw_bytes'] / 2**20:.1f} MiB ({first['source']}); GiB/s of raw bytes, "
+           f"fastest of the passes; every decode checked against the raw bytes.")
+    speed = lambda v: "–" if v is None else f"{v:.3f}"
+    out = ["| compressor | of raw | encode GiB/s | decode GiB/s | checked |", "|---|---:|---:|---:|---|"]
+    for x in rows:
+        ratio = "–" if x["ratio"] is None else f"{100 * x['ratio']:.1f} %"
+        checked = ("bound" if x["kind"] == "bound" else "not run" if x["coded_bytes"] is None
+                   else "yes" if x["verified"] else "**no**")
+        out.append(f"| {x['compressor']} | {ratio} | {speed(x['encode_gib_s'])} | "
+                   f"{speed(x['decode_gib_s'])} | {checked} |")
+    c = next(x for x in rows if x["kind"] == "codec")
+    bound = next((x["ratio"] for x in rows if x["kind"] == "bound"), None)
+    peers = [x for x in rows if x["kind"] == "peer" and x["verified"] and x["ratio"] is not None]
+    best = min(peers, key=lambda x: x["ratio"]) if peers else None
+    verdict = lambda ok: "**pass**" if ok else "**fail**"
+    targets = [f"coded at most 40 % of raw: {100 * c['ratio']:.1f} %, {verdict(c['ratio'] <= 0.40)}"]
+    if bound:
+        targets.append(f"within 10 % of the bound: {c['ratio'] / bound:.2f}x it, "
+                       f"{verdict(c['ratio'] <= 1.10 * bound)}")
+    if best:
+        targets.append(f"1.5x smaller than the best peer ({best['compressor']}): "
+                       f"{best['ratio'] / c['ratio']:.2f}x, {verdict(best['ratio'] / c['ratio'] >= 1.5)}")
+    targets.append(f"encode at least 1 GiB/s: {c['encode_gib_s']:.2f}, {verdict(c['encode_gib_s'] >= 1.0)}")
+    targets.append(f"decode at least 1.5 GiB/s: {c['decode_gib_s']:.2f}, {verdict(c['decode_gib_s'] >= 1.5)}")
+    notes = sorted({n for x in rows for n in x["notes"]})
+    return "\n".join([cap, "", *out, "", "Targets: " + "; ".join(targets) + ".",
+                      *([""] + [f"Note: {n}." for n in notes] if notes else [])])
+
+
 def faults():
     path, r = newest_result("faults")
     rows = ["| fault (method) | exit | time | burst | per link: state, frames kept / counted lost, error "
@@ -787,7 +825,7 @@ TABLES = {"ingest": ingest, "ingest_nap": ingest_nap, "ingest_sweep": ingest_swe
           "export_unthrottled": export_unthrottled, "export_rate": export_rate, "peers_pmem": peers_pmem,
           "peers_disk": peers_disk, "peers_durable": peers_durable, "crash_trials": crash_trials, "powercut": powercut,
           "powercut_mutants": powercut_mutants, "site_powercut": site_powercut, "soak": soak, "dune_shape": dune_shape,
-          "writer_cost": writer_cost}
+          "writer_cost": writer_cost, "codec": codec}
 BLOCK = re.compile(
     r"(<!-- table (?P<name>[a-z0-9_-]+): made by bench/tables.py from bench/results/[a-z0-9_-]+/, do not edit -->\n)"
     r"(?P<body>.*?)"

@@ -8,6 +8,7 @@
 pub mod app;
 pub mod checksum;
 pub mod clock;
+pub mod codec;
 pub mod command;
 pub mod defaults;
 pub mod error;

@@ -11,7 +11,7 @@
 use snbuf_frames::adc::AdcShape;
 
 use crate::bits::{BitReader, BitWriter, PADDING};
-use crate::rice::{self, Channel, Corrupt, Learner, MAX_SAMPLE_BITS};
+use crate::rice::{self, Channels, Corrupt, MAX_SAMPLE_BITS};
 
 /// Bit streams a frame's samples are spread over.
 const STREAMS: usize = 4;
@@ -22,14 +22,15 @@ pub struct FrameModel {
     frame_bytes: usize,
     /// The byte ranges that are no ADC value (headers, trailers), in order.
     headers: Vec<std::ops::Range<usize>>,
-    channels: Vec<Channel>,
+    channels: Channels,
     /// Each channel's last sample of the frame before.
     before: Vec<u16>,
     /// One frame's values, `[sample * channels + channel]`.
     values: Vec<u16>,
+    /// Their mapped residuals (encoding), or their codes as read (decoding), in that order.
+    codes: Vec<u32>,
     /// The streams being written or read, each with its padding.
     streams: [Vec<u8>; STREAMS],
-    learner: Learner,
 }
 
 impl FrameModel {
@@ -53,11 +54,11 @@ impl FrameModel {
             shape,
             frame_bytes,
             headers,
-            channels: vec![Channel::new(start); shape.channels],
+            channels: Channels::new(shape.channels, start),
             before: vec![start; shape.channels],
             values: vec![0; shape.channels * shape.samples_per_frame],
+            codes: vec![0; shape.channels * shape.samples_per_frame],
             streams: Default::default(),
-            learner: Learner::default(),
         })
     }
 
@@ -82,8 +83,7 @@ impl FrameModel {
     /// Each channel's prediction and parameter for the next frame, from the values of this one.
     fn learn(&mut self) {
         let channels = self.shape.channels;
-        self.learner
-            .learn_frame(&mut self.channels, &self.before, &self.values);
+        self.channels.learn_frame(&self.before, &self.values);
         let last = &self.values[self.values.len() - channels..];
         self.before.copy_from_slice(last);
     }
@@ -103,17 +103,24 @@ impl FrameModel {
             w.reserve(per_stream);
             w
         });
-        for row in self.values.chunks_exact(channels) {
-            let mut groups = row.chunks_exact(STREAMS);
+        let mut prev = &self.before[..];
+        let rows = self.values.chunks_exact(channels);
+        for (row, mapped) in rows.zip(self.codes.chunks_exact_mut(channels)) {
+            self.channels.residuals(prev, row, mapped);
+            prev = row;
+        }
+        let k = |c: usize| self.channels.k(c);
+        let rows = self.values.chunks_exact(channels);
+        for (row, mapped) in rows.zip(self.codes.chunks_exact(channels)) {
             let mut c = 0;
-            for four in &mut groups {
-                for (g, &v) in four.iter().enumerate() {
-                    rice::encode(&mut self.channels[c + g], v, &mut w[g]);
+            while c + STREAMS <= channels {
+                for (g, w) in w.iter_mut().enumerate() {
+                    rice::put(w, mapped[c + g], k(c + g), row[c + g]);
                 }
                 c += STREAMS;
             }
-            for (g, &v) in groups.remainder().iter().enumerate() {
-                rice::encode(&mut self.channels[c + g], v, &mut w[g]);
+            for (g, w) in w.iter_mut().enumerate().take(channels - c) {
+                rice::put(w, mapped[c + g], k(c + g), row[c + g]);
             }
         }
         let lengths = w.map(|w| w.finish());
@@ -130,13 +137,6 @@ impl FrameModel {
     /// from it, as the encoder (which coded it before storing it raw) predicted it.
     pub fn observe(&mut self, frame: &[u8]) {
         self.unpack(frame);
-        for (ch, &v) in self
-            .channels
-            .iter_mut()
-            .zip(&self.values[self.values.len() - self.shape.channels..])
-        {
-            ch.set_last(v);
-        }
         self.learn();
     }
 
@@ -171,21 +171,27 @@ impl FrameModel {
         let channels = self.shape.channels;
         let [s0, s1, s2, s3] = &self.streams;
         let mut r = [s0, s1, s2, s3].map(|s| BitReader::new(s));
-        for row in self.values.chunks_exact_mut(channels) {
-            let mut groups = row.chunks_exact_mut(STREAMS);
+        let k = |c: usize| self.channels.k(c);
+        for codes in self.codes.chunks_exact_mut(channels) {
             let mut c = 0;
-            for four in &mut groups {
-                for (g, v) in four.iter_mut().enumerate() {
-                    *v = rice::decode(&mut self.channels[c + g], &mut r[g], max)?;
+            while c + STREAMS <= channels {
+                for (g, r) in r.iter_mut().enumerate() {
+                    codes[c + g] = rice::read(r, k(c + g));
                 }
                 c += STREAMS;
             }
-            for (g, v) in groups.into_remainder().iter_mut().enumerate() {
-                *v = rice::decode(&mut self.channels[c + g], &mut r[g], max)?;
+            for (g, r) in r.iter_mut().enumerate().take(channels - c) {
+                codes[c + g] = rice::read(r, k(c + g));
             }
         }
         for r in &r {
             r.finished()?;
+        }
+        let mut prev = &self.before[..];
+        let rows = self.values.chunks_exact_mut(channels);
+        for (row, codes) in rows.zip(self.codes.chunks_exact(channels)) {
+            self.channels.restore(prev, codes, row, max)?;
+            prev = row;
         }
         for (s, row) in self.values.chunks_exact(channels).enumerate() {
             self.shape.write_sample(frame, s, row);

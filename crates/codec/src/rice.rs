@@ -1,12 +1,16 @@
-//! One channel's samples over a frame: each predicted (from the channel's previous sample, or
+//! The channels' samples over a frame: each predicted (from the channel's previous sample, or
 //! from its baseline where its noise is white), the residual Rice-coded with a parameter `k`
 //! that follows the channel's own noise. Prediction and `k` are chosen for a frame from the
-//! channel's samples in the frame before (`Channel::learn_frame`), as the decoder can choose
-//! them too, so nothing is stored for them and the inner loop holds no decision but the code's.
-//! A residual too large for its code (a step of thousands of counts: a corrupt or saturated
-//! sample, a track's edge) is escaped and its sample written whole.
+//! channel's samples in the frame before (`Channels::learn_frame`), as the decoder can choose
+//! them too, so nothing is stored for them.
+//!
+//! The work is split by what can run side by side: a row of samples (one time sample of every
+//! channel) becomes residuals, and residuals a row of samples, in one step over all channels
+//! (`residuals`, `restore`: the compiler's vector code); only the bits themselves go one code
+//! at a time (`put`, `read`). A residual too large for its code (a step of thousands of counts:
+//! a corrupt or saturated sample, a track's edge) is escaped and its sample written whole.
 
-use crate::bits::{BitReader, BitWriter, OutOfBits};
+use crate::bits::{BitReader, BitWriter};
 
 /// The longest unary part before the escape; a code is at most 15 + 1 + `MAX_K` bits.
 const ESCAPE_ONES: u32 = 16;
@@ -16,181 +20,138 @@ const ESCAPED_BITS: u32 = 16;
 const MAX_K: u32 = 14;
 /// The most bits one sample may take: an escape.
 pub const MAX_SAMPLE_BITS: usize = (ESCAPE_ONES + ESCAPED_BITS) as usize;
+/// A code read that was an escape: this bit, over the sample's value (no mapped residual of a
+/// 16-bit sample reaches it).
+const ESCAPED: u32 = 1 << 31;
 
-/// What a channel's samples are predicted from over a frame.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Predictor {
-    /// The sample before: where the noise is smooth (the detector's, shaped by its front end).
-    Last,
-    /// The channel's mean over the frame before: where its noise is white, and a difference
-    /// would have twice its variance.
-    Mean,
-}
-
-/// One channel's coding state between samples.
-#[derive(Clone, Copy, Debug)]
-pub struct Channel {
-    last: u16,
-    mean: u16,
-    predictor: Predictor,
-    /// The Rice parameter: residuals' low `k` bits are written as they are.
-    k: u32,
-}
-
-impl Channel {
-    /// A channel before its first sample: predicted at `start` (mid-range), its residuals
-    /// taken to be of a few counts.
-    pub fn new(start: u16) -> Channel {
-        Channel {
-            last: start,
-            mean: start,
-            predictor: Predictor::Last,
-            k: 4,
-        }
-    }
-
-    /// Takes `value` as the channel's last sample without coding it (a frame stored raw).
-    pub fn set_last(&mut self, value: u16) {
-        self.last = value;
-    }
-
-    #[inline]
-    fn prediction(&self) -> i32 {
-        match self.predictor {
-            Predictor::Last => self.last as i32,
-            Predictor::Mean => self.mean as i32,
-        }
-    }
-}
-
-/// Bits a code of `mapped` takes with parameter `k`.
-#[inline]
-fn code_bits(mapped: u32, k: u32) -> u32 {
-    let q = mapped >> k;
-    if q < ESCAPE_ONES {
-        q + 1 + k
-    } else {
-        ESCAPE_ONES + ESCAPED_BITS
-    }
-}
-
-/// What choosing each channel's prediction and parameter takes, kept from frame to frame:
-/// per channel, in arrays, so that each step over a row of samples is one over all channels.
-#[derive(Default)]
-pub struct Learner {
+/// Every channel's coding state for a frame, channel by channel in arrays (so that a step over
+/// a row is one over all channels).
+pub struct Channels {
+    /// The channel's mean over the frame before (its baseline).
+    mean: Vec<i32>,
+    /// 1 where the channel is predicted from its sample before (its noise smooth, as the
+    /// detector's front end shapes it), 0 from its mean (white noise, where a difference would
+    /// have twice its variance).
+    from_last: Vec<i32>,
+    /// The Rice parameter: a residual's low `k` bits are written as they are.
+    k: Vec<u32>,
+    /// Scratch of `learn_frame`.
     total: Vec<u32>,
     cost_last: Vec<u32>,
     cost_mean: Vec<u32>,
-    prev: Vec<i32>,
-    mean: Vec<i32>,
-    /// 1 where the channel is predicted from its last sample, 0 from its mean.
-    from_last: Vec<i32>,
-    k: Vec<u32>,
-    /// Each channel's cost at `k - 1`, `k`, `k + 1` of its first guess `k`.
-    cost_k: [Vec<u32>; 3],
 }
 
-/// `v` emptied and `n` zeros long.
-fn zeros<T: Default + Clone>(v: &mut Vec<T>, n: usize) {
-    v.clear();
-    v.resize(n, T::default());
-}
+impl Channels {
+    /// `n` channels before their first sample: predicted at `start` (mid-range), their
+    /// residuals taken to be of a few counts.
+    pub fn new(n: usize, start: u16) -> Channels {
+        assert!(n > 0, "a frame has channels");
+        Channels {
+            mean: vec![start as i32; n],
+            from_last: vec![1; n],
+            k: vec![4; n],
+            total: vec![0; n],
+            cost_last: vec![0; n],
+            cost_mean: vec![0; n],
+        }
+    }
 
-impl Learner {
+    pub fn len(&self) -> usize {
+        self.k.len()
+    }
+
+    /// Channel `c`'s parameter.
+    #[inline]
+    pub fn k(&self, c: usize) -> u32 {
+        self.k[c]
+    }
+
     /// Chooses each channel's prediction and `k` for the next frame from this one's samples,
     /// `values[sample * channels + channel]`, the channels' samples before them being `before`:
-    /// whichever prediction would have cost less, and the `k` that would have cost least with
-    /// it. The decoder, having decoded the same samples, chooses the same.
-    pub fn learn_frame(&mut self, channels: &mut [Channel], before: &[u16], values: &[u16]) {
-        let n = channels.len();
-        assert!(before.len() == n && n > 0 && values.len().is_multiple_of(n));
+    /// whichever prediction would have cost less (the sample before, or the channel's mean
+    /// over the frame before), and LOCO-I's `k` for it: the smallest whose 2^k covers half the
+    /// mean mapped residual, within a few hundredths of a bit of the best on the detector's
+    /// noise. The decoder, having decoded the same samples, chooses the same.
+    pub fn learn_frame(&mut self, before: &[u16], values: &[u16]) {
+        let n = self.len();
+        assert!(before.len() == n && values.len().is_multiple_of(n));
         let samples = (values.len() / n) as u32;
         assert!(
             samples > 0 && samples < 1 << 16,
             "a frame's samples fit the sums"
         );
-        for v in [
-            &mut self.total,
-            &mut self.cost_last,
-            &mut self.cost_mean,
-            &mut self.k,
-        ] {
-            zeros(v, n);
+        for v in [&mut self.total, &mut self.cost_last, &mut self.cost_mean] {
+            v.fill(0);
         }
-        for v in &mut self.cost_k {
-            zeros(v, n);
-        }
-        self.prev.clear();
-        self.prev.extend(before.iter().map(|&b| b as i32));
+        let mut prev = before;
         for row in values.chunks_exact(n) {
             let sums = self.total.iter_mut().zip(&mut self.cost_last);
-            for (((total, cost), prev), &v) in sums.zip(&mut self.prev).zip(row) {
+            let sums = sums.zip(&mut self.cost_mean).zip(&self.mean);
+            for ((((total, last), mean_cost), &mean), (&v, &p)) in sums.zip(row.iter().zip(prev)) {
+                let v = v as i32;
                 *total += v as u32;
-                *cost += zigzag(v as i32 - *prev);
-                *prev = v as i32;
+                *last += zigzag(v - p as i32);
+                *mean_cost += zigzag(v - mean);
             }
+            prev = row;
         }
-        self.mean.clear();
-        self.mean.extend(
-            self.total
-                .iter()
-                .map(|&t| ((t + samples / 2) / samples) as i32),
-        );
-        for row in values.chunks_exact(n) {
-            for ((cost, &mean), &v) in self.cost_mean.iter_mut().zip(&self.mean).zip(row) {
-                *cost += zigzag(v as i32 - mean);
-            }
-        }
-        self.from_last.clear();
         for c in 0..n {
-            let last = self.cost_last[c] <= self.cost_mean[c];
-            let sum = if last {
+            let from_last = self.cost_last[c] <= self.cost_mean[c];
+            let sum = if from_last {
                 self.cost_last[c]
             } else {
                 self.cost_mean[c]
             };
-            self.from_last.push(last as i32);
-            // A first guess: the smallest k whose 2^k covers half the mean mapped residual
-            // (LOCO-I's rule), at least 1 so that its neighbours are k - 1 and k + 1.
-            let mut k = 1;
-            while k < MAX_K - 1 && (samples << (k + 1)) < sum {
+            let mut k = 0;
+            while k < MAX_K && (samples << (k + 1)) < sum {
                 k += 1;
             }
             self.k[c] = k;
+            self.from_last[c] = from_last as i32;
+            self.mean[c] = ((self.total[c] + samples / 2) / samples) as i32;
         }
-        self.prev.clear();
-        self.prev.extend(before.iter().map(|&b| b as i32));
-        let [c0, c1, c2] = &mut self.cost_k;
-        for row in values.chunks_exact(n) {
-            let state = self
-                .prev
-                .iter_mut()
-                .zip(&self.mean)
-                .zip(&self.from_last)
-                .zip(&self.k);
-            let costs = c0.iter_mut().zip(c1.iter_mut()).zip(c2.iter_mut());
-            for (((((prev, &mean), &from_last), &k), ((c0, c1), c2)), &v) in
-                state.zip(costs).zip(row)
-            {
-                let predicted = mean + from_last * (*prev - mean);
-                let m = zigzag(v as i32 - predicted);
-                *prev = v as i32;
-                *c0 += code_bits(m, k - 1);
-                *c1 += code_bits(m, k);
-                *c2 += code_bits(m, k + 1);
-            }
+    }
+
+    /// Each channel's mapped residual of `row`, the row before being `prev`.
+    #[inline]
+    pub fn residuals(&self, prev: &[u16], row: &[u16], mapped: &mut [u32]) {
+        let state = self.mean.iter().zip(&self.from_last);
+        for (((&mean, &from_last), (&p, &v)), m) in
+            state.zip(prev.iter().zip(row)).zip(mapped.iter_mut())
+        {
+            let predicted = mean + from_last * (p as i32 - mean);
+            *m = zigzag(v as i32 - predicted);
         }
-        for (c, ch) in channels.iter_mut().enumerate() {
-            let cost = [c0[c], c1[c], c2[c]];
-            let best = (0..3).min_by_key(|&j| cost[j]).expect("three candidates") as u32;
-            ch.k = self.k[c] + best - 1;
-            ch.mean = self.mean[c] as u16;
-            ch.predictor = if self.from_last[c] == 1 {
-                Predictor::Last
-            } else {
-                Predictor::Mean
-            };
+    }
+
+    /// The row whose codes were `codes` (as `read` gives them), the row before being `prev`;
+    /// an error where a value is beyond `max` (the ADC's full scale): a corrupt stream.
+    #[inline]
+    pub fn restore(
+        &self,
+        prev: &[u16],
+        codes: &[u32],
+        row: &mut [u16],
+        max: u16,
+    ) -> Result<(), Corrupt> {
+        let mut beyond = 0u32;
+        let state = self.mean.iter().zip(&self.from_last);
+        for (((&mean, &from_last), (&p, &code)), v) in
+            state.zip(prev.iter().zip(codes)).zip(row.iter_mut())
+        {
+            let predicted = mean + from_last * (p as i32 - mean);
+            // Without a branch, so that the loop runs on vectors: all ones where escaped.
+            let escaped = ((code >> 31) as i32).wrapping_neg();
+            let value = ((code & 0xffff) as i32 & escaped)
+                | ((predicted + unzigzag(code & !ESCAPED)) & !escaped);
+            // (A negative value is beyond too, as an unsigned one.)
+            beyond |= (value as u32 > max as u32) as u32;
+            *v = value as u16;
         }
+        if beyond != 0 {
+            return Err(Corrupt);
+        }
+        Ok(())
     }
 }
 
@@ -205,11 +166,10 @@ fn unzigzag(m: u32) -> i32 {
     (m >> 1) as i32 ^ -((m & 1) as i32)
 }
 
-/// Writes `value`, the channel's next sample, in room for `MAX_SAMPLE_BITS`.
+/// Writes the code of residual `mapped` with parameter `k` (of the sample `value`, written
+/// whole if escaped), in room for `MAX_SAMPLE_BITS`.
 #[inline]
-pub fn encode(ch: &mut Channel, value: u16, w: &mut BitWriter) {
-    let mapped = zigzag(value as i32 - ch.prediction());
-    let k = ch.k;
+pub fn put(w: &mut BitWriter, mapped: u32, k: u32, value: u16) {
     let q = mapped >> k;
     if q < ESCAPE_ONES {
         // q ones, a zero, then the low k bits: one put of at most 15 + 1 + 14 bits.
@@ -219,38 +179,31 @@ pub fn encode(ch: &mut Channel, value: u16, w: &mut BitWriter) {
         w.put((1u32 << ESCAPE_ONES) - 1, ESCAPE_ONES);
         w.put(value as u32, ESCAPED_BITS);
     }
-    ch.last = value;
 }
 
-/// A decoded value no sample can have: a corrupt stream.
+/// Reads one code with parameter `k`: its mapped residual, or `ESCAPED` over the sample's value.
+#[inline]
+pub fn read(r: &mut BitReader, k: u32) -> u32 {
+    let window = r.peek();
+    let q = (!window).trailing_zeros();
+    if q < ESCAPE_ONES {
+        r.skip(q + 1 + k);
+        (q << k) | ((window >> (q + 1)) as u32 & ((1 << k) - 1))
+    } else {
+        r.skip(ESCAPE_ONES);
+        ESCAPED | r.get(ESCAPED_BITS)
+    }
+}
+
+/// A decoded value no sample can have, or a stream that does not end where its codes do: a
+/// corrupt chunk.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Corrupt;
 
-impl From<OutOfBits> for Corrupt {
-    fn from(_: OutOfBits) -> Corrupt {
+impl From<crate::bits::OutOfBits> for Corrupt {
+    fn from(_: crate::bits::OutOfBits) -> Corrupt {
         Corrupt
     }
-}
-
-/// Reads the channel's next sample, of at most `max` (the ADC's full scale).
-#[inline]
-pub fn decode(ch: &mut Channel, r: &mut BitReader, max: u16) -> Result<u16, Corrupt> {
-    let k = ch.k;
-    let window = r.peek();
-    let q = (!window).trailing_zeros();
-    let value = if q < ESCAPE_ONES {
-        let mapped = (q << k) | ((window >> (q + 1)) as u32 & ((1 << k) - 1));
-        r.skip(q + 1 + k);
-        ch.prediction() + unzigzag(mapped)
-    } else {
-        r.skip(ESCAPE_ONES);
-        r.get(ESCAPED_BITS) as i32
-    };
-    if !(0..=max as i32).contains(&value) {
-        return Err(Corrupt);
-    }
-    ch.last = value as u16;
-    Ok(value as u16)
 }
 
 #[cfg(test)]
@@ -270,30 +223,35 @@ mod tests {
     fn round_trip(values: &[u16]) -> (usize, Vec<u16>) {
         let mut out = Vec::new();
         let mut w = BitWriter::new(&mut out);
-        let mut ch = [Channel::new(8192)];
-        let mut learner = Learner::default();
-        let mut before = 8192;
+        let mut ch = Channels::new(1, 8192);
+        let mut prev = 8192;
+        let mut m = [0u32];
         for frame in values.chunks(64) {
             w.reserve(frame.len() * MAX_SAMPLE_BITS);
+            let before = prev;
             for &v in frame {
-                encode(&mut ch[0], v, &mut w);
+                ch.residuals(&[prev], &[v], &mut m);
+                put(&mut w, m[0], ch.k(0), v);
+                prev = v;
             }
-            learner.learn_frame(&mut ch, &[before], frame);
-            before = *frame.last().unwrap();
+            ch.learn_frame(&[before], frame);
         }
         let bytes = w.finish();
         out.extend_from_slice(&[0; PADDING]);
         let mut r = BitReader::new(&out);
-        let mut ch = [Channel::new(8192)];
+        let mut ch = Channels::new(1, 8192);
         let mut back = Vec::new();
-        let mut before = 8192;
+        let mut prev = 8192;
         for frame in values.chunks(64) {
-            let from = back.len();
+            let (from, before) = (back.len(), prev);
             for _ in frame {
-                back.push(decode(&mut ch[0], &mut r, u16::MAX).expect("a sample"));
+                let mut v = [0u16];
+                ch.restore(&[prev], &[read(&mut r, ch.k(0))], &mut v, u16::MAX)
+                    .expect("a sample");
+                back.push(v[0]);
+                prev = v[0];
             }
-            learner.learn_frame(&mut ch, &[before], &back[from..]);
-            before = *back.last().unwrap();
+            ch.learn_frame(&[before], &back[from..]);
         }
         assert_eq!(r.finished(), Ok(()));
         (bytes, back)
@@ -332,13 +290,17 @@ mod tests {
 
     #[test]
     fn a_value_beyond_full_scale_is_corrupt() {
-        let mut out = Vec::new();
-        let mut w = BitWriter::new(&mut out);
-        w.reserve(MAX_SAMPLE_BITS);
-        encode(&mut Channel::new(8192), 16384, &mut w);
-        w.finish();
-        out.extend_from_slice(&[0; PADDING]);
-        let mut r = BitReader::new(&out);
-        assert_eq!(decode(&mut Channel::new(8192), &mut r, 16383), Err(Corrupt));
+        let ch = Channels::new(1, 8192);
+        let mut v = [0u16];
+        // 16384 written whole: an escape; and a residual that takes the sample above 14 bits.
+        let codes = [ESCAPED | 16384, zigzag(16384 - 8192)];
+        for code in codes {
+            assert_eq!(ch.restore(&[8192], &[code], &mut v, 16383), Err(Corrupt));
+        }
+        assert_eq!(
+            ch.restore(&[8192], &[ESCAPED | 16383], &mut v, 16383),
+            Ok(())
+        );
+        assert_eq!(v, [16383]);
     }
 }

@@ -128,3 +128,38 @@ fn a_corrupt_or_cut_chunk_is_an_error_never_other_frames() {
         }
     }
 }
+
+/// The fuzzer's seeds (`fuzz/seeds/codec_decode/`) are chunks this codec writes today: each
+/// decodes to the frames it was made from. `SNBUF_WRITE_SEEDS=1` writes them anew (after a
+/// change of format).
+#[test]
+fn the_fuzzers_seeds_are_chunks_of_todays_format() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/codec_decode");
+    let custom: FrameType = "custom:64:25".parse().unwrap();
+    let seeds = [
+        ("wibeth-3", FrameType::WibEth, 3, 5),
+        ("wib2-20", FrameType::Wib2, 20, 0),
+        ("protodune-wib-8", FrameType::ProtoDuneWib, 8, 0),
+        ("daphne-stream-4", FrameType::DaphneEthStream, 4, 0),
+        ("tdeeth-2", FrameType::TdeEth, 2, 0),
+        ("custom-10", custom, 10, 3),
+    ];
+    let write = std::env::var_os("SNBUF_WRITE_SEEDS").is_some();
+    for (name, t, frames, tail) in seeds {
+        let raw = stream(t, frames, tail);
+        let path = dir.join(name);
+        if write {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&path, snbuf_codec::encode(t, &raw)).unwrap();
+        }
+        let seed = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(seed.len() <= 65_536, "{name}: within the fuzzer's -max_len");
+        let back = snbuf_codec::decode(&seed);
+        assert!(
+            back == Ok((t, raw)),
+            "{name}: {:?} (SNBUF_WRITE_SEEDS=1 after a change of format)",
+            back.err()
+        );
+    }
+}

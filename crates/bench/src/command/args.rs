@@ -58,6 +58,17 @@ pub enum BenchCommand {
     ///
     ///   snbuf bench checksum --dram-size 512MiB --json checksum.json
     Checksum(ChecksumArgs),
+    /// snbuf's lossless frame codec beside zstd (-1, -3, -19), xz, lz4 and the HDF5 filters
+    /// bitshuffle and Blosc2 (through h5py and hdf5plugin, where installed), on the same bytes,
+    /// one core each: coded size over raw, encode and decode GiB/s, and the entropy bound of
+    /// the codec's residuals. By default on emulated frames whose noise is every frame's own
+    /// (ProtoDUNE-HD's); or on any file of frames (DUNE's raw `<SourceID>.bin`, or `snbuf
+    /// extract`'s output). Every decode is checked against the raw bytes.
+    ///
+    ///   snbuf bench codec
+    ///
+    ///   snbuf bench codec --input link3.bin --frame-type wibeth --json codec.json
+    Codec(CodecArgs),
     /// Everything above plus the write and read sweeps of DUNE Figs 2, 3 and 5, into one results
     /// directory, at a scale that fits this machine (about 2.5 minutes on a 2-core machine;
     /// --quick about 16 s). With a second target, both media side by side (the paper's Table II).
@@ -131,6 +142,30 @@ pub struct KernelsArgs {
     /// Page sizes, comma-separated: 4KiB, 2MiB.
     #[arg(long = "page-size", value_name = "LIST", value_delimiter = ',', default_value = "4KiB,2MiB", value_parser = parse_page_size)]
     pub page_sizes: Vec<u64>,
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CodecArgs {
+    /// The frames' type: wibeth, tdeeth, wib2, protodune-wib, daphne-stream, or
+    /// custom:BYTES:TICKS (stored raw by the codec).
+    #[arg(long, value_name = "TYPE", default_value = "wibeth")]
+    pub frame_type: String,
+    /// A file of frames back to back to measure on, instead of emulated ones (any bytes after
+    /// the last whole frame are left out).
+    #[arg(long, value_name = "FILE")]
+    pub input: Option<PathBuf>,
+    /// Emulated frames to make (one link's, every frame its own noise).
+    #[arg(long, value_name = "N", default_value_t = 4096, value_parser = parse_count)]
+    pub frames: u64,
+    /// Timed passes per compressor; the fastest is reported.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub passes: u32,
+    /// Where the peers' files go for the run (removed after). Default: /dev/shm where there is
+    /// one, else the temporary directory.
+    #[arg(long, value_name = "DIR")]
+    pub scratch: Option<PathBuf>,
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 }

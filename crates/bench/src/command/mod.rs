@@ -5,6 +5,7 @@
 
 mod args;
 mod checksum;
+mod codec;
 pub mod methods;
 mod paper;
 pub mod plan;
@@ -13,8 +14,8 @@ mod suites;
 mod throughput;
 
 pub use args::{
-    AppArgs, BenchCommand, ChecksumArgs, JoinArgs, KernelsArgs, LatencyArgs, PaperArgs, PatternArg,
-    PlanArgs, SyncArg, ThroughputArgs,
+    AppArgs, BenchCommand, ChecksumArgs, CodecArgs, JoinArgs, KernelsArgs, LatencyArgs, PaperArgs,
+    PatternArg, PlanArgs, SyncArg, ThroughputArgs,
 };
 
 use crate::Direction;
@@ -30,6 +31,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Kernels(a) => suites::kernels(a),
         BenchCommand::App(a) => suites::app(a),
         BenchCommand::Checksum(a) => checksum::run(a),
+        BenchCommand::Codec(a) => codec::run(a),
         BenchCommand::Paper(a) => paper::run(a),
     }
 }

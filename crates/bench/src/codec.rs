@@ -1,0 +1,350 @@
+//! `snbuf bench codec`: snbuf's frame codec (crates/codec) beside the compressors a physicist
+//! would otherwise reach for, on the same bytes, one core each: zstd (-1, -3, -19), xz and lz4
+//! as their own command-line tools (single-threaded), and the HDF5 filters `hdf5plugin` brings
+//! (bitshuffle with LZ4, Blosc2 with bit-shuffle and zstd) through h5py, as a DUNE HDF5 file
+//! would store the frames. For each: the coded size over the raw, and encode and decode GiB/s
+//! (raw bytes over wall time, the fastest of the passes). And the bound the codec's model
+//! allows: the zero-order entropy of the channels' first differences, plus the header bytes
+//! kept verbatim.
+//!
+//! Every decode is checked against the raw bytes (CRC-32C of what came back): a compressor that
+//! does not give them back is a wrong result, not a figure. A peer not installed on this machine
+//! is reported as such, not left out silently.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use serde::Serialize;
+use snbuf_frames::adc::AdcShape;
+use snbuf_frames::FrameType;
+
+use crate::error::BenchError;
+
+/// What one run measures.
+#[derive(Clone, Debug)]
+pub struct CodecConfig {
+    pub frame_type: FrameType,
+    /// The frames, back to back.
+    pub raw: Vec<u8>,
+    /// Where they came from, for the results: `emulated (...)` or the file's path.
+    pub source: String,
+    /// Timed passes per compressor; the fastest is reported.
+    pub passes: u32,
+    /// A directory for the peers' files (removed after).
+    pub scratch: PathBuf,
+}
+
+/// What one result is.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// snbuf's codec.
+    Codec,
+    /// A general-purpose compressor or an HDF5 filter.
+    Peer,
+    /// The entropy bound of the codec's residuals: a size, no speed.
+    Bound,
+}
+
+/// One compressor on the bytes.
+#[derive(Clone, Debug, Serialize)]
+pub struct CodecResult {
+    pub compressor: String,
+    pub kind: Kind,
+    pub frame_type: String,
+    pub source: String,
+    pub raw_bytes: u64,
+    /// None where the compressor is not on this machine.
+    pub coded_bytes: Option<u64>,
+    /// Coded over raw bytes.
+    pub ratio: Option<f64>,
+    pub encode_gib_s: Option<f64>,
+    pub decode_gib_s: Option<f64>,
+    /// The decoded bytes were the raw ones (false also where it could not run).
+    pub verified: bool,
+    pub notes: Vec<String>,
+}
+
+impl CodecResult {
+    fn new(c: &CodecConfig, compressor: &str, kind: Kind) -> CodecResult {
+        CodecResult {
+            compressor: compressor.to_string(),
+            kind,
+            frame_type: c.frame_type.name(),
+            source: c.source.clone(),
+            raw_bytes: c.raw.len() as u64,
+            coded_bytes: None,
+            ratio: None,
+            encode_gib_s: None,
+            decode_gib_s: None,
+            verified: false,
+            notes: Vec::new(),
+        }
+    }
+
+    fn sized(mut self, coded: u64) -> CodecResult {
+        self.coded_bytes = Some(coded);
+        self.ratio = Some(coded as f64 / self.raw_bytes.max(1) as f64);
+        self
+    }
+}
+
+/// A peer run as a command: its name, how it compresses and how it decompresses (stdin to
+/// stdout, one thread).
+struct ToolPeer {
+    name: &'static str,
+    compress: &'static [&'static str],
+    decompress: &'static [&'static str],
+}
+
+const TOOLS: &[ToolPeer] = &[
+    ToolPeer {
+        name: "zstd -1",
+        compress: &["zstd", "-1", "-T1", "-q", "-c"],
+        decompress: &["zstd", "-d", "-q", "-c"],
+    },
+    ToolPeer {
+        name: "zstd -3",
+        compress: &["zstd", "-3", "-T1", "-q", "-c"],
+        decompress: &["zstd", "-d", "-q", "-c"],
+    },
+    ToolPeer {
+        name: "zstd -19",
+        compress: &["zstd", "-19", "-T1", "-q", "-c"],
+        decompress: &["zstd", "-d", "-q", "-c"],
+    },
+    ToolPeer {
+        name: "xz -6",
+        compress: &["xz", "-6", "-T1", "-c"],
+        decompress: &["xz", "-d", "-c"],
+    },
+    ToolPeer {
+        name: "lz4",
+        compress: &["lz4", "-q", "-c"],
+        decompress: &["lz4", "-d", "-q", "-c"],
+    },
+];
+
+/// The HDF5 filters, measured by `codec_hdf5.py` (h5py and hdf5plugin).
+const HDF5_FILTERS: &[&str] = &["bitshuffle-lz4", "blosc2-zstd-bitshuffle"];
+
+/// Steps a run reports: the codec, the bound, each tool and each filter.
+pub fn steps() -> u64 {
+    2 + TOOLS.len() as u64 + HDF5_FILTERS.len() as u64
+}
+
+/// Measures every compressor on `c.raw`, reporting each as it starts.
+pub fn run(c: &CodecConfig, step: &mut dyn FnMut(&str)) -> Result<Vec<CodecResult>, BenchError> {
+    assert!(c.passes > 0, "at least one pass");
+    std::fs::create_dir_all(&c.scratch).map_err(|e| io_error(&c.scratch, e))?;
+    let raw_path = c.scratch.join("raw.bin");
+    std::fs::write(&raw_path, &c.raw).map_err(|e| io_error(&raw_path, e))?;
+    let raw_crc = crc32c::crc32c(&c.raw);
+    let mut out = Vec::new();
+    step("snbuf codec");
+    out.push(codec(c));
+    step("entropy bound");
+    out.push(bound(c));
+    for tool in TOOLS {
+        step(tool.name);
+        out.push(tool_peer(c, tool, &raw_path, raw_crc));
+    }
+    for filter in HDF5_FILTERS {
+        step(filter);
+        out.push(hdf5_peer(c, filter, &raw_path));
+    }
+    let _ = std::fs::remove_dir_all(&c.scratch);
+    Ok(out)
+}
+
+fn io_error(path: &Path, e: std::io::Error) -> BenchError {
+    BenchError::Target {
+        path: path.to_path_buf(),
+        why: e.to_string(),
+    }
+}
+
+/// The fastest of `passes` runs of `f`, in seconds, and its last output.
+fn fastest<T>(passes: u32, mut f: impl FnMut() -> T) -> (f64, T) {
+    let mut best = f64::INFINITY;
+    let mut last = None;
+    for _ in 0..passes {
+        let t = Instant::now();
+        let v = f();
+        best = best.min(t.elapsed().as_secs_f64());
+        last = Some(v);
+    }
+    (best, last.expect("at least one pass"))
+}
+
+fn gib_s(bytes: usize, seconds: f64) -> f64 {
+    bytes as f64 / (1u64 << 30) as f64 / seconds
+}
+
+fn codec(c: &CodecConfig) -> CodecResult {
+    let (encode_s, coded) = fastest(c.passes, || snbuf_codec::encode(c.frame_type, &c.raw));
+    let (decode_s, back) = fastest(c.passes, || snbuf_codec::decode(&coded));
+    let mut r = CodecResult::new(c, "snbuf codec", Kind::Codec).sized(coded.len() as u64);
+    r.encode_gib_s = Some(gib_s(c.raw.len(), encode_s));
+    r.decode_gib_s = Some(gib_s(c.raw.len(), decode_s));
+    match back {
+        Ok((t, bytes)) => r.verified = t == c.frame_type && bytes == c.raw,
+        Err(e) => r
+            .notes
+            .push(format!("snbuf codec: its own chunk did not decode: {e}")),
+    }
+    r
+}
+
+/// The codec's bound: every header byte as it is, and each sample at the zero-order entropy of
+/// the first differences of its channel (one histogram over all channels), as the issue that
+/// asked for the codec measured real data.
+fn bound(c: &CodecConfig) -> CodecResult {
+    let mut r = CodecResult::new(c, "entropy bound (first differences)", Kind::Bound);
+    let frame_bytes = c.frame_type.frame_bytes() as usize;
+    let Some(shape) = AdcShape::of(c.frame_type).filter(|_| frame_bytes > 0) else {
+        r.notes
+            .push(format!("{}: no ADC values to model", c.frame_type));
+        return r;
+    };
+    let Some(adc) = shape.adc_ranges(frame_bytes) else {
+        return r;
+    };
+    let adc_bytes: usize = adc.iter().map(|a| a.len()).sum();
+    let frames = c.raw.len() / frame_bytes;
+    let mut counts = std::collections::HashMap::<i32, u64>::new();
+    let mut row = vec![0u16; shape.channels];
+    let mut prev: Option<Vec<u16>> = None;
+    for frame in c.raw.chunks_exact(frame_bytes) {
+        for s in 0..shape.samples_per_frame {
+            shape.sample(frame, s, &mut row);
+            if let Some(p) = &prev {
+                for (&v, &q) in row.iter().zip(p) {
+                    *counts.entry(v as i32 - q as i32).or_default() += 1;
+                }
+            }
+            prev = Some(row.clone());
+        }
+    }
+    let n: u64 = counts.values().sum();
+    let bits: f64 = counts
+        .values()
+        .map(|&k| {
+            let p = k as f64 / n as f64;
+            -p * p.log2()
+        })
+        .sum();
+    let samples = (frames * shape.samples_per_frame * shape.channels) as f64;
+    let headers = frames * (frame_bytes - adc_bytes) + c.raw.len() % frame_bytes;
+    let coded = headers as f64 + samples * bits / 8.0;
+    r.notes.push(format!(
+        "{}: first differences carry {bits:.2} bits a sample of {} stored",
+        c.frame_type,
+        shape.bits()
+    ));
+    r.verified = true;
+    r.sized(coded.round() as u64)
+}
+
+/// Runs `argv` with stdin from `input` and stdout to `output`; None when its program is not on
+/// this machine.
+fn pipe(argv: &[&str], input: &Path, output: &Path) -> Result<Option<()>, String> {
+    let stdin = std::fs::File::open(input).map_err(|e| format!("{}: {e}", input.display()))?;
+    let stdout = std::fs::File::create(output).map_err(|e| format!("{}: {e}", output.display()))?;
+    let status = Command::new(argv[0])
+        .args(&argv[1..])
+        .stdin(stdin)
+        .stdout(stdout)
+        .stderr(Stdio::inherit())
+        .status();
+    match status {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("{}: {e}", argv[0])),
+        Ok(s) if s.success() => Ok(Some(())),
+        Ok(s) => Err(format!("{} exited {s}", argv.join(" "))),
+    }
+}
+
+fn tool_peer(c: &CodecConfig, tool: &ToolPeer, raw: &Path, raw_crc: u32) -> CodecResult {
+    let mut r = CodecResult::new(c, tool.name, Kind::Peer);
+    let coded = c.scratch.join("coded");
+    let back = c.scratch.join("back");
+    let (encode_s, ran) = fastest(c.passes, || pipe(tool.compress, raw, &coded));
+    match ran {
+        Ok(Some(())) => {}
+        Ok(None) => {
+            r.notes
+                .push(format!("{}: not installed here", tool.compress[0]));
+            return r;
+        }
+        Err(e) => {
+            r.notes.push(e);
+            return r;
+        }
+    }
+    let (decode_s, ran) = fastest(c.passes, || pipe(tool.decompress, &coded, &back));
+    if let Err(e) = ran {
+        r.notes.push(e);
+        return r;
+    }
+    let size = std::fs::metadata(&coded).map(|m| m.len()).unwrap_or(0);
+    r = r.sized(size);
+    r.encode_gib_s = Some(gib_s(c.raw.len(), encode_s));
+    r.decode_gib_s = Some(gib_s(c.raw.len(), decode_s));
+    r.verified =
+        std::fs::read(&back).is_ok_and(|b| crc32c::crc32c(&b) == raw_crc && b.len() == c.raw.len());
+    r
+}
+
+/// The script that writes the frames through one HDF5 filter and reads them back.
+const HDF5_SCRIPT: &str = include_str!("codec_hdf5.py");
+
+/// What `codec_hdf5.py` prints.
+#[derive(serde::Deserialize)]
+struct Hdf5Measured {
+    coded_bytes: u64,
+    encode_s: f64,
+    decode_s: f64,
+    identical: bool,
+}
+
+fn hdf5_peer(c: &CodecConfig, filter: &str, raw: &Path) -> CodecResult {
+    let mut r = CodecResult::new(c, &format!("hdf5 {filter}"), Kind::Peer);
+    let frame_bytes = c.frame_type.frame_bytes().to_string();
+    let passes = c.passes.to_string();
+    let h5 = c.scratch.join("frames.h5");
+    let out = Command::new("python3")
+        .args(["-c", HDF5_SCRIPT, filter])
+        .arg(raw)
+        .arg(&h5)
+        .args([frame_bytes.as_str(), passes.as_str()])
+        .output();
+    let out = match out {
+        Ok(o) => o,
+        Err(e) => {
+            r.notes.push(format!("python3: {e}"));
+            return r;
+        }
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        let why = String::from_utf8_lossy(&out.stderr);
+        let last = why.lines().last().unwrap_or("no message");
+        r.notes
+            .push(format!("hdf5 {filter}: not measured ({last})"));
+        return r;
+    }
+    match serde_json::from_str::<Hdf5Measured>(stdout.trim()) {
+        Ok(m) => {
+            r = r.sized(m.coded_bytes);
+            r.encode_gib_s = Some(gib_s(c.raw.len(), m.encode_s));
+            r.decode_gib_s = Some(gib_s(c.raw.len(), m.decode_s));
+            r.verified = m.identical;
+        }
+        Err(e) => r
+            .notes
+            .push(format!("hdf5 {filter}: unreadable result {stdout:?}: {e}")),
+    }
+    r
+}
