@@ -318,3 +318,61 @@ fn help_teaches_and_methods_lists_what_is_here() {
         "{out}"
     );
 }
+
+#[test]
+fn the_codec_bench_checks_every_decode_and_judges_the_targets() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("codec.json");
+    let scratch = dir.path().join("scratch");
+    let o = snbuf(&[
+        "bench",
+        "codec",
+        "--frames",
+        "40",
+        "--passes",
+        "1",
+        "--scratch",
+        scratch.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("target: coded at most 40 % of raw"), "{out}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = doc["results"].as_array().unwrap();
+    let codec = rows.iter().find(|r| r["kind"] == "codec").unwrap();
+    assert_eq!(codec["verified"], true);
+    assert!(codec["ratio"].as_f64().unwrap() < 0.40, "{codec}");
+    let bound = rows.iter().find(|r| r["kind"] == "bound").unwrap();
+    assert!(bound["ratio"].as_f64().unwrap() < codec["ratio"].as_f64().unwrap());
+    for r in rows.iter().filter(|r| r["kind"] == "peer") {
+        // Run and checked, or said not to have run.
+        assert!(
+            r["verified"] == true
+                || (r["coded_bytes"].is_null() && !r["notes"].as_array().unwrap().is_empty()),
+            "{r}"
+        );
+    }
+    assert!(!scratch.exists(), "the peers' files removed");
+}
+
+#[test]
+fn the_codec_bench_refuses_a_file_of_no_whole_frame_and_an_unknown_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let short = dir.path().join("short.bin");
+    std::fs::write(&short, [0u8; 100]).unwrap();
+    for (args, needle) in [
+        (
+            vec!["bench", "codec", "--input", short.to_str().unwrap()],
+            "not one whole wibeth frame",
+        ),
+        (
+            vec!["bench", "codec", "--frame-type", "wibbly"],
+            "--frame-type wibbly",
+        ),
+    ] {
+        assert_refused(&snbuf(&args), 2, needle);
+    }
+}
