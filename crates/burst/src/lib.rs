@@ -9,6 +9,7 @@
 
 pub mod chunk;
 pub mod chunk_writer;
+pub mod coded_link;
 pub mod link_writer;
 pub mod manifest;
 pub mod names;

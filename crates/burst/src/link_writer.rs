@@ -120,6 +120,7 @@ impl<S: Sink> BurstWriter<S> {
             triggers: answered,
             continues: None,
             continued_in: None,
+            coded: None,
         };
         assert_eq!(
             manifest.links.len(),

@@ -204,6 +204,11 @@ pub struct Manifest {
     pub continues: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continued_in: Option<String>,
+    /// In a copy an export wrote coded (`export --codec frames`): the codec of its link files,
+    /// each stored as `<file>.snbl` (`coded_link`), which every reader of this crate opens as
+    /// the file it stands for. Absent in a burst as recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coded: Option<String>,
 }
 
 /// A trigger a burst answers: its own window, and the part of it the burst holds.

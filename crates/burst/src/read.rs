@@ -31,6 +31,8 @@ pub enum ReadError {
         path: PathBuf,
         cause: std::io::Error,
     },
+    #[error("{0}")]
+    Coded(#[from] crate::coded_link::CodedLinkError),
     #[error("{path}: chunk {sequence} at offset {offset} changed since it was checked (CRC-32C mismatch)")]
     Changed {
         path: PathBuf,
@@ -88,7 +90,8 @@ impl BurstReader {
             path: path.clone(),
             cause,
         };
-        let file = File::open(&path).map_err(io)?;
+        // The link file, or its coded form as an export wrote it, decoded.
+        let file = crate::coded_link::open_link_file(&self.dir, &link_file_name(link))?;
         let step = self
             .manifest
             .frame

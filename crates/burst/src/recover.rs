@@ -292,6 +292,7 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
                 unit: None,
                 continues: None,
                 continued_in: None,
+                coded: None,
             },
         };
         assert!(

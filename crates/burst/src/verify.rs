@@ -7,7 +7,6 @@
 //! data lacks is accounted for as lost.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -250,10 +249,11 @@ fn verify_link(
         return Ok((lv, None));
     }
     let path = dir.join(&name);
-    let file = match File::open(&path) {
+    // The link file, or its coded form as an export wrote it, decoded (and so checked whole).
+    let file = match crate::coded_link::open_link_file(dir, &name) {
         Ok(f) => f,
         Err(e) => {
-            lv.problems.push(format!("{}: {e}", path.display()));
+            lv.problems.push(e.to_string());
             return Ok((lv, None));
         }
     };

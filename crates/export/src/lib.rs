@@ -14,6 +14,7 @@
 pub mod destination;
 pub mod queue;
 mod read_back;
+pub mod staging;
 
 use read_back::verify_object;
 pub use read_back::{read_back_again, ReadBack};
@@ -27,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use snbuf_persist::replace::{replace_file, ReplaceDurability};
 
 pub use destination::{Destination, S3Settings};
+pub use staging::ExportCodec;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
@@ -50,6 +52,8 @@ pub struct ExportOptions {
     /// Part size of multipart uploads and of read-back (S3 needs at least 5 MiB).
     pub part_bytes: u64,
     pub delete_after_verify: bool,
+    /// How link files are sent: as they are, or coded (`staging`).
+    pub codec: ExportCodec,
 }
 
 pub const MIN_PART_BYTES: u64 = 5 << 20;
@@ -268,6 +272,7 @@ pub fn export_burst(
         )));
     }
     let (burst_id, files) = burst_files(dir)?;
+    let staged = staging::stage(dir, &files, opts.codec)?;
     let mut journal: Journal = std::fs::read(dir.join(JOURNAL))
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
@@ -290,9 +295,9 @@ pub fn export_burst(
     let mut records = Vec::new();
     let part = opts.part_bytes;
     rt.block_on(async {
-        for file in &files {
-            let path = dir.join(file);
-            let (size, crc) = local_crc(&path)?;
+        for s in &staged {
+            let (file, path) = (&s.name, &s.path);
+            let (size, crc) = local_crc(path)?;
             let key = dest.key(&burst_id, file);
             let entry = journal.objects.entry(file.clone()).or_default();
             if entry.size_bytes != size || entry.crc32c != crc {
@@ -312,7 +317,7 @@ pub fn export_burst(
                             let n = part.min(size - off) as usize;
                             // Paced before sending, so the last part also waits its turn.
                             pace(opts.rate_bytes_per_s, paced_since, sent + n as u64).await;
-                            let data = read_at(&path, off, n)?;
+                            let data = read_at(path, off, n)?;
                             destination::dir_write_part(root, &key, off, &data)
                                 .map_err(io(root))?;
                             off += n as u64;
@@ -328,7 +333,7 @@ pub fn export_burst(
                     }
                     Destination::S3 { bucket, .. } if size <= part => {
                         pace(opts.rate_bytes_per_s, paced_since, sent + size).await;
-                        let data = read_at(&path, 0, size as usize)?;
+                        let data = read_at(path, 0, size as usize)?;
                         let r = deadline(&key, bucket.put_object(&key, &data)).await?;
                         check_status(&key, r.status_code())?;
                         sent += size;
@@ -363,7 +368,7 @@ pub fn export_burst(
                             let off = (n as u64 - 1) * part;
                             let len = part.min(size - off);
                             pace(opts.rate_bytes_per_s, paced_since, sent + len).await;
-                            let data = read_at(&path, off, len as usize)?;
+                            let data = read_at(path, off, len as usize)?;
                             let p = deadline(
                                 &format!("{key} part {n}"),
                                 bucket.put_multipart_chunk(
@@ -468,6 +473,7 @@ pub fn export_burst(
         "every file exported and verified"
     );
     write_json(dir, EXPORTED, &exported)?;
+    staging::unstage(dir);
     let mut deleted = false;
     if opts.delete_after_verify {
         // Every object was read back and matched: only now may the local copy go, with the

@@ -32,6 +32,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
             args.export_rate.as_deref(),
             policy::EXPORT_PART_BYTES,
             args.delete_after_verify,
+            snbuf_export::ExportCodec::None,
         )?),
         None if args.export_rate.is_some() || args.delete_after_verify => {
             return Err(usage(

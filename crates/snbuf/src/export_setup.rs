@@ -12,6 +12,7 @@ pub fn options(
     rate: Option<&str>,
     part_bytes: u64,
     delete_after_verify: bool,
+    codec: snbuf_export::ExportCodec,
 ) -> anyhow::Result<(Destination, ExportOptions)> {
     let rate = rate
         .map(|r| {
@@ -33,6 +34,7 @@ pub fn options(
             rate_bytes_per_s: rate,
             part_bytes,
             delete_after_verify,
+            codec,
         },
     ))
 }

@@ -493,6 +493,7 @@ fn deleting_queue(
         rate_bytes_per_s: None,
         part_bytes: 5 << 20,
         delete_after_verify: true,
+        codec: snbuf_export::ExportCodec::None,
     };
     let dest = snbuf_export::Destination::Dir(store.to_path_buf());
     snbuf_export::queue::ExportQueue::start(dest, opts, second_read_back_after).unwrap()

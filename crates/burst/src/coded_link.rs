@@ -1,0 +1,289 @@
+//! A link file in a third of its bytes, for the way to central storage: `export --codec frames`
+//! writes each link file as `<file>.snbl`, and every reader here opens one as the link file it
+//! stands for (`open_link_file`), byte for byte.
+//!
+//! The coded file follows the link file's own structure: each valid chunk's header as it is,
+//! its payload (frames) through the frame codec (`snbuf_codec`, which keeps every header byte of
+//! a frame and checks what it decodes against the CRC-32C of the raw bytes), and every other
+//! byte (a torn tail, zeros after the last chunk) as it is. Layout: magic `SNBL`, a format
+//! version, the frame type's name; then records, each a kind byte and a u32 length
+//! (little-endian) before its bytes (`RAW`: bytes of the link file as they are; `CODED`: a
+//! coded payload); then `END`, the link file's length (u64) and its CRC-32C. A decode is the
+//! link file exactly or an error.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use snbuf_frames::FrameType;
+
+use crate::scan::{scan, Expect};
+
+const MAGIC: &[u8; 4] = b"SNBL";
+const VERSION: u8 = 1;
+/// The coded file's name suffix: `link-0000.dat.snbl` holds `link-0000.dat`.
+pub const SUFFIX: &str = ".snbl";
+/// The codec `export --codec frames` writes, as manifests name it.
+pub const CODEC_NAME: &str = "snbuf-frames-1";
+
+/// Record kinds.
+const RAW: u8 = 0;
+const CODED: u8 = 1;
+const END: u8 = 0xff;
+/// Raw bytes go in records of at most this many.
+const RAW_RECORD_BYTES: u64 = 1 << 20;
+
+/// Why a coded link file does not decode.
+#[derive(Debug, thiserror::Error)]
+pub enum CodedLinkError {
+    #[error("{path}: {cause}")]
+    Io { path: PathBuf, cause: io::Error },
+    #[error("{path}: not a coded link file: {why}")]
+    Corrupt { path: PathBuf, why: String },
+}
+
+/// What coding a link file did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Coded {
+    pub raw_bytes: u64,
+    pub coded_bytes: u64,
+    pub raw_crc32c: u32,
+}
+
+/// Writes the link file `src` (frames of `frame_type`, link `link`) coded to `dst`.
+pub fn encode_link_file(
+    src: &Path,
+    frame_type: FrameType,
+    link: u32,
+    dst: &Path,
+) -> Result<Coded, CodedLinkError> {
+    let io_src = |cause| CodedLinkError::Io {
+        path: src.to_path_buf(),
+        cause,
+    };
+    let io_dst = |cause| CodedLinkError::Io {
+        path: dst.to_path_buf(),
+        cause,
+    };
+    let file = File::open(src).map_err(io_src)?;
+    let len = file.metadata().map_err(io_src)?.len();
+    // Every valid chunk, whatever else the file holds: the rest goes as it is.
+    let report = scan(
+        &file,
+        Expect {
+            link: Some(link),
+            frame_step_ticks: None,
+            frame: None,
+        },
+    )
+    .map_err(io_src)?;
+    let mut out = Counting::new(BufWriter::new(File::create(dst).map_err(io_dst)?));
+    let name = frame_type.name();
+    out.write_all(MAGIC).map_err(io_dst)?;
+    out.write_all(&[VERSION, name.len() as u8])
+        .map_err(io_dst)?;
+    out.write_all(name.as_bytes()).map_err(io_dst)?;
+    let mut crc = 0u32;
+    let mut at = 0u64;
+    let mut buf = Vec::new();
+    for c in &report.chunks {
+        let payload_at = c.offset + c.payload_offset;
+        let payload_end = payload_at + c.payload_bytes as u64;
+        for (from, to, coded) in [(at, payload_at, false), (payload_at, payload_end, true)] {
+            buf.resize((to - from) as usize, 0);
+            file.read_exact_at(&mut buf, from).map_err(io_src)?;
+            crc = crc32c::crc32c_append(crc, &buf);
+            if coded {
+                record(&mut out, CODED, &snbuf_codec::encode(frame_type, &buf)).map_err(io_dst)?;
+            } else {
+                raw_records(&mut out, &buf).map_err(io_dst)?;
+            }
+        }
+        at = payload_end;
+    }
+    while at < len {
+        let n = RAW_RECORD_BYTES.min(len - at);
+        buf.resize(n as usize, 0);
+        file.read_exact_at(&mut buf, at).map_err(io_src)?;
+        crc = crc32c::crc32c_append(crc, &buf);
+        record(&mut out, RAW, &buf).map_err(io_dst)?;
+        at += n;
+    }
+    out.write_all(&[END]).map_err(io_dst)?;
+    out.write_all(&len.to_le_bytes()).map_err(io_dst)?;
+    out.write_all(&crc.to_le_bytes()).map_err(io_dst)?;
+    let coded_bytes = out.bytes;
+    let f = out.inner.into_inner().map_err(|e| io_dst(e.into_error()))?;
+    // Flushed whole before it is sent: an error here is the export's, not a short object's.
+    f.sync_all().map_err(io_dst)?;
+    Ok(Coded {
+        raw_bytes: len,
+        coded_bytes,
+        raw_crc32c: crc,
+    })
+}
+
+/// A writer that counts what it wrote.
+struct Counting<W> {
+    inner: W,
+    bytes: u64,
+}
+
+impl<W: Write> Counting<W> {
+    fn new(inner: W) -> Counting<W> {
+        Counting { inner, bytes: 0 }
+    }
+}
+
+impl<W: Write> Write for Counting<W> {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(b)?;
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+fn record(out: &mut impl Write, kind: u8, bytes: &[u8]) -> io::Result<()> {
+    let len = u32::try_from(bytes.len()).expect("a record fits 4 GiB");
+    out.write_all(&[kind])?;
+    out.write_all(&len.to_le_bytes())?;
+    out.write_all(bytes)
+}
+
+fn raw_records(out: &mut impl Write, bytes: &[u8]) -> io::Result<()> {
+    for piece in bytes.chunks(RAW_RECORD_BYTES as usize) {
+        record(out, RAW, piece)?;
+    }
+    Ok(())
+}
+
+/// Decodes the coded link file `src` into `dst` (a writer of the link file's bytes, from its
+/// start); returns the link file's length. Every coded payload is checked against its CRC, and
+/// the whole against the link file's.
+pub fn decode_link_file(src: &Path, dst: &mut impl Write) -> Result<u64, CodedLinkError> {
+    let corrupt = |why: String| CodedLinkError::Corrupt {
+        path: src.to_path_buf(),
+        why,
+    };
+    let io_err = |cause| CodedLinkError::Io {
+        path: src.to_path_buf(),
+        cause,
+    };
+    let file = File::open(src).map_err(io_err)?;
+    let coded_len = file.metadata().map_err(io_err)?.len();
+    let mut r = io::BufReader::new(file);
+    let mut taken = 0u64;
+    let mut take = |r: &mut io::BufReader<File>, n: usize| -> Result<Vec<u8>, CodedLinkError> {
+        // Never more than the file holds: a hostile length allocates nothing.
+        if n as u64 > coded_len - taken {
+            return Err(corrupt("it ends early".into()));
+        }
+        taken += n as u64;
+        let mut b = vec![0u8; n];
+        r.read_exact(&mut b).map_err(|e| match e.kind() {
+            io::ErrorKind::UnexpectedEof => corrupt("it ends early".into()),
+            _ => io_err(e),
+        })?;
+        Ok(b)
+    };
+    if take(&mut r, 4)? != MAGIC {
+        return Err(corrupt("no SNBL magic".into()));
+    }
+    let head = take(&mut r, 2)?;
+    if head[0] != VERSION {
+        return Err(corrupt(format!(
+            "format {} (this snbuf reads {VERSION})",
+            head[0]
+        )));
+    }
+    let name = String::from_utf8_lossy(&take(&mut r, head[1] as usize)?).into_owned();
+    let frame_type: FrameType = name
+        .parse()
+        .map_err(|_| corrupt(format!("frame type {name:?} unknown")))?;
+    let (mut len, mut crc) = (0u64, 0u32);
+    let write_err = |e: io::Error| CodedLinkError::Io {
+        path: PathBuf::from("(the decoded link file)"),
+        cause: e,
+    };
+    loop {
+        let kind = take(&mut r, 1)?[0];
+        if kind == END {
+            let tail = take(&mut r, 12)?;
+            let want_len = u64::from_le_bytes(tail[..8].try_into().expect("8 bytes"));
+            let want_crc = u32::from_le_bytes(tail[8..].try_into().expect("4 bytes"));
+            if (want_len, want_crc) != (len, crc) {
+                return Err(corrupt(format!(
+                    "it decodes to {len} B of CRC-32C {crc:#010x}, not the {want_len} B of {want_crc:#010x} it was"
+                )));
+            }
+            let mut rest = [0u8; 1];
+            if take_more(&mut r, &mut rest).map_err(io_err)? {
+                return Err(corrupt("bytes after its end".into()));
+            }
+            return Ok(len);
+        }
+        let n = u32::from_le_bytes(take(&mut r, 4)?.try_into().expect("4 bytes")) as usize;
+        let bytes = take(&mut r, n)?;
+        let raw = match kind {
+            RAW => bytes,
+            CODED => {
+                let (t, raw) = snbuf_codec::decode(&bytes).map_err(|e| corrupt(e.to_string()))?;
+                if t != frame_type {
+                    return Err(corrupt(format!(
+                        "a payload of {t} in a file of {frame_type}"
+                    )));
+                }
+                raw
+            }
+            other => return Err(corrupt(format!("record kind {other}"))),
+        };
+        crc = crc32c::crc32c_append(crc, &raw);
+        len += raw.len() as u64;
+        dst.write_all(&raw).map_err(write_err)?;
+    }
+}
+
+/// Whether `r` holds another byte.
+fn take_more(r: &mut impl Read, b: &mut [u8; 1]) -> io::Result<bool> {
+    Ok(r.read(b)? > 0)
+}
+
+/// Link file `name` of the burst in `dir`, to read: the file itself, or where only its coded
+/// form (`name` + `SUFFIX`, as an export wrote it) is there, that decoded into an unnamed
+/// temporary file (O_TMPFILE in the temporary directory, gone when closed).
+pub fn open_link_file(dir: &Path, name: &str) -> Result<File, CodedLinkError> {
+    let path = dir.join(name);
+    let coded = dir.join(format!("{name}{SUFFIX}"));
+    if path.exists() || !coded.exists() {
+        return File::open(&path).map_err(|cause| CodedLinkError::Io { path, cause });
+    }
+    let tmp_dir = std::env::temp_dir();
+    let tmp = tempfile_in(&tmp_dir).map_err(|cause| CodedLinkError::Io {
+        path: tmp_dir.clone(),
+        cause,
+    })?;
+    let mut w = BufWriter::new(&tmp);
+    decode_link_file(&coded, &mut w)?;
+    w.flush().map_err(|cause| CodedLinkError::Io {
+        path: tmp_dir,
+        cause,
+    })?;
+    drop(w);
+    Ok(tmp)
+}
+
+/// An unnamed file in `dir`, read and written, gone when closed.
+fn tempfile_in(dir: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_TMPFILE)
+        .mode(0o600)
+        .open(dir)
+}

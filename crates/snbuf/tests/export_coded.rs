@@ -1,0 +1,131 @@
+//! `snbuf export --codec frames`: a burst's link files travel through the frame codec, as
+//! `<file>.snbl` beside a manifest that says so, and the copy in the store reads as the burst:
+//! `verify` passes on it and `extract` gives the very frames of the local burst. A coded
+//! object damaged in the store is an error, never other frames.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{small_recording, snbuf, snbuf_owned, stderr};
+
+/// A burst of 2 emulated WIBEth links, recorded by the real binary, and a directory store.
+fn burst_and_store(root: &Path) -> (PathBuf, PathBuf) {
+    let out = root.join("rec");
+    let o = snbuf_owned(&small_recording(&out, "b", &[("--frame", "wibeth")]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let store = root.join("store");
+    std::fs::create_dir(&store).unwrap();
+    (out.join("b"), store)
+}
+
+fn export_coded(dir: &Path, store: &Path) -> serde_json::Value {
+    let to = format!("file://{}", store.display());
+    let o = snbuf(&[
+        "export",
+        dir.to_str().unwrap(),
+        "--to",
+        &to,
+        "--part-size",
+        "5MiB",
+        "--codec",
+        "frames",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// Link `link`'s frames from the burst in `dir`, by `snbuf extract`.
+fn extracted(dir: &Path, link: u32, out: &Path) -> Vec<u8> {
+    let o = snbuf(&[
+        "extract",
+        dir.to_str().unwrap(),
+        "--link",
+        &link.to_string(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::fs::read(out).unwrap()
+}
+
+#[test]
+fn a_coded_export_takes_a_fraction_of_the_bytes_and_reads_as_the_burst() {
+    let root = tempfile::tempdir().unwrap();
+    let (dir, store) = burst_and_store(root.path());
+    let raw: u64 = ["link-0000.dat", "link-0001.dat"]
+        .iter()
+        .map(|f| std::fs::metadata(dir.join(f)).unwrap().len())
+        .sum();
+    let r = export_coded(&dir, &store);
+    let objects = r["objects"].as_array().unwrap();
+    let names: Vec<&str> = objects
+        .iter()
+        .map(|o| o["file"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["link-0000.dat.snbl", "link-0001.dat.snbl", "manifest.json"]
+    );
+    let coded: u64 = objects[..2]
+        .iter()
+        .map(|o| o["size_bytes"].as_u64().unwrap())
+        .sum();
+    // The emulator's noise is the detector's: a third of the bytes, about.
+    assert!(
+        (coded as f64) < 0.45 * raw as f64,
+        "{coded} B coded of {raw}"
+    );
+    assert!(
+        !dir.join(".export-coded").exists(),
+        "the coded files go once verified"
+    );
+
+    let copy = store.join("b");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(copy.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["coded"], "snbuf-frames-1");
+    let o = snbuf(&["verify", copy.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for link in 0..2 {
+        let here = extracted(&dir, link, &root.path().join(format!("here{link}.bin")));
+        let there = extracted(&copy, link, &root.path().join(format!("there{link}.bin")));
+        assert!(!here.is_empty());
+        assert!(here == there, "link {link}: the store's frames differ");
+    }
+}
+
+#[test]
+fn a_coded_object_damaged_in_the_store_is_an_error_never_other_frames() {
+    let root = tempfile::tempdir().unwrap();
+    let (dir, store) = burst_and_store(root.path());
+    export_coded(&dir, &store);
+    let copy = store.join("b");
+    let object = copy.join("link-0001.dat.snbl");
+    let good = std::fs::read(&object).unwrap();
+    for (what, bad) in [
+        ("a flipped bit", {
+            let mut b = good.clone();
+            b[good.len() / 2] ^= 0x10;
+            b
+        }),
+        ("cut short", good[..good.len() - 100].to_vec()),
+    ] {
+        std::fs::write(&object, &bad).unwrap();
+        let o = snbuf(&["verify", copy.to_str().unwrap()]);
+        assert!(!o.status.success(), "{what}: verify passed");
+        let err = format!("{}{}", String::from_utf8_lossy(&o.stdout), stderr(&o));
+        assert!(err.contains("link-0001.dat.snbl"), "{what}: {err}");
+        let out = root.path().join(format!("x-{}.bin", bad.len()));
+        let o = snbuf(&[
+            "extract",
+            copy.to_str().unwrap(),
+            "--link",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(!o.status.success(), "{what}: extract gave frames");
+    }
+}
