@@ -373,6 +373,12 @@ class Burst:
         else:
             self.manifest_problem = ("no manifest.json (recording interrupted before it was written? "
                                      "`snbuf recover` rebuilds it)")
+        coded = (self.manifest or {}).get("coded")
+        if coded:
+            # A copy `snbuf export --codec frames` wrote: its link files are <file>.snbl, which
+            # this reader does not decode (yet); snbuf's own readers do.
+            raise ValueError(f"{path}: a coded copy of a burst (codec {coded}): this reader reads link "
+                             "files as recorded; `snbuf extract` gives each link's frames from it")
         frame = (self.manifest or {}).get("frame") or {}
         self.frame_type = frame.get("frame_type")
         self.layout = None

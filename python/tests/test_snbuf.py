@@ -197,3 +197,15 @@ def test_every_dune_frame_type_decodes_as_snbuf_show_decodes_it(tmp_path, frame)
     shown = json.loads(p.stdout)["links"][0]["adc"]["channels"]
     assert np.array_equal(link.baseline(), np.array([c["baseline"] for c in shown]))
     assert np.allclose(link.rms(), np.array([c["rms"] for c in shown]), rtol=1e-9, atol=1e-9)
+
+
+def test_a_coded_copy_is_refused_in_one_clear_error_not_misread(tmp_path):
+    # `snbuf export --codec frames` sends link files as <file>.snbl, which this reader does not
+    # decode: it says so, and reads no frame from the copy.
+    burst = record(tmp_path)
+    store = tmp_path / "store"
+    store.mkdir()
+    subprocess.run([BIN, "export", str(burst), "--to", f"file://{store}", "--codec", "frames"],
+                   check=True, capture_output=True, timeout=120)
+    with pytest.raises(ValueError, match="coded copy"):
+        snbuf.open(str(store / burst.name))
