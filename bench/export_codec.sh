@@ -29,7 +29,7 @@ for rate in $rates; do
       "$S" export "$work/rec/b" --to "s3://bench/$codec-$rate-$r" --rate "${rate}MB/s" --codec "$codec" --json 2>/dev/null |
         python3 -c 'import json,sys; r=json.load(sys.stdin); objs=r.pop("objects"); r.update(codec=sys.argv[1], rate_mb_s=float(sys.argv[2]), round=int(sys.argv[3]), burst_bytes=int(sys.argv[4]), object_bytes=sum(o["size_bytes"] for o in objs)); print(json.dumps(r))' \
           "$codec" "$rate" "$r" "$burst_bytes" >>"$lines"
-      tail -1 "$lines" | python3 -c 'import json,sys; r=json.load(sys.stdin); print("--rate %gMB/s --codec %s: %.1f s (%.1f reading back), %d B sent" % (r["rate_mb_s"], r["codec"], r["seconds"], r["verify_seconds"], r["bytes_sent"]))'
+      tail -1 "$lines" | python3 -c 'import json,sys; r=json.load(sys.stdin); print("--rate %gMB/s --codec %s: %.1f s (%.1f coding, %.1f reading back), %d B sent" % (r["rate_mb_s"], r["codec"], r["seconds"], r["coding_seconds"], r["verify_seconds"], r["bytes_sent"]))'
     done
   done
 done

@@ -68,8 +68,11 @@ pub struct ExportReport {
     /// Parts a previous run had already sent.
     pub parts_resumed: u64,
     pub seconds: f64,
-    /// Of those, reading objects back to verify them (the rest is sending, pacing included).
+    /// Of those, reading objects back to verify them.
     pub verify_seconds: f64,
+    /// Of those, coding the link files and checking they decode (`--codec frames`); the rest
+    /// is sending, pacing included.
+    pub coding_seconds: f64,
     pub deleted: bool,
 }
 
@@ -272,7 +275,9 @@ pub fn export_burst(
         )));
     }
     let (burst_id, files) = burst_files(dir)?;
+    let start = Instant::now();
     let staged = staging::stage(dir, &files, opts.codec)?;
+    let coding_s = start.elapsed().as_secs_f64();
     let mut journal: Journal = std::fs::read(dir.join(JOURNAL))
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
@@ -286,12 +291,12 @@ pub fn export_burst(
         .enable_all()
         .build()
         .map_err(io(dir))?;
-    let start = Instant::now();
     let mut sent = 0u64;
     let mut resumed = 0u64;
     let mut verify_s = 0.0;
-    // The rate applies to sending: time spent reading objects back does not count towards it.
-    let mut paced_since = start;
+    // The rate applies to sending: time spent coding or reading objects back does not count
+    // towards it.
+    let mut paced_since = Instant::now();
     let mut records = Vec::new();
     let part = opts.part_bytes;
     rt.block_on(async {
@@ -489,6 +494,7 @@ pub fn export_burst(
         parts_resumed: resumed,
         seconds: start.elapsed().as_secs_f64(),
         verify_seconds: verify_s,
+        coding_seconds: coding_s,
         deleted,
     })
 }

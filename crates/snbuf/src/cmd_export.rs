@@ -53,7 +53,7 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<()> {
         let (bytes, secs) =
             snbuf_export::raw_upload(&args.burst_dir, &dest, args.part_size).map_err(map_err)?;
         raw = Some((bytes, secs));
-        let send_s = r.seconds - r.verify_seconds;
+        let send_s = r.seconds - r.verify_seconds - r.coding_seconds;
         let export_rate = r.bytes_sent as f64 / send_s.max(1e-9);
         let raw_rate = bytes as f64 / secs.max(1e-9);
         let line = format!(
