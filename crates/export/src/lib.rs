@@ -70,8 +70,8 @@ pub struct ExportReport {
     pub seconds: f64,
     /// Of those, reading objects back to verify them.
     pub verify_seconds: f64,
-    /// Of those, coding the link files and checking they decode (`--codec frames`); the rest
-    /// is sending, pacing included.
+    /// Of those, waiting for link files to be coded and checked (`--codec frames`: coded in the
+    /// background while others are sent); the rest is sending, pacing included.
     pub coding_seconds: f64,
     pub deleted: bool,
 }
@@ -276,8 +276,8 @@ pub fn export_burst(
     }
     let (burst_id, files) = burst_files(dir)?;
     let start = Instant::now();
-    let staged = staging::stage(dir, &files, opts.codec)?;
-    let coding_s = start.elapsed().as_secs_f64();
+    let mut staged = staging::stage(dir, &files, opts.codec)?;
+    let mut coding_s = 0.0;
     let mut journal: Journal = std::fs::read(dir.join(JOURNAL))
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
@@ -300,7 +300,11 @@ pub fn export_burst(
     let mut records = Vec::new();
     let part = opts.part_bytes;
     rt.block_on(async {
-        for s in &staged {
+        for i in 0..staged.len() {
+            let t_coding = Instant::now();
+            let s = staged.get(i)?;
+            coding_s += t_coding.elapsed().as_secs_f64();
+            paced_since += t_coding.elapsed();
             let (file, path) = (&s.name, &s.path);
             let (size, crc) = local_crc(path)?;
             let key = dest.key(&burst_id, file);

@@ -1,11 +1,18 @@
 //! What an export sends for each file of a burst: the file as it is, or (`ExportCodec::Frames`)
 //! each link file coded (`snbuf_burst::coded_link`: a third of the bytes of DUNE's ADC data)
 //! and a copy of the manifest that says so. The coded files are made in the burst directory,
-//! under `.export-coded/`, checked to decode to the link file before anything is sent, and
+//! under `.export-coded/`, each checked to decode to its link file before it is sent, and
 //! removed once the export is verified. Coding is deterministic: a run that resumes sends the
 //! same bytes, so the parts an earlier run sent still fit.
+//!
+//! The link files are coded by worker threads (one a core) while the export sends those
+//! already coded: the export waits for a file only when the link is faster than the coding.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::Duration;
 
 use snbuf_burst::coded_link::{self, CODEC_NAME, SUFFIX};
 use snbuf_burst::manifest::link_of_file_name;
@@ -35,15 +42,90 @@ pub struct Staged {
     pub path: PathBuf,
 }
 
+/// The objects of an export, in order, each ready or being coded.
+pub struct Staging {
+    objects: Vec<Pending>,
+    /// Set when the export ends: workers code no further file.
+    cancel: Arc<AtomicBool>,
+}
+
+enum Pending {
+    Ready(Staged),
+    Coding {
+        staged: Staged,
+        done: Receiver<Result<(), ExportError>>,
+        /// Longest to wait for it: its file at a crawl (`CODING_FLOOR_BYTES_PER_S`), and a minute.
+        deadline: Duration,
+    },
+}
+
+/// The slowest coding waited for: far below any core's, so that only a stuck worker (a stalled
+/// disk) reaches it.
+const CODING_FLOOR_BYTES_PER_S: u64 = 5_000_000;
+
+impl Staging {
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
+    /// Object `i`, once ready: a coded file only once it is made and checked.
+    pub fn get(&mut self, i: usize) -> Result<Staged, ExportError> {
+        match &self.objects[i] {
+            Pending::Ready(s) => Ok(s.clone()),
+            Pending::Coding {
+                staged,
+                done,
+                deadline,
+            } => {
+                let result = done.recv_timeout(*deadline).map_err(|e| match e {
+                    RecvTimeoutError::Timeout => ExportError::Store(format!(
+                        "{}: not coded within {} s",
+                        staged.path.display(),
+                        deadline.as_secs()
+                    )),
+                    RecvTimeoutError::Disconnected => ExportError::Usage(format!(
+                        "{}: the coding worker ended without a word",
+                        staged.path.display()
+                    )),
+                });
+                let staged = staged.clone();
+                result??;
+                self.objects[i] = Pending::Ready(staged.clone());
+                Ok(staged)
+            }
+        }
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        self.cancel.store(true, Ordering::Relaxed);
+    }
+}
+
+/// One link file to code.
+struct Job {
+    src: PathBuf,
+    dst: PathBuf,
+    link: u32,
+    done: mpsc::Sender<Result<(), ExportError>>,
+}
+
 /// The objects of the burst in `dir` whose files are `files` (link files, then the manifest
-/// last), as `codec` sends them.
-pub fn stage(dir: &Path, files: &[String], codec: ExportCodec) -> Result<Vec<Staged>, ExportError> {
+/// last), as `codec` sends them; link files to code are coded in the background.
+pub fn stage(dir: &Path, files: &[String], codec: ExportCodec) -> Result<Staging, ExportError> {
     let as_is = |f: &String| Staged {
         name: f.clone(),
         path: dir.join(f),
     };
+    let cancel = Arc::new(AtomicBool::new(false));
     if codec == ExportCodec::None {
-        return Ok(files.iter().map(as_is).collect());
+        let objects = files.iter().map(|f| Pending::Ready(as_is(f))).collect();
+        return Ok(Staging { objects, cancel });
     }
     let mut manifest = Manifest::read(dir).map_err(|e| ExportError::Usage(e.to_string()))?;
     let frame_type: FrameType = manifest
@@ -58,32 +140,67 @@ pub fn stage(dir: &Path, files: &[String], codec: ExportCodec) -> Result<Vec<Sta
         })?;
     let staging = dir.join(STAGING_DIR);
     std::fs::create_dir_all(&staging).map_err(io(&staging))?;
-    let mut out = Vec::with_capacity(files.len());
+    let mut objects = Vec::with_capacity(files.len());
+    let mut jobs = Vec::new();
     for f in files {
         if f == "manifest.json" {
             continue;
         }
         let Some(link) = link_of_file_name(f) else {
-            out.push(as_is(f));
+            objects.push(Pending::Ready(as_is(f)));
             continue;
         };
+        let src = dir.join(f);
+        let size = std::fs::metadata(&src).map_err(io(&src))?.len();
         let name = format!("{f}{SUFFIX}");
-        let path = staging.join(&name);
-        let coded = coded_link::encode_link_file(&dir.join(f), frame_type, link, &path)
-            .map_err(|e| ExportError::Usage(e.to_string()))?;
-        check_decodes(&path, coded)?;
-        out.push(Staged { name, path });
+        let dst = staging.join(&name);
+        let (tx, rx) = mpsc::channel();
+        jobs.push(Job {
+            src,
+            dst: dst.clone(),
+            link,
+            done: tx,
+        });
+        objects.push(Pending::Coding {
+            staged: Staged { name, path: dst },
+            done: rx,
+            deadline: Duration::from_secs(60 + size / CODING_FLOOR_BYTES_PER_S),
+        });
     }
     manifest.coded = Some(CODEC_NAME.to_string());
     let path = staging.join("manifest.json");
     let json = serde_json::to_vec_pretty(&manifest).expect("a manifest serialises");
     std::fs::write(&path, json).map_err(io(&path))?;
-    out.push(Staged {
+    objects.push(Pending::Ready(Staged {
         name: "manifest.json".into(),
         path,
-    });
-    debug_assert_eq!(out.len(), files.len(), "every file staged once");
-    Ok(out)
+    }));
+    debug_assert_eq!(objects.len(), files.len(), "every file staged once");
+    start_workers(jobs, frame_type, cancel.clone());
+    Ok(Staging { objects, cancel })
+}
+
+/// Codes `jobs` in order on a thread a core, each result sent to its object.
+fn start_workers(jobs: Vec<Job>, frame_type: FrameType, cancel: Arc<AtomicBool>) {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let workers = cores.min(jobs.len());
+    let jobs = Arc::new(jobs);
+    let next = Arc::new(AtomicUsize::new(0));
+    for _ in 0..workers {
+        let (jobs, next, cancel) = (jobs.clone(), next.clone(), cancel.clone());
+        std::thread::spawn(move || loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(job) = jobs.get(i) else { return };
+            if cancel.load(Ordering::Relaxed) {
+                return;
+            }
+            let result = coded_link::encode_link_file(&job.src, frame_type, job.link, &job.dst)
+                .map_err(|e| ExportError::Usage(e.to_string()))
+                .and_then(|coded| check_decodes(&job.dst, coded));
+            // The export may have ended: no one to tell.
+            let _ = job.done.send(result);
+        });
+    }
 }
 
 /// The coded file at `path` decodes to the link file it was made from (its length and
