@@ -32,11 +32,15 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
             args.export_rate.as_deref(),
             policy::EXPORT_PART_BYTES,
             args.delete_after_verify,
-            snbuf_export::ExportCodec::None,
+            args.export_codec
+                .map_or(snbuf_export::ExportCodec::None, Into::into),
         )?),
-        None if args.export_rate.is_some() || args.delete_after_verify => {
+        None if args.export_rate.is_some()
+            || args.delete_after_verify
+            || args.export_codec.is_some() =>
+        {
             return Err(usage(
-                "--export-rate and --delete-after-verify need --export-to",
+                "--export-rate, --export-codec and --delete-after-verify need --export-to",
             ));
         }
         None => None,

@@ -54,6 +54,7 @@ const SAMPLES: &[(&str, &str)] = &[
     ("nats_nkey", "\"/r/unit.nk\""),
     ("export_to", "\"file:///r/exp\""),
     ("export_rate", "\"10MB/s\""),
+    ("export_codec", "\"frames\""),
     ("delete_after_verify", "true"),
     ("drain_timeout", "\"30s\""),
     ("log_format", "\"json\""),

@@ -6,8 +6,10 @@
 mod common;
 
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
-use common::{small_recording, snbuf, snbuf_owned, stderr};
+use common::{small_recording, snbuf, snbuf_owned, stderr, wait_for_socket, KillOnDrop};
 
 /// A burst of 2 emulated WIBEth links, recorded by the real binary, and a directory store.
 fn burst_and_store(root: &Path) -> (PathBuf, PathBuf) {
@@ -128,4 +130,49 @@ fn a_coded_object_damaged_in_the_store_is_an_error_never_other_frames() {
         ]);
         assert!(!o.status.success(), "{what}: extract gave frames");
     }
+}
+
+#[test]
+fn serve_exports_each_burst_coded_when_asked() {
+    let root = tempfile::tempdir().unwrap();
+    let (store, socket) = (root.path().join("store"), root.path().join("ctl.sock"));
+    std::fs::create_dir(&store).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_snbuf"))
+        .args(["serve", "--output"])
+        .arg(root.path().join("rec"))
+        .arg("--socket")
+        .arg(&socket)
+        .args(["--links", "2", "--rate-per-link", "5MB/s", "--buffer", "2s"])
+        .args(["--pre", "300ms", "--post", "300ms", "--method", "direct"])
+        .args(["--frame", "wibeth", "--export-to"])
+        .arg(format!("file://{}", store.display()))
+        .args(["--export-codec", "frames"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _server = KillOnDrop(child);
+    wait_for_socket(&socket);
+    std::thread::sleep(Duration::from_millis(600));
+    let o = snbuf(&[
+        "trigger",
+        "--socket",
+        socket.to_str().unwrap(),
+        "--burst-id",
+        "new",
+        "--wait",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let local = root.path().join("rec").join("new");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !local.join("export.json").exists() {
+        assert!(Instant::now() < deadline, "the burst was not exported");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let copy = store.join("new");
+    assert!(copy.join("link-0000.dat.snbl").exists() && !copy.join("link-0000.dat").exists());
+    let o = snbuf(&["verify", copy.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let here = extracted(&local, 1, &root.path().join("here.bin"));
+    assert!(here == extracted(&copy, 1, &root.path().join("there.bin")));
 }

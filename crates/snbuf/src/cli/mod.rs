@@ -6,7 +6,7 @@
 //! counts), so every command reads them the same way.
 
 mod emit;
-mod export;
+pub mod export;
 mod fleet;
 mod record;
 mod report;

@@ -62,6 +62,11 @@ pub struct ServeArgs {
     /// At most this export rate (e.g. 100MB/s), so that exporting never starves recording.
     #[arg(long, value_name = "RATE")]
     pub export_rate: Option<String>,
+    /// How the link files travel (as `snbuf export --codec`): `frames` through snbuf's lossless
+    /// frame codec, about a third of the bytes of DUNE's ADC data, coded at the export's low
+    /// priority; `none` as they are.
+    #[arg(long, value_name = "CODEC")]
+    pub export_codec: Option<crate::cli::export::CodecArg>,
     /// Remove each burst locally once every object has been read back and matched.
     #[arg(long)]
     pub delete_after_verify: bool,
