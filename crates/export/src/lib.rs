@@ -58,6 +58,35 @@ pub struct ExportOptions {
 
 pub const MIN_PART_BYTES: u64 = 5 << 20;
 
+/// The destination and options of an export as a user gives them (`export` and
+/// `serve --export-to`), checked before anything runs: a mistake is `ExportError::Usage`.
+pub fn options(
+    url: &str,
+    s3: &S3Settings,
+    rate: Option<&str>,
+    part_bytes: u64,
+    delete_after_verify: bool,
+    codec: ExportCodec,
+) -> Result<(Destination, ExportOptions), ExportError> {
+    let rate = rate
+        .map(|r| match snbuf_quantity::parse_rate_bytes_per_s(r) {
+            Ok(0) => Err(ExportError::Usage(
+                "the export rate must be more than 0".into(),
+            )),
+            Ok(v) => Ok(v),
+            Err(e) => Err(ExportError::Usage(format!("rate: {e}"))),
+        })
+        .transpose()?;
+    let dest = Destination::parse_with(url, s3)?;
+    let opts = ExportOptions {
+        rate_bytes_per_s: rate,
+        part_bytes,
+        delete_after_verify,
+        codec,
+    };
+    Ok((dest, opts))
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct ExportReport {
     pub burst_dir: String,

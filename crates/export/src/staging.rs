@@ -31,13 +31,26 @@ pub enum ExportCodec {
     Frames,
 }
 
+impl std::str::FromStr for ExportCodec {
+    type Err = String;
+
+    /// As the command line and the config file say it: `none` or `frames`.
+    fn from_str(s: &str) -> Result<ExportCodec, String> {
+        match s {
+            "none" => Ok(ExportCodec::None),
+            "frames" => Ok(ExportCodec::Frames),
+            other => Err(format!("codec '{other}': none or frames")),
+        }
+    }
+}
+
 /// Where coded files are made, in the burst directory.
 pub const STAGING_DIR: &str = ".export-coded";
 
 /// One object to send: its name (the key's last part, and the export record's `file`) and the
 /// local file that holds its bytes.
 #[derive(Clone, Debug)]
-pub struct Staged {
+pub struct Outgoing {
     pub name: String,
     pub path: PathBuf,
 }
@@ -50,9 +63,9 @@ pub struct Staging {
 }
 
 enum Pending {
-    Ready(Staged),
+    Ready(Outgoing),
     Coding {
-        staged: Staged,
+        staged: Outgoing,
         done: Receiver<Result<(), ExportError>>,
         /// Longest to wait for it: its file at a crawl (`CODING_FLOOR_BYTES_PER_S`), and a minute.
         deadline: Duration,
@@ -73,7 +86,7 @@ impl Staging {
     }
 
     /// Object `i`, once ready: a coded file only once it is made and checked.
-    pub fn get(&mut self, i: usize) -> Result<Staged, ExportError> {
+    pub fn get(&mut self, i: usize) -> Result<Outgoing, ExportError> {
         match &self.objects[i] {
             Pending::Ready(s) => Ok(s.clone()),
             Pending::Coding {
@@ -118,7 +131,7 @@ struct Job {
 /// The objects of the burst in `dir` whose files are `files` (link files, then the manifest
 /// last), as `codec` sends them; link files to code are coded in the background.
 pub fn stage(dir: &Path, files: &[String], codec: ExportCodec) -> Result<Staging, ExportError> {
-    let as_is = |f: &String| Staged {
+    let as_is = |f: &String| Outgoing {
         name: f.clone(),
         path: dir.join(f),
     };
@@ -162,7 +175,7 @@ pub fn stage(dir: &Path, files: &[String], codec: ExportCodec) -> Result<Staging
             done: tx,
         });
         objects.push(Pending::Coding {
-            staged: Staged { name, path: dst },
+            staged: Outgoing { name, path: dst },
             done: rx,
             deadline: Duration::from_secs(60 + size / CODING_FLOOR_BYTES_PER_S),
         });
@@ -171,7 +184,7 @@ pub fn stage(dir: &Path, files: &[String], codec: ExportCodec) -> Result<Staging
     let path = staging.join("manifest.json");
     let json = serde_json::to_vec_pretty(&manifest).expect("a manifest serialises");
     std::fs::write(&path, json).map_err(io(&path))?;
-    objects.push(Pending::Ready(Staged {
+    objects.push(Pending::Ready(Outgoing {
         name: "manifest.json".into(),
         path,
     }));

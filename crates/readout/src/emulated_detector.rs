@@ -58,7 +58,7 @@ pub struct EmulatedDetector {
 
 /// Which series of white draws a channel's noise is shaped from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Series {
+enum NoiseSeries {
     /// The bank's quiet frames: one series, periodic over them.
     Quiet,
     /// The frames a track spans, in the bank.
@@ -209,9 +209,13 @@ impl EmulatedDetector {
         let (series, t, track) = match (bank_frame as u64).checked_sub(self.quiet_frames) {
             Some(k) => {
                 let t = k * spf + sample as u64;
-                (Series::Track, t, self.track(t as usize, channel))
+                (NoiseSeries::Track, t, self.track(t as usize, channel))
             }
-            None => (Series::Quiet, bank_frame as u64 * spf + sample as u64, 0.0),
+            None => (
+                NoiseSeries::Quiet,
+                bank_frame as u64 * spf + sample as u64,
+                0.0,
+            ),
         };
         let noise: f64 = (0..NOISE_TAPS)
             .map(|j| self.taps[j] * self.white(link, channel, series, t as i64 - j as i64))
@@ -227,12 +231,12 @@ impl EmulatedDetector {
 
     /// White draw `t` of `series` of a channel: the quiet series repeats over the bank's quiet
     /// frames, so their noise is periodic and its turn smooth.
-    fn white(&self, link: u32, channel: usize, series: Series, t: i64) -> f64 {
+    fn white(&self, link: u32, channel: usize, series: NoiseSeries, t: i64) -> f64 {
         let t = match series {
-            Series::Quiet => {
+            NoiseSeries::Quiet => {
                 t.rem_euclid(self.quiet_frames as i64 * self.shape.samples_per_frame as i64)
             }
-            Series::Track | Series::Unrepeated => t,
+            NoiseSeries::Track | NoiseSeries::Unrepeated => t,
         } as u64;
         gaussian(hash(&[3, series as u64, link as u64, channel as u64, t]))
     }
@@ -246,7 +250,7 @@ impl EmulatedDetector {
         let at = frame_index % self.track_every_frames;
         let track = (at < self.track_frames()).then_some(at as usize);
         let first = frame_index.wrapping_mul(spf) as i64;
-        self.frame_values(link, Series::Unrepeated, first, track, out);
+        self.frame_values(link, NoiseSeries::Unrepeated, first, track, out);
     }
 
     /// Every value of bank frame `bank_frame`, as `bank_adc` has them, in `unrepeated_values`'
@@ -255,8 +259,14 @@ impl EmulatedDetector {
         assert!(bank_frame < self.bank_frames());
         let spf = self.shape.samples_per_frame;
         match bank_frame.checked_sub(self.quiet_frames()) {
-            Some(k) => self.frame_values(link, Series::Track, (k * spf) as i64, Some(k), out),
-            None => self.frame_values(link, Series::Quiet, (bank_frame * spf) as i64, None, out),
+            Some(k) => self.frame_values(link, NoiseSeries::Track, (k * spf) as i64, Some(k), out),
+            None => self.frame_values(
+                link,
+                NoiseSeries::Quiet,
+                (bank_frame * spf) as i64,
+                None,
+                out,
+            ),
         }
     }
 
@@ -265,7 +275,7 @@ impl EmulatedDetector {
     fn frame_values(
         &self,
         link: u32,
-        series: Series,
+        series: NoiseSeries,
         first: i64,
         track: Option<usize>,
         out: &mut [u16],

@@ -25,7 +25,7 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<()> {
         args.rate.as_deref(),
         args.part_size,
         args.delete_after_verify,
-        args.codec.into(),
+        args.codec,
     )?;
     let rate = opts.rate_bytes_per_s;
     let total: u64 = std::fs::read_dir(&args.burst_dir)

@@ -32,8 +32,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
             args.export_rate.as_deref(),
             policy::EXPORT_PART_BYTES,
             args.delete_after_verify,
-            args.export_codec
-                .map_or(snbuf_export::ExportCodec::None, Into::into),
+            args.export_codec.unwrap_or_default(),
         )?),
         None if args.export_rate.is_some()
             || args.delete_after_verify

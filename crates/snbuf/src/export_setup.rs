@@ -1,5 +1,5 @@
 //! What `export` and `serve --export-to` share: a destination and its options checked before
-//! anything runs.
+//! anything runs (`snbuf_export::options`), and its errors as the command line reports them.
 
 use snbuf_export::{Destination, ExportError, ExportOptions};
 
@@ -14,29 +14,7 @@ pub fn options(
     delete_after_verify: bool,
     codec: snbuf_export::ExportCodec,
 ) -> anyhow::Result<(Destination, ExportOptions)> {
-    let rate = rate
-        .map(|r| {
-            snbuf_quantity::parse_rate_bytes_per_s(r)
-                .map_err(|e| usage(format!("rate: {e}")))
-                .and_then(|v| {
-                    if v == 0 {
-                        Err(usage("the export rate must be more than 0"))
-                    } else {
-                        Ok(v)
-                    }
-                })
-        })
-        .transpose()?;
-    let dest = Destination::parse_with(url, s3).map_err(map_err)?;
-    Ok((
-        dest,
-        ExportOptions {
-            rate_bytes_per_s: rate,
-            part_bytes,
-            delete_after_verify,
-            codec,
-        },
-    ))
+    snbuf_export::options(url, s3, rate, part_bytes, delete_after_verify, codec).map_err(map_err)
 }
 
 /// An export error for the command line: the user's mistake (exit 2) or the machine's (exit 1).

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use snbuf_quantity::values::parse_size_nonzero;
 
 #[derive(Args, Debug, Clone)]
@@ -27,7 +27,7 @@ pub struct ExportArgs {
     /// manifest that says so. `snbuf verify`, `extract`, `convert` and `show` read such a copy
     /// as the burst it is; the Python reader does not yet.
     #[arg(long, value_name = "CODEC", default_value = "none")]
-    pub codec: CodecArg,
+    pub codec: snbuf_export::ExportCodec,
     #[arg(long)]
     pub json: bool,
     /// A config file whose `[s3]` table holds endpoint, region, access_key_id and
@@ -38,20 +38,4 @@ pub struct ExportArgs {
     /// no journal, no checks, no pacing) and print that rate beside the export's.
     #[arg(long, hide = true)]
     pub raw_compare: bool,
-}
-
-/// `--codec`.
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CodecArg {
-    None,
-    Frames,
-}
-
-impl From<CodecArg> for snbuf_export::ExportCodec {
-    fn from(c: CodecArg) -> Self {
-        match c {
-            CodecArg::None => snbuf_export::ExportCodec::None,
-            CodecArg::Frames => snbuf_export::ExportCodec::Frames,
-        }
-    }
 }

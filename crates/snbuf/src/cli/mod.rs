@@ -6,7 +6,7 @@
 //! counts), so every command reads them the same way.
 
 mod emit;
-pub mod export;
+mod export;
 mod fleet;
 mod record;
 mod report;

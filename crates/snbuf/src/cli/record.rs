@@ -66,7 +66,7 @@ pub struct ServeArgs {
     /// frame codec, about a third of the bytes of DUNE's ADC data, coded at the export's low
     /// priority; `none` as they are.
     #[arg(long, value_name = "CODEC")]
-    pub export_codec: Option<crate::cli::export::CodecArg>,
+    pub export_codec: Option<snbuf_export::ExportCodec>,
     /// Remove each burst locally once every object has been read back and matched.
     #[arg(long)]
     pub delete_after_verify: bool,
