@@ -1,8 +1,8 @@
 //! `snbuf bench codec`: snbuf's frame codec (crates/codec) beside the compressors a physicist
 //! would otherwise reach for, on the same bytes, one core each: zstd (-1, -3, -19), xz and lz4
 //! as their own command-line tools (single-threaded), and the HDF5 filters `hdf5plugin` brings
-//! (bitshuffle with LZ4, Blosc2 with bit-shuffle and zstd) through h5py, as a DUNE HDF5 file
-//! would store the frames. For each: the coded size over the raw, and encode and decode GiB/s
+//! (bitshuffle with LZ4, Blosc2 with zstd after a bit or byte shuffle, zstd alone) through h5py,
+//! as a DUNE HDF5 file would store the frames: what `convert --to dune-hdf5` could use. For each: the coded size over the raw, and encode and decode GiB/s
 //! (raw bytes over wall time, the fastest of the passes). And the bound the codec's model
 //! allows: the zero-order entropy of the channels' first differences, plus the header bytes
 //! kept verbatim.
@@ -31,7 +31,8 @@ pub struct CodecConfig {
     pub source: String,
     /// Timed passes per compressor; the fastest is reported.
     pub passes: u32,
-    /// A directory for the peers' files (removed after).
+    /// A directory in which the run makes one of its own for the peers' files (that one removed
+    /// after; nothing else there is touched).
     pub scratch: PathBuf,
 }
 
@@ -127,7 +128,12 @@ const TOOLS: &[ToolPeer] = &[
 ];
 
 /// The HDF5 filters, measured by `codec_hdf5.py` (h5py and hdf5plugin).
-const HDF5_FILTERS: &[&str] = &["bitshuffle-lz4", "blosc2-zstd-bitshuffle"];
+const HDF5_FILTERS: &[&str] = &[
+    "bitshuffle-lz4",
+    "blosc2-zstd-bitshuffle",
+    "blosc2-zstd-shuffle",
+    "zstd",
+];
 
 /// Steps a run reports: the codec, the bound, each tool and each filter.
 pub fn steps() -> u64 {
@@ -137,7 +143,15 @@ pub fn steps() -> u64 {
 /// Measures every compressor on `c.raw`, reporting each as it starts.
 pub fn run(c: &CodecConfig, step: &mut dyn FnMut(&str)) -> Result<Vec<CodecResult>, BenchError> {
     assert!(c.passes > 0, "at least one pass");
-    std::fs::create_dir_all(&c.scratch).map_err(|e| io_error(&c.scratch, e))?;
+    let own = c
+        .scratch
+        .join(format!("snbuf-bench-codec-{}", std::process::id()));
+    // Its own directory, new: what it removes after is only what it made.
+    std::fs::create_dir(&own).map_err(|e| io_error(&own, e))?;
+    let c = &CodecConfig {
+        scratch: own,
+        ..c.clone()
+    };
     let raw_path = c.scratch.join("raw.bin");
     std::fs::write(&raw_path, &c.raw).map_err(|e| io_error(&raw_path, e))?;
     let raw_crc = crc32c::crc32c(&c.raw);

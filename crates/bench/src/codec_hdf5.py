@@ -24,6 +24,9 @@ FILTERS = {
     "bitshuffle-lz4": lambda: hdf5plugin.Bitshuffle(cname="lz4"),
     "blosc2-zstd-bitshuffle": lambda: hdf5plugin.Blosc2(
         cname="zstd", clevel=5, filters=hdf5plugin.Blosc2.BITSHUFFLE),
+    "blosc2-zstd-shuffle": lambda: hdf5plugin.Blosc2(
+        cname="zstd", clevel=5, filters=hdf5plugin.Blosc2.SHUFFLE),
+    "zstd": lambda: hdf5plugin.Zstd(clevel=3),
 }
 
 

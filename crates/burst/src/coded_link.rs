@@ -39,7 +39,7 @@ const RAW_RECORD_BYTES: u64 = 1 << 20;
 pub enum CodedLinkError {
     #[error("{path}: {cause}")]
     Io { path: PathBuf, cause: io::Error },
-    #[error("{path}: not a coded link file: {why}")]
+    #[error("{path}: a corrupt coded link file: {why}")]
     Corrupt { path: PathBuf, why: String },
 }
 
@@ -162,10 +162,38 @@ fn raw_records(out: &mut impl Write, bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// What a decode does with a record that does not decode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnDamage {
+    /// Fails: the coded file is the link file exactly or an error (an export's check before
+    /// it sends a file).
+    Refuse,
+    /// Goes on, as a reader of the raw file would: a payload that does not decode becomes as
+    /// many zeros (its chunk then fails its CRC-32C, exactly as a damaged chunk of the raw file
+    /// does), and the link file ends where the records can no longer be told apart (a torn
+    /// tail). The chunks around the damage still read.
+    KeepReading,
+}
+
+/// What a decode gave: the link file's length, and whether any record was damaged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decoded {
+    pub len: u64,
+    pub damaged: bool,
+}
+
+/// The most zeros written for a payload that does not decode: many times what any coded
+/// payload shrinks to, so that a damaged length asks for no gigabytes.
+const MAX_ZEROS_PER_CODED_BYTE: u64 = 64;
+
 /// Decodes the coded link file `src` into `dst` (a writer of the link file's bytes, from its
-/// start); returns the link file's length. Every coded payload is checked against its CRC, and
-/// the whole against the link file's.
-pub fn decode_link_file(src: &Path, dst: &mut impl Write) -> Result<u64, CodedLinkError> {
+/// start). Every coded payload is checked against its CRC, and the whole against the link
+/// file's; a record that fails goes as `on_damage` says.
+pub fn decode_link_file(
+    src: &Path,
+    dst: &mut impl Write,
+    on_damage: OnDamage,
+) -> Result<Decoded, CodedLinkError> {
     let corrupt = |why: String| CodedLinkError::Corrupt {
         path: src.to_path_buf(),
         why,
@@ -205,47 +233,87 @@ pub fn decode_link_file(src: &Path, dst: &mut impl Write) -> Result<u64, CodedLi
     let frame_type: FrameType = name
         .parse()
         .map_err(|_| corrupt(format!("frame type {name:?} unknown")))?;
-    let (mut len, mut crc) = (0u64, 0u32);
+    let (mut len, mut crc, mut damaged) = (0u64, 0u32, false);
     let write_err = |e: io::Error| CodedLinkError::Io {
-        path: PathBuf::from("(the decoded link file)"),
+        path: PathBuf::from(format!(
+            "{} decoded into the temporary directory ($TMPDIR)",
+            src.display()
+        )),
         cause: e,
     };
+    let keep_reading = on_damage == OnDamage::KeepReading;
     loop {
-        let kind = take(&mut r, 1)?[0];
-        if kind == END {
-            let tail = take(&mut r, 12)?;
-            let want_len = u64::from_le_bytes(tail[..8].try_into().expect("8 bytes"));
-            let want_crc = u32::from_le_bytes(tail[8..].try_into().expect("4 bytes"));
-            if (want_len, want_crc) != (len, crc) {
-                return Err(corrupt(format!(
-                    "it decodes to {len} B of CRC-32C {crc:#010x}, not the {want_len} B of {want_crc:#010x} it was"
-                )));
+        // A record whose framing is gone: the link file ends here (read so far), or an error.
+        let framed = (|| -> Result<Option<(u8, Vec<u8>)>, CodedLinkError> {
+            let kind = take(&mut r, 1)?[0];
+            if kind == END {
+                return Ok(None);
             }
-            let mut rest = [0u8; 1];
-            if take_more(&mut r, &mut rest).map_err(io_err)? {
-                return Err(corrupt("bytes after its end".into()));
+            let n = u32::from_le_bytes(take(&mut r, 4)?.try_into().expect("4 bytes")) as usize;
+            Ok(Some((kind, take(&mut r, n)?)))
+        })();
+        let (kind, bytes) = match framed {
+            Ok(Some(record)) => record,
+            Ok(None) => break,
+            Err(CodedLinkError::Corrupt { .. }) if keep_reading => {
+                return Ok(Decoded { len, damaged: true })
             }
-            return Ok(len);
-        }
-        let n = u32::from_le_bytes(take(&mut r, 4)?.try_into().expect("4 bytes")) as usize;
-        let bytes = take(&mut r, n)?;
+            Err(e) => return Err(e),
+        };
         let raw = match kind {
             RAW => bytes,
-            CODED => {
-                let (t, raw) = snbuf_codec::decode(&bytes).map_err(|e| corrupt(e.to_string()))?;
-                if t != frame_type {
+            CODED => match snbuf_codec::decode(&bytes) {
+                Ok((t, raw)) if t == frame_type => raw,
+                Ok((t, _)) if !keep_reading => {
                     return Err(corrupt(format!(
                         "a payload of {t} in a file of {frame_type}"
-                    )));
+                    )))
                 }
-                raw
-            }
+                Err(e) if !keep_reading => return Err(corrupt(e.to_string())),
+                _ => {
+                    damaged = true;
+                    vec![0u8; claimed_raw_len(&bytes).unwrap_or(0) as usize]
+                }
+            },
+            _ if keep_reading => return Ok(Decoded { len, damaged: true }),
             other => return Err(corrupt(format!("record kind {other}"))),
         };
         crc = crc32c::crc32c_append(crc, &raw);
         len += raw.len() as u64;
         dst.write_all(&raw).map_err(write_err)?;
     }
+    let tail = match take(&mut r, 12) {
+        Ok(t) => t,
+        Err(CodedLinkError::Corrupt { .. }) if keep_reading => {
+            return Ok(Decoded { len, damaged: true })
+        }
+        Err(e) => return Err(e),
+    };
+    let want_len = u64::from_le_bytes(tail[..8].try_into().expect("8 bytes"));
+    let want_crc = u32::from_le_bytes(tail[8..].try_into().expect("4 bytes"));
+    let mut rest = [0u8; 1];
+    let trailing = take_more(&mut r, &mut rest).map_err(io_err)?;
+    let whole = (want_len, want_crc) == (len, crc) && !trailing;
+    if !whole && !keep_reading {
+        return Err(corrupt(if trailing {
+            "bytes after its end".into()
+        } else {
+            format!("it decodes to {len} B of CRC-32C {crc:#010x}, not the {want_len} B of {want_crc:#010x} it was")
+        }));
+    }
+    Ok(Decoded {
+        len,
+        damaged: damaged || !whole,
+    })
+}
+
+/// The raw length a coded payload says it has (its `snbuf_codec` header), if it can be read and
+/// is within `MAX_ZEROS_PER_CODED_BYTE` of its coded length.
+fn claimed_raw_len(coded: &[u8]) -> Option<u64> {
+    let name_len = *coded.get(5)? as usize;
+    let at = 4 + 1 + 1 + name_len + 4;
+    let raw = u64::from_le_bytes(coded.get(at..at + 8)?.try_into().ok()?);
+    (raw <= coded.len() as u64 * MAX_ZEROS_PER_CODED_BYTE).then_some(raw)
 }
 
 /// Whether `r` holds another byte.
@@ -253,22 +321,31 @@ fn take_more(r: &mut impl Read, b: &mut [u8; 1]) -> io::Result<bool> {
     Ok(r.read(b)? > 0)
 }
 
-/// Link file `name` of the burst in `dir`, to read: the file itself, or where only its coded
-/// form (`name` + `SUFFIX`, as an export wrote it) is there, that decoded into an unnamed
-/// temporary file (O_TMPFILE in the temporary directory, gone when closed).
-pub fn open_link_file(dir: &Path, name: &str) -> Result<File, CodedLinkError> {
+/// Link file `name` of the burst in `dir`, to read: the file itself, or its coded form (`name` +
+/// `SUFFIX`, as an export wrote it) decoded into an unnamed temporary file (O_TMPFILE in the
+/// temporary directory, gone when closed). Which, where both are there: the coded form in a
+/// copy whose manifest says `coded`, else the file.
+pub fn open_link_file(dir: &Path, name: &str, coded_copy: bool) -> Result<File, CodedLinkError> {
     let path = dir.join(name);
     let coded = dir.join(format!("{name}{SUFFIX}"));
-    if path.exists() || !coded.exists() {
+    let read_coded = coded.exists() && (coded_copy || !path.exists());
+    if !read_coded {
         return File::open(&path).map_err(|cause| CodedLinkError::Io { path, cause });
     }
     let tmp_dir = std::env::temp_dir();
     let tmp = tempfile_in(&tmp_dir).map_err(|cause| CodedLinkError::Io {
-        path: tmp_dir.clone(),
+        path: PathBuf::from(format!(
+            "{} (decoding {} into the temporary directory, $TMPDIR)",
+            tmp_dir.display(),
+            coded.display()
+        )),
         cause,
     })?;
     let mut w = BufWriter::new(&tmp);
-    decode_link_file(&coded, &mut w)?;
+    let decoded = decode_link_file(&coded, &mut w, OnDamage::KeepReading)?;
+    if decoded.damaged {
+        tracing::warn!(file = %coded.display(), "coded link file damaged: what does not decode reads as a chunk that fails its checks, or as the file's end");
+    }
     w.flush().map_err(|cause| CodedLinkError::Io {
         path: tmp_dir,
         cause,

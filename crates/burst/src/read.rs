@@ -31,7 +31,7 @@ pub enum ReadError {
         path: PathBuf,
         cause: std::io::Error,
     },
-    #[error("{0}")]
+    #[error(transparent)]
     Coded(#[from] crate::coded_link::CodedLinkError),
     #[error("{path}: chunk {sequence} at offset {offset} changed since it was checked (CRC-32C mismatch)")]
     Changed {
@@ -91,7 +91,8 @@ impl BurstReader {
             cause,
         };
         // The link file, or its coded form as an export wrote it, decoded.
-        let file = crate::coded_link::open_link_file(&self.dir, &link_file_name(link))?;
+        let coded_copy = self.manifest.coded.is_some();
+        let file = crate::coded_link::open_link_file(&self.dir, &link_file_name(link), coded_copy)?;
         let step = self
             .manifest
             .frame

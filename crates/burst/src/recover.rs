@@ -70,6 +70,15 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
             None
         }
     };
+    let coded = old.as_ref().and_then(|m| m.coded.as_ref());
+    if let Some(codec) = coded {
+        // A copy an export made (its link files `<file>.snbl`): nothing was torn in a
+        // recording, and rebuilding would call every link missing.
+        return Err(RecoverError::Refused(format!(
+            "{}: a coded copy of a sealed burst (codec {codec}), not a recording: nothing to recover; `snbuf verify` checks it",
+            dir.display()
+        )));
+    }
     let frame_step_ticks = old
         .as_ref()
         .and_then(|m| m.frame.as_ref())

@@ -62,6 +62,13 @@ impl FrameModel {
         })
     }
 
+    /// The fewest bytes a frame coded by this model takes: its headers, the streams' lengths,
+    /// and a bit a sample.
+    pub fn least_coded_bytes(&self) -> usize {
+        let headers: usize = self.headers.iter().map(|h| h.len()).sum();
+        headers + 4 * (STREAMS - 1) + self.values.len().div_ceil(8)
+    }
+
     /// The ADC's largest value.
     fn full_scale(&self) -> u16 {
         ((1u32 << self.shape.bits()) - 1) as u16
@@ -109,18 +116,24 @@ impl FrameModel {
             self.channels.residuals(prev, row, mapped);
             prev = row;
         }
-        let k = |c: usize| self.channels.k(c);
+        let ks = self.channels.ks();
         let rows = self.values.chunks_exact(channels);
         for (row, mapped) in rows.zip(self.codes.chunks_exact(channels)) {
-            let mut c = 0;
-            while c + STREAMS <= channels {
-                for (g, w) in w.iter_mut().enumerate() {
-                    rice::put(w, mapped[c + g], k(c + g), row[c + g]);
+            // Four channels at a time, one to a stream: fixed-size groups, no index to check.
+            let groups = row.chunks_exact(STREAMS).zip(mapped.chunks_exact(STREAMS));
+            for ((v, m), k) in groups.zip(ks.chunks_exact(STREAMS)) {
+                let (v, m, k): (&[u16; STREAMS], &[u32; STREAMS], &[u32; STREAMS]) = (
+                    v.try_into().expect("a group"),
+                    m.try_into().expect("a group"),
+                    k.try_into().expect("a group"),
+                );
+                for g in 0..STREAMS {
+                    rice::put(&mut w[g], m[g], k[g], v[g]);
                 }
-                c += STREAMS;
             }
+            let c = channels - channels % STREAMS;
             for (g, w) in w.iter_mut().enumerate().take(channels - c) {
-                rice::put(w, mapped[c + g], k(c + g), row[c + g]);
+                rice::put(w, mapped[c + g], ks[c + g], row[c + g]);
             }
         }
         let lengths = w.map(|w| w.finish());
@@ -171,17 +184,22 @@ impl FrameModel {
         let channels = self.shape.channels;
         let [s0, s1, s2, s3] = &self.streams;
         let mut r = [s0, s1, s2, s3].map(|s| BitReader::new(s));
-        let k = |c: usize| self.channels.k(c);
+        let ks = self.channels.ks();
         for codes in self.codes.chunks_exact_mut(channels) {
-            let mut c = 0;
-            while c + STREAMS <= channels {
-                for (g, r) in r.iter_mut().enumerate() {
-                    codes[c + g] = rice::read(r, k(c + g));
+            let c = channels - channels % STREAMS;
+            let (whole, rest) = codes.split_at_mut(c);
+            for (four, k) in whole
+                .chunks_exact_mut(STREAMS)
+                .zip(ks.chunks_exact(STREAMS))
+            {
+                let four: &mut [u32; STREAMS] = four.try_into().expect("a group");
+                let k: &[u32; STREAMS] = k.try_into().expect("a group");
+                for g in 0..STREAMS {
+                    four[g] = rice::read(&mut r[g], k[g]);
                 }
-                c += STREAMS;
             }
-            for (g, r) in r.iter_mut().enumerate().take(channels - c) {
-                codes[c + g] = rice::read(r, k(c + g));
+            for (g, (code, r)) in rest.iter_mut().zip(r.iter_mut()).enumerate() {
+                *code = rice::read(r, ks[c + g]);
             }
         }
         for r in &r {

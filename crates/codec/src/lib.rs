@@ -151,12 +151,24 @@ pub fn decode(coded: &[u8]) -> Result<(FrameType, Vec<u8>), DecodeError> {
     // Never more than the coded bytes could hold: a frame takes at least a byte of them.
     let frames = raw_len / frame_bytes as u64;
     let tail = (raw_len % frame_bytes as u64) as usize;
-    if frames > coded.len() as u64 {
+    let mut model = AdcShape::of(frame_type).and_then(|shape| FrameModel::new(shape, frame_bytes));
+    // What the chunk says it holds must fit the bytes it has, each frame in the fewest its
+    // storage takes (a bit a sample, modeled): so that memory follows the input, never a
+    // header's claim (hostile input cannot ask for gigabytes).
+    let least = 1 + model.as_ref().map_or(frame_bytes, |m| {
+        (4 + m.least_coded_bytes()).min(frame_bytes)
+    });
+    let room = (coded.len() - f.at) as u64;
+    if frames
+        .saturating_mul(least as u64)
+        .saturating_add(tail as u64)
+        > room
+    {
         return Err(DecodeError::Truncated { frame: 0 });
     }
     let mut raw = Vec::with_capacity(frames as usize * frame_bytes + tail);
-    let mut model = AdcShape::of(frame_type).and_then(|shape| FrameModel::new(shape, frame_bytes));
-    let mut frame = vec![0u8; frame_bytes];
+    // Only modeled frames are decoded into a frame of their own (custom frames may be large).
+    let mut frame = vec![0u8; if model.is_some() { frame_bytes } else { 0 }];
     for n in 0..frames {
         let truncated = DecodeError::Truncated { frame: n };
         let how = f.take(1).ok_or(truncated.clone())?[0];

@@ -61,9 +61,15 @@ impl Channels {
     }
 
     /// Channel `c`'s parameter.
-    #[inline]
+    #[cfg(test)]
     pub fn k(&self, c: usize) -> u32 {
         self.k[c]
+    }
+
+    /// Every channel's parameter, in order.
+    #[inline]
+    pub fn ks(&self) -> &[u32] {
+        &self.k
     }
 
     /// Chooses each channel's prediction and `k` for the next frame from this one's samples,

@@ -163,3 +163,25 @@ fn the_fuzzers_seeds_are_chunks_of_todays_format() {
         );
     }
 }
+
+/// A chunk whose header claims more frames than its bytes could hold is refused at once, before
+/// anything is allocated for them: of a custom type of 4 GB frames, or WIBEth frames by the
+/// million in a few bytes.
+#[test]
+fn a_header_claiming_more_than_its_bytes_hold_is_refused_without_allocating_it() {
+    for (t, frames) in [("custom:4000000000:1", 60u64), ("wibeth", 8_000_000)] {
+        let t: FrameType = t.parse().unwrap();
+        let mut coded = snbuf_codec::encode(t, &[]);
+        // The raw length field: after magic, version, the name and the frame length.
+        let at = 4 + 1 + 1 + t.name().len() + 4;
+        coded[at..at + 8].copy_from_slice(&(frames * t.frame_bytes() as u64).to_le_bytes());
+        coded.extend(std::iter::repeat_n(1u8, 300));
+        assert!(
+            matches!(
+                snbuf_codec::decode(&coded),
+                Err(snbuf_codec::DecodeError::Truncated { .. })
+            ),
+            "{t}"
+        );
+    }
+}

@@ -14,7 +14,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::Duration;
 
-use snbuf_burst::coded_link::{self, CODEC_NAME, SUFFIX};
+use snbuf_burst::coded_link::{self, CodedLinkError, CODEC_NAME, SUFFIX};
 use snbuf_burst::manifest::link_of_file_name;
 use snbuf_burst::Manifest;
 use snbuf_frames::FrameType;
@@ -60,6 +60,9 @@ pub struct Staging {
     objects: Vec<Pending>,
     /// Set when the export ends: workers code no further file.
     cancel: Arc<AtomicBool>,
+    /// The directory of coded files, removed when the export ends, whichever way: they are
+    /// made again (the same bytes) by the next run, and a full disk is not left full.
+    made: Option<PathBuf>,
 }
 
 enum Pending {
@@ -117,6 +120,9 @@ impl Staging {
 impl Drop for Staging {
     fn drop(&mut self) {
         self.cancel.store(true, Ordering::Relaxed);
+        if let Some(dir) = &self.made {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 
@@ -138,7 +144,11 @@ pub fn stage(dir: &Path, files: &[String], codec: ExportCodec) -> Result<Staging
     let cancel = Arc::new(AtomicBool::new(false));
     if codec == ExportCodec::None {
         let objects = files.iter().map(|f| Pending::Ready(as_is(f))).collect();
-        return Ok(Staging { objects, cancel });
+        return Ok(Staging {
+            objects,
+            cancel,
+            made: None,
+        });
     }
     let mut manifest = Manifest::read(dir).map_err(|e| ExportError::Usage(e.to_string()))?;
     let frame_type: FrameType = manifest
@@ -153,7 +163,13 @@ pub fn stage(dir: &Path, files: &[String], codec: ExportCodec) -> Result<Staging
         })?;
     let staging = dir.join(STAGING_DIR);
     std::fs::create_dir_all(&staging).map_err(io(&staging))?;
-    let mut objects = Vec::with_capacity(files.len());
+    // From here on, a failure removes what was made (`Staging`'s drop).
+    let mut staged = Staging {
+        objects: Vec::with_capacity(files.len()),
+        cancel: cancel.clone(),
+        made: Some(staging.clone()),
+    };
+    let objects = &mut staged.objects;
     let mut jobs = Vec::new();
     for f in files {
         if f == "manifest.json" {
@@ -189,8 +205,8 @@ pub fn stage(dir: &Path, files: &[String], codec: ExportCodec) -> Result<Staging
         path,
     }));
     debug_assert_eq!(objects.len(), files.len(), "every file staged once");
-    start_workers(jobs, frame_type, cancel.clone());
-    Ok(Staging { objects, cancel })
+    start_workers(jobs, frame_type, cancel);
+    Ok(staged)
 }
 
 /// Codes `jobs` in order on a thread a core, each result sent to its object.
@@ -208,7 +224,14 @@ fn start_workers(jobs: Vec<Job>, frame_type: FrameType, cancel: Arc<AtomicBool>)
                 return;
             }
             let result = coded_link::encode_link_file(&job.src, frame_type, job.link, &job.dst)
-                .map_err(|e| ExportError::Usage(e.to_string()))
+                .map_err(|e| match e {
+                    // The machine's trouble (a full disk, a failed read), not the user's.
+                    CodedLinkError::Io { path, cause } => ExportError::Io { path, cause },
+                    corrupt => ExportError::Verify {
+                        key: job.dst.display().to_string(),
+                        why: corrupt.to_string(),
+                    },
+                })
                 .and_then(|coded| check_decodes(&job.dst, coded));
             // The export may have ended: no one to tell.
             let _ = job.done.send(result);
@@ -220,7 +243,8 @@ fn start_workers(jobs: Vec<Job>, frame_type: FrameType, cancel: Arc<AtomicBool>)
 /// CRC-32C): what is sent is the data, whatever the codec did.
 fn check_decodes(path: &Path, coded: coded_link::Coded) -> Result<(), ExportError> {
     let mut sink = CrcSink::default();
-    let len = coded_link::decode_link_file(path, &mut sink).map_err(|e| ExportError::Verify {
+    let decoded = coded_link::decode_link_file(path, &mut sink, coded_link::OnDamage::Refuse);
+    let len = decoded.map(|d| d.len).map_err(|e| ExportError::Verify {
         key: path.display().to_string(),
         why: format!("the coded file does not decode: {e}"),
     })?;

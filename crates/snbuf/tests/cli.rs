@@ -324,6 +324,8 @@ fn the_codec_bench_checks_every_decode_and_judges_the_targets() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("codec.json");
     let scratch = dir.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    std::fs::write(scratch.join("keep"), b"a user's file").unwrap();
     let o = snbuf(&[
         "bench",
         "codec",
@@ -355,7 +357,11 @@ fn the_codec_bench_checks_every_decode_and_judges_the_targets() {
             "{r}"
         );
     }
-    assert!(!scratch.exists(), "the peers' files removed");
+    let left: Vec<_> = std::fs::read_dir(&scratch)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, ["keep"], "the run's own files removed, nothing else");
 }
 
 #[test]

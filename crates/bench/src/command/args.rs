@@ -148,12 +148,13 @@ pub struct KernelsArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct CodecArgs {
-    /// The frames' type: wibeth, tdeeth, wib2, protodune-wib, daphne-stream, or
-    /// custom:BYTES:TICKS (stored raw by the codec).
+    /// The frames' type: wibeth, tdeeth, wib2, protodune-wib, daphneeth-stream, or
+    /// custom:BYTES:TICKS[:OFFSET] (stored raw by the codec).
     #[arg(long, value_name = "TYPE", default_value = "wibeth")]
     pub frame_type: String,
     /// A file of frames back to back to measure on, instead of emulated ones (any bytes after
-    /// the last whole frame are left out).
+    /// the last whole frame are left out): DUNE's raw `<SourceID>.bin`, or what `snbuf
+    /// extract` writes (a burst's link file holds chunk headers between its frames).
     #[arg(long, value_name = "FILE")]
     pub input: Option<PathBuf>,
     /// Emulated frames to make (one link's, every frame its own noise).
@@ -162,10 +163,13 @@ pub struct CodecArgs {
     /// Timed passes per compressor; the fastest is reported.
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub passes: u32,
-    /// Where the peers' files go for the run (removed after). Default: /dev/shm where there is
-    /// one, else the temporary directory.
+    /// Where the run makes a directory of its own for the peers' files (removed after).
+    /// Default: /dev/shm where there is one, else the temporary directory.
     #[arg(long, value_name = "DIR")]
     pub scratch: Option<PathBuf>,
+    /// Also write the results, with the machine they ran on, to this JSON file. The targets
+    /// printed under the table are judged, not enforced: the exit is non-zero only where a
+    /// compressor did not give the bytes back.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 }

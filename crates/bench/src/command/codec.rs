@@ -11,6 +11,10 @@ use crate::codec::{self, CodecConfig, CodecResult, Kind};
 use crate::{Machine, OpClock};
 use snbuf_console::{usage, Table};
 
+/// The most bytes of frames a run measures on: it holds them, their coded form and what comes
+/// back, in memory.
+const MAX_BYTES: u64 = 2 << 30;
+
 pub fn run(args: CodecArgs) -> anyhow::Result<()> {
     let frame_type: FrameType = args
         .frame_type
@@ -20,6 +24,22 @@ pub fn run(args: CodecArgs) -> anyhow::Result<()> {
         return Err(usage("--passes and --frames must be at least 1"));
     }
     let frame_bytes = frame_type.frame_bytes() as usize;
+    // The bytes are held in memory, twice or more: bounded, and said before anything is made
+    // (an emulated link of a custom type makes a bank of `PAYLOAD_VARIANTS` frames).
+    let bank_or_frames = args.frames.max(snbuf_readout::framegen::PAYLOAD_VARIANTS);
+    let asked = match &args.input {
+        Some(path) => std::fs::metadata(path)
+            .with_context(|| format!("{}", path.display()))?
+            .len(),
+        None => bank_or_frames.saturating_mul(frame_bytes as u64),
+    };
+    if asked > MAX_BYTES {
+        return Err(usage(format!(
+            "{} of frames to measure: more than the {} this bench holds in memory (fewer --frames, or a part of --input: head -c)",
+            snbuf_quantity::Bytes(asked),
+            snbuf_quantity::Bytes(MAX_BYTES)
+        )));
+    }
     let (raw, source) = match &args.input {
         Some(path) => {
             let mut raw = std::fs::read(path).with_context(|| format!("{}", path.display()))?;
