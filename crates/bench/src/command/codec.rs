@@ -60,14 +60,14 @@ pub fn run(args: CodecArgs) -> anyhow::Result<()> {
             ),
         ),
     };
+    // The run makes a directory of its own in it.
     let scratch = args.scratch.clone().unwrap_or_else(|| {
         let shm = std::path::Path::new("/dev/shm");
-        let base = if shm.is_dir() {
+        if shm.is_dir() {
             shm.to_path_buf()
         } else {
             std::env::temp_dir()
-        };
-        base.join(format!("snbuf-bench-codec-{}", std::process::id()))
+        }
     });
     let config = CodecConfig {
         frame_type,
