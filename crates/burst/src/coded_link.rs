@@ -186,6 +186,87 @@ pub struct Decoded {
 /// payload shrinks to, so that a damaged length asks for no gigabytes.
 const MAX_ZEROS_PER_CODED_BYTE: u64 = 64;
 
+/// A coded link file read front to back, never past its end (a hostile length allocates
+/// nothing).
+struct CodedReader<'a> {
+    path: &'a Path,
+    r: io::BufReader<File>,
+    /// Bytes not yet taken.
+    left: u64,
+}
+
+impl CodedReader<'_> {
+    fn open(path: &Path) -> Result<CodedReader<'_>, CodedLinkError> {
+        let io_err = |cause| CodedLinkError::Io {
+            path: path.to_path_buf(),
+            cause,
+        };
+        let file = File::open(path).map_err(io_err)?;
+        let left = file.metadata().map_err(io_err)?.len();
+        Ok(CodedReader {
+            path,
+            r: io::BufReader::new(file),
+            left,
+        })
+    }
+
+    fn corrupt(&self, why: String) -> CodedLinkError {
+        CodedLinkError::Corrupt {
+            path: self.path.to_path_buf(),
+            why,
+        }
+    }
+
+    fn take(&mut self, n: usize) -> Result<Vec<u8>, CodedLinkError> {
+        if n as u64 > self.left {
+            return Err(self.corrupt("it ends early".into()));
+        }
+        self.left -= n as u64;
+        let mut b = vec![0u8; n];
+        self.r
+            .read_exact(&mut b)
+            .map_err(|cause| CodedLinkError::Io {
+                path: self.path.to_path_buf(),
+                cause,
+            })?;
+        Ok(b)
+    }
+
+    /// The magic, the format version and the frame type.
+    fn head(&mut self) -> Result<FrameType, CodedLinkError> {
+        if self.take(4)? != MAGIC {
+            return Err(self.corrupt("no SNBL magic".into()));
+        }
+        let head = self.take(2)?;
+        if head[0] != VERSION {
+            let why = format!("format {} (this snbuf reads {VERSION})", head[0]);
+            return Err(self.corrupt(why));
+        }
+        let name = String::from_utf8_lossy(&self.take(head[1] as usize)?).into_owned();
+        name.parse()
+            .map_err(|_| self.corrupt(format!("frame type {name:?} unknown")))
+    }
+
+    /// The next record's kind and bytes; None at `END`.
+    fn record(&mut self) -> Result<Option<(u8, Vec<u8>)>, CodedLinkError> {
+        let kind = self.take(1)?[0];
+        if kind == END {
+            return Ok(None);
+        }
+        let n = u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")) as usize;
+        Ok(Some((kind, self.take(n)?)))
+    }
+
+    /// After `END`: the link file's length and CRC-32C as coded, and whether the file holds
+    /// bytes after them.
+    fn end(&mut self) -> Result<(u64, u32, bool), CodedLinkError> {
+        let tail = self.take(12)?;
+        let len = u64::from_le_bytes(tail[..8].try_into().expect("8 bytes"));
+        let crc = u32::from_le_bytes(tail[8..].try_into().expect("4 bytes"));
+        Ok((len, crc, self.left > 0))
+    }
+}
+
 /// Decodes the coded link file `src` into `dst` (a writer of the link file's bytes, from its
 /// start). Every coded payload is checked against its CRC, and the whole against the link
 /// file's; a record that fails goes as `on_damage` says.
@@ -194,108 +275,56 @@ pub fn decode_link_file(
     dst: &mut impl Write,
     on_damage: OnDamage,
 ) -> Result<Decoded, CodedLinkError> {
-    let corrupt = |why: String| CodedLinkError::Corrupt {
-        path: src.to_path_buf(),
-        why,
-    };
-    let io_err = |cause| CodedLinkError::Io {
-        path: src.to_path_buf(),
-        cause,
-    };
-    let file = File::open(src).map_err(io_err)?;
-    let coded_len = file.metadata().map_err(io_err)?.len();
-    let mut r = io::BufReader::new(file);
-    let mut taken = 0u64;
-    let mut take = |r: &mut io::BufReader<File>, n: usize| -> Result<Vec<u8>, CodedLinkError> {
-        // Never more than the file holds: a hostile length allocates nothing.
-        if n as u64 > coded_len - taken {
-            return Err(corrupt("it ends early".into()));
-        }
-        taken += n as u64;
-        let mut b = vec![0u8; n];
-        r.read_exact(&mut b).map_err(|e| match e.kind() {
-            io::ErrorKind::UnexpectedEof => corrupt("it ends early".into()),
-            _ => io_err(e),
-        })?;
-        Ok(b)
-    };
-    if take(&mut r, 4)? != MAGIC {
-        return Err(corrupt("no SNBL magic".into()));
-    }
-    let head = take(&mut r, 2)?;
-    if head[0] != VERSION {
-        return Err(corrupt(format!(
-            "format {} (this snbuf reads {VERSION})",
-            head[0]
-        )));
-    }
-    let name = String::from_utf8_lossy(&take(&mut r, head[1] as usize)?).into_owned();
-    let frame_type: FrameType = name
-        .parse()
-        .map_err(|_| corrupt(format!("frame type {name:?} unknown")))?;
-    let (mut len, mut crc, mut damaged) = (0u64, 0u32, false);
-    let write_err = |e: io::Error| CodedLinkError::Io {
-        path: PathBuf::from(format!(
-            "{} decoded into the temporary directory ($TMPDIR)",
-            src.display()
-        )),
-        cause: e,
-    };
+    let mut r = CodedReader::open(src)?;
+    let frame_type = r.head()?;
     let keep_reading = on_damage == OnDamage::KeepReading;
+    // Where the records can no longer be told apart, a reader's link file ends.
+    let cut = |e: CodedLinkError, len| match e {
+        CodedLinkError::Corrupt { .. } if keep_reading => Ok(Decoded { len, damaged: true }),
+        e => Err(e),
+    };
+    let (mut len, mut crc, mut damaged) = (0u64, 0u32, false);
     loop {
-        // A record whose framing is gone: the link file ends here (read so far), or an error.
-        let framed = (|| -> Result<Option<(u8, Vec<u8>)>, CodedLinkError> {
-            let kind = take(&mut r, 1)?[0];
-            if kind == END {
-                return Ok(None);
-            }
-            let n = u32::from_le_bytes(take(&mut r, 4)?.try_into().expect("4 bytes")) as usize;
-            Ok(Some((kind, take(&mut r, n)?)))
-        })();
-        let (kind, bytes) = match framed {
+        let (kind, bytes) = match r.record() {
             Ok(Some(record)) => record,
             Ok(None) => break,
-            Err(CodedLinkError::Corrupt { .. }) if keep_reading => {
-                return Ok(Decoded { len, damaged: true })
-            }
-            Err(e) => return Err(e),
+            Err(e) => return cut(e, len),
         };
-        let raw = match kind {
-            RAW => bytes,
-            CODED => match snbuf_codec::decode(&bytes) {
-                Ok((t, raw)) if t == frame_type => raw,
-                Ok((t, _)) if !keep_reading => {
-                    return Err(corrupt(format!(
-                        "a payload of {t} in a file of {frame_type}"
-                    )))
+        let raw = match (kind, keep_reading) {
+            (RAW, _) => bytes,
+            (CODED, _) => match (snbuf_codec::decode(&bytes), keep_reading) {
+                (Ok((t, raw)), _) if t == frame_type => raw,
+                (Ok((t, _)), false) => {
+                    let why = format!("a payload of {t} in a file of {frame_type}");
+                    return Err(r.corrupt(why));
                 }
-                Err(e) if !keep_reading => return Err(corrupt(e.to_string())),
+                (Err(e), false) => return Err(r.corrupt(e.to_string())),
+                // As many zeros as it held: its chunk fails its CRC, as in a raw file.
                 _ => {
                     damaged = true;
                     vec![0u8; claimed_raw_len(&bytes).unwrap_or(0) as usize]
                 }
             },
-            _ if keep_reading => return Ok(Decoded { len, damaged: true }),
-            other => return Err(corrupt(format!("record kind {other}"))),
+            (_, true) => return Ok(Decoded { len, damaged: true }),
+            (other, false) => return Err(r.corrupt(format!("record kind {other}"))),
         };
         crc = crc32c::crc32c_append(crc, &raw);
         len += raw.len() as u64;
-        dst.write_all(&raw).map_err(write_err)?;
+        dst.write_all(&raw).map_err(|cause| CodedLinkError::Io {
+            path: PathBuf::from(format!(
+                "{} decoded into the temporary directory ($TMPDIR)",
+                src.display()
+            )),
+            cause,
+        })?;
     }
-    let tail = match take(&mut r, 12) {
-        Ok(t) => t,
-        Err(CodedLinkError::Corrupt { .. }) if keep_reading => {
-            return Ok(Decoded { len, damaged: true })
-        }
-        Err(e) => return Err(e),
+    let (want_len, want_crc, trailing) = match r.end() {
+        Ok(end) => end,
+        Err(e) => return cut(e, len),
     };
-    let want_len = u64::from_le_bytes(tail[..8].try_into().expect("8 bytes"));
-    let want_crc = u32::from_le_bytes(tail[8..].try_into().expect("4 bytes"));
-    let mut rest = [0u8; 1];
-    let trailing = take_more(&mut r, &mut rest).map_err(io_err)?;
     let whole = (want_len, want_crc) == (len, crc) && !trailing;
     if !whole && !keep_reading {
-        return Err(corrupt(if trailing {
+        return Err(r.corrupt(if trailing {
             "bytes after its end".into()
         } else {
             format!("it decodes to {len} B of CRC-32C {crc:#010x}, not the {want_len} B of {want_crc:#010x} it was")
@@ -314,11 +343,6 @@ fn claimed_raw_len(coded: &[u8]) -> Option<u64> {
     let at = 4 + 1 + 1 + name_len + 4;
     let raw = u64::from_le_bytes(coded.get(at..at + 8)?.try_into().ok()?);
     (raw <= coded.len() as u64 * MAX_ZEROS_PER_CODED_BYTE).then_some(raw)
-}
-
-/// Whether `r` holds another byte.
-fn take_more(r: &mut impl Read, b: &mut [u8; 1]) -> io::Result<bool> {
-    Ok(r.read(b)? > 0)
 }
 
 /// Link file `name` of the burst in `dir`, to read: the file itself, or its coded form (`name` +
