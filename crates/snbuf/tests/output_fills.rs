@@ -82,7 +82,10 @@ fn an_output_filled_while_the_window_grows_keeps_what_fit_and_the_unit_goes_on()
 
     let grown = outcome(&socket, "grown", Duration::from_secs(30));
     assert!(
-        grown["lost_frames"].as_u64().unwrap() > 0,
+        grown["lost_frames"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no count of lost frames: {grown}"))
+            > 0,
         "the rest is counted lost: {grown}"
     );
     let m: Value =
