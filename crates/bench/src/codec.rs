@@ -12,8 +12,8 @@
 //! is reported as such, not left out silently.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use snbuf_frames::adc::AdcShape;
@@ -263,16 +263,20 @@ fn bound(c: &CodecConfig) -> CodecResult {
 
 /// Runs `argv` with stdin from `input` and stdout to `output`; None when its program is not on
 /// this machine.
-fn pipe(argv: &[&str], input: &Path, output: &Path) -> Result<Option<()>, String> {
+fn pipe(
+    argv: &[&str],
+    input: &Path,
+    output: &Path,
+    deadline: Duration,
+) -> Result<Option<()>, String> {
     let stdin = std::fs::File::open(input).map_err(|e| format!("{}: {e}", input.display()))?;
     let stdout = std::fs::File::create(output).map_err(|e| format!("{}: {e}", output.display()))?;
-    let status = Command::new(argv[0])
-        .args(&argv[1..])
+    let mut cmd = Command::new(argv[0]);
+    cmd.args(&argv[1..])
         .stdin(stdin)
         .stdout(stdout)
-        .stderr(Stdio::inherit())
-        .status();
-    match status {
+        .stderr(Stdio::inherit());
+    match status_within(&mut cmd, deadline) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(format!("{}: {e}", argv[0])),
         Ok(s) if s.success() => Ok(Some(())),
@@ -280,11 +284,39 @@ fn pipe(argv: &[&str], input: &Path, output: &Path) -> Result<Option<()>, String
     }
 }
 
+/// The longest a peer may take on `bytes`: far slower than xz -6 (about 1 MB/s here), so that
+/// only a hung tool reaches it.
+fn peer_deadline(bytes: usize) -> Duration {
+    Duration::from_secs(120 + bytes as u64 / 200_000)
+}
+
+/// Runs `cmd` to its end within `deadline`; past it the child is killed and that is an error.
+fn status_within(cmd: &mut Command, deadline: Duration) -> std::io::Result<ExitStatus> {
+    let mut child = cmd.spawn()?;
+    let until = Instant::now() + deadline;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        if Instant::now() >= until {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no end within {} s: killed", deadline.as_secs()),
+            ));
+        }
+        // Fine enough not to blur a fast peer's time (lz4 takes tens of ms here).
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 fn tool_peer(c: &CodecConfig, tool: &ToolPeer, raw: &Path, raw_crc: u32) -> CodecResult {
     let mut r = CodecResult::new(c, tool.name, Kind::Peer);
     let coded = c.scratch.join("coded");
     let back = c.scratch.join("back");
-    let (encode_s, ran) = fastest(c.passes, || pipe(tool.compress, raw, &coded));
+    let deadline = peer_deadline(c.raw.len());
+    let (encode_s, ran) = fastest(c.passes, || pipe(tool.compress, raw, &coded, deadline));
     match ran {
         Ok(Some(())) => {}
         Ok(None) => {
@@ -297,7 +329,7 @@ fn tool_peer(c: &CodecConfig, tool: &ToolPeer, raw: &Path, raw_crc: u32) -> Code
             return r;
         }
     }
-    let (decode_s, ran) = fastest(c.passes, || pipe(tool.decompress, &coded, &back));
+    let (decode_s, ran) = fastest(c.passes, || pipe(tool.decompress, &coded, &back, deadline));
     if let Err(e) = ran {
         r.notes.push(e);
         return r;
@@ -328,22 +360,31 @@ fn hdf5_peer(c: &CodecConfig, filter: &str, raw: &Path) -> CodecResult {
     let frame_bytes = c.frame_type.frame_bytes().to_string();
     let passes = c.passes.to_string();
     let h5 = c.scratch.join("frames.h5");
-    let out = Command::new("python3")
-        .args(["-c", HDF5_SCRIPT, filter])
-        .arg(raw)
-        .arg(&h5)
-        .args([frame_bytes.as_str(), passes.as_str()])
-        .output();
-    let out = match out {
-        Ok(o) => o,
+    // Its output to files, not pipes: a child polled for its end must never block on a full
+    // pipe.
+    let (out_path, err_path) = (c.scratch.join("hdf5.out"), c.scratch.join("hdf5.err"));
+    let files =
+        std::fs::File::create(&out_path).and_then(|o| Ok((o, std::fs::File::create(&err_path)?)));
+    let ran = files.and_then(|(o, e)| {
+        let mut cmd = Command::new("python3");
+        cmd.args(["-c", HDF5_SCRIPT, filter])
+            .arg(raw)
+            .arg(&h5)
+            .args([frame_bytes.as_str(), passes.as_str()])
+            .stdout(o)
+            .stderr(e);
+        status_within(&mut cmd, peer_deadline(c.raw.len()) * c.passes)
+    });
+    let status = match ran {
+        Ok(s) => s,
         Err(e) => {
             r.notes.push(format!("python3: {e}"));
             return r;
         }
     };
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() {
-        let why = String::from_utf8_lossy(&out.stderr);
+    let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
+    if !status.success() {
+        let why = std::fs::read_to_string(&err_path).unwrap_or_default();
         let last = why.lines().last().unwrap_or("no message");
         r.notes
             .push(format!("hdf5 {filter}: not measured ({last})"));

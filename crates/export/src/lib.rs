@@ -511,7 +511,6 @@ pub fn export_burst(
         "every file exported and verified"
     );
     write_json(dir, EXPORTED, &exported)?;
-    staging::unstage(dir);
     let mut deleted = false;
     if opts.delete_after_verify {
         // Every object was read back and matched: only now may the local copy go, with the

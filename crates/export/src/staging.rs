@@ -2,8 +2,8 @@
 //! each link file coded (`snbuf_burst::coded_link`: a third of the bytes of DUNE's ADC data)
 //! and a copy of the manifest that says so. The coded files are made in the burst directory,
 //! under `.export-coded/`, each checked to decode to its link file before it is sent, and
-//! removed once the export is verified. Coding is deterministic: a run that resumes sends the
-//! same bytes, so the parts an earlier run sent still fit.
+//! removed when the export ends (`Staging`'s drop), verified or not. Coding is deterministic:
+//! a run that resumes sends the same bytes, so the parts an earlier run sent still fit.
 //!
 //! The link files are coded by worker threads (one a core) while the export sends those
 //! already coded: the export waits for a file only when the link is faster than the coding.
@@ -255,11 +255,6 @@ fn check_decodes(path: &Path, coded: coded_link::Coded) -> Result<(), ExportErro
         });
     }
     Ok(())
-}
-
-/// Removes what `stage` made, once the export is verified.
-pub fn unstage(dir: &Path) {
-    let _ = std::fs::remove_dir_all(dir.join(STAGING_DIR));
 }
 
 /// A writer that keeps the CRC-32C of what it is given.
