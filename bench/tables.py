@@ -427,6 +427,13 @@ def codec():
                        f"{best['ratio'] / c['ratio']:.2f}x, {verdict(best['ratio'] / c['ratio'] >= 1.5)}")
     targets.append(f"encode at least 1 GiB/s: {c['encode_gib_s']:.2f}, {verdict(c['encode_gib_s'] >= 1.0)}")
     targets.append(f"decode at least 1.5 GiB/s: {c['decode_gib_s']:.2f}, {verdict(c['decode_gib_s'] >= 1.5)}")
+    as_dune = [x for x in peers if x["compressor"].endswith(", byte dataset")]
+    chosen = next((x for x in as_dune if x["compressor"] == "hdf5 blosc-zstd, byte dataset"), None)
+    if chosen:
+        smallest = min(as_dune, key=lambda x: x["ratio"])
+        targets.append(f"`convert --filter blosc-zstd` (DUNE's byte datasets): {100 * chosen['ratio']:.1f} % "
+                       f"of raw, {'the smallest' if smallest is chosen else 'not the smallest'} of the "
+                       f"{len(as_dune)} filters measured so")
     notes = sorted({n for x in rows for n in x["notes"]})
     return "\n".join([cap, "", *out, "", "Targets: " + "; ".join(targets) + ".",
                       *([""] + [f"Note: {n}." for n in notes] if notes else [])])

@@ -43,13 +43,14 @@ def _crc32c_python(data, crc=0):
 try:  # a C implementation, where installed
     import crc32c as _c
 
-    def crc32c(data):
-        return _c.crc32c(bytes(data))
+    def crc32c(data, crc=0):
+        """CRC-32C of `data`, continuing from `crc` (the CRC of the bytes before it)."""
+        return _c.crc32c(bytes(data), crc)
 except ImportError:  # pragma: no cover - depends on the machine
     try:
         import google_crc32c as _g
 
-        def crc32c(data):
-            return _g.value(bytes(data))
+        def crc32c(data, crc=0):
+            return _g.extend(crc, bytes(data))
     except ImportError:
         crc32c = _crc32c_python

@@ -5,10 +5,12 @@ of chunks ends; `Burst`/`Link` give the manifest, the chunks and the frames."""
 import json
 import os
 import struct
+import tempfile
 
 import numpy as np
 
 from ._crc32c import crc32c
+from .coded import CODEC_NAME, SUFFIX, decode_link_file
 from .frames import layout as layout_of
 
 MAGIC = b"SNBUFCHK"
@@ -373,12 +375,12 @@ class Burst:
         else:
             self.manifest_problem = ("no manifest.json (recording interrupted before it was written? "
                                      "`snbuf recover` rebuilds it)")
-        coded = (self.manifest or {}).get("coded")
-        if coded:
-            # A copy `snbuf export --codec frames` wrote: its link files are <file>.snbl, which
-            # this reader does not decode (yet); snbuf's own readers do.
-            raise ValueError(f"{path}: a coded copy of a burst (codec {coded}): this reader reads link "
-                             "files as recorded; `snbuf extract` gives each link's frames from it")
+        # A copy `snbuf export --codec frames` wrote: its link files are <file>.snbl, each
+        # decoded (snbuf.coded) into a temporary file when its link is first read.
+        self.coded = (self.manifest or {}).get("coded")
+        if self.coded and self.coded != CODEC_NAME:
+            raise ValueError(f"{path}: a copy coded by {self.coded!r}; this reader decodes {CODEC_NAME!r}")
+        self._decoded = {}
         frame = (self.manifest or {}).get("frame") or {}
         self.frame_type = frame.get("frame_type")
         self.layout = None
@@ -397,23 +399,45 @@ class Burst:
         for l in (self.manifest or {}).get("links", []):
             files[l["link"]] = l["file"]
         for name in os.listdir(path):
-            n = link_of_file_name(name)
+            n = link_of_file_name(name[:-len(SUFFIX)] if self.coded and name.endswith(SUFFIX) else name)
             if n is not None:
-                files.setdefault(n, name)
+                files.setdefault(n, link_file_name(n) if self.coded else name)
         self.files = dict(sorted(files.items()))
         self._links = {}
 
     @property
     def links(self):
         for n, name in self.files.items():
-            if n not in self._links and "/" not in name:
-                trigger = ((self.manifest or {}).get("trigger") or {}).get("trigger_timestamp")
-                self._links[n] = Link(os.path.join(self.path, name), n, self.layout, self.frame_step_ticks,
-                                      self.clock_hz, trigger)
+            if "/" not in name:
+                self.link(n)
         return self._links
 
+    def _link_path(self, name):
+        """Where link file `name` can be read: the burst's own, or, in a coded copy, its
+        `<name>.snbl` decoded into a temporary file (in $TMPDIR; removed with the Burst)."""
+        if not self.coded:
+            return os.path.join(self.path, name)
+        if name not in self._decoded:
+            tmp = tempfile.NamedTemporaryFile(prefix="snbuf-decoded-", suffix=".dat")
+            decode_link_file(os.path.join(self.path, name + SUFFIX), tmp)
+            tmp.flush()
+            self._decoded[name] = tmp
+        return self._decoded[name].name
+
     def link(self, n):
-        return self.links[n]
+        """Link `n` (a KeyError where the burst has none), its file read (in a coded copy,
+        decoded) when first asked for."""
+        if n not in self._links:
+            name = self.files[n]
+            if "/" in name:
+                raise KeyError(n)
+            trigger = ((self.manifest or {}).get("trigger") or {}).get("trigger_timestamp")
+            link = Link(self._link_path(name), n, self.layout, self.frame_step_ticks, self.clock_hz,
+                        trigger)
+            # A decoded file lives as long as the link read from it, whatever becomes of its Burst.
+            link.decoded_file = self._decoded.get(name)
+            self._links[n] = link
+        return self._links[n]
 
     def seconds(self, ticks):
         """Ticks as seconds of the detector's clock (`clock_hz`)."""

@@ -199,13 +199,74 @@ def test_every_dune_frame_type_decodes_as_snbuf_show_decodes_it(tmp_path, frame)
     assert np.allclose(link.rms(), np.array([c["rms"] for c in shown]), rtol=1e-9, atol=1e-9)
 
 
-def test_a_coded_copy_is_refused_in_one_clear_error_not_misread(tmp_path):
-    # `snbuf export --codec frames` sends link files as <file>.snbl, which this reader does not
-    # decode: it says so, and reads no frame from the copy.
-    burst = record(tmp_path)
+def coded_copy(tmp_path, burst):
+    """`snbuf export --codec frames` of `burst` into a directory store: the copy's path."""
     store = tmp_path / "store"
     store.mkdir()
     subprocess.run([BIN, "export", str(burst), "--to", f"file://{store}", "--codec", "frames"],
                    check=True, capture_output=True, timeout=120)
-    with pytest.raises(ValueError, match="coded copy"):
-        snbuf.open(str(store / burst.name))
+    copy = store / burst.name
+    assert sorted(p.name for p in copy.iterdir() if p.name.startswith("link-")) == [
+        "link-0000.dat.snbl", "link-0001.dat.snbl"]
+    return copy
+
+
+def test_a_coded_copy_reads_as_the_burst_it_holds_byte_for_byte(tmp_path):
+    # The link files `snbuf export --codec frames` sends as <file>.snbl, decoded by Python
+    # alone (snbuf.coded): every byte of every link file, so every frame and ADC value.
+    burst = record(tmp_path)
+    copy = coded_copy(tmp_path, burst)
+    orig, coded = snbuf.open(str(burst)), snbuf.open(str(copy))
+    assert coded.coded == "snbuf-frames-1" and orig.coded is None
+    assert list(coded.links) == list(orig.links) == [0, 1]
+    for n, link in orig.links.items():
+        with open(link.path, "rb") as a, open(coded.link(n).path, "rb") as b:
+            assert a.read() == b.read(), f"link {n}"
+        for mine, theirs in zip(coded.link(n).adc(), link.adc()):  # times, values
+            assert np.array_equal(mine, theirs)
+    mine, theirs = coded.verify(), orig.verify()
+    assert mine["valid"] and theirs["valid"]
+    assert [l["frames"] for l in mine["links"]] == [l["frames"] for l in theirs["links"]]
+
+
+@pytest.mark.parametrize("frame", ["tdeeth", "daphneeth-stream", "wib2", "protodune-wib"])
+def test_a_coded_copy_of_every_frame_type_decodes_byte_for_byte(tmp_path, frame):
+    # Each type's ADC layout (rows, WIB2's sub-frames, WIB1's COLDATA segments) written back
+    # bit for bit by Python's decoder; the CRC-32C of every payload says so too.
+    out = tmp_path / "data"
+    subprocess.run([BIN, "record", "--frame", frame, "--links", "1", "--rate-per-link", "1MB/s",
+                    "--buffer", "1s", "--pre", "100ms", "--post", "300ms", "--trigger-after", "200ms",
+                    "--chunk-frames", "16", "--output", str(out), "--burst-id", "b"],
+                   check=True, capture_output=True, timeout=120)
+    store = tmp_path / "store"
+    store.mkdir()
+    subprocess.run([BIN, "export", str(out / "b"), "--to", f"file://{store}", "--codec", "frames"],
+                   check=True, capture_output=True, timeout=120)
+    coded = (store / "b" / "link-0000.dat.snbl").stat().st_size
+    raw = (out / "b" / "link-0000.dat").read_bytes()
+    assert coded < 0.6 * len(raw), "modeled, not stored raw"
+    # (The link outlives its Burst: it keeps its decoded file.)
+    link = snbuf.open(str(store / "b")).link(0)
+    with open(link.path, "rb") as f:
+        assert f.read() == raw
+    assert link.frames_count > 0
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "append"])
+def test_a_damaged_coded_copy_is_one_clear_error_never_a_wrong_frame(tmp_path, damage):
+    burst = record(tmp_path)
+    copy = coded_copy(tmp_path, burst)
+    path = copy / "link-0001.dat.snbl"
+    data = bytearray(path.read_bytes())
+    if damage == "flip":
+        # A byte inside a coded payload, past the container's and the chunk's headers.
+        data[len(data) // 2] ^= 0x10
+    elif damage == "truncate":
+        del data[len(data) - 100:]
+    else:
+        data += b"\0"
+    path.write_bytes(bytes(data))
+    b = snbuf.open(str(copy))
+    assert np.array_equal(b.link(0).adc()[1], snbuf.open(str(burst)).link(0).adc()[1]), "link 0 intact"
+    with pytest.raises(ValueError, match="link-0001.dat.snbl: a corrupt coded link file"):
+        b.link(1)

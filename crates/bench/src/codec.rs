@@ -2,7 +2,10 @@
 //! would otherwise reach for, on the same bytes, one core each: zstd (-1, -3, -19), xz and lz4
 //! as their own command-line tools (single-threaded), and the HDF5 filters `hdf5plugin` brings
 //! (bitshuffle with LZ4, Blosc2 with zstd after a bit or byte shuffle, zstd alone) through h5py,
-//! as a DUNE HDF5 file would store the frames: what `convert --to dune-hdf5` could use. For each: the coded size over the raw, and encode and decode GiB/s
+//! on the frames as 16-bit words (what a shuffle sees best) and, for those `convert --to
+//! dune-hdf5 --filter` could write, as DUNE's files hold them (a column of bytes): the
+//! measurement `convert`'s filter was chosen by. For each: the coded size over the raw, and
+//! encode and decode GiB/s
 //! (raw bytes over wall time, the fastest of the passes). And the bound the codec's model
 //! allows: the zero-order entropy of the channels' first differences, plus the header bytes
 //! kept verbatim.
@@ -127,12 +130,34 @@ const TOOLS: &[ToolPeer] = &[
     },
 ];
 
-/// The HDF5 filters, measured by `codec_hdf5.py` (h5py and hdf5plugin).
-const HDF5_FILTERS: &[&str] = &[
-    "bitshuffle-lz4",
-    "blosc2-zstd-bitshuffle",
-    "blosc2-zstd-shuffle",
-    "zstd",
+/// How an HDF5 file holds the frames (`codec_hdf5.py`'s LAYOUT).
+#[derive(Clone, Copy)]
+enum Hdf5Layout {
+    /// 16-bit words, a row a frame: what a shuffling filter sees best.
+    Words,
+    /// One column of bytes, as DUNE's files hold a fragment: what `convert --filter` writes.
+    Bytes,
+}
+
+impl Hdf5Layout {
+    fn arg(self) -> &'static str {
+        match self {
+            Hdf5Layout::Words => "words",
+            Hdf5Layout::Bytes => "bytes",
+        }
+    }
+}
+
+/// The HDF5 filters, measured by `codec_hdf5.py` (h5py and hdf5plugin): on frames as words,
+/// and, for the filters `convert` could write, as DUNE's byte datasets.
+const HDF5_FILTERS: &[(&str, Hdf5Layout)] = &[
+    ("bitshuffle-lz4", Hdf5Layout::Words),
+    ("blosc2-zstd-bitshuffle", Hdf5Layout::Words),
+    ("blosc2-zstd-shuffle", Hdf5Layout::Words),
+    ("zstd", Hdf5Layout::Words),
+    ("blosc-zstd", Hdf5Layout::Bytes),
+    ("zstd", Hdf5Layout::Bytes),
+    ("bitshuffle-lz4", Hdf5Layout::Bytes),
 ];
 
 /// Steps a run reports: the codec, the bound, each tool and each filter.
@@ -164,9 +189,13 @@ pub fn run(c: &CodecConfig, step: &mut dyn FnMut(&str)) -> Result<Vec<CodecResul
         step(tool.name);
         out.push(tool_peer(c, tool, &raw_path, raw_crc));
     }
-    for filter in HDF5_FILTERS {
-        step(filter);
-        out.push(hdf5_peer(c, filter, &raw_path));
+    for &(filter, layout) in HDF5_FILTERS {
+        let name = match layout {
+            Hdf5Layout::Words => format!("hdf5 {filter}"),
+            Hdf5Layout::Bytes => format!("hdf5 {filter}, byte dataset"),
+        };
+        step(&name);
+        out.push(hdf5_peer(c, filter, layout, &name, &raw_path));
     }
     let _ = std::fs::remove_dir_all(&c.scratch);
     Ok(out)
@@ -355,8 +384,14 @@ struct Hdf5Measured {
     identical: bool,
 }
 
-fn hdf5_peer(c: &CodecConfig, filter: &str, raw: &Path) -> CodecResult {
-    let mut r = CodecResult::new(c, &format!("hdf5 {filter}"), Kind::Peer);
+fn hdf5_peer(
+    c: &CodecConfig,
+    filter: &str,
+    layout: Hdf5Layout,
+    name: &str,
+    raw: &Path,
+) -> CodecResult {
+    let mut r = CodecResult::new(c, name, Kind::Peer);
     let frame_bytes = c.frame_type.frame_bytes().to_string();
     let passes = c.passes.to_string();
     let h5 = c.scratch.join("frames.h5");
@@ -367,7 +402,7 @@ fn hdf5_peer(c: &CodecConfig, filter: &str, raw: &Path) -> CodecResult {
         std::fs::File::create(&out_path).and_then(|o| Ok((o, std::fs::File::create(&err_path)?)));
     let ran = files.and_then(|(o, e)| {
         let mut cmd = Command::new("python3");
-        cmd.args(["-c", HDF5_SCRIPT, filter])
+        cmd.args(["-c", HDF5_SCRIPT, filter, layout.arg()])
             .arg(raw)
             .arg(&h5)
             .args([frame_bytes.as_str(), passes.as_str()])
@@ -386,8 +421,7 @@ fn hdf5_peer(c: &CodecConfig, filter: &str, raw: &Path) -> CodecResult {
     if !status.success() {
         let why = std::fs::read_to_string(&err_path).unwrap_or_default();
         let last = why.lines().last().unwrap_or("no message");
-        r.notes
-            .push(format!("hdf5 {filter}: not measured ({last})"));
+        r.notes.push(format!("{name}: not measured ({last})"));
         return r;
     }
     match serde_json::from_str::<Hdf5Measured>(stdout.trim()) {
@@ -399,7 +433,7 @@ fn hdf5_peer(c: &CodecConfig, filter: &str, raw: &Path) -> CodecResult {
         }
         Err(e) => r
             .notes
-            .push(format!("hdf5 {filter}: unreadable result {stdout:?}: {e}")),
+            .push(format!("{name}: unreadable result {stdout:?}: {e}")),
     }
     r
 }

@@ -300,6 +300,7 @@ const README: &[(&str, Step)] = &[
     ("snbuf inspect snbuf-data/20261121T231000Z-0001 --link 0 --chunk 3 --frames", Step::Run(&[("--chunk", "0")], 0)),
     ("snbuf extract snbuf-data/20261121T231000Z-0001 --link 0 --out part.bin --from \"$FROM\" --to \"$TO\"", Step::Run(&[], 0)),
     ("snbuf convert snbuf-data/20261121T231000Z-0001 --to dune-hdf5 converted/ --slice 1s --json c.json", Step::Skip("needs --features hdf5: tests/offline.rs")),
+    ("snbuf convert snbuf-data/20261121T231000Z-0001 --to dune-hdf5 smaller/ --filter blosc-zstd", Step::Skip("needs --features hdf5: tests/offline.rs")),
     ("snbuf status --watch", Step::Run(&[], 0)),
     ("snbuf fleet status --watch", Step::Skip("NATS: tests/fleet_nats.rs")),
     ("snbuf ls", Step::Run(&[], 0)),

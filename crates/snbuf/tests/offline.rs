@@ -427,6 +427,89 @@ mod dune_hdf5 {
         }
     }
 
+    /// Whether Debian's python3 has hdf5plugin (the filters an analysis reads with); else the
+    /// test is skipped, unless SNBUF_REQUIRE_H5PY says it must run.
+    fn hdf5plugin_installed() -> bool {
+        let mut c = std::process::Command::new("/usr/bin/python3");
+        c.args(["-c", "import hdf5plugin"]);
+        let ok = common::output_within(c, std::time::Duration::from_secs(60))
+            .status
+            .success();
+        assert!(
+            ok || std::env::var_os("SNBUF_REQUIRE_H5PY").is_none(),
+            "hdf5plugin is not installed (pip install hdf5plugin)"
+        );
+        if !ok {
+            eprintln!("skip: hdf5plugin is not installed");
+        }
+        ok
+    }
+
+    #[test]
+    fn a_burst_converted_through_blosc_zstd_reads_back_the_same_frames_in_fewer_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = burst(dir.path(), "b", &[]);
+        let (plain, _) = convert(&b, &dir.path().join("plain"), &["--slice", "20ms"]);
+        let filtered = dir.path().join("filtered");
+        let (files, _) = convert(
+            &b,
+            &filtered,
+            &["--slice", "20ms", "--filter", "blosc-zstd"],
+        );
+        if !hdf5plugin_installed() {
+            return;
+        }
+        let (Some(plain), Some(h5)) = (read_with_h5py(&plain), read_with_h5py(&files)) else {
+            return;
+        };
+        let fragments = |v: &Value| -> Vec<Value> {
+            v["files"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|f| {
+                    f["records"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .flat_map(|r| r["fragments"].as_array().unwrap().clone())
+                })
+                .collect()
+        };
+        let (plain_fragments, filtered_fragments) = (fragments(&plain), fragments(&h5));
+        assert!(!filtered_fragments.is_empty());
+        assert_eq!(plain_fragments.len(), filtered_fragments.len());
+        let (mut stored, mut bytes) = (0, 0);
+        for (p, f) in plain_fragments.iter().zip(&filtered_fragments) {
+            assert_eq!(
+                p["filters"],
+                serde_json::json!([]),
+                "DUNE's own: unfiltered"
+            );
+            assert_eq!(f["filters"], serde_json::json!([32001]), "Blosc: {f}");
+            // The same fragment, header and all, whichever way it is stored.
+            let mut p = p.clone();
+            let mut f2 = f.clone();
+            for v in [&mut p, &mut f2] {
+                for k in ["filters", "storage_bytes"] {
+                    v.as_object_mut().unwrap().remove(k);
+                }
+            }
+            assert_eq!(p, f2);
+            stored += f["storage_bytes"].as_u64().unwrap();
+            bytes += f["dataset_bytes"].as_u64().unwrap();
+        }
+        // The detector's noise: zstd keeps about 77 % of it (bench codec's byte datasets).
+        assert!(
+            stored * 100 < bytes * 85,
+            "{stored} of {bytes} bytes stored"
+        );
+        for link in 0..2u32 {
+            let key = format!("1:{link}");
+            assert_eq!(h5["frames_sha256"][&key], sha256_hex(&frames_of(&b, link)));
+        }
+    }
+
     #[test]
     fn a_burst_with_loss_converts_with_the_loss_marked() {
         let dir = tempfile::tempdir().unwrap();

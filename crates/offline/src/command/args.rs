@@ -12,6 +12,17 @@ pub enum ConvertTo {
     DuneHdf5,
 }
 
+/// The HDF5 filter a fragment's bytes are stored through, as `--filter` names it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Hdf5Filter {
+    /// None: contiguous bytes, as DUNE's own files (any HDF5 reads them).
+    #[default]
+    None,
+    /// Blosc with zstd (HDF5 filter 32001), chunks of 1 MiB: about 23 % smaller on the
+    /// detector's noise; read with h5py after `import hdf5plugin` (or HDF5_PLUGIN_PATH).
+    BloscZstd,
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct ConvertArgs {
     /// The burst directory.
@@ -36,6 +47,11 @@ pub struct ConvertArgs {
     /// Mark the files as from a run for test purposes.
     #[arg(long)]
     pub test_run: bool,
+    /// Store each fragment through this HDF5 filter. Of the standard filters measured on the
+    /// detector's data as DUNE's files hold it (`snbuf bench codec`), blosc-zstd keeps the
+    /// fewest bytes at a usable speed; DUNE's own files are unfiltered.
+    #[arg(long, value_enum, value_name = "FILTER", default_value = "none")]
+    pub filter: Hdf5Filter,
     /// Write a summary as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,

@@ -11,7 +11,7 @@ use snbuf_console::{usage, Failure, Table};
 use snbuf_quantity::Bytes;
 
 use crate::inspect::{InspectOptions, InspectedLink};
-pub use args::{ConvertArgs, ConvertTo, ExtractArgs, InspectArgs};
+pub use args::{ConvertArgs, ConvertTo, ExtractArgs, Hdf5Filter, InspectArgs};
 
 /// A path that is not a burst, or a link it does not have, is the user's mistake (exit 2); any
 /// other failure to read a burst is the run's (exit 1).
@@ -243,6 +243,7 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
         operational_environment: args.operational_environment.clone(),
         offline_data_stream: args.offline_data_stream.clone(),
         run_was_for_test_purposes: args.test_run,
+        filter: args.filter,
     };
     let bar = snbuf_console::progress::bar(1);
     let started = std::time::Instant::now();

@@ -1,7 +1,9 @@
 """Reads DUNE HDF5 raw-data files the way an offline analysis would, with h5py and numpy only
 (not snbuf), and prints what it found as JSON: the file attributes, every record's group,
 attributes and dataset names, every attribute's HDF5 type, every fragment's FragmentHeader fields, and per SourceID the
-SHA-256 of the frames of all its fragments back to back, in record order.
+SHA-256 of the frames of all its fragments back to back, in record order. Each fragment's
+dataset also says the HDF5 filters it is stored through and its bytes in the file; filtered
+datasets are read through hdf5plugin's filters (as an analysis would), when it is installed.
 
 usage: read_dune_hdf5.py FILE.hdf5 [FILE.hdf5 ...]
 """
@@ -12,6 +14,11 @@ import sys
 
 import h5py
 import numpy as np
+
+try:
+    import hdf5plugin  # noqa: F401  (registers Blosc, zstd, bitshuffle, ... with h5py)
+except ImportError:
+    pass
 
 FRAGMENT_HEADER = struct.Struct("<IIQQQQQIIIHHHHI")  # 72 bytes, FragmentHeader.hpp v5 and v6
 TIMESLICE_HEADER = struct.Struct("<IIQIIHHI")  # 32 bytes, TimeSliceHeader.hpp v2
@@ -44,7 +51,10 @@ def main(paths):
             rec = {"name": name, "attrs": {k: json.loads(as_text(v)) for k, v in g.attrs.items()},
                    "datasets": sorted(raw.keys()), "fragments": []}
             for ds_name in sorted(raw.keys()):
-                data = raw[ds_name][:].ravel().view(np.uint8).tobytes()
+                ds = raw[ds_name]
+                dcpl = ds.id.get_create_plist()
+                filters = [dcpl.get_filter(i)[0] for i in range(dcpl.get_nfilters())]
+                data = ds[:].ravel().view(np.uint8).tobytes()
                 if ds_name.endswith("_TimeSliceHeader"):
                     m, ver, num, run, pad, sv, ss, sid = TIMESLICE_HEADER.unpack(data)
                     rec["timeslice_header"] = {"marker": m, "version": ver, "timeslice_number": num,
@@ -63,6 +73,7 @@ def main(paths):
                     "run_number": run, "status_bits": status_bits, "fragment_type": ftype,
                     "sequence_number": seq, "detector_id": det, "source_id_version": sid_version,
                     "subsys": subsys, "id": sid, "payload_bytes": len(payload),
+                    "filters": filters, "storage_bytes": ds.id.get_storage_size(),
                 })
             records.append(rec)
         out["files"].append({"path": path, "attrs": attrs, "attr_types": attr_types,
