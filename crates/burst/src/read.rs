@@ -85,13 +85,18 @@ impl BurstReader {
                 links: links.join(", "),
             });
         }
-        let path = self.dir.join(link_file_name(link));
+        // The link file, or its coded form as an export wrote it (the file read, decoded).
+        let coded_copy = self.manifest.coded.is_some();
+        let path = match coded_copy {
+            false => self.dir.join(link_file_name(link)),
+            true => self
+                .dir
+                .join(link_file_name(link) + crate::coded_link::SUFFIX),
+        };
         let io = |cause| ReadError::Io {
             path: path.clone(),
             cause,
         };
-        // The link file, or its coded form as an export wrote it, decoded.
-        let coded_copy = self.manifest.coded.is_some();
         let file = crate::coded_link::open_link_file(&self.dir, &link_file_name(link), coded_copy)?;
         let step = self
             .manifest
@@ -119,6 +124,7 @@ impl BurstReader {
 
 /// One link's valid chunks, readable in order.
 pub struct LinkReader {
+    /// The file read: the link file, or in a coded copy its `.snbl` (decoded as it is opened).
     pub path: PathBuf,
     file: File,
     pub report: ScanReport,

@@ -248,6 +248,15 @@ fn burst_files(dir: &Path) -> Result<(String, Vec<String>), ExportError> {
             dir.display()
         )));
     }
+    if let Some(codec) = &m.coded {
+        // Its link files are not here, their coded copies are: an export starts from a unit's
+        // burst as recorded.
+        return Err(ExportError::Usage(format!(
+            "{}: a coded copy (codec {codec}) that an export made; export the burst as recorded \
+             from its unit, or copy this directory as it is",
+            dir.display()
+        )));
+    }
     let mut files: Vec<String> = m.links.iter().map(|l| l.file.clone()).collect();
     for f in &files {
         if f.contains('/') || f.contains("..") {

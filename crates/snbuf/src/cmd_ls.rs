@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
+use snbuf_burst::coded_link::SUFFIX;
 use snbuf_burst::{verify_burst, BurstState, Manifest};
 use snbuf_quantity::{utc_stamp, Bytes};
 
@@ -94,10 +95,10 @@ fn entry(path: &Path, name: &str, recording: Option<&str>, verify: bool) -> Opti
         .flatten()
         .map(|e| e.path())
         .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .and_then(snbuf_burst::manifest::link_of_file_name)
-                .is_some()
+            // A link file, or its coded copy (`export --codec frames`): the bytes it takes here.
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            let name = name.strip_suffix(SUFFIX).unwrap_or(name);
+            snbuf_burst::manifest::link_of_file_name(name).is_some()
         })
         .collect();
     let bytes: u64 = files
@@ -118,6 +119,7 @@ fn entry(path: &Path, name: &str, recording: Option<&str>, verify: bool) -> Opti
                 "recording".into()
             }
             BurstState::Recording => "interrupted".into(),
+            other if m.coded.is_some() => format!("{other:?}, coded copy").to_lowercase(),
             other => format!("{other:?}").to_lowercase(),
         },
     };

@@ -90,6 +90,33 @@ fn a_coded_export_takes_a_fraction_of_the_bytes_and_reads_as_the_burst() {
     assert_eq!(manifest["coded"], "snbuf-frames-1");
     let o = snbuf(&["verify", copy.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
+    // `ls` of the store: the copy, what it takes there, and what it is.
+    let o = snbuf(&["ls", store.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let listed: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(listed[0]["burst_id"], "b", "{listed}");
+    assert_eq!(listed[0]["bytes"], coded, "{listed}");
+    assert_eq!(listed[0]["state"], "sealed, coded copy", "{listed}");
+    // A coded copy exported again: one clear line (exit 2), not a missing file.
+    let again = root.path().join("again");
+    std::fs::create_dir(&again).unwrap();
+    let to = format!("file://{}", again.display());
+    let o = snbuf(&["export", copy.to_str().unwrap(), "--to", &to]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("a coded copy (codec snbuf-frames-1)"),
+        "{}",
+        stderr(&o)
+    );
+    // `inspect` names the file it read: the coded one.
+    let o = snbuf(&["inspect", copy.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let inspected: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let file = inspected["links"][0]["file"].as_str().unwrap();
+    assert!(
+        file.ends_with("link-0000.dat.snbl") && Path::new(file).exists(),
+        "{file}"
+    );
     for link in 0..2 {
         let here = extracted(&dir, link, &root.path().join(format!("here{link}.bin")));
         let there = extracted(&copy, link, &root.path().join(format!("there{link}.bin")));
