@@ -456,7 +456,8 @@ def export_codec():
                    f"{'**pass**' if ratio <= 0.45 else '**fail**'} |")
     burst = rows[0]["burst_bytes"] / 1e6
     n = len({x["round"] for x in rows})
-    return "\n".join([caption_kept(path, r) + f" A burst of {burst:.0f} MB (4 emulated WIBEth links); "
+    links = rows[0].get("links", 4)
+    return "\n".join([caption_kept(path, r) + f" A burst of {burst:.0f} MB ({links} emulated WIBEth links); "
                       f"median of {n} rounds; every export read back and checked.", "", *out])
 
 
