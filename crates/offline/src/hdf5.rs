@@ -14,8 +14,8 @@ use hdf5_metno as h5;
 use snbuf_burst::{BurstReader, LinkReader, ReadError};
 use snbuf_frames::FrameType;
 
-use crate::command::Hdf5Filter;
 use crate::dune::{fragment_type, geo_id, FragmentHeader, SourceId, Subsystem, TimeSliceHeader};
+use crate::filter::Hdf5Filter;
 use crate::plan::{plan_fragment, slices, FragmentPlan};
 
 /// hdf5libs' file layout version these files follow: 6, whose creation and closing times are

@@ -6,21 +6,12 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use snbuf_quantity::values::{parse_duration_nonzero, parse_size_nonzero};
 
+pub use crate::filter::Hdf5Filter;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ConvertTo {
     /// DUNE HDF5 raw-data files (hdf5libs file layout 6, TimeSlice records).
     DuneHdf5,
-}
-
-/// The HDF5 filter a fragment's bytes are stored through, as `--filter` names it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
-pub enum Hdf5Filter {
-    /// None: contiguous bytes, as DUNE's own files (any HDF5 reads them).
-    #[default]
-    None,
-    /// Blosc with zstd (HDF5 filter 32001), chunks of 1 MiB: about 23 % smaller on the
-    /// detector's noise; read with h5py after `import hdf5plugin` (or HDF5_PLUGIN_PATH).
-    BloscZstd,
 }
 
 #[derive(Args, Debug, Clone)]
