@@ -6,6 +6,7 @@ import json
 import os
 import struct
 import tempfile
+import warnings
 
 import numpy as np
 
@@ -80,8 +81,9 @@ class ChunkHeader:
 class Chunk:
     """A valid chunk of a link file."""
 
-    def __init__(self, link_file, offset, header):
+    def __init__(self, link_file, offset, header, keep_open=None):
         self._file = link_file
+        self._keep_open = keep_open
         self.offset = offset
         self.header = header
         for k in ChunkHeader.__slots__:
@@ -180,8 +182,11 @@ class Link:
     ({"kind": "clean"|"torn_tail"|"bad_chunk"|"future_version", ...}), `gaps` the timestamps
     missing between and inside chunks."""
 
-    def __init__(self, path, link, layout=None, ticks_per_frame=None, clock_hz=None, trigger_timestamp=None):
+    def __init__(self, path, link, layout=None, ticks_per_frame=None, clock_hz=None, trigger_timestamp=None,
+                 keep_open=None):
         self.path = path
+        # The file `path` names, where it is a decoded one (/proc/self/fd/N): open while read.
+        self.keep_open = keep_open
         self.link = link
         self.layout = layout
         self.clock_hz, self.trigger_timestamp = clock_hz, trigger_timestamp
@@ -245,7 +250,7 @@ class Link:
                                               "resume_timestamp": h.first_timestamp,
                                               "missing_frames": max(max(h.first_timestamp - prev.last_timestamp, 0) // tpf - 1, 0),
                                               "sequence": h.sequence, "inside_chunk": False})
-                self.chunks.append(Chunk(self.path, offset, h))
+                self.chunks.append(Chunk(self.path, offset, h, self.keep_open))
                 offset += stride
         self.valid_bytes = offset
         if self.end["kind"] == "clean":
@@ -380,7 +385,6 @@ class Burst:
         self.coded = (self.manifest or {}).get("coded")
         if self.coded and self.coded != CODEC_NAME:
             raise ValueError(f"{path}: a copy coded by {self.coded!r}; this reader decodes {CODEC_NAME!r}")
-        self._decoded = {}
         frame = (self.manifest or {}).get("frame") or {}
         self.frame_type = frame.get("frame_type")
         self.layout = None
@@ -399,9 +403,9 @@ class Burst:
         for l in (self.manifest or {}).get("links", []):
             files[l["link"]] = l["file"]
         for name in os.listdir(path):
-            n = link_of_file_name(name[:-len(SUFFIX)] if self.coded and name.endswith(SUFFIX) else name)
+            n = link_of_file_name(name[:-len(SUFFIX)] if name.endswith(SUFFIX) else name)
             if n is not None:
-                files.setdefault(n, link_file_name(n) if self.coded else name)
+                files.setdefault(n, link_file_name(n))
         self.files = dict(sorted(files.items()))
         self._links = {}
 
@@ -412,17 +416,23 @@ class Burst:
                 self.link(n)
         return self._links
 
-    def _link_path(self, name):
-        """Where link file `name` can be read: the burst's own, or, in a coded copy, its
-        `<name>.snbl` decoded into a temporary file (in $TMPDIR; removed with the Burst)."""
-        if not self.coded:
-            return os.path.join(self.path, name)
-        if name not in self._decoded:
-            tmp = tempfile.NamedTemporaryFile(prefix="snbuf-decoded-", suffix=".dat")
-            decode_link_file(os.path.join(self.path, name + SUFFIX), tmp)
-            tmp.flush()
-            self._decoded[name] = tmp
-        return self._decoded[name].name
+    def _open_link_file(self, name):
+        """Link file `name`, to read: (path, the decoded file kept open or None). As snbuf's
+        readers choose: its coded form (`<name>.snbl`) where the manifest says the copy is coded
+        or the file itself is missing, decoded as they decode it (a damaged payload reads as a
+        chunk that fails its CRC, with a warning) into an unnamed temporary file in $TMPDIR,
+        gone once nothing reads it (nothing is left behind, even by a killed process); else the
+        file itself."""
+        plain, coded = os.path.join(self.path, name), os.path.join(self.path, name + SUFFIX)
+        if not (os.path.exists(coded) and (self.coded or not os.path.exists(plain))):
+            return plain, None
+        tmp = tempfile.TemporaryFile(prefix="snbuf-decoded-")
+        _, damaged = decode_link_file(coded, tmp, keep_reading=True)
+        tmp.flush()
+        if damaged:
+            warnings.warn(f"{coded}: coded link file damaged: what does not decode reads as a chunk "
+                          "that fails its checks, or as the file's end", stacklevel=3)
+        return f"/proc/self/fd/{tmp.fileno()}", tmp
 
     def link(self, n):
         """Link `n` (a KeyError where the burst has none), its file read (in a coded copy,
@@ -432,11 +442,10 @@ class Burst:
             if "/" in name:
                 raise KeyError(n)
             trigger = ((self.manifest or {}).get("trigger") or {}).get("trigger_timestamp")
-            link = Link(self._link_path(name), n, self.layout, self.frame_step_ticks, self.clock_hz,
-                        trigger)
-            # A decoded file lives as long as the link read from it, whatever becomes of its Burst.
-            link.decoded_file = self._decoded.get(name)
-            self._links[n] = link
+            path, decoded = self._open_link_file(name)
+            # A decoded file lives as long as anything read from it: the link, and its chunks.
+            self._links[n] = Link(path, n, self.layout, self.frame_step_ticks, self.clock_hz, trigger,
+                                  keep_open=decoded)
         return self._links[n]
 
     def seconds(self, ticks):

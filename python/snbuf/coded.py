@@ -7,8 +7,9 @@ A coded link file: magic `SNBL`, format 1, the frame type's name; records, each 
 file's length (u64) and CRC-32C. A coded payload (`SNBC`, format 1): the frame type, the frame
 length, the raw length and CRC-32C, then each frame stored raw (0) or modeled (1: headers
 verbatim, each channel's samples predicted and Rice-coded over four bit streams), then any tail.
-Every payload is checked against its raw CRC, the whole file against its own: a decode is the
-link file exactly or a ValueError, never a wrong frame.
+Every payload is checked against its raw CRC, the whole file against its own: a strict decode
+is the link file exactly or a ValueError; one as snbuf's readers do it (`keep_reading`) turns
+what does not decode into a chunk that fails its CRC. Never a wrong frame.
 
 Pure Python: about 2 MB of frames a second on one core. For more, `snbuf extract` decodes a link at
 the codec's speed.
@@ -27,6 +28,8 @@ STORED_RAW, STORED_MODELED = 0, 1
 SUFFIX = ".snbl"
 # The codec a coded copy's manifest names (crates/burst/src/coded_link.rs CODEC_NAME).
 CODEC_NAME = "snbuf-frames-1"
+# A payload that does not decode reads as this many zeros at most a coded byte (coded_link.rs).
+MAX_ZEROS_PER_CODED_BYTE = 64
 # The codec's constants (crates/codec/src/rice.rs, frame_model.rs).
 STREAMS, ESCAPE_ONES, ESCAPED_BITS, MAX_K = 4, 16, 16, 14
 
@@ -238,6 +241,28 @@ class _Model:
             raise ValueError("a coded frame's stream does not end where its codes do")
 
 
+def _frame_bytes_of(frame_type):
+    """A frame type's frame length as snbuf names the type (`custom:BYTES:TICKS` too); a
+    ValueError for a name snbuf does not know."""
+    from .frames import layout
+    try:
+        return layout(frame_type).frame_bytes
+    except (ValueError, IndexError):
+        raise ValueError(f"frame type {frame_type!r} unknown") from None
+
+
+def claimed_raw_len(coded):
+    """The raw length a coded payload says it has, if readable and at most MAX_ZEROS_PER_CODED_BYTE
+    times its coded length (what a reader fills with zeros where it does not decode)."""
+    if len(coded) < 6:
+        return None
+    at = 6 + coded[5] + 4
+    if len(coded) < at + 8:
+        return None
+    (raw,) = struct.unpack_from("<Q", coded, at)
+    return raw if raw <= len(coded) * MAX_ZEROS_PER_CODED_BYTE else None
+
+
 def decode_chunk(coded, frame_type):
     """The raw bytes of one coded chunk payload (`SNBC`), checked against its CRC-32C."""
     if coded[:4] != CHUNK_MAGIC:
@@ -255,8 +280,8 @@ def decode_chunk(coded, frame_type):
     at += 16
     if name != frame_type:
         raise ValueError(f"a payload of {name} in a file of {frame_type}")
-    if frame_bytes == 0:
-        raise ValueError(f"frame type {name!r} with frames of 0 bytes")
+    if frame_bytes == 0 or frame_bytes != _frame_bytes_of(name):
+        raise ValueError(f"frame type {name!r} with frames of {frame_bytes} B")
     shape = shape_of(name, frame_bytes)
     model = _Model(shape) if shape else None
     if model:
@@ -267,7 +292,9 @@ def decode_chunk(coded, frame_type):
         raise ValueError("the coded chunk claims more than its bytes can hold")
     out = bytearray()
     for n in range(frames):
-        how = coded[at] if at < len(coded) else None
+        if at >= len(coded):
+            raise ValueError(f"the coded chunk ends in frame {n}")
+        how = coded[at]
         at += 1
         if how == STORED_RAW:
             frame = coded[at:at + frame_bytes]
@@ -302,15 +329,34 @@ def decode_chunk(coded, frame_type):
     return bytes(out)
 
 
-def decode_link_file(path, out):
-    """Writes the link file the coded file `path` holds into the binary file `out`; its length.
-    A record at a time: memory holds one chunk's payload, whatever the file's size. A ValueError
-    names the file and what is wrong where it is not the link file exactly."""
+def decode_link_file(path, out, keep_reading=False):
+    """Writes the link file the coded file `path` holds into the binary file `out`; returns
+    (bytes written, damaged). A record at a time: memory holds one chunk's payload, whatever the
+    file's size. Strict (`keep_reading` False): a ValueError, naming the file and what is wrong,
+    wherever it is not the link file exactly. As snbuf's readers do (`keep_reading`): a payload
+    that does not decode is written as zeros (its chunk then fails its CRC, as a damaged chunk of
+    a link file does), the file ends where its records can no longer be told apart, and damaged
+    says so; never a wrong frame either way."""
     with open(path, "rb") as f:
         try:
-            return _decode_link(_Records(f), out)
+            return _decode_link(_Records(f), _Out(out), keep_reading)
         except ValueError as e:
             raise ValueError(f"{path}: a corrupt coded link file: {e}") from None
+        except OSError as e:
+            raise OSError(e.errno, f"{path} decoded into the temporary directory ($TMPDIR): "
+                                   f"{e.strerror}") from None
+
+
+class _Out:
+    """The decoded file, counted and checksummed as it is written."""
+
+    def __init__(self, f):
+        self.f, self.length, self.crc = f, 0, 0
+
+    def write(self, raw):
+        self.crc = crc32c(raw, self.crc)
+        self.length += len(raw)
+        self.f.write(raw)
 
 
 class _Records:
@@ -329,33 +375,42 @@ class _Records:
         return b
 
 
-def _decode_link(r, out):
+def _decode_link(r, out, keep_reading):
     if r.take(4) != LINK_MAGIC:
         raise ValueError("no SNBL magic")
     version, name_len = r.take(2)
     if version != LINK_VERSION:
         raise ValueError(f"format {version} (this reader reads {LINK_VERSION})")
     frame_type = r.take(name_len).decode("utf-8", "replace")
-    length, crc = 0, 0
-    while True:
-        kind = r.take(1)[0]
-        if kind == END:
-            break
-        (n,) = struct.unpack("<I", r.take(4))
-        body = r.take(n)
-        if kind == RAW:
-            raw = body
-        elif kind == CODED:
-            raw = decode_chunk(body, frame_type)
-        else:
-            raise ValueError(f"record kind {kind}")
-        crc = crc32c(raw, crc)
-        length += len(raw)
-        out.write(raw)
-    want_len, want_crc = struct.unpack("<QI", r.take(12))
-    if r.left:
-        raise ValueError("bytes after its end")
-    if (want_len, want_crc) != (length, crc):
-        raise ValueError(f"it decodes to {length} B of CRC-32C {crc:#010x}, not the {want_len} B of "
-                         f"{want_crc:#010x} it was")
-    return length
+    _frame_bytes_of(frame_type)
+    damaged = False
+    try:
+        while True:
+            kind = r.take(1)[0]
+            if kind == END:
+                break
+            (n,) = struct.unpack("<I", r.take(4))
+            body = r.take(n)
+            if kind == RAW:
+                out.write(body)
+            elif kind == CODED:
+                try:
+                    out.write(decode_chunk(body, frame_type))
+                except ValueError:
+                    if not keep_reading:
+                        raise
+                    damaged = True
+                    out.write(bytes(claimed_raw_len(body) or 0))
+            else:
+                raise ValueError(f"record kind {kind}")
+        want_len, want_crc = struct.unpack("<QI", r.take(12))
+    except ValueError:
+        if not keep_reading:
+            raise
+        return out.length, True
+    whole = (want_len, want_crc) == (out.length, out.crc) and not r.left
+    if not whole and not keep_reading:
+        raise ValueError("bytes after its end" if r.left else
+                         f"it decodes to {out.length} B of CRC-32C {out.crc:#010x}, not the "
+                         f"{want_len} B of {want_crc:#010x} it was")
+    return out.length, damaged or not whole

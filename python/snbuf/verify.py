@@ -48,8 +48,9 @@ def verify(burst):
             lv["problems"].append(f"manifest names file '{name}' for link {n}")
             continue
         try:
-            link = burst.links[n]
-        except OSError as e:
+            link = burst.link(n)
+        except (OSError, ValueError) as e:
+            # (ValueError: a coded link file that cannot be read at all, its header damaged.)
             lv["problems"].append(str(e))
             continue
         lv.update(chunks=len(link.chunks), frames=link.frames_count, payload_bytes=link.payload_bytes,

@@ -2,10 +2,12 @@
 with a flipped byte, one torn. `snbuf.verify` must agree with `snbuf verify` (valid or not, and
 the same chunk and frame counts per link), and the frames must be the emulator's."""
 
+import io
 import json
 import os
 import shutil
 import subprocess
+import tempfile
 
 import numpy as np
 import pytest
@@ -252,21 +254,70 @@ def test_a_coded_copy_of_every_frame_type_decodes_byte_for_byte(tmp_path, frame)
     assert link.frames_count > 0
 
 
-@pytest.mark.parametrize("damage", ["flip", "truncate", "append"])
-def test_a_damaged_coded_copy_is_one_clear_error_never_a_wrong_frame(tmp_path, damage):
-    burst = record(tmp_path)
-    copy = coded_copy(tmp_path, burst)
-    path = copy / "link-0001.dat.snbl"
+def damage(path, how):
+    """`path`'s bytes damaged `how`: a flipped bit mid-file, its last 100 bytes cut, a byte
+    appended."""
     data = bytearray(path.read_bytes())
-    if damage == "flip":
-        # A byte inside a coded payload, past the container's and the chunk's headers.
+    if how == "flip":
+        # A bit inside a coded payload, past the container's and the chunk's headers.
         data[len(data) // 2] ^= 0x10
-    elif damage == "truncate":
+    elif how == "truncate":
         del data[len(data) - 100:]
     else:
         data += b"\0"
     path.write_bytes(bytes(data))
-    b = snbuf.open(str(copy))
-    assert np.array_equal(b.link(0).adc()[1], snbuf.open(str(burst)).link(0).adc()[1]), "link 0 intact"
+
+
+@pytest.mark.parametrize("how", ["flip", "truncate", "append"])
+def test_a_damaged_coded_file_is_one_clear_error_when_decoded_strictly(tmp_path, how):
+    burst = record(tmp_path)
+    path = coded_copy(tmp_path, burst) / "link-0001.dat.snbl"
+    damage(path, how)
     with pytest.raises(ValueError, match="link-0001.dat.snbl: a corrupt coded link file"):
-        b.link(1)
+        snbuf.coded.decode_link_file(str(path), io.BytesIO())
+
+
+@pytest.mark.parametrize("how", ["flip", "truncate", "append"])
+def test_a_damaged_coded_copy_reads_as_snbuf_reads_it_never_a_wrong_frame(tmp_path, how, monkeypatch):
+    # As snbuf's readers: what does not decode is a chunk that fails its checks, or the file's
+    # end; every frame read is one the detector sent, and verify says what is wrong, as
+    # `snbuf verify` does.
+    burst = record(tmp_path)
+    copy = coded_copy(tmp_path, burst)
+    damage(copy / "link-0001.dat.snbl", how)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    b = snbuf.open(str(copy))
+    orig = snbuf.open(str(burst))
+    assert np.array_equal(b.link(0).adc()[1], orig.link(0).adc()[1]), "link 0 intact"
+    if how == "append":
+        # A byte after the end: every chunk is whole.
+        with pytest.warns(UserWarning, match="damaged"):
+            link = b.link(1)
+        assert len(link.chunks) == len(orig.link(1).chunks)
+    else:
+        with pytest.warns(UserWarning, match="damaged"):
+            link = b.link(1)
+        assert link.end["kind"] != "clean"
+    # Whatever was read back is the detector's, chunk for chunk.
+    for mine, theirs in zip(link.chunks, orig.link(1).chunks):
+        assert mine.payload() == theirs.payload()
+    report = snbuf.verify(b)
+    theirs = json.loads(subprocess.run([BIN, "verify", "--json", str(copy)], capture_output=True,
+                                       timeout=120).stdout)
+    assert report["valid"] == theirs["valid"] == (how == "append"), report
+    assert [l["frames"] for l in report["links"]] == [l["frames"] for l in theirs["links"]]
+    assert not report["links"][0]["problems"], "link 0's report is link 0's own"
+    del b, link, report
+    assert not list(scratch.iterdir()), "no decoded file left behind"
+
+
+def test_a_coded_copy_chooses_the_files_snbuf_chooses_and_chunks_outlive_their_burst(tmp_path):
+    burst = record(tmp_path)
+    copy = coded_copy(tmp_path, burst)
+    # A stale plain file beside the coded one: the manifest says coded, so the coded one is read.
+    (copy / "link-0000.dat").write_bytes(b"stale")
+    chunks = snbuf.open(str(copy)).link(0).chunks
+    assert chunks[0].payload() == snbuf.open(str(burst)).link(0).chunks[0].payload()
+    assert snbuf.verify(snbuf.open(str(copy)))["valid"]

@@ -25,7 +25,7 @@ pub struct ExportArgs {
     /// How link files travel: `none`, as they are; `frames`, through snbuf's lossless frame
     /// codec (about a third of the bytes of DUNE's ADC data), each as `<file>.snbl`, with a
     /// manifest that says so. `snbuf verify`, `extract`, `convert` and `show` read such a copy
-    /// as the burst it is; the Python reader does not yet.
+    /// as the burst it is, and so does the Python reader.
     #[arg(long, value_name = "CODEC", default_value = "none")]
     pub codec: snbuf_export::ExportCodec,
     #[arg(long)]
