@@ -11,10 +11,11 @@ pub const MAX_CODE_BITS: u32 = 32;
 /// Zero bytes a reader's stream carries after its last byte: a whole word can be read at its end.
 pub const PADDING: usize = 8;
 
-/// Appends bits to a byte vector, least significant first.
+/// Writes bits into a buffer sized beforehand (`room_for`), least significant first.
 pub struct BitWriter<'a> {
-    out: &'a mut Vec<u8>,
-    /// Where the next byte goes: `out` holds `PADDING` bytes more, which the word stores fill.
+    /// Room for every bit to be written, and `PADDING` bytes more, which the word stores fill.
+    out: &'a mut [u8],
+    /// Where the next byte goes.
     at: usize,
     acc: u64,
     /// Bits in `acc` not yet passed (< 8 between calls).
@@ -22,28 +23,23 @@ pub struct BitWriter<'a> {
 }
 
 impl<'a> BitWriter<'a> {
-    pub fn new(out: &'a mut Vec<u8>) -> BitWriter<'a> {
-        let at = out.len();
-        out.resize(at + PADDING, 0);
+    /// A writer into `out`, which has `room_for` the bits to be written.
+    pub fn new(out: &'a mut [u8]) -> BitWriter<'a> {
         BitWriter {
             out,
-            at,
+            at: 0,
             acc: 0,
             held: 0,
         }
     }
 
-    /// Room for `bits` more bits to be put without the vector growing.
-    #[inline]
-    pub fn reserve(&mut self, bits: usize) {
-        let want = self.at + bits.div_ceil(8) + PADDING;
-        if want > self.out.len() {
-            self.out.resize(want, 0);
-        }
+    /// The bytes a writer of at most `bits` bits needs.
+    pub fn room_for(bits: usize) -> usize {
+        bits.div_ceil(8) + PADDING
     }
 
-    /// The low `n` bits of `value` (`n` at most `MAX_CODE_BITS`), in room `reserve` made.
-    #[inline]
+    /// The low `n` bits of `value` (`n` at most `MAX_CODE_BITS`), within the room made.
+    #[inline(always)]
     pub fn put(&mut self, value: u32, n: u32) {
         debug_assert!(
             n <= MAX_CODE_BITS && (n == 32 || value >> n == 0),
@@ -60,11 +56,9 @@ impl<'a> BitWriter<'a> {
         self.held -= 8 * whole;
     }
 
-    /// Ends the stream with what is held, padded with zeros to a whole byte; returns its bytes.
+    /// Ends the stream with what is held, padded with zeros to a whole byte: its bytes.
     pub fn finish(self) -> usize {
-        let end = self.at + self.held.div_ceil(8) as usize;
-        self.out.truncate(end);
-        end
+        self.at + self.held.div_ceil(8) as usize
     }
 }
 
@@ -148,20 +142,21 @@ mod tests {
     #[test]
     fn what_is_written_is_read_back_and_no_more() {
         let mut out = vec![0xaa];
-        let mut w = BitWriter::new(&mut out);
         let items: Vec<(u32, u32)> = (0..500u32)
             .map(|i| {
                 let n = 1 + (i * 7) % 32;
                 (i.wrapping_mul(2_654_435_761) & (u32::MAX >> (32 - n)), n)
             })
             .collect();
-        w.reserve(items.iter().map(|x| x.1 as usize).sum::<usize>() + 4);
+        let bits = items.iter().map(|x| x.1 as usize).sum::<usize>() + 4;
+        out.resize(1 + BitWriter::room_for(bits), 0);
+        let mut w = BitWriter::new(&mut out[1..]);
         for &(v, n) in &items {
             w.put(v, n);
         }
         w.put(0b0111, 4);
-        let end = w.finish();
-        assert_eq!(end, out.len());
+        let end = 1 + w.finish();
+        out.truncate(end);
         assert_eq!(out[0], 0xaa, "bytes before the stream kept");
         let total: u32 = items.iter().map(|x| x.1).sum::<u32>() + 4;
         assert_eq!(out.len() - 1, total.div_ceil(8) as usize);
