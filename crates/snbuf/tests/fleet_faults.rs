@@ -557,35 +557,61 @@ struct Stored {
 fn stored_triggers(urls: &str) -> BTreeMap<String, Stored> {
     let read = async {
         let js = async_nats::jetstream::new(nats_client(urls).await);
-        let mut stream = js.get_stream("SNBUF_TRIGGERS").await.unwrap();
-        let last = stream.info().await.unwrap().state.last_sequence;
-        let mut ids = BTreeMap::new();
-        for seq in 1..=last {
-            use async_nats::jetstream::stream::RawMessageErrorKind;
-            match stream.get_raw_message(seq).await {
-                Ok(m) => {
-                    let v: Value = serde_json::from_slice(&m.payload).unwrap_or(Value::Null);
-                    if let (Some(id), Some(issued)) =
-                        (v["trigger_id"].as_str(), v["issued_unix_ns"].as_u64())
-                    {
-                        let stored_unix_ns = m.time.unix_timestamp_nanos().max(0) as u64;
-                        ids.insert(
-                            id.to_string(),
-                            Stored {
-                                issued_unix_ns: issued,
-                                stored_unix_ns,
-                            },
-                        );
-                    }
+        // A healed cluster may still be electing the stream's leader ("JetStream system
+        // temporarily unavailable", 503): the whole stream is read again until it answers, within
+        // the minute.
+        loop {
+            match read_trigger_stream(&js).await {
+                Ok(ids) => break ids,
+                Err(e) => {
+                    eprintln!("the trigger stream, read again: {e}");
+                    tokio::time::sleep(Duration::from_millis(250)).await;
                 }
-                // Never stored under this sequence (a gap): nothing to read.
-                Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => {}
-                Err(e) => panic!("trigger stream sequence {seq}: {e}"),
             }
         }
-        ids
     };
     within_a_minute(read, "the trigger stream")
+}
+
+/// One reading of the whole trigger stream, or why it failed.
+async fn read_trigger_stream(
+    js: &async_nats::jetstream::Context,
+) -> Result<BTreeMap<String, Stored>, String> {
+    use async_nats::jetstream::stream::RawMessageErrorKind;
+    let mut stream = js
+        .get_stream("SNBUF_TRIGGERS")
+        .await
+        .map_err(|e| e.to_string())?;
+    let last = stream
+        .info()
+        .await
+        .map_err(|e| e.to_string())?
+        .state
+        .last_sequence;
+    let mut ids = BTreeMap::new();
+    for seq in 1..=last {
+        match stream.get_raw_message(seq).await {
+            Ok(m) => {
+                let v: Value = serde_json::from_slice(&m.payload).unwrap_or(Value::Null);
+                if let (Some(id), Some(issued)) =
+                    (v["trigger_id"].as_str(), v["issued_unix_ns"].as_u64())
+                {
+                    let stored_unix_ns = m.time.unix_timestamp_nanos().max(0) as u64;
+                    ids.insert(
+                        id.to_string(),
+                        Stored {
+                            issued_unix_ns: issued,
+                            stored_unix_ns,
+                        },
+                    );
+                }
+            }
+            // Never stored under this sequence (a gap): nothing to read.
+            Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => {}
+            Err(e) => return Err(format!("trigger stream sequence {seq}: {e}")),
+        }
+    }
+    Ok(ids)
 }
 
 /// Runs `read` of the healed cluster, at most a minute (far beyond what it takes).
@@ -609,29 +635,57 @@ async fn nats_client(urls: &str) -> async_nats::Client {
 fn consumers_pending(urls: &str, fleet: &[Unit]) -> Vec<String> {
     let read = async {
         let js = async_nats::jetstream::new(nats_client(urls).await);
-        let stream = js.get_stream("SNBUF_TRIGGERS").await.unwrap();
-        let mut pending = Vec::new();
-        for u in fleet {
-            let name = format!("unit-{}", u.id);
-            let mut c: async_nats::jetstream::consumer::PullConsumer =
-                match stream.get_consumer(&name).await {
-                    Ok(c) => c,
-                    Err(e) => {
-                        pending.push(format!("{name}: {e}"));
-                        continue;
-                    }
-                };
-            let info = c.info().await.unwrap();
-            if info.num_pending > 0 || info.num_ack_pending > 0 {
-                pending.push(format!(
-                    "{name}: {} pending, {} awaiting acknowledgement",
-                    info.num_pending, info.num_ack_pending
-                ));
+        // As for the trigger stream: asked again while the healed cluster elects its leaders.
+        loop {
+            match read_consumers(&js, fleet).await {
+                Ok(pending) => break pending,
+                Err(e) => {
+                    eprintln!("the consumers, read again: {e}");
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
             }
         }
-        pending
     };
     within_a_minute(read, "the consumers")
+}
+
+/// JetStream's answer while a cluster has no leader for a stream yet: worth asking again.
+fn temporarily_unavailable(e: &impl std::fmt::Display) -> bool {
+    let e = e.to_string();
+    e.contains("temporarily unavailable") || e.contains("10008")
+}
+
+/// One reading of every unit's consumer: those with work left; Err where JetStream could not
+/// answer yet.
+async fn read_consumers(
+    js: &async_nats::jetstream::Context,
+    fleet: &[Unit],
+) -> Result<Vec<String>, String> {
+    let stream = js
+        .get_stream("SNBUF_TRIGGERS")
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut pending = Vec::new();
+    for u in fleet {
+        let name = format!("unit-{}", u.id);
+        let mut c: async_nats::jetstream::consumer::PullConsumer =
+            match stream.get_consumer(&name).await {
+                Ok(c) => c,
+                Err(e) if temporarily_unavailable(&e) => return Err(e.to_string()),
+                Err(e) => {
+                    pending.push(format!("{name}: {e}"));
+                    continue;
+                }
+            };
+        let info = c.info().await.map_err(|e| e.to_string())?;
+        if info.num_pending > 0 || info.num_ack_pending > 0 {
+            pending.push(format!(
+                "{name}: {} pending, {} awaiting acknowledgement",
+                info.num_pending, info.num_ack_pending
+            ));
+        }
+    }
+    Ok(pending)
 }
 
 /// How a unit decided a trigger, from its journal.
