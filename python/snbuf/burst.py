@@ -403,9 +403,11 @@ class Burst:
         for l in (self.manifest or {}).get("links", []):
             files[l["link"]] = l["file"]
         for name in os.listdir(path):
-            n = link_of_file_name(name[:-len(SUFFIX)] if name.endswith(SUFFIX) else name)
+            # A link file, or its coded form (read for it where `_open_link_file` says).
+            name = name[:-len(SUFFIX)] if name.endswith(SUFFIX) else name
+            n = link_of_file_name(name)
             if n is not None:
-                files.setdefault(n, link_file_name(n))
+                files.setdefault(n, name)
         self.files = dict(sorted(files.items()))
         self._links = {}
 

@@ -11,7 +11,7 @@ Every payload is checked against its raw CRC, the whole file against its own: a 
 is the link file exactly or a ValueError; one as snbuf's readers do it (`keep_reading`) turns
 what does not decode into a chunk that fails its CRC. Never a wrong frame.
 
-Pure Python: about 2 MB of frames a second on one core. For more, `snbuf extract` decodes a link at
+Pure Python, sample by sample: for a slice, not a whole burst. For more, `snbuf extract` decodes a link at
 the codec's speed.
 """
 import os
@@ -20,6 +20,8 @@ import struct
 import numpy as np
 
 from ._crc32c import crc32c
+from .frames import (ADC_BITS, DAPHNE_STREAM_ADC_OFFSET, ETH_ADC_OFFSET, LAYOUTS, WIB2_ADC_OFFSET,
+                     layout)
 
 LINK_MAGIC, LINK_VERSION = b"SNBL", 1
 CHUNK_MAGIC, CHUNK_VERSION = b"SNBC", 1
@@ -33,7 +35,9 @@ MAX_ZEROS_PER_CODED_BYTE = 64
 # The codec's constants (crates/codec/src/rice.rs, frame_model.rs).
 STREAMS, ESCAPE_ONES, ESCAPED_BITS, MAX_K = 4, 16, 16, 14
 
-ADC_BITS = 14
+# ProtoDUNE WIB1 (crates/frames/src/adc.rs): a WIB header, then four COLDATA blocks of a
+# 16-byte header and 96 bytes of segments, in each 464-byte detector frame.
+WIB1_HEADER_BYTES, WIB1_BLOCK_BYTES, COLDATA_HEADER_BYTES = 16, 112, 16
 
 
 class Shape:
@@ -49,10 +53,10 @@ class Shape:
             row = self.channels * ADC_BITS // 8
             return [(self.offset, self.offset + self.samples * row)]
         if self.kind == "wib2":
-            return [(s * sub + 20, s * sub + 20 + 256 * ADC_BITS // 8) for s in range(self.samples)]
-        # WIB1: each detector frame's WIB header, then four COLDATA blocks of a 16-byte header and
-        # 96 bytes of segments.
-        return [(s * sub + 16 + b * 112 + 16, s * sub + 16 + b * 112 + 112)
+            at = WIB2_ADC_OFFSET
+            return [(s * sub + at, s * sub + at + 256 * ADC_BITS // 8) for s in range(self.samples)]
+        block = lambda s, b: s * sub + WIB1_HEADER_BYTES + b * WIB1_BLOCK_BYTES
+        return [(block(s, b) + COLDATA_HEADER_BYTES, block(s, b) + WIB1_BLOCK_BYTES)
                 for s in range(self.samples) for b in range(4)]
 
     def write_samples(self, frame, values):
@@ -66,18 +70,19 @@ class Shape:
         row = self.channels * ADC_BITS // 8
         packed = _pack14(values)
         for s in range(self.samples):
-            at = self.offset + s * row if self.kind == "rows" else s * sub + 20
+            at = self.offset + s * row if self.kind == "rows" else s * sub + WIB2_ADC_OFFSET
             frame[at:at + row] = packed[s].tobytes()
 
 
 def shape_of(frame_type, frame_bytes):
     """The shape of a frame type (as snbuf names it), or None: a type the codec stores raw."""
     shapes = {
-        "wibeth": Shape("rows", 64, 64, 7200, offset=32),
-        "tdeeth": Shape("rows", 64, 64, 7200, offset=32),
-        "daphneeth-stream": Shape("rows", 4, 280, 2008, offset=48),
-        "wib2": Shape("wib2", 256, 12, 12 * 472),
-        "protodune-wib": Shape("wib1", 256, 12, 12 * 464, bits=12),
+        "wibeth": Shape("rows", 64, 64, LAYOUTS["wibeth"].frame_bytes, offset=ETH_ADC_OFFSET),
+        "tdeeth": Shape("rows", 64, 64, LAYOUTS["tdeeth"].frame_bytes, offset=ETH_ADC_OFFSET),
+        "daphneeth-stream": Shape("rows", 4, 280, LAYOUTS["daphneeth-stream"].frame_bytes,
+                                  offset=DAPHNE_STREAM_ADC_OFFSET),
+        "wib2": Shape("wib2", 256, 12, LAYOUTS["wib2"].frame_bytes),
+        "protodune-wib": Shape("wib1", 256, 12, LAYOUTS["protodune-wib"].frame_bytes, bits=12),
     }
     s = shapes.get(frame_type)
     return s if s is not None and s.frame_bytes == frame_bytes else None
@@ -95,7 +100,7 @@ def _wib1_pack(frame, base, channel, value):
     block, c = divmod(channel, 64)
     adc, ch = divmod(c, 8)
     seg = (adc // 2) * 2 + ch // 4
-    at = base + 16 + block * 112 + 16 + seg * 12
+    at = base + WIB1_HEADER_BYTES + block * WIB1_BLOCK_BYTES + COLDATA_HEADER_BYTES + seg * 12
     words = list(struct.unpack_from("<III", frame, at))
     odd = adc % 2
 
@@ -128,8 +133,8 @@ def _unzigzag(m):
 class _Model:
     """One link's channels as the codec sees them, frame after frame of a chunk."""
 
-    def __init__(self, shape):
-        self.shape = shape
+    def __init__(self, frame_type, shape):
+        self.frame_type, self.shape = frame_type, shape
         start = 1 << (shape.bits - 1)
         n = shape.channels
         self.mean, self.from_last, self.k = [start] * n, [1] * n, [4] * n
@@ -171,9 +176,8 @@ class _Model:
         self.learn(self._values_of(frame))
 
     def _values_of(self, frame):
-        from .frames import layout
         frames = np.frombuffer(bytes(frame), dtype=np.uint8).reshape(1, -1)
-        return layout(self._frame_type).unpack_adc(frames)[0].astype(np.int64)
+        return layout(self.frame_type).unpack_adc(frames)[0].astype(np.int64)
 
     def decode(self, body):
         """One modeled frame from exactly its coded bytes."""
@@ -244,7 +248,6 @@ class _Model:
 def _frame_bytes_of(frame_type):
     """A frame type's frame length as snbuf names the type (`custom:BYTES:TICKS` too); a
     ValueError for a name snbuf does not know."""
-    from .frames import layout
     try:
         return layout(frame_type).frame_bytes
     except (ValueError, IndexError):
@@ -283,9 +286,7 @@ def decode_chunk(coded, frame_type):
     if frame_bytes == 0 or frame_bytes != _frame_bytes_of(name):
         raise ValueError(f"frame type {name!r} with frames of {frame_bytes} B")
     shape = shape_of(name, frame_bytes)
-    model = _Model(shape) if shape else None
-    if model:
-        model._frame_type = name
+    model = _Model(name, shape) if shape else None
     frames, tail = divmod(raw_len, frame_bytes)
     least = 1 + (min(4 + model.least_coded_bytes(), frame_bytes) if model else frame_bytes)
     if frames * least + tail > len(coded) - at:

@@ -185,31 +185,39 @@ def test_every_dune_frame_type_decodes_as_snbuf_show_decodes_it(tmp_path, frame)
     # The emulator's ProtoDUNE WIB and DAPHNE frames carry a byte pattern, not a detector's
     # signal: decoded through the COLDATA (or stream) layout, it still gives every channel its
     # own distribution, which the Rust and the Python decoders must agree on value for value.
-    out = tmp_path / "data"
-    subprocess.run([BIN, "record", "--frame", frame, "--links", "1", "--rate-per-link", "2MB/s",
-                    "--buffer", "1s", "--pre", "100ms", "--post", "100ms", "--trigger-after", "300ms",
-                    "--method", "buffered", "--output", str(out), "--burst-id", "x"],
-                   check=True, capture_output=True, timeout=120)
-    link = snbuf.open(str(out / "x")).link(0)
+    burst = record_one_link(tmp_path, frame, "2MB/s", "100ms", "--method", "buffered")
+    link = snbuf.open(str(burst)).link(0)
     t, adc = link.adc()
     channels, per_frame = link.layout.adc
     assert adc.shape == (link.frames_count * per_frame, channels)
-    p = subprocess.run([BIN, "show", str(out / "x"), "--out", str(tmp_path / "page"), "--json"],
+    p = subprocess.run([BIN, "show", str(burst), "--out", str(tmp_path / "page"), "--json"],
                        check=True, capture_output=True, timeout=120)
     shown = json.loads(p.stdout)["links"][0]["adc"]["channels"]
     assert np.array_equal(link.baseline(), np.array([c["baseline"] for c in shown]))
     assert np.allclose(link.rms(), np.array([c["rms"] for c in shown]), rtol=1e-9, atol=1e-9)
 
 
-def coded_copy(tmp_path, burst):
-    """`snbuf export --codec frames` of `burst` into a directory store: the copy's path."""
+def record_one_link(tmp_path, frame, rate, post, *extra):
+    """A burst of one emulated link of `frame` frames at `rate`, 100 ms before its trigger to
+    `post` after, recorded by the binary: its path."""
+    out = tmp_path / "data"
+    subprocess.run([BIN, "record", "--frame", frame, "--links", "1", "--rate-per-link", rate,
+                    "--buffer", "1s", "--pre", "100ms", "--post", post, "--trigger-after", "300ms",
+                    *extra, "--output", str(out), "--burst-id", "x"],
+                   check=True, capture_output=True, timeout=120)
+    return out / "x"
+
+
+def coded_copy(tmp_path, burst, links=2):
+    """`snbuf export --codec frames` of `burst` (`links` links) into a directory store: the
+    copy's path."""
     store = tmp_path / "store"
     store.mkdir()
     subprocess.run([BIN, "export", str(burst), "--to", f"file://{store}", "--codec", "frames"],
                    check=True, capture_output=True, timeout=120)
     copy = store / burst.name
     assert sorted(p.name for p in copy.iterdir() if p.name.startswith("link-")) == [
-        "link-0000.dat.snbl", "link-0001.dat.snbl"]
+        f"link-{n:04d}.dat.snbl" for n in range(links)]
     return copy
 
 
@@ -235,20 +243,13 @@ def test_a_coded_copy_reads_as_the_burst_it_holds_byte_for_byte(tmp_path):
 def test_a_coded_copy_of_every_frame_type_decodes_byte_for_byte(tmp_path, frame):
     # Each type's ADC layout (rows, WIB2's sub-frames, WIB1's COLDATA segments) written back
     # bit for bit by Python's decoder; the CRC-32C of every payload says so too.
-    out = tmp_path / "data"
-    subprocess.run([BIN, "record", "--frame", frame, "--links", "1", "--rate-per-link", "1MB/s",
-                    "--buffer", "1s", "--pre", "100ms", "--post", "300ms", "--trigger-after", "200ms",
-                    "--chunk-frames", "16", "--output", str(out), "--burst-id", "b"],
-                   check=True, capture_output=True, timeout=120)
-    store = tmp_path / "store"
-    store.mkdir()
-    subprocess.run([BIN, "export", str(out / "b"), "--to", f"file://{store}", "--codec", "frames"],
-                   check=True, capture_output=True, timeout=120)
-    coded = (store / "b" / "link-0000.dat.snbl").stat().st_size
-    raw = (out / "b" / "link-0000.dat").read_bytes()
+    burst = record_one_link(tmp_path, frame, "1MB/s", "300ms", "--chunk-frames", "16")
+    copy = coded_copy(tmp_path, burst, links=1)
+    coded = (copy / "link-0000.dat.snbl").stat().st_size
+    raw = (burst / "link-0000.dat").read_bytes()
     assert coded < 0.6 * len(raw), "modeled, not stored raw"
     # (The link outlives its Burst: it keeps its decoded file.)
-    link = snbuf.open(str(store / "b")).link(0)
+    link = snbuf.open(str(copy)).link(0)
     with open(link.path, "rb") as f:
         assert f.read() == raw
     assert link.frames_count > 0
@@ -275,6 +276,24 @@ def test_a_damaged_coded_file_is_one_clear_error_when_decoded_strictly(tmp_path,
     damage(path, how)
     with pytest.raises(ValueError, match="link-0001.dat.snbl: a corrupt coded link file"):
         snbuf.coded.decode_link_file(str(path), io.BytesIO())
+
+
+def test_a_coded_chunk_whose_kept_header_bytes_changed_fails_its_crc(tmp_path):
+    # A frame's header bytes are kept verbatim: one changed still decodes, to other bytes; only
+    # the CRC-32C of the raw bytes the chunk carries tells, and the chunk is refused.
+    burst = record(tmp_path)
+    data = (coded_copy(tmp_path, burst) / "link-0000.dat.snbl").read_bytes()
+    at = 6 + data[5]
+    while data[at] != snbuf.coded.CODED:
+        at += 5 + int.from_bytes(data[at + 1:at + 5], "little")
+    n = int.from_bytes(data[at + 1:at + 5], "little")
+    chunk = bytearray(data[at + 5:at + 5 + n])
+    assert snbuf.coded.decode_chunk(bytes(chunk), "wibeth"), "decodes as it is"
+    frames_at = 6 + chunk[5] + 16
+    assert chunk[frames_at] == snbuf.coded.STORED_MODELED
+    chunk[frames_at + 5 + 20] ^= 0x01  # the first frame's header, kept as it is
+    with pytest.raises(ValueError, match="CRC-32C"):
+        snbuf.coded.decode_chunk(bytes(chunk), "wibeth")
 
 
 @pytest.mark.parametrize("how", ["flip", "truncate", "append"])

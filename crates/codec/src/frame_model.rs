@@ -102,7 +102,10 @@ impl FrameModel {
             out.extend_from_slice(&frame[h.clone()]);
         }
         let channels = self.shape.channels;
-        let per_stream = self.values.len().div_ceil(STREAMS) * MAX_SAMPLE_BITS;
+        // Stream g takes channels g, g + STREAMS, ...: of each row, at most channels / STREAMS
+        // rounded up.
+        let row_count = self.values.len() / channels;
+        let per_stream = row_count * channels.div_ceil(STREAMS) * MAX_SAMPLE_BITS;
         let mut prev = &self.before[..];
         let rows = self.values.chunks_exact(channels);
         for (row, mapped) in rows.zip(self.codes.chunks_exact_mut(channels)) {
@@ -111,8 +114,8 @@ impl FrameModel {
         }
         let ks = self.channels.ks();
         // Stream by stream, each by a writer of its own in a loop of its own, so that its state
-        // stays in registers (four writers side by side spilled theirs to memory: a fifth
-        // slower, measured).
+        // stays in registers (four writers side by side spilled theirs to memory, and were
+        // slower in `snbuf bench codec`).
         let mut lengths = [0usize; STREAMS];
         for ((g, s), len) in self.streams.iter_mut().enumerate().zip(&mut lengths) {
             // (Sized once: the writer stores every byte it passes, so none need be zeroed.)

@@ -25,8 +25,8 @@ pub const FILELAYOUT_VERSION: u32 = 6;
 /// Bytes of a chunk of a filtered fragment: a filter works a chunk at a time, and 1 MiB is
 /// HDF5's own advice for a chunk read whole.
 const FILTER_CHUNK_BYTES: usize = 1 << 20;
-/// zstd's level in Blosc: on the detector's noise, 23 % smaller than the raw bytes at ~60 MB/s
-/// a core (level 9: 32 % at ~4 MB/s; `snbuf bench codec`'s byte-dataset filters).
+/// zstd's level in Blosc, the one `snbuf bench codec` measures (its byte-dataset rows: on the
+/// detector's noise, 23 % smaller than the raw bytes, at about 0.06 GiB/s a core).
 const BLOSC_ZSTD_LEVEL: u8 = 5;
 
 /// How to convert.
