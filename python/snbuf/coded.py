@@ -4,9 +4,11 @@ link-file container (crates/burst/src/coded_link.rs), read as snbuf reads them.
 
 A coded link file: magic `SNBL`, format 1, the frame type's name; records, each a kind byte
 (0 raw bytes, 1 a coded chunk payload) and a u32 length before its bytes; then 0xff, the link
-file's length (u64) and CRC-32C. A coded payload (`SNBC`, format 1): the frame type, the frame
-length, the raw length and CRC-32C, then each frame stored raw (0) or modeled (1: headers
-verbatim, each channel's samples predicted and Rice-coded over four bit streams), then any tail.
+file's length (u64) and CRC-32C. A coded payload (`SNBC`, format 2, or 1 as written before): the
+frame type, the frame length, the raw length and CRC-32C, then each frame stored raw (0) or
+modeled (1: headers verbatim, each channel's samples predicted and Rice-coded: in format 2 the
+codes' quotients, their low bits and the escaped samples apart; in format 1 over four
+interleaved bit streams), then any tail.
 Every payload is checked against its raw CRC, the whole file against its own: a strict decode
 is the link file exactly or a ValueError; one as snbuf's readers do it (`keep_reading`) turns
 what does not decode into a chunk that fails its CRC. Never a wrong frame.
@@ -24,7 +26,7 @@ from .frames import (ADC_BITS, DAPHNE_STREAM_ADC_OFFSET, ETH_ADC_OFFSET, LAYOUTS
                      layout)
 
 LINK_MAGIC, LINK_VERSION = b"SNBL", 1
-CHUNK_MAGIC, CHUNK_VERSION = b"SNBC", 1
+CHUNK_MAGIC, CHUNK_VERSIONS = b"SNBC", (1, 2)
 RAW, CODED, END = 0, 1, 0xFF
 STORED_RAW, STORED_MODELED = 0, 1
 SUFFIX = ".snbl"
@@ -32,7 +34,8 @@ SUFFIX = ".snbl"
 CODEC_NAME = "snbuf-frames-1"
 # A payload that does not decode reads as this many zeros at most a coded byte (coded_link.rs).
 MAX_ZEROS_PER_CODED_BYTE = 64
-# The codec's constants (crates/codec/src/rice.rs, frame_model.rs).
+# The codec's constants (crates/codec/src/rice.rs, unary.rs, frame_model.rs and its v1.rs): an
+# escape is ESCAPE_ONES ones (format 1: then ESCAPED_BITS of the value; format 2: then a zero).
 STREAMS, ESCAPE_ONES, ESCAPED_BITS, MAX_K = 4, 16, 16, 14
 
 # ProtoDUNE WIB1 (crates/frames/src/adc.rs): a WIB header, then four COLDATA blocks of a
@@ -147,8 +150,9 @@ class _Model:
         self.header_bytes = sum(b - a for a, b in self.headers)
         self.full_scale = (1 << shape.bits) - 1
 
-    def least_coded_bytes(self):
-        return self.header_bytes + 4 * (STREAMS - 1) + (self.shape.channels * self.shape.samples + 7) // 8
+    def least_coded_bytes(self, version):
+        lengths = 4 * (STREAMS - 1) if version == 1 else 0
+        return self.header_bytes + lengths + (self.shape.channels * self.shape.samples + 7) // 8
 
     def learn(self, values):
         """Each channel's prediction and Rice parameter for the next frame (rice.rs learn_frame)."""
@@ -179,8 +183,8 @@ class _Model:
         frames = np.frombuffer(bytes(frame), dtype=np.uint8).reshape(1, -1)
         return layout(self.frame_type).unpack_adc(frames)[0].astype(np.int64)
 
-    def decode(self, body):
-        """One modeled frame from exactly its coded bytes."""
+    def decode(self, body, version):
+        """One modeled frame of format `version` from exactly its coded bytes."""
         sh = self.shape
         frame = bytearray(sh.frame_bytes)
         at = 0
@@ -189,20 +193,8 @@ class _Model:
                 raise ValueError("a coded frame ends in its headers")
             frame[a:b] = body[at:at + b - a]
             at += b - a
-        if at + 4 * (STREAMS - 1) > len(body):
-            raise ValueError("a coded frame ends before its streams")
-        lengths = list(struct.unpack_from(f"<{STREAMS - 1}I", body, at))
-        at += 4 * (STREAMS - 1)
-        rest = len(body) - at - sum(lengths)
-        if rest < 0:
-            raise ValueError("a coded frame's streams are longer than it")
-        lengths.append(rest)
         n, samples = sh.channels, sh.samples
-        codes = [[0] * n for _ in range(samples)]
-        for g in range(STREAMS):
-            stream = body[at:at + lengths[g]]
-            at += lengths[g]
-            self._read_stream(stream, g, codes)
+        codes = self._codes_v1(body, at) if version == 1 else self._codes_v2(body, at)
         values = np.zeros((samples, n), dtype=np.int64)
         prev = list(self.before)
         for s in range(samples):
@@ -222,6 +214,57 @@ class _Model:
         sh.write_samples(frame, values)
         self.learn(values)
         return bytes(frame)
+
+    def _codes_v1(self, body, at):
+        """Format 1: the codes of four interleaved bit streams, their lengths before them."""
+        if at + 4 * (STREAMS - 1) > len(body):
+            raise ValueError("a coded frame ends before its streams")
+        lengths = list(struct.unpack_from(f"<{STREAMS - 1}I", body, at))
+        at += 4 * (STREAMS - 1)
+        rest = len(body) - at - sum(lengths)
+        if rest < 0:
+            raise ValueError("a coded frame's streams are longer than it")
+        lengths.append(rest)
+        codes = [[0] * self.shape.channels for _ in range(self.shape.samples)]
+        for g in range(STREAMS):
+            stream = body[at:at + lengths[g]]
+            at += lengths[g]
+            self._read_stream(stream, g, codes)
+        return codes
+
+    def _codes_v2(self, body, at):
+        """Format 2 (frame_model.rs): the codes' quotients as one unary stream, then their low
+        bits (each channel's k, row by row), then the escaped samples (u16 each), in the
+        samples' order; each part ends where the one before and the parameters say."""
+        n, samples = self.shape.channels, self.shape.samples
+        count = n * samples
+        bits = np.unpackbits(np.frombuffer(bytes(body[at:]), dtype=np.uint8), bitorder="little")
+        ends = np.flatnonzero(bits == 0)[:count]
+        if len(ends) < count:
+            raise ValueError("a coded frame ends in its quotients")
+        q = np.diff(ends, prepend=-1) - 1
+        if q.max(initial=0) > ESCAPE_ONES:
+            raise ValueError("a coded frame's quotient is longer than an escape")
+        used_bits = int(ends[-1]) + 1 if count else 0
+        used = (used_bits + 7) // 8
+        if bits[used_bits:8 * used].any():
+            raise ValueError("a coded frame's quotients do not end where its codes do")
+        ks = np.tile(np.array(self.k, dtype=np.int64), samples)
+        low_bits = int(ks.sum())
+        low_bytes = (low_bits + 7) // 8
+        escaped = q == ESCAPE_ONES
+        if len(body) - at != used + low_bytes + 2 * int(escaped.sum()):
+            raise ValueError("a coded frame's parts do not add up to its length")
+        # Each code's low bits: bit j of code i at starts[i] + j, for j below its k.
+        low = np.concatenate([bits[8 * used:8 * used + low_bits], np.zeros(MAX_K, np.uint8)])
+        starts = np.cumsum(ks) - ks
+        place = np.arange(MAX_K)
+        picked = low[starts[:, None] + place[None, :]].astype(np.int64) * (place[None, :] < ks[:, None])
+        low_values = (picked << place[None, :]).sum(axis=1)
+        codes = (q.astype(np.int64) << ks) | low_values
+        values = np.frombuffer(bytes(body[at + used + low_bytes:]), dtype="<u2").astype(np.int64)
+        codes[escaped] = ~values
+        return codes.reshape(samples, n).tolist()
 
     def _read_stream(self, stream, g, codes):
         """Stream g's codes (channels g, g+4, ...) into `codes`: each a mapped residual, or
@@ -272,8 +315,9 @@ def decode_chunk(coded, frame_type):
         raise ValueError("not an snbuf-coded chunk (no SNBC magic)")
     if len(coded) < 6:
         raise ValueError("the coded chunk ends early")
-    if coded[4] != CHUNK_VERSION:
-        raise ValueError(f"coded in format {coded[4]}; this reader reads format {CHUNK_VERSION}")
+    version = coded[4]
+    if version not in CHUNK_VERSIONS:
+        raise ValueError(f"coded in format {version}; this reader reads formats {CHUNK_VERSIONS}")
     name_len = coded[5]
     name = coded[6:6 + name_len].decode("utf-8", "replace")
     at = 6 + name_len
@@ -288,7 +332,7 @@ def decode_chunk(coded, frame_type):
     shape = shape_of(name, frame_bytes)
     model = _Model(name, shape) if shape else None
     frames, tail = divmod(raw_len, frame_bytes)
-    least = 1 + (min(4 + model.least_coded_bytes(), frame_bytes) if model else frame_bytes)
+    least = 1 + (min(4 + model.least_coded_bytes(version), frame_bytes) if model else frame_bytes)
     if frames * least + tail > len(coded) - at:
         raise ValueError("the coded chunk claims more than its bytes can hold")
     out = bytearray()
@@ -314,7 +358,7 @@ def decode_chunk(coded, frame_type):
             if len(body) != length:
                 raise ValueError(f"the coded chunk ends in frame {n}")
             at += length
-            out += model.decode(body)
+            out += model.decode(body, version)
         else:
             raise ValueError(f"frame {n} is stored in an unknown way ({how})")
     if at + tail > len(coded):

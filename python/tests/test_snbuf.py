@@ -255,6 +255,21 @@ def test_a_coded_copy_of_every_frame_type_decodes_byte_for_byte(tmp_path, frame)
     assert link.frames_count > 0
 
 
+@pytest.mark.parametrize("frame", ["wibeth", "tdeeth", "daphneeth-stream", "wib2", "protodune-wib"])
+def test_a_chunk_coded_in_format_1_still_decodes(frame):
+    # Chunks snbuf coded before format 2 (crates/codec/tests/v1/, the emulator's frames then and
+    # a 4-byte tail), each checked against the CRC-32C of its raw bytes as it decodes; the Rust
+    # codec's own test decodes the same files.
+    path = os.path.join(os.path.dirname(__file__), "../../crates/codec/tests/v1", frame + ".snbc")
+    with open(path, "rb") as f:
+        coded = f.read()
+    assert coded[4] == 1
+    frames = {"wibeth": 6, "tdeeth": 3, "daphneeth-stream": 3, "wib2": 2, "protodune-wib": 2}[frame]
+    raw = snbuf.coded.decode_chunk(coded, frame)
+    assert len(raw) == frames * snbuf.frames.LAYOUTS[frame].frame_bytes + 4
+    assert raw.endswith(b"tail")
+
+
 def damage(path, how):
     """`path`'s bytes damaged `how`: a flipped bit mid-file, its last 100 bytes cut, a byte
     appended."""

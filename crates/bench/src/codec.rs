@@ -19,6 +19,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+use snbuf_codec::Kernel;
 use snbuf_frames::adc::AdcShape;
 use snbuf_frames::FrameType;
 
@@ -160,9 +161,20 @@ const HDF5_FILTERS: &[(&str, Hdf5Layout)] = &[
     ("bitshuffle-lz4", Hdf5Layout::Bytes),
 ];
 
-/// Steps a run reports: the codec, the bound, each tool and each filter.
+/// The kernels the codec is measured with: the fastest this CPU runs (whose row the targets
+/// are judged on), and the portable one where that is another.
+fn kernels() -> Vec<Kernel> {
+    let fastest = Kernel::detect();
+    let mut kernels = vec![fastest];
+    if fastest != Kernel::Portable {
+        kernels.push(Kernel::Portable);
+    }
+    kernels
+}
+
+/// Steps a run reports: the codec's kernels, the bound, each tool and each filter.
 pub fn steps() -> u64 {
-    2 + TOOLS.len() as u64 + HDF5_FILTERS.len() as u64
+    kernels().len() as u64 + 1 + TOOLS.len() as u64 + HDF5_FILTERS.len() as u64
 }
 
 /// Measures every compressor on `c.raw`, reporting each as it starts.
@@ -181,8 +193,11 @@ pub fn run(c: &CodecConfig, step: &mut dyn FnMut(&str)) -> Result<Vec<CodecResul
     std::fs::write(&raw_path, &c.raw).map_err(|e| io_error(&raw_path, e))?;
     let raw_crc = crc32c::crc32c(&c.raw);
     let mut out = Vec::new();
-    step("snbuf codec");
-    out.push(codec(c));
+    for kernel in kernels() {
+        let name = format!("snbuf codec ({kernel})");
+        step(&name);
+        out.push(codec(c, kernel, &name));
+    }
     step("entropy bound");
     out.push(bound(c));
     for tool in TOOLS {
@@ -225,17 +240,18 @@ fn gib_s(bytes: usize, seconds: f64) -> f64 {
     bytes as f64 / (1u64 << 30) as f64 / seconds
 }
 
-fn codec(c: &CodecConfig) -> CodecResult {
-    let (encode_s, coded) = fastest(c.passes, || snbuf_codec::encode(c.frame_type, &c.raw));
-    let (decode_s, back) = fastest(c.passes, || snbuf_codec::decode(&coded));
-    let mut r = CodecResult::new(c, "snbuf codec", Kind::Codec).sized(coded.len() as u64);
+fn codec(c: &CodecConfig, kernel: Kernel, name: &str) -> CodecResult {
+    let encode = || snbuf_codec::encode_with(kernel, c.frame_type, &c.raw);
+    let (encode_s, coded) = fastest(c.passes, encode);
+    let (decode_s, back) = fastest(c.passes, || snbuf_codec::decode_with(kernel, &coded));
+    let mut r = CodecResult::new(c, name, Kind::Codec).sized(coded.len() as u64);
     r.encode_gib_s = Some(gib_s(c.raw.len(), encode_s));
     r.decode_gib_s = Some(gib_s(c.raw.len(), decode_s));
     match back {
         Ok((t, bytes)) => r.verified = t == c.frame_type && bytes == c.raw,
         Err(e) => r
             .notes
-            .push(format!("snbuf codec: its own chunk did not decode: {e}")),
+            .push(format!("{name}: its own chunk did not decode: {e}")),
     }
     r
 }

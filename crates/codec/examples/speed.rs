@@ -1,7 +1,7 @@
 //! A first look at the codec's speed and ratio on one core, on the emulator's WIBEth frames
-//! (ProtoDUNE-HD's noise, every frame its own): `cargo run --release -p snbuf-codec --example speed`. Not a kept
-//! benchmark (that is `snbuf bench codec`, still to come); `bench/codec_first_look.sh` keeps its
-//! figures.
+//! (ProtoDUNE-HD's noise, every frame its own): `cargo run --release -p snbuf-codec --example speed`
+//! (`SNBUF_CODEC_KERNEL=portable` for the portable kernel). Not the kept benchmark: that is
+//! `snbuf bench codec` (bench/codec.sh).
 
 use std::time::Instant;
 

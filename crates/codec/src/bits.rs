@@ -1,13 +1,15 @@
-//! Bits written and read least significant first, as DUNE packs its ADC words, a code at a time
-//! (at most `MAX_CODE_BITS`):
+//! Bits written and read least significant first, as DUNE packs its ADC words, a code or a
+//! few at a time (at most `MAX_PUT_BITS` written, `MAX_CODE_BITS` read):
 //! - the writer gathers codes in a 64-bit word and stores it whole after each, moving on by the
 //!   whole bytes it holds: no branch a code;
 //! - the reader looks at the next 57 bits or more from any bit position of a stream it holds with
 //!   `PADDING` zero bytes after it, so it never reads past its bytes and never branches to
 //!   refill; whether a stream ended where its codes did is checked once, at its end (`finished`).
 
-/// The longest code written or read at once.
+/// The longest code read at once.
 pub const MAX_CODE_BITS: u32 = 32;
+/// The most bits written at once.
+pub const MAX_PUT_BITS: u32 = 56;
 /// Zero bytes a reader's stream carries after its last byte: a whole word can be read at its end.
 pub const PADDING: usize = 8;
 
@@ -38,20 +40,20 @@ impl<'a> BitWriter<'a> {
         bits.div_ceil(8) + PADDING
     }
 
-    /// The low `n` bits of `value` (`n` at most `MAX_CODE_BITS`), within the room made.
+    /// The low `n` bits of `value` (`n` at most `MAX_PUT_BITS`), within the room made.
     #[inline(always)]
-    pub fn put(&mut self, value: u32, n: u32) {
+    pub fn put(&mut self, value: u64, n: u32) {
         debug_assert!(
-            n <= MAX_CODE_BITS && (n == 32 || value >> n == 0),
+            n <= MAX_PUT_BITS && value >> n == 0,
             "{n} bits of {value:#x}"
         );
-        self.acc |= (value as u64) << self.held;
+        self.acc |= value << self.held;
         self.held += n;
         // The word's bytes all go out; only the whole ones are passed.
         self.out[self.at..self.at + 8].copy_from_slice(&self.acc.to_le_bytes());
         let whole = self.held / 8;
         self.at += whole as usize;
-        // At most 7 + 32 bits held: a shift of at most 32.
+        // At most 7 + 56 bits held: a shift of at most 56.
         self.acc >>= 8 * whole;
         self.held -= 8 * whole;
     }
@@ -148,23 +150,25 @@ mod tests {
                 (i.wrapping_mul(2_654_435_761) & (u32::MAX >> (32 - n)), n)
             })
             .collect();
-        let bits = items.iter().map(|x| x.1 as usize).sum::<usize>() + 4;
+        let bits = items.iter().map(|x| x.1 as usize).sum::<usize>() + 56 + 4;
         out.resize(1 + BitWriter::room_for(bits), 0);
         let mut w = BitWriter::new(&mut out[1..]);
         for &(v, n) in &items {
-            w.put(v, n);
+            w.put(v as u64, n);
         }
+        w.put(0x00ab_cdef_0123_4567, MAX_PUT_BITS);
         w.put(0b0111, 4);
         let end = 1 + w.finish();
         out.truncate(end);
         assert_eq!(out[0], 0xaa, "bytes before the stream kept");
-        let total: u32 = items.iter().map(|x| x.1).sum::<u32>() + 4;
+        let total: u32 = items.iter().map(|x| x.1).sum::<u32>() + 56 + 4;
         assert_eq!(out.len() - 1, total.div_ceil(8) as usize);
         let stream = padded(out[1..].to_vec());
         let mut r = BitReader::new(&stream);
         for &(v, n) in &items {
             assert_eq!(r.get(n), v);
         }
+        assert_eq!((r.get(28), r.get(28)), (0x123_4567, 0xabc_def0));
         assert_eq!(r.finished(), Err(OutOfBits), "four bits left");
         assert_eq!(r.get(4), 0b0111);
         assert_eq!(r.finished(), Ok(()));

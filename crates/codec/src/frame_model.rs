@@ -3,18 +3,45 @@
 //! against its own prediction (`rice`). A frame's first sample follows on from the frame before
 //! it in the chunk, so a link's stream codes as one.
 //!
-//! The samples go to `STREAMS` bit streams, channel c to stream c % `STREAMS`: a decoder reads
-//! the streams side by side, so a core works on four codes at once rather than waiting on each
-//! code's length to find the next. A coded frame is its headers, the byte lengths of all
-//! streams but the last (u32 each, little-endian), then the streams.
+//! A coded frame is its headers, then its samples' codes in three parts, in the samples' order:
+//! the codes' quotients as one unary stream (`unary`), their low bits at each channel's width
+//! (`low_bits`), and the samples escaped (a quotient of `ESCAPE`), whole, as u16
+//! little-endian. Each part ends where the one before and the channels' parameters say:
+//! nothing stores its length. Apart, each part is read many codes at once (`kernel`).
 
 use snbuf_frames::adc::AdcShape;
 
-use crate::bits::{BitReader, BitWriter, PADDING};
-use crate::rice::{self, Channels, Corrupt, MAX_SAMPLE_BITS};
+use crate::bits::BitWriter;
+use crate::kernel::Kernel;
+use crate::low_bits;
+use crate::packed14;
+use crate::rice::{Channels, Corrupt, ESCAPED, MAX_K};
+use crate::unary::{self, UnaryWriter, ESCAPE};
 
-/// Bit streams a frame's samples are spread over.
-const STREAMS: usize = 4;
+mod v1;
+
+/// The layouts of a modeled frame this codec reads (a chunk says which); it writes the latest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Four interleaved bit streams of whole codes (`v1`).
+    V1 = 1,
+    /// Quotients, low bits and escapes apart (this module).
+    V2 = 2,
+}
+
+impl Format {
+    /// The format written.
+    pub const LATEST: Format = Format::V2;
+
+    /// The format a chunk's version byte names, if this codec reads it.
+    pub fn of_version(version: u8) -> Option<Format> {
+        match version {
+            1 => Some(Format::V1),
+            2 => Some(Format::V2),
+            _ => None,
+        }
+    }
+}
 
 /// What the codec knows of a frame type: where its values are, and each channel's state.
 pub struct FrameModel {
@@ -29,14 +56,24 @@ pub struct FrameModel {
     values: Vec<u16>,
     /// Their mapped residuals (encoding), or their codes as read (decoding), in that order.
     codes: Vec<u32>,
-    /// The streams being written or read, each with its padding.
-    streams: [Vec<u8>; STREAMS],
+    /// The frame's ADC bytes where they are one run of 14-bit words in the values' order.
+    packed: Option<std::ops::Range<usize>>,
+    /// The vector instructions it codes with.
+    kernel: Kernel,
+    /// The quotients read, in the codes' order, and `unary::SLACK` more.
+    quotients: Vec<u8>,
+    /// Room for a frame's quotients or its low bits as they are written.
+    written: Vec<u8>,
+    /// The low bits being read, with their padding.
+    low: Vec<u8>,
+    /// The values of the samples escaped, in the order coded.
+    escaped: Vec<u16>,
 }
 
 impl FrameModel {
-    /// The model of frames of `shape`, `frame_bytes` long; None when the shape's values do not
-    /// lie in whole bytes of frames that long.
-    pub fn new(shape: AdcShape, frame_bytes: usize) -> Option<FrameModel> {
+    /// The model of frames of `shape`, `frame_bytes` long, coding with `kernel` (one this CPU
+    /// runs); None when the shape's values do not lie in whole bytes of frames that long.
+    pub fn new(shape: AdcShape, frame_bytes: usize, kernel: Kernel) -> Option<FrameModel> {
         let adc = shape.adc_ranges(frame_bytes)?;
         let mut headers = Vec::with_capacity(adc.len() + 1);
         let mut from = 0;
@@ -50,23 +87,33 @@ impl FrameModel {
             from = r.end;
         }
         let start = 1u16 << (shape.bits() - 1);
+        let packed = one_run_of_14_bits(&shape, frame_bytes, &adc);
+        let count = shape.channels * shape.samples_per_frame;
         Some(FrameModel {
+            packed,
             shape,
             frame_bytes,
             headers,
             channels: Channels::new(shape.channels, start),
             before: vec![start; shape.channels],
-            values: vec![0; shape.channels * shape.samples_per_frame],
-            codes: vec![0; shape.channels * shape.samples_per_frame],
-            streams: Default::default(),
+            values: vec![0; count],
+            codes: vec![0; count],
+            kernel,
+            quotients: vec![0; count + unary::SLACK],
+            written: vec![
+                0;
+                UnaryWriter::room_for(count)
+                    .max(BitWriter::room_for(count * MAX_K as usize))
+            ],
+            low: Vec::new(),
+            escaped: Vec::new(),
         })
     }
 
-    /// The fewest bytes a frame coded by this model takes: its headers, the streams' lengths,
-    /// and a bit a sample.
-    pub fn least_coded_bytes(&self) -> usize {
+    /// The fewest bytes a frame coded by this model takes: its headers and a bit a sample.
+    fn least_coded_bytes(&self) -> usize {
         let headers: usize = self.headers.iter().map(|h| h.len()).sum();
-        headers + 4 * (STREAMS - 1) + self.values.len().div_ceil(8)
+        headers + self.values.len().div_ceil(8)
     }
 
     /// The ADC's largest value.
@@ -75,12 +122,16 @@ impl FrameModel {
     }
 
     /// Reads `frame`'s values into `values`.
+    #[inline(always)]
     fn unpack(&mut self, frame: &[u8]) {
         assert_eq!(
             frame.len(),
             self.frame_bytes,
             "one frame of the model's type"
         );
+        if let Some(run) = &self.packed {
+            return packed14::unpack(self.kernel, &frame[run.clone()], &mut self.values);
+        }
         let channels = self.shape.channels;
         for (s, row) in self.values.chunks_exact_mut(channels).enumerate() {
             self.shape.sample(frame, s, row);
@@ -88,6 +139,7 @@ impl FrameModel {
     }
 
     /// Each channel's prediction and parameter for the next frame, from the values of this one.
+    #[inline(always)]
     fn learn(&mut self) {
         let channels = self.shape.channels;
         self.channels.learn_frame(&self.before, &self.values);
@@ -95,17 +147,33 @@ impl FrameModel {
         self.before.copy_from_slice(last);
     }
 
-    /// Appends `frame`, coded: its headers, then its values' streams.
+    /// Appends `frame`, coded: its headers, then its samples' quotients, their low bits and
+    /// the escaped samples.
     pub fn encode(&mut self, frame: &[u8], out: &mut Vec<u8>) {
+        match self.kernel {
+            // SAFETY: the kernel is only chosen where the CPU has what it is compiled for.
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512 => unsafe { self.encode_avx512(frame, out) },
+            Kernel::Portable => self.encode_with(frame, out),
+        }
+    }
+
+    /// `encode`, its loops compiled for AVX-512 (and the scalar instructions that come with it).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,bmi1,bmi2,popcnt,lzcnt"
+    )]
+    unsafe fn encode_avx512(&mut self, frame: &[u8], out: &mut Vec<u8>) {
+        self.encode_with(frame, out)
+    }
+
+    #[inline(always)]
+    fn encode_with(&mut self, frame: &[u8], out: &mut Vec<u8>) {
         self.unpack(frame);
         for h in &self.headers {
             out.extend_from_slice(&frame[h.clone()]);
         }
         let channels = self.shape.channels;
-        // Stream g takes channels g, g + STREAMS, ...: of each row, at most channels / STREAMS
-        // rounded up.
-        let row_count = self.values.len() / channels;
-        let per_stream = row_count * channels.div_ceil(STREAMS) * MAX_SAMPLE_BITS;
         let mut prev = &self.before[..];
         let rows = self.values.chunks_exact(channels);
         for (row, mapped) in rows.zip(self.codes.chunks_exact_mut(channels)) {
@@ -113,30 +181,41 @@ impl FrameModel {
             prev = row;
         }
         let ks = self.channels.ks();
-        // Stream by stream, each by a writer of its own in a loop of its own, so that its state
-        // stays in registers (four writers side by side spilled theirs to memory, and were
-        // slower in `snbuf bench codec`).
-        let mut lengths = [0usize; STREAMS];
-        for ((g, s), len) in self.streams.iter_mut().enumerate().zip(&mut lengths) {
-            // (Sized once: the writer stores every byte it passes, so none need be zeroed.)
-            let room = BitWriter::room_for(per_stream);
-            if s.len() < room {
-                s.resize(room, 0);
+        // The quotients, in one pass the compiler vectorizes; then their bits (`unary::write`).
+        let mut escapes = 0;
+        let rows = self
+            .codes
+            .chunks_exact(channels)
+            .zip(self.quotients.chunks_exact_mut(channels));
+        for (mapped, q_row) in rows {
+            for ((&m, &k), q) in mapped.iter().zip(ks).zip(q_row) {
+                let quotient = (m >> k).min(ESCAPE);
+                escapes += (quotient == ESCAPE) as usize;
+                *q = quotient as u8;
             }
-            let mut w = BitWriter::new(s);
-            let rows = self.values.chunks_exact(channels);
-            for (row, mapped) in rows.zip(self.codes.chunks_exact(channels)) {
-                for c in (g..channels).step_by(STREAMS) {
-                    rice::put(&mut w, mapped[c], ks[c], row[c]);
-                }
-            }
-            *len = w.finish();
         }
-        for len in &lengths[..STREAMS - 1] {
-            out.extend_from_slice(&(*len as u32).to_le_bytes());
+        let n = self.codes.len();
+        self.escaped.clear();
+        if escapes > 0 {
+            let escaped = self.quotients[..n].iter().zip(&self.values);
+            let escaped = escaped
+                .filter(|(&q, _)| q as u32 == ESCAPE)
+                .map(|(_, &v)| v);
+            self.escaped.extend(escaped);
         }
-        for (s, &len) in self.streams.iter().zip(&lengths) {
-            out.extend_from_slice(&s[..len]);
+        // (Written into room made once, which the writers store whole words into: no zeroing.)
+        let mut w = UnaryWriter::new(&mut self.written);
+        unary::write(self.kernel, &mut w, &self.quotients[..n]);
+        let len = w.finish();
+        out.extend_from_slice(&self.written[..len]);
+        // (An escaped sample's low bits too, unread.)
+        let mut w = BitWriter::new(&mut self.written);
+        low_bits::write(&mut w, &self.codes, ks);
+        let len = w.finish();
+        debug_assert_eq!(len, low_bits::bytes(ks, n / channels));
+        out.extend_from_slice(&self.written[..len]);
+        for v in &self.escaped {
+            out.extend_from_slice(&v.to_le_bytes());
         }
         self.learn();
     }
@@ -148,8 +227,76 @@ impl FrameModel {
         self.learn();
     }
 
-    /// Decodes one frame from `coded` (exactly its bytes) into `frame` (its length).
-    pub fn decode(&mut self, coded: &[u8], frame: &mut [u8]) -> Result<(), Corrupt> {
+    /// The fewest bytes a frame of `format` takes.
+    pub fn least_coded_bytes_of(&self, format: Format) -> usize {
+        match format {
+            Format::V1 => self.least_coded_bytes_v1(),
+            Format::V2 => self.least_coded_bytes(),
+        }
+    }
+
+    /// Decodes one frame of `format` from `coded` (exactly its bytes) into `frame` (its length).
+    pub fn decode(
+        &mut self,
+        format: Format,
+        coded: &[u8],
+        frame: &mut [u8],
+    ) -> Result<(), Corrupt> {
+        if format == Format::V1 {
+            return self.decode_v1(coded, frame);
+        }
+        match self.kernel {
+            // SAFETY: the kernel is only chosen where the CPU has what it is compiled for.
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512 => unsafe { self.decode_avx512(coded, frame) },
+            Kernel::Portable => self.decode_with(coded, frame),
+        }
+    }
+
+    /// `decode`, its loops compiled for AVX-512 (and the scalar instructions that come with it).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,bmi1,bmi2,popcnt,lzcnt"
+    )]
+    unsafe fn decode_avx512(&mut self, coded: &[u8], frame: &mut [u8]) -> Result<(), Corrupt> {
+        self.decode_with(coded, frame)
+    }
+
+    #[inline(always)]
+    fn decode_with(&mut self, coded: &[u8], frame: &mut [u8]) -> Result<(), Corrupt> {
+        let at = self.read_headers(coded, frame)?;
+        let channels = self.shape.channels;
+        let body = &coded[at..];
+        let n = self.codes.len();
+        let (used, escapes) = unary::read(self.kernel, body, &mut self.quotients, n)?;
+        let ks = self.channels.ks();
+        let low = body
+            .get(used..used + low_bits::bytes(ks, n / channels))
+            .ok_or(Corrupt)?;
+        if body.len() - used - low.len() != 2 * escapes {
+            return Err(Corrupt);
+        }
+        self.low.clear();
+        self.low.extend_from_slice(low);
+        self.low.resize(low.len() + low_bits::PADDING, 0);
+        low_bits::read(self.kernel, &self.low, ks, &self.quotients, &mut self.codes);
+        if escapes > 0 {
+            let mut values = body[used + low.len()..].chunks_exact(2);
+            for (code, _) in self
+                .codes
+                .iter_mut()
+                .zip(&self.quotients)
+                .filter(|(_, &q)| q as u32 == ESCAPE)
+            {
+                let v = values.next().expect("an escaped value for each escape");
+                *code = ESCAPED | u16::from_le_bytes([v[0], v[1]]) as u32;
+            }
+        }
+        self.restore_frame(frame)
+    }
+
+    /// Copies `coded`'s headers into `frame`: the bytes they took.
+    fn read_headers(&self, coded: &[u8], frame: &mut [u8]) -> Result<usize, Corrupt> {
         assert_eq!(
             frame.len(),
             self.frame_bytes,
@@ -161,54 +308,137 @@ impl FrameModel {
             frame[h.clone()].copy_from_slice(bytes);
             at += h.len();
         }
-        let mut lengths = [0usize; STREAMS];
-        for len in &mut lengths[..STREAMS - 1] {
-            let b = coded.get(at..at + 4).ok_or(Corrupt)?;
-            *len = u32::from_le_bytes(b.try_into().expect("four bytes")) as usize;
-            at += 4;
-        }
-        let rest: usize = lengths[..STREAMS - 1].iter().sum();
-        lengths[STREAMS - 1] = (coded.len() - at).checked_sub(rest).ok_or(Corrupt)?;
-        for (s, &len) in self.streams.iter_mut().zip(&lengths) {
-            s.clear();
-            s.extend_from_slice(&coded[at..at + len]);
-            s.extend_from_slice(&[0; PADDING]);
-            at += len;
-        }
-        let max = self.full_scale();
+        Ok(at)
+    }
+
+    /// The samples of the codes read into `codes`, written into `frame`, and learnt from.
+    #[inline(always)]
+    fn restore_frame(&mut self, frame: &mut [u8]) -> Result<(), Corrupt> {
         let channels = self.shape.channels;
-        let mut r = self.streams.each_ref().map(|s| BitReader::new(s));
-        let ks = self.channels.ks();
-        for codes in self.codes.chunks_exact_mut(channels) {
-            let c = channels - channels % STREAMS;
-            let (whole, rest) = codes.split_at_mut(c);
-            for (four, k) in whole
-                .chunks_exact_mut(STREAMS)
-                .zip(ks.chunks_exact(STREAMS))
-            {
-                let four: &mut [u32; STREAMS] = four.try_into().expect("a group");
-                let k: &[u32; STREAMS] = k.try_into().expect("a group");
-                for g in 0..STREAMS {
-                    four[g] = rice::read(&mut r[g], k[g]);
-                }
-            }
-            for (g, (code, r)) in rest.iter_mut().zip(r.iter_mut()).enumerate() {
-                *code = rice::read(r, ks[c + g]);
-            }
-        }
-        for r in &r {
-            r.finished()?;
-        }
+        let max = self.full_scale();
         let mut prev = &self.before[..];
         let rows = self.values.chunks_exact_mut(channels);
         for (row, codes) in rows.zip(self.codes.chunks_exact(channels)) {
             self.channels.restore(prev, codes, row, max)?;
             prev = row;
         }
-        for (s, row) in self.values.chunks_exact(channels).enumerate() {
-            self.shape.write_sample(frame, s, row);
+        match &self.packed {
+            Some(run) => packed14::pack(self.kernel, &mut frame[run.clone()], &self.values),
+            None => {
+                for (s, row) in self.values.chunks_exact(channels).enumerate() {
+                    self.shape.write_sample(frame, s, row);
+                }
+            }
         }
         self.learn();
         Ok(())
+    }
+}
+
+/// The one byte range of a frame that holds its values as a run of 14-bit words in the codec's
+/// order (sample by sample, channel by channel), if they are so: found by writing distinct values
+/// the shape's own way and reading them back as a run.
+fn one_run_of_14_bits(
+    shape: &AdcShape,
+    frame_bytes: usize,
+    adc: &[std::ops::Range<usize>],
+) -> Option<std::ops::Range<usize>> {
+    let [run] = adc else { return None };
+    let count = shape.channels * shape.samples_per_frame;
+    if shape.bits() != 14 || run.len() * 8 != count * 14 {
+        return None;
+    }
+    let values: Vec<u16> = (0..count).map(|i| (i * 7 % 16384) as u16).collect();
+    let mut frame = vec![0u8; frame_bytes];
+    for (s, row) in values.chunks_exact(shape.channels).enumerate() {
+        shape.write_sample(&mut frame, s, row);
+    }
+    let mut back = vec![0u16; count];
+    snbuf_frames::adc::unpack_all(&frame[run.clone()], 14, &mut back);
+    (back == values).then(|| run.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use snbuf_frames::FrameType;
+
+    /// Frames of `t` with the detector's noise, a track-like pulse and full-scale steps (which
+    /// escape), back to back.
+    fn frames(t: FrameType, n: usize) -> Vec<u8> {
+        let shape = AdcShape::of(t).expect("a modeled type");
+        let frame_bytes = t.frame_bytes() as usize;
+        let full = (1u32 << shape.bits()) - 1;
+        let mut out = vec![0u8; n * frame_bytes];
+        let mut row = vec![0u16; shape.channels];
+        let mut x = 0x9e37_79b9u32;
+        for (f, frame) in out.chunks_exact_mut(frame_bytes).enumerate() {
+            for (i, b) in frame.iter_mut().enumerate() {
+                *b = (i * 31 + f) as u8;
+            }
+            for s in 0..shape.samples_per_frame {
+                for (c, v) in row.iter_mut().enumerate() {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    let noise = (x % 23) as i32 - 11;
+                    let base = (full / 2) as i32 + 40 * (c as i32 % 5);
+                    let jump = match (f * 7 + s * 3 + c) % 997 {
+                        0 => full as i32,
+                        1 => -base,
+                        2..=9 => 900,
+                        _ => 0,
+                    };
+                    *v = (base + noise + jump).clamp(0, full as i32) as u16;
+                }
+                shape.write_sample(frame, s, &row);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_kernel_decodes_what_was_coded_escapes_too() {
+        let types = [
+            FrameType::WibEth,
+            FrameType::TdeEth,
+            FrameType::DaphneEthStream,
+            FrameType::Wib2,
+            FrameType::ProtoDuneWib,
+        ];
+        for t in types {
+            let shape = AdcShape::of(t).unwrap();
+            let frame_bytes = t.frame_bytes() as usize;
+            let raw = frames(t, 5);
+            let mut encoder = FrameModel::new(shape, frame_bytes, Kernel::Portable).unwrap();
+            let mut coded = Vec::new();
+            let mut escaped = 0;
+            for frame in raw.chunks_exact(frame_bytes) {
+                let mut one = Vec::new();
+                encoder.encode(frame, &mut one);
+                escaped += encoder.escaped.len();
+                coded.push(one);
+            }
+            assert!(escaped > 0, "{t}: some samples escaped");
+            for kernel in [Kernel::Portable, Kernel::detect()] {
+                let mut decoder = FrameModel::new(shape, frame_bytes, Kernel::Portable).unwrap();
+                decoder.kernel = kernel;
+                let mut frame = vec![0u8; frame_bytes];
+                for (want, one) in raw.chunks_exact(frame_bytes).zip(&coded) {
+                    decoder.decode(Format::V2, one, &mut frame).unwrap();
+                    assert!(frame == want, "{t}, {kernel:?}");
+                    // One byte more or fewer is not the frame.
+                    let mut longer = one.clone();
+                    longer.push(0);
+                    let mut d = FrameModel::new(shape, frame_bytes, Kernel::Portable).unwrap();
+                    d.kernel = kernel;
+                    assert_eq!(d.decode(Format::V2, &longer, &mut frame), Err(Corrupt));
+                    assert_eq!(
+                        d.decode(Format::V2, &one[..one.len() - 1], &mut frame),
+                        Err(Corrupt)
+                    );
+                }
+            }
+        }
     }
 }

@@ -5,27 +5,33 @@
 //! - every byte that is no ADC value (the frame's headers) is kept verbatim;
 //! - each channel's samples are predicted from its previous sample (or its baseline, where its
 //!   noise is white), and the residuals Rice-coded with a parameter that follows the channel's
-//!   noise, both chosen a frame at a time from the frame before (`rice`), the channels spread
-//!   over four bit streams a core decodes side by side (`frame_model`);
+//!   noise, both chosen a frame at a time from the frame before (`rice`); the codes' quotients
+//!   and their low bits are stored apart, so that a core reads many at once (`frame_model`,
+//!   `unary`, `low_bits`, with vector instructions where the CPU has them: `kernel`);
 //! - a frame the codec cannot model (a custom frame type, a length not the type's) is stored
 //!   raw, never refused, and so is one that would not get smaller.
 //!
-//! An encoded chunk (`encode`): magic `SNBC`, format version, the frame type's name, the frame
+//! An encoded chunk (`encode`): magic `SNBC`, format version (2; format 1's chunks are still
+//! read), the frame type's name, the frame
 //! length, the raw length and the CRC-32C of the raw bytes, then each frame with a byte saying
 //! how it is stored, then any bytes after the last whole frame, raw. `decode` checks the CRC of
 //! what it rebuilt against the one stored, so a decode is right bit for bit or an error.
 
 mod bits;
 mod frame_model;
+mod kernel;
+mod low_bits;
+mod packed14;
 mod rice;
+mod unary;
 
 use snbuf_frames::adc::AdcShape;
 use snbuf_frames::FrameType;
 
-use frame_model::FrameModel;
+use frame_model::{Format, FrameModel};
+pub use kernel::Kernel;
 
 const MAGIC: &[u8; 4] = b"SNBC";
-const VERSION: u8 = 1;
 
 /// How one frame is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,7 +47,7 @@ enum Stored {
 pub enum DecodeError {
     #[error("not an snbuf-coded chunk (no SNBC magic)")]
     NotCoded,
-    #[error("coded by a newer snbuf (format {0}; this one reads {VERSION})")]
+    #[error("coded by a newer snbuf (format {0}; this one reads formats 1 and 2)")]
     Version(u8),
     #[error("frame type {0:?} is not one this snbuf knows")]
     FrameType(String),
@@ -56,8 +62,14 @@ pub enum DecodeError {
 }
 
 /// `raw`, frames of `frame_type` back to back (any bytes after the last whole frame kept as
-/// they are), coded.
+/// they are), coded, with the fastest kernel this CPU runs.
 pub fn encode(frame_type: FrameType, raw: &[u8]) -> Vec<u8> {
+    encode_with(Kernel::detect(), frame_type, raw)
+}
+
+/// `encode` with `kernel` (one this CPU runs: `Kernel::detect` or `Kernel::Portable`); the
+/// bytes are the same whichever.
+pub fn encode_with(kernel: Kernel, frame_type: FrameType, raw: &[u8]) -> Vec<u8> {
     let frame_bytes = frame_type.frame_bytes() as usize;
     let name = frame_type.name();
     assert!(
@@ -66,13 +78,14 @@ pub fn encode(frame_type: FrameType, raw: &[u8]) -> Vec<u8> {
     );
     let mut out = Vec::with_capacity(raw.len() / 2 + 64);
     out.extend_from_slice(MAGIC);
-    out.push(VERSION);
+    out.push(Format::LATEST as u8);
     out.push(name.len() as u8);
     out.extend_from_slice(name.as_bytes());
     out.extend_from_slice(&(frame_bytes as u32).to_le_bytes());
     out.extend_from_slice(&(raw.len() as u64).to_le_bytes());
     out.extend_from_slice(&crc32c::crc32c(raw).to_le_bytes());
-    let mut model = AdcShape::of(frame_type).and_then(|shape| FrameModel::new(shape, frame_bytes));
+    let mut model =
+        AdcShape::of(frame_type).and_then(|shape| FrameModel::new(shape, frame_bytes, kernel));
     let whole = raw.len() / frame_bytes.max(1) * frame_bytes;
     let mut scratch = Vec::with_capacity(frame_bytes);
     for frame in raw[..whole].chunks_exact(frame_bytes.max(1)) {
@@ -123,8 +136,14 @@ impl<'a> Fields<'a> {
     }
 }
 
-/// The frame type and raw bytes of a coded chunk, checked against the CRC it carries.
+/// The frame type and raw bytes of a coded chunk, checked against the CRC it carries, decoded
+/// with the fastest kernel this CPU runs.
 pub fn decode(coded: &[u8]) -> Result<(FrameType, Vec<u8>), DecodeError> {
+    decode_with(Kernel::detect(), coded)
+}
+
+/// `decode` with `kernel` (one this CPU runs); the frames are the same whichever.
+pub fn decode_with(kernel: Kernel, coded: &[u8]) -> Result<(FrameType, Vec<u8>), DecodeError> {
     let mut f = Fields {
         bytes: coded,
         at: 0,
@@ -134,9 +153,7 @@ pub fn decode(coded: &[u8]) -> Result<(FrameType, Vec<u8>), DecodeError> {
         return Err(DecodeError::NotCoded);
     }
     let version = f.take(1).ok_or(early.clone())?[0];
-    if version != VERSION {
-        return Err(DecodeError::Version(version));
-    }
+    let format = Format::of_version(version).ok_or(DecodeError::Version(version))?;
     let name_len = f.take(1).ok_or(early.clone())?[0] as usize;
     let name = String::from_utf8_lossy(f.take(name_len).ok_or(early.clone())?).into_owned();
     let frame_type: FrameType = name
@@ -151,12 +168,13 @@ pub fn decode(coded: &[u8]) -> Result<(FrameType, Vec<u8>), DecodeError> {
     // Never more than the coded bytes could hold: a frame takes at least a byte of them.
     let frames = raw_len / frame_bytes as u64;
     let tail = (raw_len % frame_bytes as u64) as usize;
-    let mut model = AdcShape::of(frame_type).and_then(|shape| FrameModel::new(shape, frame_bytes));
+    let mut model =
+        AdcShape::of(frame_type).and_then(|shape| FrameModel::new(shape, frame_bytes, kernel));
     // What the chunk says it holds must fit the bytes it has, each frame in the fewest its
     // storage takes (a bit a sample, modeled): so that memory follows the input, never a
     // header's claim (hostile input cannot ask for gigabytes).
     let least = 1 + model.as_ref().map_or(frame_bytes, |m| {
-        (4 + m.least_coded_bytes()).min(frame_bytes)
+        (4 + m.least_coded_bytes_of(format)).min(frame_bytes)
     });
     let room = (coded.len() - f.at) as u64;
     if frames
@@ -183,7 +201,7 @@ pub fn decode(coded: &[u8]) -> Result<(FrameType, Vec<u8>), DecodeError> {
             (h, Some(m)) if h == Stored::Modeled as u8 => {
                 let len = f.u32().ok_or(truncated.clone())? as usize;
                 let body = f.take(len).ok_or(truncated.clone())?;
-                m.decode(body, &mut frame).map_err(|_| truncated)?;
+                m.decode(format, body, &mut frame).map_err(|_| truncated)?;
                 raw.extend_from_slice(&frame);
             }
             (how, _) => return Err(DecodeError::Storage { frame: n, how }),

@@ -6,23 +6,16 @@
 //!
 //! The work is split by what can run side by side: a row of samples (one time sample of every
 //! channel) becomes residuals, and residuals a row of samples, in one step over all channels
-//! (`residuals`, `restore`: the compiler's vector code); only the bits themselves go one code
-//! at a time (`put`, `read`). A residual too large for its code (a step of thousands of counts:
-//! a corrupt or saturated sample, a track's edge) is escaped and its sample written whole.
+//! (`residuals`, `restore`: the compiler's vector code); the bits are the frame's (a code's
+//! quotient `mapped >> k` in `unary`, its low `k` bits in `low_bits`). A residual too large for
+//! its code (a step of thousands of counts: a corrupt or saturated sample, a track's edge) is
+//! escaped and its sample written whole.
 
-use crate::bits::{BitReader, BitWriter};
-
-/// The longest unary part before the escape; a code is at most 15 + 1 + `MAX_K` bits.
-const ESCAPE_ONES: u32 = 16;
-/// Bits of an escaped sample: the value itself.
-const ESCAPED_BITS: u32 = 16;
 /// Largest parameter: a residual's low bits of a 14-bit sample.
-const MAX_K: u32 = 14;
-/// The most bits one sample may take: an escape.
-pub const MAX_SAMPLE_BITS: usize = (ESCAPE_ONES + ESCAPED_BITS) as usize;
+pub const MAX_K: u32 = 14;
 /// A code read that was an escape: this bit, over the sample's value (no mapped residual of a
 /// 16-bit sample reaches it).
-const ESCAPED: u32 = 1 << 31;
+pub const ESCAPED: u32 = 1 << 31;
 
 /// Every channel's coding state for a frame, channel by channel in arrays (so that a step over
 /// a row is one over all channels).
@@ -78,6 +71,7 @@ impl Channels {
     /// over the frame before), and LOCO-I's `k` for it: the smallest whose 2^k covers half the
     /// mean mapped residual, within a few hundredths of a bit of the best on the detector's
     /// noise. The decoder, having decoded the same samples, chooses the same.
+    #[inline(always)]
     pub fn learn_frame(&mut self, before: &[u16], values: &[u16]) {
         let n = self.len();
         assert!(before.len() == n && values.len().is_multiple_of(n));
@@ -172,35 +166,6 @@ fn unzigzag(m: u32) -> i32 {
     (m >> 1) as i32 ^ -((m & 1) as i32)
 }
 
-/// Writes the code of residual `mapped` with parameter `k` (of the sample `value`, written
-/// whole if escaped), in room for `MAX_SAMPLE_BITS`.
-#[inline]
-pub fn put(w: &mut BitWriter, mapped: u32, k: u32, value: u16) {
-    let q = mapped >> k;
-    if q < ESCAPE_ONES {
-        // q ones, a zero, then the low k bits: one put of at most 15 + 1 + 14 bits.
-        let unary = (1u32 << q) - 1;
-        w.put(unary | ((mapped & ((1 << k) - 1)) << (q + 1)), q + 1 + k);
-    } else {
-        w.put((1u32 << ESCAPE_ONES) - 1, ESCAPE_ONES);
-        w.put(value as u32, ESCAPED_BITS);
-    }
-}
-
-/// Reads one code with parameter `k`: its mapped residual, or `ESCAPED` over the sample's value.
-#[inline]
-pub fn read(r: &mut BitReader, k: u32) -> u32 {
-    let window = r.peek();
-    let q = (!window).trailing_zeros();
-    if q < ESCAPE_ONES {
-        r.skip(q + 1 + k);
-        (q << k) | ((window >> (q + 1)) as u32 & ((1 << k) - 1))
-    } else {
-        r.skip(ESCAPE_ONES);
-        ESCAPED | r.get(ESCAPED_BITS)
-    }
-}
-
 /// A decoded value no sample can have, or a stream that does not end where its codes do: a
 /// corrupt chunk.
 #[derive(Debug, PartialEq, Eq)]
@@ -215,7 +180,6 @@ impl From<crate::bits::OutOfBits> for Corrupt {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bits::PADDING;
 
     #[test]
     fn zigzag_is_its_own_inverse_and_small_first() {
@@ -225,10 +189,13 @@ mod tests {
         assert_eq!([0, -1, 1, -2].map(zigzag), [0, 1, 2, 3]);
     }
 
-    /// `values`, one channel's samples from mid-range in frames of 64, coded; and the decoded.
+    /// `values`, one channel's samples from mid-range in frames of 64, through the codes a
+    /// frame stores (a mapped residual, or an escape over the value): the bits they take and
+    /// the samples restored from them.
     fn round_trip(values: &[u16]) -> (usize, Vec<u16>) {
-        let mut out = vec![0u8; BitWriter::room_for(values.len() * MAX_SAMPLE_BITS)];
-        let mut w = BitWriter::new(&mut out);
+        const ESCAPE: u32 = crate::unary::ESCAPE;
+        let mut bits = 0;
+        let mut codes = Vec::new();
         let mut ch = Channels::new(1, 8192);
         let mut prev = 8192;
         let mut m = [0u32];
@@ -236,31 +203,34 @@ mod tests {
             let before = prev;
             for &v in frame {
                 ch.residuals(&[prev], &[v], &mut m);
-                put(&mut w, m[0], ch.k(0), v);
+                let (k, q) = (ch.k(0), m[0] >> ch.k(0));
+                if q < ESCAPE {
+                    codes.push(m[0]);
+                    bits += q + 1 + k;
+                } else {
+                    codes.push(ESCAPED | v as u32);
+                    bits += ESCAPE + 1 + k + 16;
+                }
                 prev = v;
             }
             ch.learn_frame(&[before], frame);
         }
-        let bytes = w.finish();
-        out.truncate(bytes);
-        out.extend_from_slice(&[0; PADDING]);
-        let mut r = BitReader::new(&out);
         let mut ch = Channels::new(1, 8192);
         let mut back = Vec::new();
         let mut prev = 8192;
-        for frame in values.chunks(64) {
+        for (frame, codes) in values.chunks(64).zip(codes.chunks(64)) {
             let (from, before) = (back.len(), prev);
-            for _ in frame {
+            for &code in codes {
                 let mut v = [0u16];
-                ch.restore(&[prev], &[read(&mut r, ch.k(0))], &mut v, u16::MAX)
+                ch.restore(&[prev], &[code], &mut v, u16::MAX)
                     .expect("a sample");
                 back.push(v[0]);
                 prev = v[0];
             }
+            assert_eq!(back[from..], *frame);
             ch.learn_frame(&[before], &back[from..]);
         }
-        assert_eq!(r.finished(), Ok(()));
-        (bytes, back)
+        (bits.div_ceil(8) as usize, back)
     }
 
     #[test]

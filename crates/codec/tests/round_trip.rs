@@ -185,3 +185,37 @@ fn a_header_claiming_more_than_its_bytes_hold_is_refused_without_allocating_it()
         );
     }
 }
+
+/// Chunks coded in format 1 (four interleaved bit streams, written by snbuf before format 2:
+/// `tests/v1/`, made from the emulator's frames then and a 4-byte tail) still decode, checked
+/// against the raw bytes' CRC-32C each carries; coded again they come out in today's format.
+#[test]
+fn chunks_of_format_1_still_decode_to_their_frames() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/v1");
+    let made = [
+        (FrameType::WibEth, 6u64),
+        (FrameType::TdeEth, 3),
+        (FrameType::DaphneEthStream, 3),
+        (FrameType::Wib2, 2),
+        (FrameType::ProtoDuneWib, 2),
+    ];
+    for (t, frames) in made {
+        let path = dir.join(format!("{}.snbc", t.name()));
+        let coded = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert_eq!(coded[4], 1, "{t}: a chunk of format 1");
+        let (got_type, raw) = snbuf_codec::decode(&coded).unwrap_or_else(|e| panic!("{t}: {e}"));
+        assert_eq!(got_type, t);
+        assert_eq!(raw.len() as u64, frames * t.frame_bytes() as u64 + 4, "{t}");
+        assert_eq!(&raw[raw.len() - 4..], b"tail");
+        let again = snbuf_codec::encode(t, &raw);
+        assert_eq!(again[4], 2, "{t}: written in format 2");
+        assert_eq!(snbuf_codec::decode(&again).unwrap().1, raw, "{t}");
+        // A damaged one is an error, never other frames.
+        let mut bad = coded.clone();
+        let at = bad.len() / 2;
+        bad[at] ^= 0x10;
+        if let Ok((_, back)) = snbuf_codec::decode(&bad) {
+            assert_eq!(back, raw, "{t}");
+        }
+    }
+}

@@ -141,6 +141,7 @@ impl AdcShape {
 
     /// Writes `values` (one per channel) as sample `sample` of `frame`, where `sample` reads
     /// them back; the frame's other bytes stay as they are.
+    #[inline(always)]
     pub fn write_sample(&self, frame: &mut [u8], sample: usize, values: &[u16]) {
         assert!(sample < self.samples_per_frame && values.len() == self.channels);
         let (row, bits) = match self.kind {
@@ -202,6 +203,7 @@ impl AdcShape {
     }
 
     /// Every value of sample `sample` of `frame`, one per channel, into `out`.
+    #[inline(always)]
     pub fn sample(&self, frame: &[u8], sample: usize, out: &mut [u16]) {
         assert!(sample < self.samples_per_frame && out.len() == self.channels);
         let row = match self.kind {
@@ -296,6 +298,7 @@ pub fn wib1_pack(frame: &mut [u8], channel: usize, value: u16) {
 
 /// Writes `values` (their low `bits` bits) as values `0..values.len()` of an LSB-first bit
 /// stream, in one pass; `unpack_all` reads them back.
+#[inline]
 pub fn pack_all(bytes: &mut [u8], bits: u32, values: &[u16]) {
     if bits == 14 && values.len().is_multiple_of(4) && bytes.len() == values.len() / 4 * 7 {
         // Four 14-bit values fill 7 whole bytes.
@@ -315,6 +318,7 @@ pub fn pack_all(bytes: &mut [u8], bits: u32, values: &[u16]) {
 }
 
 /// Values `0..out.len()` of an LSB-first bit stream, in one pass (a row of a frame at a time).
+#[inline]
 pub fn unpack_all(bytes: &[u8], bits: u32, out: &mut [u16]) {
     if bits == 14 && out.len().is_multiple_of(4) && bytes.len() >= out.len() / 4 * 7 {
         // Four 14-bit values are 7 whole bytes: one little-endian word each, no carry between.
