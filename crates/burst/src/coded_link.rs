@@ -87,6 +87,8 @@ pub fn encode_link_file(
     let mut crc = 0u32;
     let mut at = 0u64;
     let mut buf = Vec::new();
+    // (One buffer for every payload coded: memory mapped and zeroed once, not per chunk.)
+    let (kernel, mut payload) = (snbuf_codec::Kernel::detect(), Vec::new());
     for c in &report.chunks {
         let payload_at = c.offset + c.payload_offset;
         let payload_end = payload_at + c.payload_bytes as u64;
@@ -95,7 +97,8 @@ pub fn encode_link_file(
             file.read_exact_at(&mut buf, from).map_err(io_src)?;
             crc = crc32c::crc32c_append(crc, &buf);
             if coded {
-                record(&mut out, CODED, &snbuf_codec::encode(frame_type, &buf)).map_err(io_dst)?;
+                snbuf_codec::encode_into(kernel, frame_type, &buf, &mut payload);
+                record(&mut out, CODED, &payload).map_err(io_dst)?;
             } else {
                 raw_records(&mut out, &buf).map_err(io_dst)?;
             }

@@ -70,13 +70,22 @@ pub fn encode(frame_type: FrameType, raw: &[u8]) -> Vec<u8> {
 /// `encode` with `kernel` (one this CPU runs: `Kernel::detect` or `Kernel::Portable`); the
 /// bytes are the same whichever.
 pub fn encode_with(kernel: Kernel, frame_type: FrameType, raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_into(kernel, frame_type, raw, &mut out);
+    out
+}
+
+/// `encode_with` into `out` (emptied first): a caller coding chunk after chunk keeps one
+/// buffer, rather than memory the kernel maps and zeroes anew for each.
+pub fn encode_into(kernel: Kernel, frame_type: FrameType, raw: &[u8], out: &mut Vec<u8>) {
     let frame_bytes = frame_type.frame_bytes() as usize;
     let name = frame_type.name();
     assert!(
         name.len() <= u8::MAX as usize,
         "a frame type's name fits a byte's count"
     );
-    let mut out = Vec::with_capacity(raw.len() / 2 + 64);
+    out.clear();
+    out.reserve(raw.len() / 2 + 64);
     out.extend_from_slice(MAGIC);
     out.push(Format::LATEST as u8);
     out.push(name.len() as u8);
@@ -111,7 +120,6 @@ pub fn encode_with(kernel: Kernel, frame_type: FrameType, raw: &[u8]) -> Vec<u8>
         }
     }
     out.extend_from_slice(&raw[whole..]);
-    out
 }
 
 /// A reader of a coded chunk's fields, never past its end.
@@ -144,6 +152,32 @@ pub fn decode(coded: &[u8]) -> Result<(FrameType, Vec<u8>), DecodeError> {
 
 /// `decode` with `kernel` (one this CPU runs); the frames are the same whichever.
 pub fn decode_with(kernel: Kernel, coded: &[u8]) -> Result<(FrameType, Vec<u8>), DecodeError> {
+    let mut raw = Vec::new();
+    let frame_type = decode_into(kernel, coded, &mut raw)?;
+    Ok((frame_type, raw))
+}
+
+/// `decode_with` into `raw` (emptied first, and empty after an error: never frames whose CRC
+/// did not match): a reader decoding chunk after chunk keeps one buffer.
+pub fn decode_into(
+    kernel: Kernel,
+    coded: &[u8],
+    raw: &mut Vec<u8>,
+) -> Result<FrameType, DecodeError> {
+    raw.clear();
+    let decoded = decode_frames(kernel, coded, raw);
+    if decoded.is_err() {
+        raw.clear();
+    }
+    decoded
+}
+
+/// `decode_into`'s work, leaving in `raw` what it decoded before an error.
+fn decode_frames(
+    kernel: Kernel,
+    coded: &[u8],
+    raw: &mut Vec<u8>,
+) -> Result<FrameType, DecodeError> {
     let mut f = Fields {
         bytes: coded,
         at: 0,
@@ -184,7 +218,7 @@ pub fn decode_with(kernel: Kernel, coded: &[u8]) -> Result<(FrameType, Vec<u8>),
     {
         return Err(DecodeError::Truncated { frame: 0 });
     }
-    let mut raw = Vec::with_capacity(frames as usize * frame_bytes + tail);
+    raw.reserve(frames as usize * frame_bytes + tail);
     // Only modeled frames are decoded into a frame of their own (custom frames may be large).
     let mut frame = vec![0u8; if model.is_some() { frame_bytes } else { 0 }];
     for n in 0..frames {
@@ -214,12 +248,12 @@ pub fn decode_with(kernel: Kernel, coded: &[u8]) -> Result<(FrameType, Vec<u8>),
     if f.at != coded.len() {
         return Err(DecodeError::Trailing(coded.len() - f.at));
     }
-    let got = crc32c::crc32c(&raw);
+    let got = crc32c::crc32c(raw);
     if got != stored_crc {
         return Err(DecodeError::Checksum {
             stored: stored_crc,
             got,
         });
     }
-    Ok((frame_type, raw))
+    Ok(frame_type)
 }
