@@ -14,7 +14,10 @@ fuzz_target!(|bytes: &[u8]| {
     let portable = snbuf_codec::decode_with(Kernel::Portable, bytes);
     assert_eq!(decoded.is_ok(), portable.is_ok(), "the kernels agree");
     if let (Ok((frame_type, raw)), Ok(same)) = (decoded, portable) {
-        assert!(same == (frame_type, raw.clone()), "the kernels decode the same frames");
+        assert!(
+            same == (frame_type, raw.clone()),
+            "the kernels decode the same frames"
+        );
         let again = snbuf_codec::encode_with(Kernel::detect(), frame_type, &raw);
         let portable = snbuf_codec::encode_with(Kernel::Portable, frame_type, &raw);
         assert!(again == portable, "the kernels code the same bytes");
