@@ -7,19 +7,19 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use snbuf_codec::Kernel;
+use snbuf_codec::InstructionSet;
 
 fuzz_target!(|bytes: &[u8]| {
-    let decoded = snbuf_codec::decode_with(Kernel::detect(), bytes);
-    let portable = snbuf_codec::decode_with(Kernel::Portable, bytes);
+    let decoded = snbuf_codec::decode_with(InstructionSet::detect(), bytes);
+    let portable = snbuf_codec::decode_with(InstructionSet::Portable, bytes);
     assert_eq!(decoded.is_ok(), portable.is_ok(), "the kernels agree");
     if let (Ok((frame_type, raw)), Ok(same)) = (decoded, portable) {
         assert!(
             same == (frame_type, raw.clone()),
             "the kernels decode the same frames"
         );
-        let again = snbuf_codec::encode_with(Kernel::detect(), frame_type, &raw);
-        let portable = snbuf_codec::encode_with(Kernel::Portable, frame_type, &raw);
+        let again = snbuf_codec::encode_with(InstructionSet::detect(), frame_type, &raw);
+        let portable = snbuf_codec::encode_with(InstructionSet::Portable, frame_type, &raw);
         assert!(again == portable, "the kernels code the same bytes");
         let (t, back) = snbuf_codec::decode(&again).expect("a chunk the codec wrote decodes");
         assert_eq!(t, frame_type);

@@ -19,7 +19,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use snbuf_codec::Kernel;
+use snbuf_codec::InstructionSet;
 use snbuf_frames::adc::AdcShape;
 use snbuf_frames::FrameType;
 
@@ -163,11 +163,11 @@ const HDF5_FILTERS: &[(&str, Hdf5Layout)] = &[
 
 /// The kernels the codec is measured with: the fastest this CPU runs (whose row the targets
 /// are judged on), and the portable one where that is another.
-fn kernels() -> Vec<Kernel> {
-    let fastest = Kernel::detect();
+fn kernels() -> Vec<InstructionSet> {
+    let fastest = InstructionSet::detect();
     let mut kernels = vec![fastest];
-    if fastest != Kernel::Portable {
-        kernels.push(Kernel::Portable);
+    if fastest != InstructionSet::Portable {
+        kernels.push(InstructionSet::Portable);
     }
     kernels
 }
@@ -240,7 +240,7 @@ fn gib_s(bytes: usize, seconds: f64) -> f64 {
     bytes as f64 / (1u64 << 30) as f64 / seconds
 }
 
-fn codec(c: &CodecConfig, kernel: Kernel, name: &str) -> CodecResult {
+fn codec(c: &CodecConfig, kernel: InstructionSet, name: &str) -> CodecResult {
     // One buffer each way, kept across passes, as a reader of chunk after chunk keeps it: the
     // codec's time, not the kernel's mapping and zeroing of fresh memory.
     let mut coded = Vec::new();

@@ -88,7 +88,7 @@ pub fn encode_link_file(
     let mut at = 0u64;
     let mut buf = Vec::new();
     // (One buffer for every payload coded: memory mapped and zeroed once, not per chunk.)
-    let (kernel, mut payload) = (snbuf_codec::Kernel::detect(), Vec::new());
+    let (kernel, mut payload) = (snbuf_codec::InstructionSet::detect(), Vec::new());
     for c in &report.chunks {
         let payload_at = c.offset + c.payload_offset;
         let payload_end = payload_at + c.payload_bytes as u64;

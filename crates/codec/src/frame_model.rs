@@ -12,7 +12,7 @@
 use snbuf_frames::adc::AdcShape;
 
 use crate::bits::BitWriter;
-use crate::kernel::Kernel;
+use crate::kernel::InstructionSet;
 use crate::low_bits;
 use crate::packed14;
 use crate::rice::{Channels, Corrupt, ESCAPED, MAX_K};
@@ -59,7 +59,7 @@ pub struct FrameModel {
     /// The frame's ADC bytes where they are one run of 14-bit words in the values' order.
     packed: Option<std::ops::Range<usize>>,
     /// The vector instructions it codes with.
-    kernel: Kernel,
+    kernel: InstructionSet,
     /// The quotients read, in the codes' order, and `unary::SLACK` more.
     quotients: Vec<u8>,
     /// Room for a frame's quotients or its low bits as they are written.
@@ -73,7 +73,7 @@ pub struct FrameModel {
 impl FrameModel {
     /// The model of frames of `shape`, `frame_bytes` long, coding with `kernel` (one this CPU
     /// runs); None when the shape's values do not lie in whole bytes of frames that long.
-    pub fn new(shape: AdcShape, frame_bytes: usize, kernel: Kernel) -> Option<FrameModel> {
+    pub fn new(shape: AdcShape, frame_bytes: usize, kernel: InstructionSet) -> Option<FrameModel> {
         let adc = shape.adc_ranges(frame_bytes)?;
         let mut headers = Vec::with_capacity(adc.len() + 1);
         let mut from = 0;
@@ -153,8 +153,8 @@ impl FrameModel {
         match self.kernel {
             // SAFETY: the kernel is only chosen where the CPU has what it is compiled for.
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx512 => unsafe { self.encode_avx512(frame, out) },
-            Kernel::Portable => self.encode_with(frame, out),
+            InstructionSet::Avx512 => unsafe { self.encode_avx512(frame, out) },
+            InstructionSet::Portable => self.encode_with(frame, out),
         }
     }
 
@@ -248,8 +248,8 @@ impl FrameModel {
         match self.kernel {
             // SAFETY: the kernel is only chosen where the CPU has what it is compiled for.
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx512 => unsafe { self.decode_avx512(coded, frame) },
-            Kernel::Portable => self.decode_with(coded, frame),
+            InstructionSet::Avx512 => unsafe { self.decode_avx512(coded, frame) },
+            InstructionSet::Portable => self.decode_with(coded, frame),
         }
     }
 
@@ -410,7 +410,8 @@ mod tests {
             let shape = AdcShape::of(t).unwrap();
             let frame_bytes = t.frame_bytes() as usize;
             let raw = frames(t, 5);
-            let mut encoder = FrameModel::new(shape, frame_bytes, Kernel::Portable).unwrap();
+            let mut encoder =
+                FrameModel::new(shape, frame_bytes, InstructionSet::Portable).unwrap();
             let mut coded = Vec::new();
             let mut escaped = 0;
             for frame in raw.chunks_exact(frame_bytes) {
@@ -420,8 +421,9 @@ mod tests {
                 coded.push(one);
             }
             assert!(escaped > 0, "{t}: some samples escaped");
-            for kernel in [Kernel::Portable, Kernel::detect()] {
-                let mut decoder = FrameModel::new(shape, frame_bytes, Kernel::Portable).unwrap();
+            for kernel in [InstructionSet::Portable, InstructionSet::detect()] {
+                let mut decoder =
+                    FrameModel::new(shape, frame_bytes, InstructionSet::Portable).unwrap();
                 decoder.kernel = kernel;
                 let mut frame = vec![0u8; frame_bytes];
                 for (want, one) in raw.chunks_exact(frame_bytes).zip(&coded) {
@@ -430,7 +432,8 @@ mod tests {
                     // One byte more or fewer is not the frame.
                     let mut longer = one.clone();
                     longer.push(0);
-                    let mut d = FrameModel::new(shape, frame_bytes, Kernel::Portable).unwrap();
+                    let mut d =
+                        FrameModel::new(shape, frame_bytes, InstructionSet::Portable).unwrap();
                     d.kernel = kernel;
                     assert_eq!(d.decode(Format::V2, &longer, &mut frame), Err(Corrupt));
                     assert_eq!(

@@ -3,7 +3,7 @@
 
 /// A set of instructions the codec's inner loops are compiled for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kernel {
+pub enum InstructionSet {
     /// Any CPU.
     Portable,
     /// x86-64 with AVX-512 F, BW, VBMI and VBMI2 (Intel Ice Lake and AMD Zen 4 onwards).
@@ -11,22 +11,22 @@ pub enum Kernel {
     Avx512,
 }
 
-impl std::fmt::Display for Kernel {
+impl std::fmt::Display for InstructionSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            Kernel::Portable => "portable",
+            InstructionSet::Portable => "portable",
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx512 => "avx512",
+            InstructionSet::Avx512 => "avx512",
         })
     }
 }
 
-impl Kernel {
+impl InstructionSet {
     /// The fastest this CPU runs; `SNBUF_CODEC_KERNEL=portable` holds it to the portable one
     /// (to compare them, or should a CPU's vector unit be suspect).
-    pub fn detect() -> Kernel {
+    pub fn detect() -> InstructionSet {
         if std::env::var_os("SNBUF_CODEC_KERNEL").is_some_and(|v| v == "portable") {
-            return Kernel::Portable;
+            return InstructionSet::Portable;
         }
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx512f")
@@ -36,8 +36,8 @@ impl Kernel {
             && std::arch::is_x86_feature_detected!("popcnt")
             && std::arch::is_x86_feature_detected!("lzcnt")
         {
-            return Kernel::Avx512;
+            return InstructionSet::Avx512;
         }
-        Kernel::Portable
+        InstructionSet::Portable
     }
 }

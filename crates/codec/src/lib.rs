@@ -29,7 +29,7 @@ use snbuf_frames::adc::AdcShape;
 use snbuf_frames::FrameType;
 
 use frame_model::{Format, FrameModel};
-pub use kernel::Kernel;
+pub use kernel::InstructionSet;
 
 const MAGIC: &[u8; 4] = b"SNBC";
 
@@ -64,12 +64,12 @@ pub enum DecodeError {
 /// `raw`, frames of `frame_type` back to back (any bytes after the last whole frame kept as
 /// they are), coded, with the fastest kernel this CPU runs.
 pub fn encode(frame_type: FrameType, raw: &[u8]) -> Vec<u8> {
-    encode_with(Kernel::detect(), frame_type, raw)
+    encode_with(InstructionSet::detect(), frame_type, raw)
 }
 
-/// `encode` with `kernel` (one this CPU runs: `Kernel::detect` or `Kernel::Portable`); the
+/// `encode` with `kernel` (one this CPU runs: `InstructionSet::detect` or `InstructionSet::Portable`); the
 /// bytes are the same whichever.
-pub fn encode_with(kernel: Kernel, frame_type: FrameType, raw: &[u8]) -> Vec<u8> {
+pub fn encode_with(kernel: InstructionSet, frame_type: FrameType, raw: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     encode_into(kernel, frame_type, raw, &mut out);
     out
@@ -77,7 +77,7 @@ pub fn encode_with(kernel: Kernel, frame_type: FrameType, raw: &[u8]) -> Vec<u8>
 
 /// `encode_with` into `out` (emptied first): a caller coding chunk after chunk keeps one
 /// buffer, rather than memory the kernel maps and zeroes anew for each.
-pub fn encode_into(kernel: Kernel, frame_type: FrameType, raw: &[u8], out: &mut Vec<u8>) {
+pub fn encode_into(kernel: InstructionSet, frame_type: FrameType, raw: &[u8], out: &mut Vec<u8>) {
     let frame_bytes = frame_type.frame_bytes() as usize;
     let name = frame_type.name();
     assert!(
@@ -147,11 +147,14 @@ impl<'a> Fields<'a> {
 /// The frame type and raw bytes of a coded chunk, checked against the CRC it carries, decoded
 /// with the fastest kernel this CPU runs.
 pub fn decode(coded: &[u8]) -> Result<(FrameType, Vec<u8>), DecodeError> {
-    decode_with(Kernel::detect(), coded)
+    decode_with(InstructionSet::detect(), coded)
 }
 
 /// `decode` with `kernel` (one this CPU runs); the frames are the same whichever.
-pub fn decode_with(kernel: Kernel, coded: &[u8]) -> Result<(FrameType, Vec<u8>), DecodeError> {
+pub fn decode_with(
+    kernel: InstructionSet,
+    coded: &[u8],
+) -> Result<(FrameType, Vec<u8>), DecodeError> {
     let mut raw = Vec::new();
     let frame_type = decode_into(kernel, coded, &mut raw)?;
     Ok((frame_type, raw))
@@ -160,7 +163,7 @@ pub fn decode_with(kernel: Kernel, coded: &[u8]) -> Result<(FrameType, Vec<u8>),
 /// `decode_with` into `raw` (emptied first, and empty after an error: never frames whose CRC
 /// did not match): a reader decoding chunk after chunk keeps one buffer.
 pub fn decode_into(
-    kernel: Kernel,
+    kernel: InstructionSet,
     coded: &[u8],
     raw: &mut Vec<u8>,
 ) -> Result<FrameType, DecodeError> {
@@ -174,7 +177,7 @@ pub fn decode_into(
 
 /// `decode_into`'s work, leaving in `raw` what it decoded before an error.
 fn decode_frames(
-    kernel: Kernel,
+    kernel: InstructionSet,
     coded: &[u8],
     raw: &mut Vec<u8>,
 ) -> Result<FrameType, DecodeError> {

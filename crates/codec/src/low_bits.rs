@@ -3,7 +3,7 @@
 //! takes the same bits, so a reader knows where each channel's are in any row.
 
 use crate::bits::BitWriter;
-use crate::kernel::Kernel;
+use crate::kernel::InstructionSet;
 
 /// Zero bytes a reader's low bits carry after them: a vector reads two 64-byte words from a
 /// row's first byte.
@@ -54,7 +54,7 @@ pub fn write(w: &mut BitWriter, codes: &[u32], ks: &[u32]) {
 /// Joins each quotient `q[i]` to its low bits read from `padded` (the bits `write` wrote, then
 /// `PADDING` zero bytes): `codes[i] = q[i] << k | low`, row by row as written.
 #[inline]
-pub fn read(kernel: Kernel, padded: &[u8], ks: &[u32], q: &[u8], codes: &mut [u32]) {
+pub fn read(kernel: InstructionSet, padded: &[u8], ks: &[u32], q: &[u8], codes: &mut [u32]) {
     let channels = ks.len();
     assert!(
         codes.len().is_multiple_of(channels)
@@ -66,7 +66,7 @@ pub fn read(kernel: Kernel, padded: &[u8], ks: &[u32], q: &[u8], codes: &mut [u3
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the kernel is only chosen where the CPU has what it is compiled for; the
         // shape is the one it reads (a row of at most 64 channels is at most 112 bytes).
-        Kernel::Avx512 if channels.is_multiple_of(16) && channels <= 64 => unsafe {
+        InstructionSet::Avx512 if channels.is_multiple_of(16) && channels <= 64 => unsafe {
             read_avx512(padded, ks, q, codes)
         },
         _ => read_portable(padded, ks, q, codes),
@@ -190,7 +190,7 @@ mod tests {
                     (q[i] as u32) << ks[i % channels] | m & ((1 << ks[i % channels]) - 1)
                 })
                 .collect();
-            for kernel in [Kernel::Portable, Kernel::detect()] {
+            for kernel in [InstructionSet::Portable, InstructionSet::detect()] {
                 let mut back = vec![0u32; codes.len()];
                 read(kernel, &out, &ks, &q, &mut back);
                 assert_eq!(back, want, "{kernel:?}, {channels} channels");

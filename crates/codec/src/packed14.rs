@@ -5,7 +5,7 @@
 
 use snbuf_frames::adc::{pack_all, unpack_all};
 
-use crate::kernel::Kernel;
+use crate::kernel::InstructionSet;
 
 /// Values a vector step takes: 56 bytes of words.
 const STEP: usize = 32;
@@ -13,7 +13,7 @@ const BITS: u32 = 14;
 
 /// The values of `bytes` (exactly 14 bits each of `values`).
 #[inline(always)]
-pub fn unpack(kernel: Kernel, bytes: &[u8], values: &mut [u16]) {
+pub fn unpack(kernel: InstructionSet, bytes: &[u8], values: &mut [u16]) {
     assert_eq!(
         bytes.len() * 8,
         values.len() * BITS as usize,
@@ -22,7 +22,7 @@ pub fn unpack(kernel: Kernel, bytes: &[u8], values: &mut [u16]) {
     match kernel {
         // SAFETY: the kernel is only chosen where the CPU has what it is compiled for.
         #[cfg(target_arch = "x86_64")]
-        Kernel::Avx512 if values.len().is_multiple_of(STEP) => unsafe {
+        InstructionSet::Avx512 if values.len().is_multiple_of(STEP) => unsafe {
             unpack_avx512(bytes, values)
         },
         _ => unpack_all(bytes, BITS, values),
@@ -31,7 +31,7 @@ pub fn unpack(kernel: Kernel, bytes: &[u8], values: &mut [u16]) {
 
 /// `values` (each below 2^14) into `bytes` (exactly 14 bits each).
 #[inline(always)]
-pub fn pack(kernel: Kernel, bytes: &mut [u8], values: &[u16]) {
+pub fn pack(kernel: InstructionSet, bytes: &mut [u8], values: &[u16]) {
     assert_eq!(
         bytes.len() * 8,
         values.len() * BITS as usize,
@@ -41,7 +41,7 @@ pub fn pack(kernel: Kernel, bytes: &mut [u8], values: &[u16]) {
     match kernel {
         // SAFETY: as above.
         #[cfg(target_arch = "x86_64")]
-        Kernel::Avx512 if values.len().is_multiple_of(STEP) => unsafe {
+        InstructionSet::Avx512 if values.len().is_multiple_of(STEP) => unsafe {
             pack_avx512(bytes, values)
         },
         _ => pack_all(bytes, BITS, values),
@@ -142,7 +142,7 @@ mod tests {
                 .collect();
             let mut want = vec![0u8; n * 14 / 8];
             pack_all(&mut want, BITS, &values);
-            for kernel in [Kernel::Portable, Kernel::detect()] {
+            for kernel in [InstructionSet::Portable, InstructionSet::detect()] {
                 let mut bytes = vec![0xffu8; n * 14 / 8];
                 pack(kernel, &mut bytes, &values);
                 assert_eq!(bytes, want, "{kernel:?}, {n}");

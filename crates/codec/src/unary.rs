@@ -5,7 +5,7 @@
 //!
 //! A quotient of `ESCAPE` says that the sample is written whole elsewhere (`frame_model`).
 
-use crate::kernel::Kernel;
+use crate::kernel::InstructionSet;
 use crate::rice::Corrupt;
 
 /// The largest quotient: an escaped sample.
@@ -77,12 +77,12 @@ impl<'a> UnaryWriter<'a> {
 
 /// Writes the codes of every quotient in `q` (each at most `ESCAPE`), in order.
 #[inline(always)]
-pub fn write(kernel: Kernel, w: &mut UnaryWriter, q: &[u8]) {
+pub fn write(kernel: InstructionSet, w: &mut UnaryWriter, q: &[u8]) {
     match kernel {
         // SAFETY: the kernel is only chosen where the CPU has what it is compiled for.
         #[cfg(target_arch = "x86_64")]
-        Kernel::Avx512 => unsafe { write_avx512(w, q) },
-        Kernel::Portable => write_pairs(w, q),
+        InstructionSet::Avx512 => unsafe { write_avx512(w, q) },
+        InstructionSet::Portable => write_pairs(w, q),
     }
 }
 
@@ -174,17 +174,17 @@ pub const SLACK: usize = 64;
 /// escape, or the last byte's bits after the codes are not zero.
 #[inline(always)]
 pub fn read(
-    kernel: Kernel,
+    kernel: InstructionSet,
     stream: &[u8],
     q: &mut [u8],
     n: usize,
 ) -> Result<(usize, usize), Corrupt> {
     assert!(q.len() >= n + SLACK, "room for the quotients");
     let end_bits = match kernel {
-        Kernel::Portable => ends_portable(stream, q, n)?,
+        InstructionSet::Portable => ends_portable(stream, q, n)?,
         // SAFETY: the kernel is only chosen where the CPU has what it is compiled for.
         #[cfg(target_arch = "x86_64")]
-        Kernel::Avx512 => unsafe { ends_avx512(stream, q, n)? },
+        InstructionSet::Avx512 => unsafe { ends_avx512(stream, q, n)? },
     };
     let used = end_bits.div_ceil(8) as usize;
     if used > stream.len() {
@@ -327,7 +327,7 @@ mod tests {
         assert_eq!(paired[..len], stream[..]);
         // And as each kernel writes them (a group with an escape among them too).
         let q8: Vec<u8> = qs.iter().map(|&q| q as u8).collect();
-        for kernel in [Kernel::Portable, Kernel::detect()] {
+        for kernel in [InstructionSet::Portable, InstructionSet::detect()] {
             let mut out = vec![0u8; UnaryWriter::room_for(qs.len())];
             let mut w = UnaryWriter::new(&mut out);
             write(kernel, &mut w, &q8);
@@ -336,7 +336,7 @@ mod tests {
         }
         let small: Vec<u8> = (0..1000u32).map(|i| ((i * 7) % 15) as u8).collect();
         let mut by = Vec::new();
-        for kernel in [Kernel::Portable, Kernel::detect()] {
+        for kernel in [InstructionSet::Portable, InstructionSet::detect()] {
             let mut out = vec![0u8; UnaryWriter::room_for(small.len())];
             let mut w = UnaryWriter::new(&mut out);
             write(kernel, &mut w, &small);
@@ -350,7 +350,7 @@ mod tests {
         let escapes = qs.iter().filter(|&&q| q == ESCAPE).count();
         let mut more = stream.clone();
         more.extend_from_slice(&[0xff; 9]);
-        for kernel in [Kernel::Portable, Kernel::detect()] {
+        for kernel in [InstructionSet::Portable, InstructionSet::detect()] {
             let mut back = vec![0; n + SLACK];
             assert_eq!(
                 read(kernel, &stream, &mut back, n),
@@ -367,12 +367,12 @@ mod tests {
 
     #[test]
     fn a_stream_short_of_codes_too_long_a_code_or_bits_after_its_end_is_corrupt() {
-        for kernel in [Kernel::Portable, Kernel::detect()] {
+        for kernel in [InstructionSet::Portable, InstructionSet::detect()] {
             corrupt_or_not(kernel);
         }
     }
 
-    fn corrupt_or_not(kernel: Kernel) {
+    fn corrupt_or_not(kernel: InstructionSet) {
         let read = |stream: &[u8], n: usize| read(kernel, stream, &mut vec![0; n + SLACK], n);
         let stream = written(&[3, 0, 16, 2]);
         // Four codes in 25 bits, then 7 zero bits of padding, read as codes of 0 if asked for
