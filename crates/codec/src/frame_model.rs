@@ -98,7 +98,8 @@ impl FrameModel {
             before: vec![start; shape.channels],
             values: vec![0; count],
             codes: vec![0; count],
-            kernel,
+            // (Checked here, at the one place a model gets it: its code relies on it.)
+            kernel: kernel.or_portable(),
             quotients: vec![0; count + unary::SLACK],
             written: vec![
                 0;

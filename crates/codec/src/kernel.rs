@@ -28,16 +28,28 @@ impl InstructionSet {
         if std::env::var_os("SNBUF_CODEC_KERNEL").is_some_and(|v| v == "portable") {
             return InstructionSet::Portable;
         }
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512bw")
-            && std::arch::is_x86_feature_detected!("avx512vbmi")
-            && std::arch::is_x86_feature_detected!("avx512vbmi2")
-            && std::arch::is_x86_feature_detected!("popcnt")
-            && std::arch::is_x86_feature_detected!("lzcnt")
-        {
-            return InstructionSet::Avx512;
+        InstructionSet::Avx512.or_portable()
+    }
+
+    /// This set if the CPU has every instruction its code is compiled for, else the portable
+    /// one: so that a caller's choice can never run an instruction the CPU lacks.
+    pub fn or_portable(self) -> InstructionSet {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            InstructionSet::Avx512
+                if std::arch::is_x86_feature_detected!("avx512f")
+                    && std::arch::is_x86_feature_detected!("avx512bw")
+                    && std::arch::is_x86_feature_detected!("avx512vl")
+                    && std::arch::is_x86_feature_detected!("avx512vbmi")
+                    && std::arch::is_x86_feature_detected!("avx512vbmi2")
+                    && std::arch::is_x86_feature_detected!("bmi1")
+                    && std::arch::is_x86_feature_detected!("bmi2")
+                    && std::arch::is_x86_feature_detected!("popcnt")
+                    && std::arch::is_x86_feature_detected!("lzcnt") =>
+            {
+                InstructionSet::Avx512
+            }
+            _ => InstructionSet::Portable,
         }
-        InstructionSet::Portable
     }
 }

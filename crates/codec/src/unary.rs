@@ -1,5 +1,5 @@
 //! The quotients of a frame's Rice codes as one stream of unary codes, each `q` ones then a
-//! zero, least significant bit first, apart from the codes' low bits (`fixed_width`): so that
+//! zero, least significant bit first, apart from the codes' low bits (`low_bits`): so that
 //! a decoder finds a word's codes from its zeros alone, without waiting on each code's length
 //! to find the next, and an encoder writes a code in a few operations.
 //!
