@@ -425,8 +425,8 @@ def codec():
     if best:
         targets.append(f"1.5x smaller than the best peer ({best['compressor']}): "
                        f"{best['ratio'] / c['ratio']:.2f}x, {verdict(best['ratio'] / c['ratio'] >= 1.5)}")
-    targets.append(f"encode at least 1 GiB/s: {c['encode_gib_s']:.2f}, {verdict(c['encode_gib_s'] >= 1.0)}")
-    targets.append(f"decode at least 1.5 GiB/s: {c['decode_gib_s']:.2f}, {verdict(c['decode_gib_s'] >= 1.5)}")
+    targets.append(f"encode at least 1 GiB/s: {c['encode_gib_s']:.3f}, {verdict(c['encode_gib_s'] >= 1.0)}")
+    targets.append(f"decode at least 1.5 GiB/s: {c['decode_gib_s']:.3f}, {verdict(c['decode_gib_s'] >= 1.5)}")
     as_dune = [x for x in peers if x["compressor"].endswith(", byte dataset")]
     chosen = next((x for x in as_dune if x["compressor"] == "hdf5 blosc-zstd, byte dataset"), None)
     if chosen:

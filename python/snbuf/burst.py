@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 
 from ._crc32c import crc32c
-from .coded import CODEC_NAME, SUFFIX, decode_link_file
+from .coded import CODECS_READ, SUFFIX, decode_link_file
 from .frames import layout as layout_of
 
 MAGIC = b"SNBUFCHK"
@@ -383,8 +383,9 @@ class Burst:
         # A copy `snbuf export --codec frames` wrote: its link files are <file>.snbl, each
         # decoded (snbuf.coded) into a temporary file when its link is first read.
         self.coded = (self.manifest or {}).get("coded")
-        if self.coded and self.coded != CODEC_NAME:
-            raise ValueError(f"{path}: a copy coded by {self.coded!r}; this reader decodes {CODEC_NAME!r}")
+        if self.coded and self.coded not in CODECS_READ:
+            raise ValueError(f"{path}: a copy coded by {self.coded!r}; this reader decodes "
+                             f"{', '.join(CODECS_READ)}: upgrade snbuf to read it")
         frame = (self.manifest or {}).get("frame") or {}
         self.frame_type = frame.get("frame_type")
         self.layout = None

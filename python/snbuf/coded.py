@@ -13,8 +13,8 @@ Every payload is checked against its raw CRC, the whole file against its own: a 
 is the link file exactly or a ValueError; one as snbuf's readers do it (`keep_reading`) turns
 what does not decode into a chunk that fails its CRC. Never a wrong frame.
 
-Pure Python, sample by sample: for a slice, not a whole burst. For more, `snbuf extract` decodes a link at
-the codec's speed.
+In Python with numpy, a frame at a time (format 2's parts as arrays; format 1's codes bit by bit):
+for a slice, not a whole burst. For more, `snbuf extract` decodes a link at the codec's speed.
 """
 import os
 import struct
@@ -31,7 +31,13 @@ RAW, CODED, END = 0, 1, 0xFF
 STORED_RAW, STORED_MODELED = 0, 1
 SUFFIX = ".snbl"
 # The codec a coded copy's manifest names (crates/burst/src/coded_link.rs CODEC_NAME).
-CODEC_NAME = "snbuf-frames-1"
+# Its number is the newest payload format written; a reader reads every codec of CODECS_READ.
+CODEC_NAME = "snbuf-frames-2"
+CODECS_READ = ("snbuf-frames-1", CODEC_NAME)
+
+
+class NewerFormat(ValueError):
+    """Bytes a newer snbuf wrote: not damage, so never read as zeros, even when keeping on."""
 # A payload that does not decode reads as this many zeros at most a coded byte (coded_link.rs).
 MAX_ZEROS_PER_CODED_BYTE = 64
 # The codec's constants (crates/codec/src/rice.rs, unary.rs, frame_model.rs and its v1.rs): an
@@ -255,6 +261,8 @@ class _Model:
         escaped = q == ESCAPE_ONES
         if len(body) - at != used + low_bytes + 2 * int(escaped.sum()):
             raise ValueError("a coded frame's parts do not add up to its length")
+        if bits[8 * used + low_bits:8 * (used + low_bytes)].any():
+            raise ValueError("a coded frame's low bits do not end where its codes do")
         # Each code's low bits: bit j of code i at starts[i] + j, for j below its k.
         low = np.concatenate([bits[8 * used:8 * used + low_bits], np.zeros(MAX_K, np.uint8)])
         starts = np.cumsum(ks) - ks
@@ -316,8 +324,10 @@ def decode_chunk(coded, frame_type):
     if len(coded) < 6:
         raise ValueError("the coded chunk ends early")
     version = coded[4]
-    if version not in CHUNK_VERSIONS:
-        raise ValueError(f"coded in format {version}; this reader reads formats {CHUNK_VERSIONS}")
+    if version < min(CHUNK_VERSIONS):
+        raise ValueError(f"format {version}, which no snbuf wrote")
+    if version > max(CHUNK_VERSIONS):
+        raise NewerFormat(f"coded in format {version}; this reader reads formats {CHUNK_VERSIONS}")
     name_len = coded[5]
     name = coded[6:6 + name_len].decode("utf-8", "replace")
     at = 6 + name_len
@@ -385,6 +395,8 @@ def decode_link_file(path, out, keep_reading=False):
     with open(path, "rb") as f:
         try:
             return _decode_link(_Records(f), _Out(out), keep_reading)
+        except NewerFormat as e:
+            raise NewerFormat(f"{path}: {e}: upgrade snbuf to read it") from None
         except ValueError as e:
             raise ValueError(f"{path}: a corrupt coded link file: {e}") from None
         except OSError as e:
@@ -424,8 +436,10 @@ def _decode_link(r, out, keep_reading):
     if r.take(4) != LINK_MAGIC:
         raise ValueError("no SNBL magic")
     version, name_len = r.take(2)
+    if version > LINK_VERSION:
+        raise NewerFormat(f"coded in file format {version} (this reader reads {LINK_VERSION})")
     if version != LINK_VERSION:
-        raise ValueError(f"format {version} (this reader reads {LINK_VERSION})")
+        raise ValueError(f"file format {version}")
     frame_type = r.take(name_len).decode("utf-8", "replace")
     _frame_bytes_of(frame_type)
     damaged = False
@@ -441,6 +455,8 @@ def _decode_link(r, out, keep_reading):
             elif kind == CODED:
                 try:
                     out.write(decode_chunk(body, frame_type))
+                except NewerFormat:
+                    raise
                 except ValueError:
                     if not keep_reading:
                         raise
@@ -449,6 +465,8 @@ def _decode_link(r, out, keep_reading):
             else:
                 raise ValueError(f"record kind {kind}")
         want_len, want_crc = struct.unpack("<QI", r.take(12))
+    except NewerFormat:
+        raise
     except ValueError:
         if not keep_reading:
             raise

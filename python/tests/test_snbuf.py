@@ -227,7 +227,7 @@ def test_a_coded_copy_reads_as_the_burst_it_holds_byte_for_byte(tmp_path):
     burst = record(tmp_path)
     copy = coded_copy(tmp_path, burst)
     orig, coded = snbuf.open(str(burst)), snbuf.open(str(copy))
-    assert coded.coded == "snbuf-frames-1" and orig.coded is None
+    assert coded.coded == "snbuf-frames-2" and orig.coded is None
     assert list(coded.links) == list(orig.links) == [0, 1]
     for n, link in orig.links.items():
         with open(link.path, "rb") as a, open(coded.link(n).path, "rb") as b:
@@ -309,6 +309,28 @@ def test_a_coded_chunk_whose_kept_header_bytes_changed_fails_its_crc(tmp_path):
     chunk[frames_at + 5 + 20] ^= 0x01  # the first frame's header, kept as it is
     with pytest.raises(ValueError, match="CRC-32C"):
         snbuf.coded.decode_chunk(bytes(chunk), "wibeth")
+
+
+def test_a_copy_coded_by_a_newer_snbuf_says_so_and_is_never_read_as_damage(tmp_path):
+    # A payload format or a codec this reader does not know is no damage: read on, it would
+    # give zeros for every chunk; it is one error that says what to do.
+    burst = record(tmp_path)
+    copy = coded_copy(tmp_path, burst)
+    path = copy / "link-0000.dat.snbl"
+    data = bytearray(path.read_bytes())
+    at = 6 + data[5]
+    while data[at] != snbuf.coded.CODED:
+        at += 5 + int.from_bytes(data[at + 1:at + 5], "little")
+    assert data[at + 5:at + 10] == b"SNBC\x02"
+    data[at + 9] = 3
+    path.write_bytes(bytes(data))
+    for keep_reading in (False, True):
+        with pytest.raises(snbuf.coded.NewerFormat, match="link-0000.dat.snbl: .*upgrade snbuf"):
+            snbuf.coded.decode_link_file(str(path), io.BytesIO(), keep_reading=keep_reading)
+    manifest = copy / "manifest.json"
+    manifest.write_text(manifest.read_text().replace('"snbuf-frames-2"', '"snbuf-frames-9"'))
+    with pytest.raises(ValueError, match="snbuf-frames-9.*upgrade snbuf"):
+        snbuf.open(str(copy))
 
 
 @pytest.mark.parametrize("how", ["flip", "truncate", "append"])

@@ -24,8 +24,14 @@ const MAGIC: &[u8; 4] = b"SNBL";
 const VERSION: u8 = 1;
 /// The coded file's name suffix: `link-0000.dat.snbl` holds `link-0000.dat`.
 pub const SUFFIX: &str = ".snbl";
-/// The codec `export --codec frames` writes, as manifests name it.
-pub const CODEC_NAME: &str = "snbuf-frames-1";
+/// The codec `export --codec frames` writes, as manifests name it: its number is the newest
+/// payload format (`snbuf_codec`) this snbuf writes, so that a reader that knows only older
+/// formats says "coded by a newer snbuf" of the whole copy rather than finding every chunk
+/// damaged.
+pub const CODEC_NAME: &str = "snbuf-frames-2";
+/// The codecs a manifest may name that this snbuf reads: `snbuf-frames-1` wrote format-1
+/// payloads only, and the decoder reads both formats.
+pub const CODECS_READ: [&str; 2] = ["snbuf-frames-1", CODEC_NAME];
 
 /// Record kinds.
 const RAW: u8 = 0;
@@ -41,6 +47,9 @@ pub enum CodedLinkError {
     Io { path: PathBuf, cause: io::Error },
     #[error("{path}: a corrupt coded link file: {why}")]
     Corrupt { path: PathBuf, why: String },
+    /// Written by a newer snbuf: not damage, and never read as zeros.
+    #[error("{path}: {why}; upgrade snbuf to read it")]
+    Newer { path: PathBuf, why: String },
 }
 
 /// What coding a link file did.
@@ -220,6 +229,13 @@ impl CodedReader<'_> {
         }
     }
 
+    fn newer(&self, why: String) -> CodedLinkError {
+        CodedLinkError::Newer {
+            path: self.path.to_path_buf(),
+            why,
+        }
+    }
+
     fn take(&mut self, n: usize) -> Result<Vec<u8>, CodedLinkError> {
         if n as u64 > self.left {
             return Err(self.corrupt("it ends early".into()));
@@ -241,9 +257,15 @@ impl CodedReader<'_> {
             return Err(self.corrupt("no SNBL magic".into()));
         }
         let head = self.take(2)?;
+        if head[0] > VERSION {
+            let why = format!(
+                "coded in file format {} (this snbuf reads {VERSION})",
+                head[0]
+            );
+            return Err(self.newer(why));
+        }
         if head[0] != VERSION {
-            let why = format!("format {} (this snbuf reads {VERSION})", head[0]);
-            return Err(self.corrupt(why));
+            return Err(self.corrupt(format!("file format {}", head[0])));
         }
         let name = String::from_utf8_lossy(&self.take(head[1] as usize)?).into_owned();
         name.parse()
@@ -297,6 +319,10 @@ pub fn decode_link_file(
             (RAW, _) => bytes,
             (CODED, _) => match (snbuf_codec::decode(&bytes), keep_reading) {
                 (Ok((t, raw)), _) if t == frame_type => raw,
+                // A format this snbuf does not know is no damage: never read as zeros.
+                (Err(e @ snbuf_codec::DecodeError::Version(_)), _) => {
+                    return Err(r.newer(e.to_string()))
+                }
                 (Ok((t, _)), false) => {
                     let why = format!("a payload of {t} in a file of {frame_type}");
                     return Err(r.corrupt(why));
@@ -351,11 +377,18 @@ fn claimed_raw_len(coded: &[u8]) -> Option<u64> {
 /// Link file `name` of the burst in `dir`, to read: the file itself, or its coded form (`name` +
 /// `SUFFIX`, as an export wrote it) decoded into an unnamed temporary file (O_TMPFILE in the
 /// temporary directory, gone when closed). Which, where both are there: the coded form in a
-/// copy whose manifest says `coded`, else the file.
-pub fn open_link_file(dir: &Path, name: &str, coded_copy: bool) -> Result<File, CodedLinkError> {
+/// copy whose manifest says `coded` (a codec of `CODECS_READ`, else an error), else the file.
+pub fn open_link_file(dir: &Path, name: &str, codec: Option<&str>) -> Result<File, CodedLinkError> {
     let path = dir.join(name);
     let coded = dir.join(format!("{name}{SUFFIX}"));
-    let read_coded = coded.exists() && (coded_copy || !path.exists());
+    if let Some(codec) = codec.filter(|c| !CODECS_READ.contains(c)) {
+        let why = format!(
+            "a copy coded by {codec:?} (this snbuf reads {})",
+            CODECS_READ.join(", ")
+        );
+        return Err(CodedLinkError::Newer { path: coded, why });
+    }
+    let read_coded = coded.exists() && (codec.is_some() || !path.exists());
     if !read_coded {
         return File::open(&path).map_err(|cause| CodedLinkError::Io { path, cause });
     }

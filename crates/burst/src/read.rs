@@ -86,8 +86,8 @@ impl BurstReader {
             });
         }
         // The link file, or its coded form as an export wrote it (the file read, decoded).
-        let coded_copy = self.manifest.coded.is_some();
-        let path = match coded_copy {
+        let codec = self.manifest.coded.as_deref();
+        let path = match codec.is_some() {
             false => self.dir.join(link_file_name(link)),
             true => self
                 .dir
@@ -97,7 +97,7 @@ impl BurstReader {
             path: path.clone(),
             cause,
         };
-        let file = crate::coded_link::open_link_file(&self.dir, &link_file_name(link), coded_copy)?;
+        let file = crate::coded_link::open_link_file(&self.dir, &link_file_name(link), codec)?;
         let step = self
             .manifest
             .frame

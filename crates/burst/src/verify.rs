@@ -250,8 +250,8 @@ fn verify_link(
     }
     let path = dir.join(&name);
     // The link file, or its coded form as an export wrote it, decoded (and so checked whole).
-    let coded_copy = manifest.is_some_and(|m| m.coded.is_some());
-    let file = match crate::coded_link::open_link_file(dir, &name, coded_copy) {
+    let codec = manifest.and_then(|m| m.coded.as_deref());
+    let file = match crate::coded_link::open_link_file(dir, &name, codec) {
         Ok(f) => f,
         Err(e) => {
             lv.problems.push(e.to_string());

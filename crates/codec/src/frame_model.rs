@@ -44,6 +44,7 @@ impl Format {
 }
 
 /// What the codec knows of a frame type: where its values are, and each channel's state.
+#[derive(Clone)]
 pub struct FrameModel {
     shape: AdcShape,
     frame_bytes: usize,
@@ -277,6 +278,14 @@ impl FrameModel {
         if body.len() - used - low.len() != 2 * escapes {
             return Err(Corrupt);
         }
+        // The bits after the last code's are zeros, as written: one coding for each frame.
+        let spare_bits = low.len() * 8 - ks.iter().sum::<u32>() as usize * (n / channels);
+        if low
+            .last()
+            .is_some_and(|&b| (b as u32) >> (8 - spare_bits as u32) != 0)
+        {
+            return Err(Corrupt);
+        }
         self.low.clear();
         self.low.extend_from_slice(low);
         self.low.resize(low.len() + low_bits::PADDING, 0);
@@ -417,31 +426,47 @@ mod tests {
             let mut escaped = 0;
             for frame in raw.chunks_exact(frame_bytes) {
                 let mut one = Vec::new();
+                // The low bits' spare bits, those after the last code's in their last byte.
+                let ks = encoder.channels.ks();
+                let rows = shape.samples_per_frame;
+                let spare = low_bits::bytes(ks, rows) * 8 - ks.iter().sum::<u32>() as usize * rows;
                 encoder.encode(frame, &mut one);
                 escaped += encoder.escaped.len();
-                coded.push(one);
+                coded.push((one, spare, encoder.escaped.len()));
             }
             assert!(escaped > 0, "{t}: some samples escaped");
+            let mut spare_checked = 0;
             for kernel in [InstructionSet::Portable, InstructionSet::detect()] {
                 let mut decoder =
                     FrameModel::new(shape, frame_bytes, InstructionSet::Portable).unwrap();
                 decoder.kernel = kernel;
                 let mut frame = vec![0u8; frame_bytes];
-                for (want, one) in raw.chunks_exact(frame_bytes).zip(&coded) {
-                    decoder.decode(Format::V2, one, &mut frame).unwrap();
-                    assert!(frame == want, "{t}, {kernel:?}");
+                for (want, (one, spare, escapes)) in raw.chunks_exact(frame_bytes).zip(&coded) {
+                    // Each changed coding is read by the decoder as it is before this frame.
+                    let refused = |bad: &[u8]| {
+                        let mut frame = vec![0u8; frame_bytes];
+                        decoder.clone().decode(Format::V2, bad, &mut frame) == Err(Corrupt)
+                    };
                     // One byte more or fewer is not the frame.
                     let mut longer = one.clone();
                     longer.push(0);
-                    let mut d =
-                        FrameModel::new(shape, frame_bytes, InstructionSet::Portable).unwrap();
-                    d.kernel = kernel;
-                    assert_eq!(d.decode(Format::V2, &longer, &mut frame), Err(Corrupt));
-                    assert_eq!(
-                        d.decode(Format::V2, &one[..one.len() - 1], &mut frame),
-                        Err(Corrupt)
+                    assert!(refused(&longer), "{t}, {kernel:?}: a byte more");
+                    assert!(
+                        refused(&one[..one.len() - 1]),
+                        "{t}, {kernel:?}: a byte fewer"
                     );
+                    if *spare > 0 {
+                        let mut set = one.clone();
+                        set[one.len() - 1 - 2 * escapes] |= 0x80;
+                        assert!(refused(&set), "{t}, {kernel:?}: a spare low bit set");
+                        spare_checked += 1;
+                    }
+                    decoder.decode(Format::V2, one, &mut frame).unwrap();
+                    assert!(frame == want, "{t}, {kernel:?}");
                 }
+            }
+            if matches!(t, FrameType::ProtoDuneWib) {
+                assert!(spare_checked > 0, "{t}: a frame with spare low bits");
             }
         }
     }

@@ -49,6 +49,8 @@ pub enum DecodeError {
     NotCoded,
     #[error("coded by a newer snbuf (format {0}; this one reads formats 1 and 2)")]
     Version(u8),
+    #[error("format {0}, which no snbuf wrote: a corrupt chunk")]
+    NoSuchVersion(u8),
     #[error("frame type {0:?} is not one this snbuf knows")]
     FrameType(String),
     #[error("the coded chunk ends early, or its frame {frame} is corrupt")]
@@ -190,7 +192,10 @@ fn decode_frames(
         return Err(DecodeError::NotCoded);
     }
     let version = f.take(1).ok_or(early.clone())?[0];
-    let format = Format::of_version(version).ok_or(DecodeError::Version(version))?;
+    let format = Format::of_version(version).ok_or(match version > Format::LATEST as u8 {
+        true => DecodeError::Version(version),
+        false => DecodeError::NoSuchVersion(version),
+    })?;
     let name_len = f.take(1).ok_or(early.clone())?[0] as usize;
     let name = String::from_utf8_lossy(f.take(name_len).ok_or(early.clone())?).into_owned();
     let frame_type: FrameType = name

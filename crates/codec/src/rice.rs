@@ -19,6 +19,7 @@ pub const ESCAPED: u32 = 1 << 31;
 
 /// Every channel's coding state for a frame, channel by channel in arrays (so that a step over
 /// a row is one over all channels).
+#[derive(Clone)]
 pub struct Channels {
     /// The channel's mean over the frame before (its baseline).
     mean: Vec<i32>,

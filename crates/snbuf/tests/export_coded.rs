@@ -87,7 +87,7 @@ fn a_coded_export_takes_a_fraction_of_the_bytes_and_reads_as_the_burst() {
     let copy = store.join("b");
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(copy.join("manifest.json")).unwrap()).unwrap();
-    assert_eq!(manifest["coded"], "snbuf-frames-1");
+    assert_eq!(manifest["coded"], "snbuf-frames-2");
     let o = snbuf(&["verify", copy.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     // `ls` of the store: the copy, what it takes there, and what it is.
@@ -104,7 +104,7 @@ fn a_coded_export_takes_a_fraction_of_the_bytes_and_reads_as_the_burst() {
     let o = snbuf(&["export", copy.to_str().unwrap(), "--to", &to]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("a coded copy (codec snbuf-frames-1)"),
+        stderr(&o).contains("a coded copy (codec snbuf-frames-2)"),
         "{}",
         stderr(&o)
     );
@@ -241,4 +241,69 @@ fn a_coded_copy_is_not_recovered_and_its_coded_files_are_the_ones_read() {
         !o.status.success(),
         "a damaged coded file behind a plain one went unseen"
     );
+}
+
+/// The offset of the first coded payload in the coded link file `coded`.
+fn first_coded_payload(coded: &[u8]) -> usize {
+    let mut at = 4 + 2 + coded[5] as usize;
+    loop {
+        let (kind, len) = (
+            coded[at],
+            u32::from_le_bytes(coded[at + 1..at + 5].try_into().unwrap()) as usize,
+        );
+        assert_ne!(kind, 0xff, "a coded file with no coded payload");
+        if kind == 1 {
+            return at + 5;
+        }
+        at += 5 + len;
+    }
+}
+
+#[test]
+fn a_copy_coded_by_a_newer_snbuf_says_so_and_is_never_read_as_damage() {
+    let root = tempfile::tempdir().unwrap();
+    let (dir, store) = burst_and_store(root.path());
+    export_coded(&dir, &store);
+    let copy = store.join("b");
+    let read_back = |what: &str| {
+        let o = snbuf(&["verify", copy.to_str().unwrap()]);
+        assert!(!o.status.success(), "{what}: verify passed");
+        let said = String::from_utf8_lossy(&o.stdout);
+        assert!(said.contains("upgrade snbuf"), "{what}: {said}");
+        let out = root.path().join("x.bin");
+        let o = snbuf(&[
+            "extract",
+            copy.to_str().unwrap(),
+            "--link",
+            "0",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(!o.status.success(), "{what}: extract passed");
+        assert!(
+            stderr(&o).contains("upgrade snbuf"),
+            "{what}: {}",
+            stderr(&o)
+        );
+        assert!(std::fs::read(&out).unwrap_or_default().is_empty(), "{what}");
+    };
+    // A codec this snbuf does not know, named by the manifest.
+    let path = copy.join("manifest.json");
+    let manifest = std::fs::read_to_string(&path).unwrap();
+    let renamed = manifest.replace("\"snbuf-frames-2\"", "\"snbuf-frames-9\"");
+    assert_ne!(renamed, manifest);
+    std::fs::write(&path, renamed).unwrap();
+    read_back("a newer codec's name");
+    // A copy written before format 2 names snbuf-frames-1, and reads.
+    std::fs::write(&path, manifest.replace("snbuf-frames-2", "snbuf-frames-1")).unwrap();
+    let o = snbuf(&["verify", copy.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // A payload in a format this snbuf does not know: not damage, so not zeros and a prefix.
+    let object = copy.join("link-0000.dat.snbl");
+    let mut coded = std::fs::read(&object).unwrap();
+    let at = first_coded_payload(&coded);
+    assert_eq!(&coded[at..at + 5], b"SNBC\x02");
+    coded[at + 4] = 3;
+    std::fs::write(&object, coded).unwrap();
+    read_back("a newer payload format");
 }

@@ -193,11 +193,11 @@ pub fn targets(results: &[CodecResult]) -> Vec<String> {
         codec.decode_gib_s.unwrap_or(0.0),
     );
     out.push(format!(
-        "target: encode at least 1 GiB/s: {enc:.2}, {}",
+        "target: encode at least 1 GiB/s: {enc:.3}, {}",
         verdict(enc >= 1.0)
     ));
     out.push(format!(
-        "target: decode at least 1.5 GiB/s: {dec:.2}, {}",
+        "target: decode at least 1.5 GiB/s: {dec:.3}, {}",
         verdict(dec >= 1.5)
     ));
     out
