@@ -176,26 +176,18 @@ impl FrameModel {
             out.extend_from_slice(&frame[h.clone()]);
         }
         let channels = self.shape.channels;
+        // Residuals, quotients and what the next frame learns, in one pass over the rows.
+        let mut escapes = 0;
+        self.channels.start_learning();
         let mut prev = &self.before[..];
         let rows = self.values.chunks_exact(channels);
-        for (row, mapped) in rows.zip(self.codes.chunks_exact_mut(channels)) {
-            self.channels.residuals(prev, row, mapped);
+        let codes = self.codes.chunks_exact_mut(channels);
+        let q_rows = self.quotients.chunks_exact_mut(channels);
+        for ((row, mapped), q_row) in rows.zip(codes).zip(q_rows) {
+            escapes += self.channels.code_row(prev, row, mapped, q_row) as usize;
             prev = row;
         }
         let ks = self.channels.ks();
-        // The quotients, in one pass the compiler vectorizes; then their bits (`unary::write`).
-        let mut escapes = 0;
-        let rows = self
-            .codes
-            .chunks_exact(channels)
-            .zip(self.quotients.chunks_exact_mut(channels));
-        for (mapped, q_row) in rows {
-            for ((&m, &k), q) in mapped.iter().zip(ks).zip(q_row) {
-                let quotient = (m >> k).min(ESCAPE);
-                escapes += (quotient == ESCAPE) as usize;
-                *q = quotient as u8;
-            }
-        }
         let n = self.codes.len();
         self.escaped.clear();
         if escapes > 0 {
@@ -219,7 +211,8 @@ impl FrameModel {
         for v in &self.escaped {
             out.extend_from_slice(&v.to_le_bytes());
         }
-        self.learn();
+        self.channels.finish_learning(n / channels);
+        self.before.copy_from_slice(&self.values[n - channels..]);
     }
 
     /// Takes in `frame`, stored raw, as if it had been decoded: the next frame is predicted

@@ -76,14 +76,7 @@ impl Channels {
     pub fn learn_frame(&mut self, before: &[u16], values: &[u16]) {
         let n = self.len();
         assert!(before.len() == n && values.len().is_multiple_of(n));
-        let samples = (values.len() / n) as u32;
-        assert!(
-            samples > 0 && samples < 1 << 16,
-            "a frame's samples fit the sums"
-        );
-        for v in [&mut self.total, &mut self.cost_last, &mut self.cost_mean] {
-            v.fill(0);
-        }
+        self.start_learning();
         let mut prev = before;
         for row in values.chunks_exact(n) {
             let sums = self.total.iter_mut().zip(&mut self.cost_last);
@@ -96,33 +89,67 @@ impl Channels {
             }
             prev = row;
         }
-        for c in 0..n {
+        self.finish_learning(values.len() / n);
+    }
+
+    /// Before a frame's rows are learnt from (`learn_frame`, `code_row`).
+    #[inline(always)]
+    pub fn start_learning(&mut self) {
+        for v in [&mut self.total, &mut self.cost_last, &mut self.cost_mean] {
+            v.fill(0);
+        }
+    }
+
+    /// After a frame's `samples` rows were learnt from: the next frame's predictions and `k`s.
+    #[inline(always)]
+    pub fn finish_learning(&mut self, samples: usize) {
+        assert!(
+            samples > 0 && samples < 1 << 16,
+            "a frame's samples fit the sums"
+        );
+        let samples = samples as u32;
+        for c in 0..self.len() {
             let from_last = self.cost_last[c] <= self.cost_mean[c];
             let sum = if from_last {
                 self.cost_last[c]
             } else {
                 self.cost_mean[c]
             };
-            let mut k = 0;
-            while k < MAX_K && (samples << (k + 1)) < sum {
-                k += 1;
-            }
-            self.k[c] = k;
+            self.k[c] = rice_k(samples, sum);
             self.from_last[c] = from_last as i32;
             self.mean[c] = ((self.total[c] + samples / 2) / samples) as i32;
         }
     }
 
-    /// Each channel's mapped residual of `row`, the row before being `prev`.
-    #[inline]
-    pub fn residuals(&self, prev: &[u16], row: &[u16], mapped: &mut [u32]) {
-        let state = self.mean.iter().zip(&self.from_last);
-        for (((&mean, &from_last), (&p, &v)), m) in
-            state.zip(prev.iter().zip(row)).zip(mapped.iter_mut())
-        {
-            let predicted = mean + from_last * (p as i32 - mean);
-            *m = zigzag(v as i32 - predicted);
+    /// The encoder's pass over one row, `prev` the row before: each channel's mapped residual
+    /// (its sample less its prediction, zigzagged) and its Rice quotient (at most `ESCAPE`), and the row learnt from as
+    /// `learn_frame` learns (between `start_learning` and `finish_learning`); the escapes.
+    #[inline(always)]
+    pub fn code_row(&mut self, prev: &[u16], row: &[u16], mapped: &mut [u32], q: &mut [u8]) -> u32 {
+        const ESCAPE: u32 = crate::unary::ESCAPE;
+        let n = self.k.len();
+        let (prev, row, mapped, q) = (&prev[..n], &row[..n], &mut mapped[..n], &mut q[..n]);
+        let (mean, from_last, k) = (&self.mean[..n], &self.from_last[..n], &self.k[..n]);
+        let total = &mut self.total[..n];
+        let (cost_last, cost_mean) = (&mut self.cost_last[..n], &mut self.cost_mean[..n]);
+        let mut escapes = 0;
+        for c in 0..n {
+            let v = row[c] as i32;
+            let (from_prev, from_mean) = (zigzag(v - prev[c] as i32), zigzag(v - mean[c]));
+            total[c] += v as u32;
+            cost_last[c] += from_prev;
+            cost_mean[c] += from_mean;
+            let m = if from_last[c] != 0 {
+                from_prev
+            } else {
+                from_mean
+            };
+            mapped[c] = m;
+            let quotient = (m >> k[c]).min(ESCAPE);
+            q[c] = quotient as u8;
+            escapes += (quotient == ESCAPE) as u32;
         }
+        escapes
     }
 
     /// The row whose codes were `codes` (as `read` gives them), the row before being `prev`;
@@ -156,6 +183,20 @@ impl Channels {
     }
 }
 
+/// LOCO-I's `k` for `samples` mapped residuals of sum `sum`: the smallest (at most `MAX_K`)
+/// with `samples << (k + 1) >= sum`, from where their highest bits are (no division).
+#[inline(always)]
+fn rice_k(samples: u32, sum: u32) -> u32 {
+    debug_assert!(samples > 0 && samples < 1 << 16);
+    if sum <= samples << 1 {
+        return 0;
+    }
+    // `samples << g` has `sum`'s highest bit: `samples << (g + 1)` is more than `sum`, and
+    // `samples << g` may be enough.
+    let g = samples.leading_zeros() - sum.leading_zeros();
+    (g - ((samples << g) >= sum) as u32).min(MAX_K)
+}
+
 /// Signed to unsigned, small magnitudes first: 0, -1, 1, -2, 2, ...
 #[inline]
 fn zigzag(r: i32) -> u32 {
@@ -183,6 +224,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn rice_k_is_the_smallest_k_whose_range_covers_the_mean() {
+        let by_search = |samples: u32, sum: u32| {
+            let mut k = 0;
+            while k < MAX_K && (samples << (k + 1)) < sum {
+                k += 1;
+            }
+            k
+        };
+        for samples in [1u32, 2, 3, 12, 63, 64, 65, 1000, 65_535] {
+            for sum in
+                (0..70_000).chain((0..64).map(|i| samples.saturating_mul(1 << (i % 20)) + i / 20))
+            {
+                assert_eq!(
+                    rice_k(samples, sum),
+                    by_search(samples, sum),
+                    "{samples}, {sum}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn zigzag_is_its_own_inverse_and_small_first() {
         for r in -70_000..70_000 {
             assert_eq!(unzigzag(zigzag(r)), r);
@@ -199,12 +262,14 @@ mod tests {
         let mut codes = Vec::new();
         let mut ch = Channels::new(1, 8192);
         let mut prev = 8192;
-        let mut m = [0u32];
+        let (mut m, mut quotient) = ([0u32], [0u8]);
         for frame in values.chunks(64) {
             let before = prev;
             for &v in frame {
-                ch.residuals(&[prev], &[v], &mut m);
-                let (k, q) = (ch.k(0), m[0] >> ch.k(0));
+                let escapes = ch.code_row(&[prev], &[v], &mut m, &mut quotient);
+                let (k, q) = (ch.k(0), quotient[0] as u32);
+                assert_eq!(q, (m[0] >> k).min(ESCAPE));
+                assert_eq!(escapes, (q == ESCAPE) as u32);
                 if q < ESCAPE {
                     codes.push(m[0]);
                     bits += q + 1 + k;

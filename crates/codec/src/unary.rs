@@ -67,6 +67,22 @@ impl<'a> UnaryWriter<'a> {
         }
     }
 
+    /// Appends `len` bits (at most 64), `code`'s.
+    #[inline(always)]
+    pub fn put_word(&mut self, code: u64, len: u32) {
+        debug_assert!(len <= 64 && (len == 64 || code >> len == 0));
+        let wide = self.acc as u128 | (code as u128) << self.held;
+        self.held += len;
+        if self.held >= 64 {
+            self.out[self.at..self.at + 8].copy_from_slice(&(wide as u64).to_le_bytes());
+            self.at += 8;
+            self.held -= 64;
+            self.acc = (wide >> 64) as u64;
+        } else {
+            self.acc = wide as u64;
+        }
+    }
+
     /// Ends the stream, padded with zeros to a whole byte: its bytes.
     pub fn finish(self) -> usize {
         let tail = self.held.div_ceil(8) as usize;
@@ -97,19 +113,16 @@ fn write_pairs(w: &mut UnaryWriter, q: &[u8]) {
     }
 }
 
-/// Sixteen codes at a time made into four words of four codes each (vector shifts), each
-/// written in one step; a group with a quotient over 14 (four could then take 64 bits or more:
-/// an escape, a track's edge) two codes at a time.
+/// Sixteen codes at a time, as the bits they make: each code's zero is at the sum of the
+/// lengths up to it (a prefix sum of bytes), and the group is ones but there, put a word (at
+/// most 64 bits) at a time: one word for a group of short codes. A group with a quotient over
+/// 14 (its sum could pass a byte: an escape, a track's edge) goes two codes at a time.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
 unsafe fn write_avx512(w: &mut UnaryWriter, q: &[u8]) {
     use std::arch::x86_64::*;
-    let one = _mm512_set1_epi32(1);
-    let low_32 = _mm512_set1_epi64(u32::MAX as i64);
-    let even = _mm512_set_epi64(0, 0, 0, 0, 6, 4, 2, 0);
-    let odd = _mm512_set_epi64(0, 0, 0, 0, 7, 5, 3, 1);
+    let one = _mm512_set1_epi64(1);
     let mut groups = q.chunks_exact(16);
-    let (mut codes, mut lens) = ([0u64; 8], [0u64; 8]);
     for group in &mut groups {
         // SAFETY: 16 bytes.
         let q16 = unsafe { _mm_loadu_si128(group.as_ptr() as *const _) };
@@ -117,35 +130,29 @@ unsafe fn write_avx512(w: &mut UnaryWriter, q: &[u8]) {
             write_pairs(w, group);
             continue;
         }
-        let q32 = _mm512_cvtepu8_epi32(q16);
-        let ones = _mm512_sub_epi32(_mm512_sllv_epi32(one, q32), one);
-        let len = _mm512_add_epi32(q32, one);
-        // Pairs, a 64-bit lane each: the second code up by the first's length.
-        let first_len = _mm512_and_si512(len, low_32);
-        let pair = _mm512_or_si512(
-            _mm512_and_si512(ones, low_32),
-            _mm512_sllv_epi64(_mm512_srli_epi64(ones, 32), first_len),
+        // Each code's end, the bit after its zero: at most 16 x 15 = 240.
+        let mut end = _mm_add_epi8(q16, _mm_set1_epi8(1));
+        end = _mm_add_epi8(end, _mm_slli_si128(end, 1));
+        end = _mm_add_epi8(end, _mm_slli_si128(end, 2));
+        end = _mm_add_epi8(end, _mm_slli_si128(end, 4));
+        end = _mm_add_epi8(end, _mm_slli_si128(end, 8));
+        let zero_at = _mm_sub_epi8(end, _mm_set1_epi8(1));
+        let group_bits = _mm_extract_epi8(end, 15) as u32;
+        let (first, last) = (
+            _mm512_cvtepu8_epi64(zero_at),
+            _mm512_cvtepu8_epi64(_mm_srli_si128(zero_at, 8)),
         );
-        let pair_len = _mm512_add_epi64(first_len, _mm512_srli_epi64(len, 32));
-        // Fours: the second pair up by the first's length (at most 30 + 30 bits).
-        let four = _mm512_or_si512(
-            _mm512_permutexvar_epi64(even, pair),
-            _mm512_sllv_epi64(
-                _mm512_permutexvar_epi64(odd, pair),
-                _mm512_permutexvar_epi64(even, pair_len),
-            ),
-        );
-        let four_len = _mm512_add_epi64(
-            _mm512_permutexvar_epi64(even, pair_len),
-            _mm512_permutexvar_epi64(odd, pair_len),
-        );
-        // SAFETY: 8 words each.
-        unsafe {
-            _mm512_storeu_si512(codes.as_mut_ptr() as *mut _, four);
-            _mm512_storeu_si512(lens.as_mut_ptr() as *mut _, four_len);
-        }
-        for i in 0..4 {
-            w.put_code(codes[i], lens[i] as u32);
+        let mut word_start = 0;
+        while word_start < group_bits {
+            // The zeros in this word (a shift by 64 or more, or "negative", gives none).
+            let from = _mm512_set1_epi64(word_start as i64);
+            let zeros = _mm512_reduce_or_epi64(_mm512_or_si512(
+                _mm512_sllv_epi64(one, _mm512_sub_epi64(first, from)),
+                _mm512_sllv_epi64(one, _mm512_sub_epi64(last, from)),
+            )) as u64;
+            let bits = (group_bits - word_start).min(64);
+            w.put_word(!zeros & (u64::MAX >> (64 - bits)), bits);
+            word_start += 64;
         }
     }
     write_pairs(w, groups.remainder());
