@@ -16,5 +16,6 @@ if ! /usr/bin/python3 -c 'import h5py, hdf5plugin' 2>/dev/null; then
 fi
 cargo build --release -q -p snbuf
 mkdir -p bench/results/codec
-out="bench/results/codec/$(date -u +%F)-$(hostname).json"
+# The day and the minute: a second run the same day is kept beside the first, not over it.
+out="bench/results/codec/$(date -u +%F-%H%M)-$(hostname).json"
 PATH="/usr/bin:$PATH" target/release/snbuf bench codec --frames "$frames" --passes "$passes" --json "$out"

@@ -78,6 +78,10 @@ def main():
         d = os.path.join(HERE, "results", args.suite)
         os.makedirs(d, exist_ok=True)
         path = os.path.join(d, f"{date}-{platform.node()}.json")
+        if os.path.exists(path) and not args.append:
+            # A second run the same day is kept beside the first (bench/tables.py takes the later).
+            minute = datetime.datetime.now(datetime.timezone.utc).strftime("%H%M")
+            path = os.path.join(d, f"{date}-{minute}-{platform.node()}.json")
     if args.append and os.path.exists(path):
         with open(path) as f:
             rows = json.load(f)["rows"] + rows

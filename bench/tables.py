@@ -29,8 +29,15 @@ DOCS = ["BENCHMARKS.md", "RELIABILITY.md"]
 GIB = 1 << 30
 
 
+def run_order(path):
+    """A result's place in time from its name: <date>[-<HHMM>]-<host>.json, a day's first run
+    (no minute) before its later ones."""
+    m = re.match(r"(\d{4}-\d{2}-\d{2})(?:-(\d{4}))?-", os.path.basename(path))
+    return (m.group(1), m.group(2) or "0000", path) if m else ("", "", path)
+
+
 def newest_result(name):
-    files = sorted(glob.glob(os.path.join(HERE, "results", name, "*.json")))
+    files = sorted(glob.glob(os.path.join(HERE, "results", name, "*.json")), key=run_order)
     if not files:
         sys.exit(f"tables: no result in bench/results/{name}/")
     path = files[-1]
