@@ -184,7 +184,7 @@ impl FrameModel {
         let codes = self.codes.chunks_exact_mut(channels);
         let q_rows = self.quotients.chunks_exact_mut(channels);
         for ((row, mapped), q_row) in rows.zip(codes).zip(q_rows) {
-            escapes += self.channels.code_row(prev, row, mapped, q_row) as usize;
+            escapes += self.channels.code_row::<ESCAPE>(prev, row, mapped, q_row) as usize;
             prev = row;
         }
         let ks = self.channels.ks();

@@ -122,11 +122,17 @@ impl Channels {
     }
 
     /// The encoder's pass over one row, `prev` the row before: each channel's mapped residual
-    /// (its sample less its prediction, zigzagged) and its Rice quotient (at most `ESCAPE`), and the row learnt from as
+    /// (its sample less its prediction, zigzagged) and its Rice quotient (at most `ESCAPE`, the
+    /// unary codes' escape), and the row learnt from as
     /// `learn_frame` learns (between `start_learning` and `finish_learning`); the escapes.
     #[inline(always)]
-    pub fn code_row(&mut self, prev: &[u16], row: &[u16], mapped: &mut [u32], q: &mut [u8]) -> u32 {
-        const ESCAPE: u32 = crate::unary::ESCAPE;
+    pub fn code_row<const ESCAPE: u32>(
+        &mut self,
+        prev: &[u16],
+        row: &[u16],
+        mapped: &mut [u32],
+        q: &mut [u8],
+    ) -> u32 {
         let n = self.k.len();
         let (prev, row, mapped, q) = (&prev[..n], &row[..n], &mut mapped[..n], &mut q[..n]);
         let (mean, from_last, k) = (&self.mean[..n], &self.from_last[..n], &self.k[..n]);
@@ -266,7 +272,7 @@ mod tests {
         for frame in values.chunks(64) {
             let before = prev;
             for &v in frame {
-                let escapes = ch.code_row(&[prev], &[v], &mut m, &mut quotient);
+                let escapes = ch.code_row::<ESCAPE>(&[prev], &[v], &mut m, &mut quotient);
                 let (k, q) = (ch.k(0), quotient[0] as u32);
                 assert_eq!(q, (m[0] >> k).min(ESCAPE));
                 assert_eq!(escapes, (q == ESCAPE) as u32);

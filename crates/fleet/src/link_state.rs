@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, context::Publish};
 use serde_json::{json, Value};
-use snbuf_unit::server::control::Server;
+use snbuf_unit::desk::TriggerDesk;
 
 use crate::journal::TriggerJournal;
 use crate::schema::*;
@@ -17,7 +17,7 @@ use snbuf_quantity::now_unix_ns;
 /// What the link's tasks share.
 pub(crate) struct Link {
     pub(crate) unit: String,
-    pub(crate) server: Arc<Server>,
+    pub(crate) desk: Arc<TriggerDesk>,
     /// Bursts already published as events.
     pub(crate) published: std::sync::atomic::AtomicU64,
     pub(crate) book: Mutex<Book>,

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, AckKind};
 use serde_json::json;
+use snbuf_unit::desk::{self, Patience, Refused, FIRST_FRAME_WAIT};
 use snbuf_unit::protocol::{At, TriggerRequest};
-use snbuf_unit::server::control::FIRST_FRAME_WAIT;
 
 use crate::journal::{Outcome, Route};
 use crate::link_state::{publish_event, publish_owed, Link};
@@ -55,7 +55,7 @@ pub(crate) async fn handle_trigger(
         }
     };
     let id = t.trigger_id.clone();
-    let config = link.server.unit().config();
+    let config = link.desk.unit().config();
     // How late it came (issue to delivery): what `late` says, whatever it then waits for.
     let arrived_s = now_unix_ns().saturating_sub(t.issued_unix_ns) as f64 / 1e9;
     // A burst in progress that this trigger cannot join holds the unit: the trigger waits for
@@ -71,15 +71,11 @@ pub(crate) async fn handle_trigger(
             (decide(link, &t, (msg, route), delay_s), delay_s)
         };
         match decided {
-            Decision::Done(outcome) => {
-                return finish(js, link, &t, route, outcome, arrived_s).await
-            }
-            Decision::Wait(w)
-                if first_look.elapsed() < w.bound(config.buffer) && !link.stopping() =>
-            {
+            Look::Done(outcome) => return finish(js, link, &t, route, outcome, arrived_s).await,
+            Look::Wait(w) if first_look.elapsed() < w.bound(config.buffer) && !link.stopping() => {
                 let nap = match w {
-                    Waiting::FirstFrame { .. } => Duration::from_millis(10),
-                    Waiting::Burst(_) => Duration::from_millis(100),
+                    Holdup::FirstFrame { .. } => Duration::from_millis(10),
+                    Holdup::Burst(_) => Duration::from_millis(100),
                 };
                 tokio::time::sleep(nap).await;
                 if progress_sent.elapsed() > Duration::from_secs(1) {
@@ -90,7 +86,7 @@ pub(crate) async fn handle_trigger(
                     }
                 }
             }
-            Decision::Wait(w) => {
+            Look::Wait(w) => {
                 let why = w.why();
                 let kept = keep_missed(link, &id, &why, delay_s, (msg, route));
                 return finish(js, link, &t, route, kept, arrived_s).await;
@@ -100,15 +96,15 @@ pub(crate) async fn handle_trigger(
 }
 
 /// What one look at a trigger came to.
-enum Decision {
+enum Look {
     /// Its outcome is decided (and, where it has one, in the journal).
     Done(Result<Handling, String>),
     /// Not yet: look again in a moment (nothing is in the journal).
-    Wait(Waiting),
+    Wait(Holdup),
 }
 
 /// What a trigger that cannot be decided yet waits for.
-enum Waiting {
+enum Holdup {
     /// A burst is being recorded that it cannot join: the unit is free once its writers are done.
     Burst(String),
     /// No frame has come yet: the unit has no data clock to place the trigger on. `post`: how
@@ -116,12 +112,12 @@ enum Waiting {
     FirstFrame { post: Duration },
 }
 
-impl Waiting {
+impl Holdup {
     /// Why it is missed if the wait ends first.
     fn why(&self) -> String {
         match self {
-            Waiting::Burst(why) => format!("refused: {why}"),
-            Waiting::FirstFrame { post } => format!(
+            Holdup::Burst(why) => format!("refused: {why}"),
+            Holdup::FirstFrame { post } => format!(
                 "no frame has arrived within {:.1} s: this unit has no data clock to place the trigger on",
                 first_frame_wait(*post).as_secs_f64()
             ),
@@ -132,8 +128,8 @@ impl Waiting {
     /// keeps the trigger's window; the first frame, as long as one could still hold part of it.
     fn bound(&self, buffer: Duration) -> Duration {
         match self {
-            Waiting::Burst(_) => buffer,
-            Waiting::FirstFrame { post } => first_frame_wait(*post),
+            Holdup::Burst(_) => buffer,
+            Holdup::FirstFrame { post } => first_frame_wait(*post),
         }
     }
 }
@@ -166,19 +162,20 @@ fn decide(
     t: &TriggerMessage,
     (msg, route): (Option<&jetstream::Message>, Route),
     delay_s: f64,
-) -> Decision {
+) -> Look {
     let id = &t.trigger_id;
-    let unit = link.server.unit();
+    let unit = link.desk.unit();
     let config = unit.config();
     // An id that is no plain name is refused before it names anything on this host (as a
     // path, it could say whether a file exists there).
     if let Err(e) = snbuf_burst::check_burst_id(id) {
-        let why = format!("refused: {e}");
-        link.server.count_refusal(&why);
-        return Decision::Done(keep_missed(link, id, &why, delay_s, (msg, route)));
+        let refused = Refused::BadId(e.to_string());
+        link.desk.count_refusal(&refused);
+        let why = format!("refused: {refused}");
+        return Look::Done(keep_missed(link, id, &why, delay_s, (msg, route)));
     }
     if let Some(again) = handled_before(link, id, msg.is_none()) {
-        return Decision::Done(Ok(again));
+        return Look::Done(Ok(again));
     }
     // "Now", or a wall-clock time, in this unit's data clock: its newest frame, moved by the
     // wall-clock time since (a trigger issued 0.3 s ago is 0.3 s of detector time before the
@@ -194,7 +191,7 @@ fn decide(
         // to place a wall-clock time on. It waits for the first frame, as over the socket, and
         // is missed only if none comes while its window could still be recorded.
         let post = t.post_s.unwrap_or(config.post.as_secs_f64());
-        return Decision::Wait(Waiting::FirstFrame {
+        return Look::Wait(Holdup::FirstFrame {
             post: Duration::from_secs_f64(post.clamp(0.0, 86_400.0)),
         });
     };
@@ -209,7 +206,7 @@ fn decide(
             clock.seconds(oldest - window_end),
             config.buffer.as_secs_f64()
         );
-        return Decision::Done(keep_missed(link, id, &why, delay_s, (msg, route)));
+        return Look::Done(keep_missed(link, id, &why, delay_s, (msg, route)));
     }
     let req = TriggerRequest {
         at: Some(At::Ticks(at)),
@@ -217,20 +214,25 @@ fn decide(
         post_s: t.post_s,
         burst_id: Some(id.clone()),
     };
-    // The unit's one check of a trigger, as for its socket: a trigger it refuses here (too long
-    // a window, gone from the buffers, no room, a bad id) is missed with the reason, not waited
-    // on as if the burst in progress were in its way.
-    if let Err(why) = link.server.check_trigger(&req) {
-        link.server.count_refusal(&why);
-        let why = format!("refused: {why}");
-        return Decision::Done(keep_missed(link, id, &why, delay_s, (msg, route)));
-    }
-    let reply = match link.server.trigger_or_wait(&req) {
-        Ok(reply) => reply,
-        Err(refused) if refused.busy => return Decision::Wait(Waiting::Burst(refused.why)),
-        Err(refused) => {
-            let why = format!("refused: {}", refused.why);
-            return Decision::Done(keep_missed(link, id, &why, delay_s, (msg, route)));
+    // The unit's desk, as for its socket: a trigger it refuses (too long a window, gone from
+    // the buffers, no room, a bad id) is missed with the reason; one that a burst in progress
+    // stands in the way of is looked at again, on this task.
+    let reply = match link.desk.take(&req, Patience::AskAgain) {
+        desk::Decision::Accepted(reply)
+        | desk::Decision::Joined(reply)
+        | desk::Decision::Continued(reply) => reply,
+        desk::Decision::Waiting(desk::Waiting::BurstInTheWay(busy)) => {
+            return Look::Wait(Holdup::Burst(busy.to_string()))
+        }
+        // (Not on the fleet's path, whose trigger has a place on the data clock already.)
+        desk::Decision::Waiting(desk::Waiting::FirstFrame) => {
+            return Look::Wait(Holdup::FirstFrame {
+                post: Duration::from_secs_f64(post.clamp(0.0, 86_400.0)),
+            })
+        }
+        desk::Decision::Refused(refused) => {
+            let why = format!("refused: {refused}");
+            return Look::Done(keep_missed(link, id, &why, delay_s, (msg, route)));
         }
     };
     let mut book = link.book();
@@ -245,7 +247,7 @@ fn decide(
     if msg.is_none() {
         book.fast_handled.insert(id);
     }
-    Decision::Done(match kept {
+    Look::Done(match kept {
         Ok(()) => Ok(Handling::Recording(Box::new(reply))),
         Err(e) => Err(format!(
             "trigger {id} is recording, but its journal failed: {e}"
@@ -259,8 +261,8 @@ fn decide(
 /// socket or journal or another trigger's burst, is no answer to it). Its other path's copy is
 /// the design, not a duplicate.
 fn handled_before(link: &Link, id: &str, fast: bool) -> Option<Handling> {
-    let answered = link.server.answered_by(id).is_some();
-    let output = &link.server.unit().config().output_dir;
+    let answered = link.desk.answered_by(id).is_some();
+    let output = &link.desk.unit().config().output_dir;
     let recorded = snbuf_burst::names::burst_answering(output, id).is_some();
     let mut book = link.book();
     if book.journal.get(id).is_none() && !recorded && !answered {

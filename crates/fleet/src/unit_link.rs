@@ -11,7 +11,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, consumer::pull, consumer::AckPolicy, consumer::DeliverPolicy};
 use futures::StreamExt;
 use serde_json::json;
-use snbuf_unit::server::control::Server;
+use snbuf_unit::desk::TriggerDesk;
 
 use crate::connect::{NatsOptions, RETRY_DELAY};
 use crate::journal::{Route, TriggerJournal};
@@ -36,10 +36,10 @@ impl UnitLink {
     pub fn start(
         opts: NatsOptions,
         unit_id: String,
-        server: Arc<Server>,
+        desk: Arc<TriggerDesk>,
         export: Option<Arc<dyn ExportReporter>>,
     ) -> std::io::Result<(UnitLink, Option<String>)> {
-        let journal = TriggerJournal::open(&server.unit().config().output_dir)
+        let journal = TriggerJournal::open(&desk.unit().config().output_dir)
             .map_err(std::io::Error::other)?;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -50,7 +50,7 @@ impl UnitLink {
             // Every burst the server holds is announced: before any trigger, those are the
             // interrupted bursts it recovered at its start.
             published: std::sync::atomic::AtomicU64::new(0),
-            server,
+            desk,
             book: Mutex::new(Book {
                 journal,
                 fast_handled: FastHandled::default(),
@@ -466,7 +466,7 @@ async fn catch_up(js: &jetstream::Context, link: &Arc<Link>) {
     let Ok(Some(due)) = tokio::time::timeout(Duration::from_secs(3), read).await else {
         return;
     };
-    let unit = link.server.unit();
+    let unit = link.desk.unit();
     let now = now_unix_ns();
     let started = now.saturating_sub(unit.uptime().as_nanos() as u64);
     let oldest = now.saturating_sub(unit.config().buffer.as_nanos() as u64);
@@ -498,7 +498,7 @@ async fn heartbeat(js: &jetstream::Context, link: &Link) -> Result<(), String> {
     let missed = link.book().journal.missed();
     let status = Heartbeat::of(
         &link.unit,
-        &link.server.status(),
+        &link.desk.status(),
         missed,
         link.export.as_ref().map(|e| e.progress()),
     );
@@ -517,7 +517,7 @@ async fn heartbeat(js: &jetstream::Context, link: &Link) -> Result<(), String> {
 
 /// Publishes an event for every burst that finished since the last call.
 async fn publish_burst_events(js: &jetstream::Context, link: &Link) -> Result<(), String> {
-    let (total, recent) = link.server.recent_bursts();
+    let (total, recent) = link.desk.recent_bursts();
     let published = link.published.load(Ordering::Relaxed);
     let new = (total - published).min(recent.len() as u64) as usize;
     for b in &recent[recent.len() - new..] {

@@ -4,15 +4,15 @@
 use std::sync::Arc;
 
 use snbuf_export::queue::ExportQueue;
-use snbuf_unit::server::control::Server;
+use snbuf_unit::desk::TriggerDesk;
 
 use crate::policy::EXPORT_FOLLOW_INTERVAL;
 
-/// Queues for export every burst of `server` that ends from now on, and those an earlier run
+/// Queues for export every burst of the unit of `desk` that ends from now on, and those an earlier run
 /// left unexported (sealed, failed or recovered, without `export.json`); those it exported are
 /// handed over to be read back again where the queue's rule says (`push_exported`).
-pub fn follow_bursts(server: &Arc<Server>, queue: Arc<ExportQueue>) -> std::io::Result<()> {
-    let out = server.unit().config().output_dir.clone();
+pub fn follow_bursts(desk: &Arc<TriggerDesk>, queue: Arc<ExportQueue>) -> std::io::Result<()> {
+    let out = desk.unit().config().output_dir.clone();
     for e in std::fs::read_dir(&out)?.flatten() {
         let dir = e.path();
         if let Ok(m) = snbuf_burst::Manifest::read(&dir) {
@@ -25,13 +25,13 @@ pub fn follow_bursts(server: &Arc<Server>, queue: Arc<ExportQueue>) -> std::io::
             }
         }
     }
-    let server = server.clone();
-    let mut seen = server.recent_bursts().0;
+    let desk = desk.clone();
+    let mut seen = desk.recent_bursts().0;
     std::thread::Builder::new()
         .name("snbuf-export-follow".into())
         .spawn(move || loop {
             std::thread::sleep(EXPORT_FOLLOW_INTERVAL);
-            let (total, recent) = server.recent_bursts();
+            let (total, recent) = desk.recent_bursts();
             assert!(total >= seen, "the count of finished bursts only grows");
             let new = (total - seen).min(recent.len() as u64) as usize;
             for b in &recent[recent.len() - new..] {

@@ -114,6 +114,7 @@ impl Service {
         // `recording`): the exporter and the fleet link take each recovered burst as a
         // finished one, once it is verified.
         server
+            .desk()
             .recover_interrupted()
             .map_err(io("recovering interrupted bursts"))?;
         let metrics_at = match metrics_addr {
@@ -129,9 +130,10 @@ impl Service {
         signals::drain_on_signals(server.clone(), drain_timeout, stopped.clone())
             .map_err(io("signal handlers"))?;
         let systemd = systemd::Notifier::from_env().map(|n| {
-            let (server, stopped) = (server.clone(), stopped.clone());
+            let stopped = stopped.clone();
             let ready_deadline = policy::ready_deadline(&record_config);
-            std::thread::spawn(move || systemd::run(server, n, stopped, ready_deadline))
+            let desk = server.desk().clone();
+            std::thread::spawn(move || systemd::run(desk, n, stopped, ready_deadline))
         });
         Ok(Service {
             server,
@@ -171,7 +173,7 @@ fn start_exporter(
         ExportQueue::start(dest, opts, policy::SECOND_READ_BACK_AFTER)
             .map_err(io("the exporter"))?,
     );
-    export_link::follow_bursts(server, queue.clone()).map_err(io("the exporter"))?;
+    export_link::follow_bursts(server.desk(), queue.clone()).map_err(io("the exporter"))?;
     Ok(queue)
 }
 
@@ -187,7 +189,7 @@ fn start_metrics(
         Some(q) => Arc::new(move || q.metrics_text()),
         None => Arc::new(String::new),
     };
-    metrics::serve(addr, server.clone(), extra).map_err(|cause| {
+    metrics::serve(addr, server.desk().clone(), extra).map_err(|cause| {
         let _ = std::fs::remove_file(socket);
         ServiceError::Metrics { addr, cause }
     })
@@ -205,7 +207,7 @@ fn start_fleet_link(
     let reporter = exporter.map(|q| {
         Arc::new(export_link::ExporterReport(q)) as Arc<dyn snbuf_fleet::unit_link::ExportReporter>
     });
-    let (link, unreachable) = UnitLink::start(opts, id.clone(), server.clone(), reporter)
+    let (link, unreachable) = UnitLink::start(opts, id.clone(), server.desk().clone(), reporter)
         .map_err(io("the fleet link"))?;
     match unreachable {
         Some(e) => tracing::warn!("fleet: {e}"),

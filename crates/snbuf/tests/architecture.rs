@@ -757,3 +757,53 @@ fn a_type_name_means_one_thing() {
         twice.join("\n")
     );
 }
+
+/// The files a trigger passes through, from its source to the desk's decision.
+const TRIGGER_PATH: &[&str] = &[
+    "crates/unit/src/desk",
+    "crates/unit/src/server/control.rs",
+    "crates/fleet/src/trigger_handling.rs",
+];
+
+/// A decision made by comparing words: a message turned to text and compared, or searched.
+fn compares_words(line: &str) -> bool {
+    let compares = line.contains("==") || line.contains("!=");
+    (compares && line.contains("to_string()"))
+        || line.contains(".contains(\"")
+        || line.contains(".starts_with(\"")
+        || line.contains(".ends_with(\"")
+}
+
+#[test]
+fn triggers_are_decided_by_type_and_the_fleet_talks_to_the_desk() {
+    let mut found = Vec::new();
+    for part in TRIGGER_PATH {
+        let path = workspace().join(part);
+        let mut files = Vec::new();
+        match path.is_dir() {
+            true => rust_files(&path, &mut files),
+            false => files.push(path),
+        }
+        assert!(!files.is_empty(), "{part}: the trigger path is where it was");
+        for f in files {
+            let code = code_of(&std::fs::read_to_string(&f).unwrap());
+            for line in code.lines().filter(|l| compares_words(l)) {
+                found.push(format!("{}: {}", f.display(), line.trim()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "decided by words:\n{}", found.join("\n"));
+    let mut fleet = Vec::new();
+    rust_files(&workspace().join("crates/fleet/src"), &mut fleet);
+    for f in fleet {
+        let code = code_of(&std::fs::read_to_string(&f).unwrap());
+        assert!(
+            !code.contains("snbuf_unit::server"),
+            "{}: the fleet talks to the unit's desk (snbuf_unit::desk), not its socket server",
+            f.display()
+        );
+    }
+    assert!(compares_words(
+        "if e.to_string() == WindowError::NothingBuffered.to_string() {"
+    ));
+}

@@ -19,6 +19,7 @@
 pub mod chunk_cuts;
 pub mod config;
 pub mod counters;
+pub mod desk;
 pub mod error;
 pub mod interrupted;
 pub mod link_rates;

@@ -41,7 +41,7 @@ pub(crate) fn silent_after(frames_per_s: f64) -> Duration {
 /// of the trigger: the unit is about to be free, and the trigger opens a burst of its own (or
 /// joins the burst that goes on past --max-burst).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum JoinRefusal {
+pub enum JoinRefusal {
     #[error("no burst is being recorded")]
     NoBurst,
     #[error("burst {0} is no longer the one being recorded")]

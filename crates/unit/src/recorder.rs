@@ -250,8 +250,8 @@ impl Unit {
         at: TriggerAt,
         pre: Duration,
         post: Duration,
-    ) -> Result<TriggerInfo, RecordError> {
-        Ok(self.clock().window(self.held(), at, pre, post)?)
+    ) -> Result<TriggerInfo, crate::window::WindowError> {
+        self.clock().window(self.held(), at, pre, post)
     }
 
     /// Records the burst of `window` (from `window`), blocking until it is durable, sealed and

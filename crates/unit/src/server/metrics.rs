@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use snbuf_readout::udp::IngestSnapshot;
 
-use crate::server::control::Server;
+use crate::desk::TriggerDesk;
 
 /// Counter (`_total`, only grows) or gauge (the value now).
 #[derive(Clone, Copy)]
@@ -149,7 +149,7 @@ type UnitFamily = (
     &'static str,
     MetricKind,
     &'static str,
-    fn(&Server) -> Vec<(String, f64)>,
+    fn(&TriggerDesk) -> Vec<(String, f64)>,
 );
 
 #[rustfmt::skip]
@@ -162,10 +162,10 @@ const UNIT_FAMILIES: &[UnitFamily] = &[
      |s| vec![(String::new(), s.refused_total() as f64)]),
     ("snbuf_bursts_total", MetricKind::Counter,
      "Bursts finished, by final state (sealed, failed, error).",
-     |s| s.burst_counts().0.into_iter().map(|(state, n)| (format!("{{state=\"{state}\"}}"), n as f64)).collect()),
+     |s| s.bursts_by_state().into_iter().map(|(state, n)| (format!("{{state=\"{}\"}}", state.name()), n as f64)).collect()),
     ("snbuf_recording", MetricKind::Gauge,
      "1 while a burst is being recorded.",
-     |s| vec![(String::new(), s.burst_counts().1 as u8 as f64)]),
+     |s| vec![(String::new(), s.is_recording() as u8 as f64)]),
     ("snbuf_uptime_seconds", MetricKind::Gauge,
      "Seconds since the unit started.",
      |s| vec![(String::new(), s.unit().uptime().as_secs_f64())]),
@@ -192,9 +192,9 @@ fn link_label(link: u32) -> String {
     format!("{{link=\"{link}\"}}")
 }
 
-/// The metrics text for `server` now: the families of the tables above, in their order.
-pub fn render(server: &Server) -> String {
-    let unit = server.unit();
+/// The metrics text for the unit of `desk` now: the families of the tables above, in their order.
+pub fn render(desk: &TriggerDesk) -> String {
+    let unit = desk.unit();
     let links = unit.totals();
     let views: Vec<LinkView> = links
         .iter()
@@ -254,7 +254,7 @@ pub fn render(server: &Server) -> String {
         family(&mut out, name, MetricKind::Gauge, help, samples);
     }
     for (name, kind, help, read) in UNIT_FAMILIES {
-        family(&mut out, name, *kind, help, read(server));
+        family(&mut out, name, *kind, help, read(desk));
     }
     out
 }
@@ -268,7 +268,7 @@ pub type ExtraMetrics = Arc<dyn Fn() -> String + Send + Sync>;
 /// Binds `addr` now (so a taken port is an error at start) and serves `GET /metrics` on a thread.
 pub fn serve(
     addr: SocketAddr,
-    server: Arc<Server>,
+    desk: Arc<TriggerDesk>,
     extra: ExtraMetrics,
 ) -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind(addr)?;
@@ -298,7 +298,7 @@ pub fn serve(
                 let (status, body) = if !complete && n == buf.len() {
                     ("431 Request Header Fields Too Large", "request too large\n".to_string())
                 } else if first.starts_with("GET /metrics ") || first == "GET /metrics" {
-                    ("200 OK", render(&server) + &extra())
+                    ("200 OK", render(&desk) + &extra())
                 } else if first.starts_with("GET ") {
                     ("404 Not Found", "try /metrics\n".to_string())
                 } else {

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::server::control::Server;
+use crate::desk::TriggerDesk;
 
 /// Where systemd listens, if it does.
 pub struct Notifier {
@@ -50,13 +50,13 @@ pub fn watchdog_interval() -> Option<Duration> {
 /// `ready_deadline` passed, saying why), then STATUS about once a second and WATCHDOG pings
 /// while the links' newest timestamp moves.
 pub fn run(
-    server: Arc<Server>,
+    desk: Arc<TriggerDesk>,
     notifier: Notifier,
     stop: Arc<AtomicBool>,
     ready_deadline: Duration,
 ) {
     let started = Instant::now();
-    let unit = server.unit();
+    let unit = desk.unit();
     let config = unit.config();
     // Validated when the unit started (`RecordConfig::validate`).
     assert!(config.frames_per_s_per_link > 0.0, "links run at some rate");
@@ -90,7 +90,7 @@ pub fn run(
             }
             notifier.notify("READY=1");
         }
-        let status = status_line(&server, filled, pre_frames, ready);
+        let status = status_line(&desk, filled, pre_frames, ready);
         if status != last_status {
             notifier.notify(&format!("STATUS={status}"));
             last_status = status;
@@ -108,13 +108,13 @@ pub fn run(
     }
 }
 
-fn status_line(server: &Server, filled: u64, pre_frames: u64, ready: bool) -> String {
-    let unit = server.unit();
+fn status_line(desk: &TriggerDesk, filled: u64, pre_frames: u64, ready: bool) -> String {
+    let unit = desk.unit();
     let c = unit.config();
-    if server.stopping() {
+    if desk.stopping() {
         return "stopping: finishing the burst being recorded".into();
     }
-    if let Some(RecordingBurst { burst_id: id, .. }) = server.recording() {
+    if let Some(RecordingBurst { burst_id: id, .. }) = desk.recording() {
         let p = unit.progress("recording");
         let durable: u64 = p.links.iter().map(|l| l.durable_frames).sum();
         let lost: u64 = p.links.iter().map(|l| l.lost_frames).sum();
@@ -126,7 +126,7 @@ fn status_line(server: &Server, filled: u64, pre_frames: u64, ready: bool) -> St
             c.links
         );
     }
-    let (total, _) = server.recent_bursts();
+    let (total, _) = desk.recent_bursts();
     format!(
         "ready for a trigger: {} links, {:.1} s buffered; {total} bursts so far",
         c.links,

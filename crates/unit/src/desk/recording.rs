@@ -7,11 +7,11 @@ use std::sync::{Arc, Mutex};
 
 use snbuf_burst::TriggerInfo;
 
-use super::Server;
+use super::TriggerDesk;
 use crate::protocol::{BurstOutcome, OutcomeState, RecordingBurst};
 use crate::reach::{Continuation, Opening};
 
-impl Server {
+impl TriggerDesk {
     /// Records `window` as burst `id` on a thread of its own. Once its writers are done the unit
     /// is free (`busy` cleared, the next burst's files prepared) and the burst is sealed and
     /// read back on the same thread while the next trigger may already be recording; its
@@ -36,7 +36,7 @@ impl Server {
 #[derive(Clone)]
 struct Recording {
     unit: Arc<crate::recorder::Unit>,
-    bursts: Arc<Mutex<super::BurstHistory>>,
+    bursts: Arc<Mutex<super::history::BurstHistory>>,
     busy: Arc<AtomicBool>,
     current: Arc<Mutex<Option<RecordingBurst>>>,
 }

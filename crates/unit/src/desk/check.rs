@@ -1,4 +1,4 @@
-//! One check of a trigger, for the control socket and the fleet alike, before anything is
+//! The desk's one check of a trigger, whatever its source, before anything is
 //! allocated: a window no longer than `--max-window`, a safe burst id, a window the buffers can
 //! still give (not wholly gone, not far in the future), and files that fit on the outputs (a
 //! window that does not fit is taken cut, and the cut said in the answer; one where nothing
@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use snbuf_burst::TriggerInfo;
 
+use super::decision::Refused;
 use crate::protocol::TriggerRequest;
 use crate::recorder::Unit;
 use snbuf_burst::opening::sizing;
@@ -34,26 +35,31 @@ pub struct Cut {
 /// Checks trigger `req` against `unit` as it is now (see the module's comment). `new_burst`:
 /// whether it would open a burst of its own, whose files must fit (one that joins the burst
 /// being recorded is given what room there is by the join).
-pub fn check(unit: &Unit, req: &TriggerRequest, new_burst: bool) -> Result<CheckedTrigger, String> {
+pub fn check(
+    unit: &Unit,
+    req: &TriggerRequest,
+    new_burst: bool,
+) -> Result<CheckedTrigger, Refused> {
     let config = unit.config();
-    let at = req.at()?;
-    let pre = TriggerRequest::seconds(req.pre_s, "pre_s", config.pre)?;
-    let post = TriggerRequest::seconds(req.post_s, "post_s", config.post)?;
+    let at = req.at().map_err(Refused::Malformed)?;
+    let pre =
+        TriggerRequest::seconds(req.pre_s, "pre_s", config.pre).map_err(Refused::Malformed)?;
+    let post =
+        TriggerRequest::seconds(req.post_s, "post_s", config.post).map_err(Refused::Malformed)?;
     if pre + post == Duration::ZERO {
-        return Err("an empty window (pre and post both 0): it would record nothing".into());
+        return Err(Refused::EmptyWindow);
     }
     if pre + post > config.max_window {
-        return Err(format!(
-            "the window ({:.1} s before + {:.1} s after) is longer than this unit's --max-window {:.1} s",
-            pre.as_secs_f64(),
-            post.as_secs_f64(),
-            config.max_window.as_secs_f64()
-        ));
+        return Err(Refused::TooLong {
+            pre_s: pre.as_secs_f64(),
+            post_s: post.as_secs_f64(),
+            max_s: config.max_window.as_secs_f64(),
+        });
     }
     if let Some(id) = &req.burst_id {
-        snbuf_burst::check_burst_id(id).map_err(|e| e.to_string())?;
+        check_id(id)?;
     }
-    let window = unit.window(at, pre, post).map_err(|e| e.to_string())?;
+    let window = unit.window(at, pre, post)?;
     if !new_burst {
         return Ok(CheckedTrigger { window, cut: None });
     }
@@ -82,10 +88,15 @@ pub fn check(unit: &Unit, req: &TriggerRequest, new_burst: bool) -> Result<Check
     }
 }
 
+/// A trigger id that can name a burst: a plain name (`snbuf_burst::check_burst_id`).
+pub fn check_id(id: &str) -> Result<(), Refused> {
+    snbuf_burst::check_burst_id(id).map_err(|e| Refused::BadId(e.to_string()))
+}
+
 /// Whether `window`'s files fit on the outputs: None when they do; when only its start does,
 /// the end of what fits (on the frame grid) and the cut in words; Err when not even the
 /// trigger's own moment fits.
-fn fits(unit: &Unit, window: &TriggerInfo) -> Result<Option<(u64, String)>, String> {
+fn fits(unit: &Unit, window: &TriggerInfo) -> Result<Option<(u64, String)>, Refused> {
     let config = unit.config();
     let step = unit.frame_step_ticks().max(1);
     let (start, end) = (window.window_start_timestamp, window.window_end_timestamp);
@@ -112,12 +123,12 @@ fn fits(unit: &Unit, window: &TriggerInfo) -> Result<Option<(u64, String)>, Stri
     );
     let clock = config.clock();
     if fit_end <= window.trigger_timestamp {
-        return Err(format!(
+        return Err(Refused::NoRoom(format!(
             "no room on the outputs for the window: they have {} per link, the {:.1} s window needs {}, and what fits ends before the trigger",
             snbuf_quantity::Bytes(room),
             clock.seconds(end - start),
             snbuf_quantity::Bytes(wanted.wanted_bytes)
-        ));
+        )));
     }
     Ok(Some((
         fit_end,
@@ -153,7 +164,7 @@ struct Period {
 
 impl Refusals {
     /// Counts a refusal for `why`; logs it unless this period has logged its share.
-    pub fn refused(&self, unit_id: &str, why: &str) {
+    pub fn refused(&self, unit_id: &str, why: &Refused) {
         self.total.fetch_add(1, Ordering::Relaxed);
         let mut p = self.period.lock().expect("refusals");
         let now = Instant::now();

@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use snbuf_burst::TriggerInfo;
 
-use super::{Refused, Server};
-use crate::error::RecordError;
+use super::{Busy, Refused, TriggerDesk};
 use crate::protocol::{TriggerReply, TriggerRequest};
 use crate::reach::JoinRefusal;
 
@@ -22,7 +21,7 @@ const BURST_OPENING_WAIT: Duration = Duration::from_secs(5);
 /// the control client's 30 s, and never longer than the unit's buffer keeps the trigger's data.
 const BURST_ENDING_WAIT: Duration = Duration::from_secs(20);
 
-impl Server {
+impl TriggerDesk {
     /// A trigger that came while a burst is being recorded: it joins that burst when its window
     /// begins at or after the burst's start (the burst's end moves out to hold it); when the
     /// burst is ending, it waits for the unit to be free (`wait_for_ending`; else it is refused
@@ -69,22 +68,14 @@ impl Server {
                         r.give_up_silent_links();
                     }
                     if !wait_for_ending {
-                        return Err(Refused {
-                            why: format!("{} (it cannot join it: {why})", RecordError::Busy),
-                            busy: true,
-                        });
+                        return Err(Busy::CannotJoin(why).into());
                     }
                     let bound = config.buffer.min(BURST_ENDING_WAIT);
                     return self.once_free(&current.burst_id, bound);
                 }
                 // Another burst began since this trigger looked: decided again, against it.
                 Err(JoinRefusal::NotRecording(_)) => return Ok(None),
-                Err(why) => {
-                    return Err(Refused {
-                        why: format!("{} (it cannot join it: {why})", RecordError::Busy),
-                        busy: true,
-                    })
-                }
+                Err(why) => return Err(Busy::CannotJoin(why).into()),
             };
         if let (Some(r), true) = (reach.as_deref(), joined.continued_in.is_some()) {
             self.unit.hasten_give_up(r);
@@ -119,12 +110,8 @@ impl Server {
         };
         while self.busy.load(Ordering::Acquire) && !moved_on() {
             if std::time::Instant::now() >= give_up_at {
-                let why = format!(
-                    "{} (the burst is ending, and its writers were not done within {:.1} s)",
-                    RecordError::Busy,
-                    bound.as_secs_f64()
-                );
-                return Err(Refused { why, busy: true });
+                let waited_s = bound.as_secs_f64();
+                return Err(Busy::StillEnding { waited_s }.into());
             }
             std::thread::sleep(Duration::from_millis(5));
         }

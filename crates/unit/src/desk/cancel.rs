@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::Server;
+use super::TriggerDesk;
 use crate::protocol::CancelReply;
 
 /// How far past the newest buffered frame a cancelled burst ends: every frame a writer may have
@@ -11,7 +11,7 @@ use crate::protocol::CancelReply;
 /// has written past the new end; the burst then ends about this much later.
 const CANCEL_MARGIN: Duration = Duration::from_secs(1);
 
-impl Server {
+impl TriggerDesk {
     /// Cancels burst `burst_id`, the one being recorded: its window's end moves in to just past
     /// the newest frame buffered (`reach::BurstReach::cancel`).
     pub fn cancel(&self, burst_id: &str) -> Result<CancelReply, String> {
