@@ -22,5 +22,7 @@ pub use client::{
     UnitView,
 };
 pub use connect::{NatsOptions, DEFAULT_NATS_URL};
-pub use schema::{Heartbeat, TriggerMessage, UnitEvent, UnitState};
+pub use schema::{
+    EventKind, EventReason, Heartbeat, JoinedEvent, TriggerMessage, UnitEvent, UnitState,
+};
 pub use unit_link::UnitLink;

@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, context::Publish};
-use serde_json::{json, Value};
 use snbuf_unit::desk::TriggerDesk;
 
 use crate::journal::TriggerJournal;
@@ -62,25 +61,28 @@ impl Link {
 pub(crate) async fn publish_event(
     js: &jetstream::Context,
     link: &Link,
-    event: &str,
+    kind: EventKind,
     burst: Option<&str>,
     trigger: Option<&str>,
-    detail: Value,
 ) -> Result<(), String> {
+    let event = kind.name().to_string();
+    debug_assert!(
+        !matches!(kind, EventKind::Other { .. }),
+        "a unit publishes only kinds it knows"
+    );
     let e = UnitEvent {
         schema: SCHEMA,
         unit: link.unit.clone(),
         sent_unix_ns: now_unix_ns(),
-        event: event.into(),
         burst_id: burst.map(str::to_string),
         trigger_id: trigger.map(str::to_string),
-        detail,
+        kind,
     };
     let body = serde_json::to_vec(&e).expect("events serialise");
     let mut publish = Publish::build().payload(body.into());
     // One event of a kind per trigger or burst: a publish retried after a lost acknowledgement
     // is stored once. (A `duplicate` may happen again, and is said again.)
-    if event != "duplicate" {
+    if !matches!(e.kind, EventKind::Duplicate {}) {
         if let Some(key) = trigger.or(burst) {
             publish = publish.message_id(format!("{}.{event}.{}", link.unit, header_safe(key)));
         }
@@ -97,8 +99,11 @@ pub(crate) async fn publish_event(
 pub(crate) async fn publish_owed(js: &jetstream::Context, link: &Link) -> Result<(), String> {
     let owed = link.book().journal.owed();
     for (id, h) in owed {
-        let detail = json!({"reason": h.reason, "delay_s": h.delay_s});
-        publish_event(js, link, "missed", None, Some(&id), detail).await?;
+        let reason = EventReason {
+            reason: h.reason,
+            delay_s: h.delay_s,
+        };
+        publish_event(js, link, EventKind::Missed(reason), None, Some(&id)).await?;
         link.book().journal.mark_published(&id)?;
     }
     Ok(())

@@ -2,7 +2,7 @@
 //! message is one JSON object; fields are added, never repurposed (`schema` counts changes).
 
 use serde::{Deserialize, Serialize};
-use snbuf_unit::protocol::{OutcomeState, UnitStatus};
+use snbuf_unit::protocol::{BurstOutcome, OutcomeState, UnitStatus};
 
 /// Version of the message schema.
 pub const SCHEMA: u32 = 1;
@@ -156,21 +156,166 @@ impl Heartbeat {
     }
 }
 
-/// Something that happened to a unit's burst or trigger.
+/// Something that happened to a unit's burst or trigger. On the wire: `event` (its kind's name)
+/// and `detail` (what it says), beside the unit, the time and the ids.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(into = "WireEvent", try_from = "WireEvent")]
 pub struct UnitEvent {
     pub schema: u32,
     pub unit: String,
     pub sent_unix_ns: u64,
-    /// `sealed`, `failed`, `error` (a burst), `exported` (sent and verified), `missed` (its window
-    /// had left the buffer),
-    /// `late` (recorded what was left of a trigger delivered late), `refused` (e.g. a burst was
-    /// being recorded), `duplicate` (a trigger already handled).
-    pub event: String,
     pub burst_id: Option<String>,
     pub trigger_id: Option<String>,
-    /// The burst's outcome as the unit's status reports it, or why the event happened.
-    pub detail: serde_json::Value,
+    pub kind: EventKind,
+}
+
+/// What a `UnitEvent` is, with its `detail`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "event", content = "detail", rename_all = "snake_case")]
+pub enum EventKind {
+    /// A burst finished, by its final state: its outcome as the unit's status reports it.
+    Sealed(BurstOutcome),
+    Failed(BurstOutcome),
+    Recovered(BurstOutcome),
+    Error(BurstOutcome),
+    /// A burst was sent to the export's destination and read back there.
+    Exported {},
+    /// A trigger this unit cannot record (its window had left the buffer, or it was refused).
+    Missed(EventReason),
+    /// A trigger delivered late: what was left of its window is recorded.
+    Late(EventReason),
+    /// A trigger that joined the burst being recorded.
+    Joined(JoinedEvent),
+    /// A trigger already handled, delivered again: ignored.
+    Duplicate {},
+    /// A kind this snbuf does not know (a newer unit's): kept as it came, not understood.
+    #[serde(skip)]
+    Other {
+        event: String,
+        detail: serde_json::Value,
+    },
+}
+
+/// The kinds this snbuf knows, by their names on the wire.
+const KNOWN_EVENTS: [&str; 9] = [
+    "sealed",
+    "failed",
+    "recovered",
+    "error",
+    "exported",
+    "missed",
+    "late",
+    "joined",
+    "duplicate",
+];
+
+/// A `UnitEvent` as it goes over the wire: its kind as a name and a detail, so that a kind a
+/// newer unit sends is read (as `EventKind::Other`) rather than refused.
+#[derive(Serialize, Deserialize)]
+struct WireEvent {
+    schema: u32,
+    unit: String,
+    sent_unix_ns: u64,
+    event: String,
+    burst_id: Option<String>,
+    trigger_id: Option<String>,
+    #[serde(default)]
+    detail: serde_json::Value,
+}
+
+impl From<UnitEvent> for WireEvent {
+    fn from(e: UnitEvent) -> WireEvent {
+        let (event, detail) = match e.kind {
+            EventKind::Other { event, detail } => (event, detail),
+            kind => {
+                let event = kind.name().to_string();
+                let mut v = serde_json::to_value(kind).expect("events serialise");
+                (event, v["detail"].take())
+            }
+        };
+        WireEvent {
+            schema: e.schema,
+            unit: e.unit,
+            sent_unix_ns: e.sent_unix_ns,
+            event,
+            burst_id: e.burst_id,
+            trigger_id: e.trigger_id,
+            detail,
+        }
+    }
+}
+
+impl TryFrom<WireEvent> for UnitEvent {
+    type Error = serde_json::Error;
+
+    fn try_from(w: WireEvent) -> Result<UnitEvent, serde_json::Error> {
+        let kind = match KNOWN_EVENTS.contains(&w.event.as_str()) {
+            true => {
+                serde_json::from_value(serde_json::json!({"event": w.event, "detail": w.detail}))?
+            }
+            false => EventKind::Other {
+                event: w.event,
+                detail: w.detail,
+            },
+        };
+        Ok(UnitEvent {
+            schema: w.schema,
+            unit: w.unit,
+            sent_unix_ns: w.sent_unix_ns,
+            burst_id: w.burst_id,
+            trigger_id: w.trigger_id,
+            kind,
+        })
+    }
+}
+
+impl EventKind {
+    /// A finished burst's event, by the state it ended in.
+    pub fn of_burst(outcome: BurstOutcome) -> EventKind {
+        match outcome.state {
+            OutcomeState::Sealed => EventKind::Sealed(outcome),
+            OutcomeState::Failed => EventKind::Failed(outcome),
+            OutcomeState::Recovered => EventKind::Recovered(outcome),
+            OutcomeState::Error => EventKind::Error(outcome),
+            // Only read from a newer unit, never a unit's own: said as what it cannot be told
+            // apart from.
+            OutcomeState::Unknown => EventKind::Error(outcome),
+        }
+    }
+
+    /// The name on the wire (`event`).
+    pub fn name(&self) -> &str {
+        match self {
+            EventKind::Sealed(_) => "sealed",
+            EventKind::Failed(_) => "failed",
+            EventKind::Recovered(_) => "recovered",
+            EventKind::Error(_) => "error",
+            EventKind::Exported {} => "exported",
+            EventKind::Missed(_) => "missed",
+            EventKind::Late(_) => "late",
+            EventKind::Joined(_) => "joined",
+            EventKind::Duplicate {} => "duplicate",
+            EventKind::Other { event, .. } => event,
+        }
+    }
+}
+
+/// Why a trigger was missed, or late: in words, and how long after its issue it was handled.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct EventReason {
+    pub reason: Option<String>,
+    pub delay_s: f64,
+}
+
+/// What of a trigger's window the burst it joined records (`snbuf_unit::protocol::Joined`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct JoinedEvent {
+    pub burst_id: String,
+    pub covered_start: u64,
+    pub covered_end: u64,
+    pub extended_by_s: f64,
+    pub not_covered_s: Option<f64>,
+    pub not_covered_why: Option<String>,
 }
 
 /// Unit ids become subject tokens and key names: letters, digits, `-` and `_` only.
@@ -255,5 +400,69 @@ mod tests {
             serde_json::from_slice(&serde_json::to_vec(&t).unwrap()).unwrap();
         assert_eq!(back, t);
         assert!(serde_json::from_slice::<TriggerMessage>(b"{\"trigger_id\": 3}").is_err());
+    }
+
+    #[test]
+    fn events_read_and_write_the_wire_they_always_had() {
+        use serde_json::json;
+        let wire = |event: &str, detail: serde_json::Value| {
+            json!({"schema": 1, "unit": "u1", "sent_unix_ns": 7, "event": event,
+                   "burst_id": "b", "trigger_id": "t", "detail": detail})
+        };
+        let outcome = BurstOutcome {
+            burst_id: "b".into(),
+            state: OutcomeState::Sealed,
+            frames: Some(12),
+            ..BurstOutcome::default()
+        };
+        let cases = [
+            (
+                wire("missed", json!({"reason": "gone", "delay_s": 1.5})),
+                EventKind::Missed(EventReason {
+                    reason: Some("gone".into()),
+                    delay_s: 1.5,
+                }),
+            ),
+            (wire("duplicate", json!({})), EventKind::Duplicate {}),
+            (wire("exported", json!({})), EventKind::Exported {}),
+            (
+                wire(
+                    "joined",
+                    json!({"burst_id": "b", "covered_start": 1, "covered_end": 9,
+                "extended_by_s": 0.5, "not_covered_s": null, "not_covered_why": null}),
+                ),
+                EventKind::Joined(JoinedEvent {
+                    burst_id: "b".into(),
+                    covered_start: 1,
+                    covered_end: 9,
+                    extended_by_s: 0.5,
+                    not_covered_s: None,
+                    not_covered_why: None,
+                }),
+            ),
+            (
+                wire("sealed", serde_json::to_value(&outcome).unwrap()),
+                EventKind::Sealed(outcome),
+            ),
+        ];
+        for (json, kind) in cases {
+            let typed: UnitEvent = serde_json::from_value(json.clone()).unwrap();
+            assert_eq!(typed.kind, kind, "{json}");
+            assert_eq!(typed.kind.name(), json["event"], "{json}");
+            assert_eq!(
+                serde_json::to_value(&typed).unwrap(),
+                json,
+                "written as it was read"
+            );
+        }
+        // A kind a newer unit publishes: read, kept as it came, not dropped.
+        let json = wire("paused", json!({"why": 1}));
+        let newer: UnitEvent = serde_json::from_value(json.clone()).unwrap();
+        let other = EventKind::Other {
+            event: "paused".into(),
+            detail: json!({"why": 1}),
+        };
+        assert_eq!(newer.kind, other);
+        assert_eq!(serde_json::to_value(&newer).unwrap(), json);
     }
 }

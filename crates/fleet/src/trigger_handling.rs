@@ -6,7 +6,6 @@
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, AckKind};
-use serde_json::json;
 use snbuf_unit::desk::{self, Patience, Refused, FIRST_FRAME_WAIT};
 use snbuf_unit::protocol::{At, TriggerRequest};
 
@@ -319,7 +318,7 @@ async fn finish(
         Handling::SecondCopy => {}
         Handling::Duplicate => {
             say("already handled: duplicate ignored".into());
-            let _ = publish_event(js, link, "duplicate", Some(id), Some(id), json!({})).await;
+            let _ = publish_event(js, link, EventKind::Duplicate {}, Some(id), Some(id)).await;
         }
         Handling::Missed(why) => {
             say(format!("missed: {why}"));
@@ -351,16 +350,23 @@ async fn finish(
                 "{what} (came {came}, {arrived_s:.3} s after it was sent)"
             ));
             if let Some(j) = &reply.joined {
-                let detail = json!({"burst_id": reply.burst_id, "covered_start": j.covered_start,
-                    "covered_end": j.covered_end, "extended_by_s": j.extended_by_s,
-                    "not_covered_s": j.not_covered_s, "not_covered_why": j.not_covered_why});
-                let _ = publish_event(js, link, "joined", Some(&reply.burst_id), Some(id), detail)
-                    .await;
+                let joined = EventKind::Joined(JoinedEvent {
+                    burst_id: reply.burst_id.clone(),
+                    covered_start: j.covered_start,
+                    covered_end: j.covered_end,
+                    extended_by_s: j.extended_by_s,
+                    not_covered_s: j.not_covered_s,
+                    not_covered_why: j.not_covered_why.clone(),
+                });
+                let _ = publish_event(js, link, joined, Some(&reply.burst_id), Some(id)).await;
             }
             if arrived_s > 2.0 {
-                let why = format!("delivered {arrived_s:.1} s after it was issued (this unit was not running or not connected): recording what is left of its window");
-                let detail = json!({"reason": why, "delay_s": arrived_s});
-                let _ = publish_event(js, link, "late", Some(id), Some(id), detail).await;
+                let reason = format!("delivered {arrived_s:.1} s after it was issued (this unit was not running or not connected): recording what is left of its window");
+                let late = EventKind::Late(EventReason {
+                    reason: Some(reason),
+                    delay_s: arrived_s,
+                });
+                let _ = publish_event(js, link, late, Some(id), Some(id)).await;
             }
         }
     }

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::pull, consumer::AckPolicy, consumer::DeliverPolicy};
 use futures::StreamExt;
-use serde_json::json;
 use snbuf_unit::desk::TriggerDesk;
 
 use crate::connect::{NatsOptions, RETRY_DELAY};
@@ -521,9 +520,9 @@ async fn publish_burst_events(js: &jetstream::Context, link: &Link) -> Result<()
     let published = link.published.load(Ordering::Relaxed);
     let new = (total - published).min(recent.len() as u64) as usize;
     for b in &recent[recent.len() - new..] {
-        let detail = serde_json::to_value(b).expect("outcomes serialise");
         let id = &b.burst_id;
-        publish_event(js, link, b.state.name(), Some(id), Some(id), detail).await?;
+        let kind = EventKind::of_burst(b.clone());
+        publish_event(js, link, kind, Some(id), Some(id)).await?;
         link.published.fetch_add(1, Ordering::Relaxed);
     }
     link.published.store(total, Ordering::Relaxed);
@@ -534,7 +533,7 @@ async fn publish_burst_events(js: &jetstream::Context, link: &Link) -> Result<()
     loop {
         let next = link.book().exported_unpublished.first().cloned();
         let Some(id) = next else { break };
-        publish_event(js, link, "exported", Some(&id), Some(&id), json!({})).await?;
+        publish_event(js, link, EventKind::Exported {}, Some(&id), Some(&id)).await?;
         link.book().exported_unpublished.remove(0);
     }
     Ok(())

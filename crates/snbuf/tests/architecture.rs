@@ -784,7 +784,10 @@ fn triggers_are_decided_by_type_and_the_fleet_talks_to_the_desk() {
             true => rust_files(&path, &mut files),
             false => files.push(path),
         }
-        assert!(!files.is_empty(), "{part}: the trigger path is where it was");
+        assert!(
+            !files.is_empty(),
+            "{part}: the trigger path is where it was"
+        );
         for f in files {
             let code = code_of(&std::fs::read_to_string(&f).unwrap());
             for line in code.lines().filter(|l| compares_words(l)) {

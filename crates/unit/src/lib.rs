@@ -7,12 +7,14 @@
 //! arithmetic, pure), `counters` (per-link figures and the durable watermark), `writers` (the
 //! threads that persist a window; a burst's files are sized, prepared ahead and opened by
 //! `snbuf_burst::opening`, from `RecordConfig::burst_files`), `window_writer` (what each of them
-//! does), `watchdog` (a writer stuck in the kernel, given up), `recorder` (the running unit),
-//! `record` (one recording start to end), `report` (what it came to), `status_file` (the live
+//! does), `watchdog` (a writer stuck in the kernel, given up), `reach` (the window of the burst
+//! being recorded, which joins move out), `recorder` (the running unit), `one_shot` (`snbuf
+//! record`: one recording start to end), `summary` (what it came to), `status_file` (the live
 //! state as JSON), `interrupted` (bursts a stopped unit left unsealed, recovered at the next
-//! start). Around it, the service shell of
-//! `snbuf serve` (`service`): `control` (the Unix socket), `metrics` (Prometheus), `systemd`
-//! (readiness, watchdog and status for `Type=notify`).
+//! start). The trigger desk (`desk`): the one place triggers are taken, from any source, with
+//! typed decisions. Around it, the service shell of `snbuf serve` (`server`): `control` (the
+//! Unix socket, a source of the desk), `metrics` (Prometheus), `systemd` (readiness, watchdog
+//! and status for `Type=notify`).
 
 #![forbid(unsafe_code)]
 
