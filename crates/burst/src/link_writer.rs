@@ -121,6 +121,7 @@ impl<S: Sink> BurstWriter<S> {
             continues: None,
             continued_in: None,
             coded: None,
+            injected_faults: spec.injected_faults,
         };
         assert_eq!(
             manifest.links.len(),

@@ -209,6 +209,10 @@ pub struct Manifest {
     /// the file it stands for. Absent in a burst as recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coded: Option<String>,
+    /// Faults injected while it was recorded (`--inject-fault`, for reliability tests): a burst
+    /// recorded so is no evidence of snbuf's durability, and `verify` says so. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub injected_faults: Vec<String>,
 }
 
 /// A trigger a burst answers: its own window, and the part of it the burst holds.

@@ -302,6 +302,7 @@ pub fn recover_burst(dir: &Path, dry_run: bool) -> Result<RecoverReport, Recover
                 continues: None,
                 continued_in: None,
                 coded: None,
+                injected_faults: Vec::new(),
             },
         };
         assert!(

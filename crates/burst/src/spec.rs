@@ -47,6 +47,8 @@ pub struct BurstSpec {
     /// The run the burst belongs to, and the unit that records it.
     pub run_number: Option<u32>,
     pub unit: Option<String>,
+    /// Faults injected into its recording (`--inject-fault`, for tests): said in its manifest.
+    pub injected_faults: Vec<String>,
 }
 
 /// A burst id is a plain directory name inside the output directory: nothing that could escape

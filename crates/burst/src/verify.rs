@@ -65,6 +65,10 @@ pub struct VerifyReport {
     pub valid: bool,
     /// Each trigger the burst answers, and whether its own window is whole in it.
     pub triggers: Vec<TriggerCoverage>,
+    /// Faults injected while it was recorded, as its manifest says (for tests only): its data
+    /// checks out or not as any burst's, but it is no evidence of snbuf's durability.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub injected_faults: Vec<String>,
 }
 
 impl VerifyReport {
@@ -215,6 +219,10 @@ pub fn verify_burst(dir: &Path) -> Result<VerifyReport, BurstDirError> {
         problems,
         valid,
         triggers,
+        injected_faults: manifest
+            .as_ref()
+            .map(|m| m.injected_faults.clone())
+            .unwrap_or_default(),
     })
 }
 

@@ -24,6 +24,7 @@ fn spec(id: &str) -> BurstSpec {
         identities: vec![],
         run_number: None,
         unit: None,
+        injected_faults: Vec::new(),
     }
 }
 

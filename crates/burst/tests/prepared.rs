@@ -26,6 +26,7 @@ fn spec(id: &str, links: Vec<u32>) -> BurstSpec {
         identities: vec![],
         run_number: None,
         unit: None,
+        injected_faults: Vec::new(),
     }
 }
 

@@ -230,6 +230,7 @@ fn a_frame_whose_timestamp_disagrees_with_its_chunk_header_is_caught() {
         identities: vec![],
         run_number: None,
         unit: None,
+        injected_faults: Vec::new(),
     };
     let mut w = BurstWriter::create(root.path(), spec, |_, path| {
         open(&SinkConfig::new(Method::Direct, path, 1 << 20))

@@ -88,6 +88,7 @@ fn write_burst_with(root: &std::path::Path, frames: bool) -> std::path::PathBuf 
         identities: vec![],
         run_number: Some(77),
         unit: Some("apa1".into()),
+        injected_faults: Vec::new(),
     };
     let mut burst = BurstWriter::create(root, spec, |_, path| {
         let mut config = SinkConfig::new(Method::Direct, path, 8 << 20);

@@ -89,6 +89,12 @@ pub fn verify(dir: &Path, json: bool) -> anyhow::Result<()> {
         for t in &report.triggers {
             println!("{}", t.describe());
         }
+        if !report.injected_faults.is_empty() {
+            println!(
+                "note: recorded with injected faults ({}): for tests, no evidence of durability",
+                report.injected_faults.join(", ")
+            );
+        }
         let n =
             report.problems.len() + report.links.iter().map(|l| l.problems.len()).sum::<usize>();
         if report.valid {

@@ -20,7 +20,15 @@ use crate::exit::usage;
 const TABLES: &[&str] = &["s3"];
 
 /// Options that are never keys: the file itself, and clap's own.
-const NOT_KEYS: &[&str] = &["config", "help", "version"];
+/// Options only a command line gives: the injected faults ask for them each time, never a
+/// file a unit is left running with.
+const NOT_KEYS: &[&str] = &[
+    "config",
+    "help",
+    "version",
+    "inject-fault",
+    "unsafe-faults-for-tests",
+];
 
 /// The command line parsed, with the options of a `record` or `serve` `--config` file added
 /// where the command line does not give them. Exits as clap does on a bad command line; a bad

@@ -36,10 +36,6 @@ const SAMPLES: &[(&str, &str)] = &[
     ("burst_id", "\"b1\""),
     ("profile", "\"dune\""),
     ("status_file", "\"/r/s.json\""),
-    (
-        "inject_fault",
-        "[\"slow:rate=5MB/s\", \"persist-eio:link=1,after=2\"]",
-    ),
     ("completion_deadline", "\"5s\""),
     ("max_window", "\"30s\""),
     ("max_burst", "\"90s\""),

@@ -36,6 +36,7 @@ fn burst_with(root: &Path, trigger: Option<TriggerInfo>, skipped: Option<u64>) -
         identities: vec![],
         run_number: None,
         unit: None,
+        injected_faults: Vec::new(),
     };
     let mut b = BurstWriter::create(root, spec, |_, path| {
         open(&SinkConfig::new(Method::Direct, path, 1 << 20))

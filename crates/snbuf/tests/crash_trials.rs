@@ -221,6 +221,7 @@ fn the_frame_check_catches_a_frame_that_is_not_the_links() {
         identities: vec![],
         run_number: None,
         unit: None,
+        injected_faults: Vec::new(),
     };
     let mut w = BurstWriter::create(dir.path(), spec, |_, path| {
         open(&SinkConfig::new(Method::Buffered, path, 1 << 20))

@@ -116,6 +116,16 @@ fn a_failed_fsync_fails_its_link_only() {
     );
     assert_contained(out.path(), &o, 1, "fdatasync (injected fault)");
     let m = manifest(&out.path().join("b"));
+    // Said where the burst is read: its manifest, and verify (for a person and as JSON).
+    assert_eq!(
+        m["injected_faults"],
+        serde_json::json!(["persist-eio on link 1"])
+    );
+    assert!(stderr(&o).contains("FAULTS INJECTED"), "{}", stderr(&o));
+    let (_, v) = verify(&out.path().join("b"));
+    assert_eq!(v["injected_faults"], m["injected_faults"]);
+    let said = snbuf(&["verify", out.path().join("b").to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&said.stdout).contains("recorded with injected faults"));
     // Two persists succeeded before the failed one: what they covered is acknowledged, nothing
     // after (the status file said the same, checked above).
     assert!(
@@ -312,4 +322,37 @@ fn a_memory_backed_output_larger_than_memory_cuts_the_window_instead_of_being_ki
             );
         }
     }
+}
+
+#[test]
+fn a_fault_that_voids_durability_is_taken_only_when_asked_for_by_name() {
+    let out = tempfile::tempdir().unwrap();
+    for fault in ["lost-flush", "late-flush", "lost-dir-sync"] {
+        let (o, _) = record(out.path(), "direct", &[("--inject-fault", fault)]);
+        assert_eq!(o.status.code(), Some(2), "{fault}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("--unsafe-faults-for-tests"),
+            "{fault}: {}",
+            stderr(&o)
+        );
+        assert!(!out.path().join("b").exists(), "{fault}: nothing recorded");
+    }
+    let (o, _) = record(
+        out.path(),
+        "direct",
+        &[
+            ("--inject-fault", "lost-flush"),
+            ("--unsafe-faults-for-tests", ""),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let m = manifest(&out.path().join("b"));
+    assert_eq!(m["injected_faults"], serde_json::json!(["lost-flush"]));
+    // A burst recorded without a fault says nothing of faults.
+    let clean = tempfile::tempdir().unwrap();
+    let (o, _) = record(clean.path(), "direct", &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(manifest(&clean.path().join("b"))
+        .get("injected_faults")
+        .is_none());
 }

@@ -168,6 +168,7 @@ mod tests {
             identities: vec![],
             run_number: None,
             unit: None,
+            injected_faults: Vec::new(),
         };
         let open = |_: u32, p: &Path| {
             snbuf_persist::open(&snbuf_persist::SinkConfig::new(

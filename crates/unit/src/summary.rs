@@ -179,5 +179,6 @@ pub(crate) fn verify_sealed(
         )],
         valid: false,
         triggers: Vec::new(),
+        injected_faults: manifest.injected_faults.clone(),
     })
 }

@@ -125,6 +125,7 @@ fn burst_spec(
         identities,
         run_number: files.run_number,
         unit: files.unit_id.clone(),
+        injected_faults: files.faults.iter().map(|f| f.to_string()).collect(),
     }
 }
 

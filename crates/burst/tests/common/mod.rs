@@ -65,6 +65,7 @@ pub fn write_burst(links: u32) -> TestBurst {
         identities: vec![],
         run_number: None,
         unit: None,
+        injected_faults: Vec::new(),
     };
     let mut burst = BurstWriter::create(root.path(), spec, |_, path| {
         let mut config = SinkConfig::new(Method::Direct, path, 1 << 20);

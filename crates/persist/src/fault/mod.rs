@@ -209,6 +209,45 @@ impl FaultPlan {
     }
 }
 
+impl FaultKind {
+    /// Its name, as `--inject-fault` takes it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            FaultKind::Write { errno, .. } if *errno == libc::ENOSPC => "write-enospc",
+            FaultKind::Write { .. } => "write-eio",
+            FaultKind::Persist { .. } => "persist-eio",
+            FaultKind::Slow { .. } => "slow",
+            FaultKind::LostFlush => "lost-flush",
+            FaultKind::LateFlush => "late-flush",
+            FaultKind::LostDirSync => "lost-dir-sync",
+            FaultKind::SlowCompletion { .. } => "slow-completion",
+            FaultKind::Stall { .. } => "stall",
+            FaultKind::Hang { .. } => "hang",
+        }
+    }
+
+    /// Whether it makes the unit acknowledge data that is not durable (a persist or a
+    /// directory sync that reports success and does not do it): the faults only a power cut
+    /// shows, which nothing but a test of that may ask for.
+    pub fn voids_durability(&self) -> bool {
+        matches!(
+            self,
+            FaultKind::LostFlush | FaultKind::LateFlush | FaultKind::LostDirSync
+        )
+    }
+}
+
+/// The fault in words, for logs and manifests: its kind, and its link where it has one (a
+/// write-eio:link=1 says `write-eio on link 1`).
+impl std::fmt::Display for FaultPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.link {
+            Some(link) => write!(f, "{} on link {link}", self.kind.name()),
+            None => write!(f, "{}", self.kind.name()),
+        }
+    }
+}
+
 /// A sink with faults injected (see the module comment).
 pub struct Faulty<S> {
     inner: S,

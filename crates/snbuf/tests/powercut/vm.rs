@@ -48,7 +48,7 @@ echo "@@ ready"
 # A whole site (servers, object store, units, operator): its own script (site.rs).
 [ "$snbuf_mode" = site ] && exec /bin/sh /etc/site.sh
 fault=""
-[ -n "$snbuf_fault" ] && fault="--inject-fault $snbuf_fault"
+[ -n "$snbuf_fault" ] && fault="--inject-fault $snbuf_fault --unsafe-faults-for-tests"
 if [ "$snbuf_mode" = serve ] || [ "$snbuf_mode" = restart ]; then
   /bin/snbuf serve --output /data/snbuf --socket /run/s.sock --status-file /run/status.json \
     --method "$snbuf_method" --rate-per-link "$snbuf_rate" \

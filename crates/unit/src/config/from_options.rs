@@ -241,10 +241,26 @@ fn default_burst_id() -> String {
 
 /// The faults `--inject-fault` asks for, each parsed.
 fn faults_of(args: &UnitOptions) -> Result<Vec<FaultPlan>, SetupError> {
-    args.inject_fault
+    let faults = args
+        .inject_fault
         .iter()
         .map(|f| FaultPlan::parse(f).map_err(|e| SetupError::usage(format!("--inject-fault: {e}"))))
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Some(f) = faults.iter().find(|f| f.kind.voids_durability()) {
+        if !args.unsafe_faults_for_tests {
+            return Err(SetupError::usage(format!(
+                "--inject-fault {f} makes the unit acknowledge data that is not durable; it is for the power-cut trials only: add --unsafe-faults-for-tests to ask for it"
+            )));
+        }
+    }
+    if !faults.is_empty() {
+        let said: Vec<String> = faults.iter().map(|f| f.to_string()).collect();
+        tracing::warn!(
+            "FAULTS INJECTED ({}): for reliability tests; every burst recorded says so in its manifest",
+            said.join(", ")
+        );
+    }
+    Ok(faults)
 }
 
 /// One method serves every output: `auto` picks it from the home's medium, which is only right

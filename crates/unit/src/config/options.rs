@@ -149,9 +149,16 @@ pub struct UnitOptions {
     /// kernel; the watchdog gives its writer up).
     /// Without link=N, every link. Faults that only a power cut reveals, which
     /// bench/powercut.sh must catch: lost-flush (persists succeed and do nothing), late-flush
-    /// (each persist is done only at the next), lost-dir-sync (no directory fsync).
+    /// (each persist is done only at the next), lost-dir-sync (no directory fsync): these make
+    /// the unit acknowledge data that is not durable, and are taken only with
+    /// --unsafe-faults-for-tests. Every burst recorded with a fault says so in its manifest,
+    /// and `verify` says it. Not a config-file key: a command line asks for it each time.
     #[arg(long, value_name = "FAULT")]
     pub inject_fault: Vec<String>,
+    /// Takes --inject-fault's lost-flush, late-flush and lost-dir-sync: for the power-cut
+    /// trials, which must catch them. Never on a unit whose data matters.
+    #[arg(long)]
+    pub unsafe_faults_for_tests: bool,
     /// How long a write or flush may go without completing before its link is failed, its
     /// loss counted (the other links go on; a stalled device never holds them): a device that
     /// stops answering must not hang the unit. Default: half of --buffer, between 1s and 60s.
