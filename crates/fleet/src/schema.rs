@@ -169,6 +169,35 @@ pub struct UnitEvent {
     pub kind: EventKind,
 }
 
+impl UnitEvent {
+    /// The event in one line for a person (`snbuf fleet events`): the unit, the kind, the burst
+    /// or trigger, and what it says.
+    pub fn line(&self) -> String {
+        let said = match &self.kind {
+            EventKind::Missed(r) | EventKind::Late(r) => r.reason.clone().unwrap_or_default(),
+            EventKind::Sealed(o)
+            | EventKind::Failed(o)
+            | EventKind::Recovered(o)
+            | EventKind::Error(o) => match (&o.error, o.frames) {
+                (Some(why), _) => why.clone(),
+                (None, Some(frames)) => format!("{frames} frames"),
+                (None, None) => String::new(),
+            },
+            EventKind::Joined(j) => format!("joined {}", j.burst_id),
+            EventKind::Exported {} | EventKind::Duplicate {} | EventKind::Other { .. } => {
+                String::new()
+            }
+        };
+        let about = self.burst_id.as_deref().or(self.trigger_id.as_deref());
+        format!(
+            "{} {:<9} {} {said}",
+            self.unit,
+            self.kind.name(),
+            about.unwrap_or("-")
+        )
+    }
+}
+
 /// What a `UnitEvent` is, with its `detail`.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "event", content = "detail", rename_all = "snake_case")]

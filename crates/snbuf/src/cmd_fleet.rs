@@ -79,31 +79,7 @@ fn events(args: &FleetReadArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     for e in &events {
-        use snbuf_fleet::EventKind;
-        let said = match &e.kind {
-            EventKind::Missed(r) | EventKind::Late(r) => r.reason.clone().unwrap_or_default(),
-            EventKind::Sealed(o)
-            | EventKind::Failed(o)
-            | EventKind::Recovered(o)
-            | EventKind::Error(o) => match (&o.error, o.frames) {
-                (Some(why), _) => why.clone(),
-                (None, Some(frames)) => format!("{frames} frames"),
-                (None, None) => String::new(),
-            },
-            EventKind::Joined(j) => format!("joined {}", j.burst_id),
-            EventKind::Exported {} | EventKind::Duplicate {} | EventKind::Other { .. } => {
-                String::new()
-            }
-        };
-        println!(
-            "{} {:<9} {} {said}",
-            e.unit,
-            e.kind.name(),
-            e.burst_id
-                .as_deref()
-                .or(e.trigger_id.as_deref())
-                .unwrap_or("-"),
-        );
+        println!("{}", e.line());
     }
     Ok(())
 }
