@@ -197,7 +197,9 @@ impl Receiver {
 
     /// The most frames the receiver may claim of a link's ring at once.
     fn room(&self, link: usize) -> usize {
-        (self.producers[link].buffer().capacity_frames() / 2) as usize
+        let room = (self.producers[link].buffer().capacity_frames() / 2) as usize;
+        debug_assert!(room > 0, "a ring holds at least two frames");
+        room
     }
 
     /// Receives up to `BATCH` datagrams of one socket into its link's next slots, merged in
@@ -218,6 +220,7 @@ impl Receiver {
         // SAFETY: each iovec points at a claimed, whole slot of `fb` bytes that no reader trusts
         // until it is kept and published.
         let (msgs, n) = unsafe { receive_messages(sock, iov.chunks_mut(1), &mut control) };
+        assert!(n <= batch, "the kernel fills at most the messages offered");
         if n == 0 {
             self.producers[link].keep(0);
             return 0;
@@ -245,6 +248,10 @@ impl Receiver {
         c.receives.fetch_add(n as u64, Ordering::Relaxed);
         c.receive_calls.fetch_add(1, Ordering::Relaxed);
         self.count_kernel_drops(sock, drops);
+        assert!(
+            kept <= waiting + n,
+            "no more frames kept than came and waited"
+        );
         self.producers[link].keep(kept);
         self.producers[link].publish();
         n
@@ -284,6 +291,10 @@ impl Receiver {
         let (msgs, received) = unsafe {
             receive_messages(sock, iov.iter_mut().map(|v| v.as_mut_slice()), &mut control)
         };
+        assert!(
+            received <= messages,
+            "the kernel fills at most the messages offered"
+        );
         if received == 0 {
             self.producers[link].keep(0);
             return 0;
@@ -316,6 +327,10 @@ impl Receiver {
         } else {
             1
         };
+        assert!(
+            kept <= waiting + offered,
+            "no more frames kept than slots offered and frames waiting"
+        );
         self.producers[link].keep(kept);
         self.producers[link].publish();
         received
@@ -355,8 +370,13 @@ impl Receiver {
                 iov_base: tail.as_mut_ptr().cast(),
                 iov_len: fb,
             });
+            debug_assert!(
+                v.len() <= 3,
+                "a claim wraps the ring at most once: two runs of slots, then the tail"
+            );
             iov.push(v);
         }
+        assert_eq!(iov.len(), messages, "an iovec list a message");
         iov
     }
 
@@ -404,6 +424,10 @@ impl Receiver {
         if n / fb > 1 {
             c.coalesced.fetch_add(1, Ordering::Relaxed);
         }
+        assert!(
+            whole <= slots && whole * fb <= n,
+            "only whole frames that came, in the slots offered"
+        );
         whole
     }
 
@@ -416,8 +440,18 @@ impl Receiver {
             self.flush_rerouted(link, u64::MAX);
         }
         let waiting = self.rerouted[link].len();
+        assert!(
+            waiting < self.room(link),
+            "the waiting frames leave room to receive"
+        );
         let receive = want.min(self.room(link) - waiting);
-        (waiting, self.producers[link].claim(waiting + receive))
+        let slots = self.producers[link].claim(waiting + receive);
+        debug_assert_eq!(
+            slots.len(),
+            waiting + receive,
+            "every slot asked is claimed"
+        );
+        (waiting, slots)
     }
 
     /// Counts what the kernel dropped on `sock` since its count was last seen (`drops`, its
@@ -435,6 +469,10 @@ impl Receiver {
     /// frames that go before it first, and keeps it in slot `kept` if it is one to keep.
     /// `kept <= at`: the first slots of the claim were left for the rerouted frames.
     fn take_frame(&mut self, link: usize, at: usize, kept: &mut usize) {
+        assert!(
+            *kept <= at,
+            "a frame is kept at or before the slot it came in"
+        );
         let frame = self.producers[link].claimed_slot(at);
         let Some(target) = self.routing.route(link, frame) else {
             return;
@@ -479,6 +517,10 @@ impl Receiver {
         let q = &mut self.rerouted[link];
         let at = q.partition_point(|(_, f)| self.routing.layout.timestamp(f) <= ts);
         q.insert(at, (self.round, frame));
+        debug_assert!(
+            q.len() <= self.room(link),
+            "the frames waiting fit the room left"
+        );
     }
 
     /// Puts `link`'s rerouted frames found before poll round `before` into its ring.
@@ -498,6 +540,7 @@ impl Receiver {
                 kept += 1;
             }
         }
+        assert!(kept <= ready, "no more frames kept than waited");
         self.producers[link].keep(kept);
         self.producers[link].publish();
     }
@@ -521,6 +564,10 @@ impl Routing {
             return Some(link);
         }
         let target = self.stream_to_link[id.unwrap_or_default().stream_id as usize];
+        debug_assert!(
+            target.is_none_or(|t| t < self.counters.len()),
+            "a stream routes to a link of this receiver"
+        );
         if target.is_none() {
             self.counters[link]
                 .unknown_stream
