@@ -77,6 +77,7 @@ pub(crate) async fn publish_event(
         burst_id: burst.map(str::to_string),
         trigger_id: trigger.map(str::to_string),
         kind,
+        received_detail: None,
     };
     let body = serde_json::to_vec(&e).expect("events serialise");
     let mut publish = Publish::build().payload(body.into());

@@ -167,6 +167,9 @@ pub struct UnitEvent {
     pub burst_id: Option<String>,
     pub trigger_id: Option<String>,
     pub kind: EventKind,
+    /// The `detail` as it came, for an event read from the wire: written out again as it came
+    /// (fields a newer unit adds kept, none made up), whatever of it `kind` understood.
+    pub received_detail: Option<serde_json::Value>,
 }
 
 impl UnitEvent {
@@ -217,7 +220,8 @@ pub enum EventKind {
     Joined(JoinedEvent),
     /// A trigger already handled, delivered again: ignored.
     Duplicate {},
-    /// A kind this snbuf does not know (a newer unit's): kept as it came, not understood.
+    /// A kind this snbuf does not know (a newer unit's), or a known one whose detail it cannot
+    /// read: kept as it came, not understood.
     #[serde(skip)]
     Other {
         event: String,
@@ -254,9 +258,10 @@ struct WireEvent {
 
 impl From<UnitEvent> for WireEvent {
     fn from(e: UnitEvent) -> WireEvent {
-        let (event, detail) = match e.kind {
-            EventKind::Other { event, detail } => (event, detail),
-            kind => {
+        let (event, detail) = match (e.kind, e.received_detail) {
+            (EventKind::Other { event, detail }, _) => (event, detail),
+            (kind, Some(detail)) => (kind.name().to_string(), detail),
+            (kind, None) => {
                 let event = kind.name().to_string();
                 let mut v = serde_json::to_value(kind).expect("events serialise");
                 (event, v["detail"].take())
@@ -278,15 +283,20 @@ impl TryFrom<WireEvent> for UnitEvent {
     type Error = serde_json::Error;
 
     fn try_from(w: WireEvent) -> Result<UnitEvent, serde_json::Error> {
-        let kind = match KNOWN_EVENTS.contains(&w.event.as_str()) {
-            true => {
-                serde_json::from_value(serde_json::json!({"event": w.event, "detail": w.detail}))?
-            }
-            false => EventKind::Other {
-                event: w.event,
-                detail: w.detail,
-            },
-        };
+        // A known kind whose detail does not read (an older or a loose sender's) is kept as
+        // it came, as an unknown one is: an event is never dropped for its detail.
+        let typed = KNOWN_EVENTS
+            .contains(&w.event.as_str())
+            .then(|| {
+                let both = serde_json::json!({"event": w.event, "detail": w.detail});
+                serde_json::from_value::<EventKind>(both).ok()
+            })
+            .flatten();
+        let received_detail = typed.is_some().then(|| w.detail.clone());
+        let kind = typed.unwrap_or(EventKind::Other {
+            event: w.event,
+            detail: w.detail,
+        });
         Ok(UnitEvent {
             schema: w.schema,
             unit: w.unit,
@@ -294,6 +304,7 @@ impl TryFrom<WireEvent> for UnitEvent {
             burst_id: w.burst_id,
             trigger_id: w.trigger_id,
             kind,
+            received_detail,
         })
     }
 }
@@ -483,7 +494,26 @@ mod tests {
                 json,
                 "written as it was read"
             );
+            // And as a unit publishes it, from its kind alone: the wire it always had.
+            let published = UnitEvent {
+                received_detail: None,
+                ..typed
+            };
+            assert_eq!(serde_json::to_value(&published).unwrap(), json, "published");
         }
+        // A newer unit's added field, and a loose sender's detail: kept as they came, the one
+        // read typed, the other as Other; nothing made up.
+        let added = wire(
+            "missed",
+            json!({"reason": "gone", "delay_s": 1.5, "added": 42}),
+        );
+        let read: UnitEvent = serde_json::from_value(added.clone()).unwrap();
+        assert!(matches!(read.kind, EventKind::Missed(_)));
+        assert_eq!(serde_json::to_value(&read).unwrap(), added);
+        let loose = wire("exported", serde_json::Value::Null);
+        let read: UnitEvent = serde_json::from_value(loose.clone()).unwrap();
+        assert!(matches!(read.kind, EventKind::Other { .. }), "{read:?}");
+        assert_eq!(serde_json::to_value(&read).unwrap(), loose);
         // A kind a newer unit publishes: read, kept as it came, not dropped.
         let json = wire("paused", json!({"why": 1}));
         let newer: UnitEvent = serde_json::from_value(json.clone()).unwrap();
