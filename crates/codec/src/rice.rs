@@ -239,9 +239,9 @@ mod tests {
             k
         };
         for samples in [1u32, 2, 3, 12, 63, 64, 65, 1000, 65_535] {
-            for sum in
-                (0..70_000).chain((0..64).map(|i| samples.saturating_mul(1 << (i % 20)) + i / 20))
-            {
+            for sum in (0..70_000).chain(
+                (0..64).map(|i| samples.saturating_mul(1 << (i % 20)).saturating_add(i / 20)),
+            ) {
                 assert_eq!(
                     rice_k(samples, sum),
                     by_search(samples, sum),

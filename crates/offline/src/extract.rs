@@ -32,6 +32,18 @@ pub struct Extracted {
     pub bytes: u64,
     pub first_timestamp: Option<u64>,
     pub last_timestamp: Option<u64>,
+    /// Set when the link's file is damaged with data behind the damage (a chunk that fails its
+    /// checks, a newer format, valid chunks after it): what was written is the frames before
+    /// it, and this says where it ended.
+    pub cut_short: Option<CutShort>,
+}
+
+/// Where a damaged link file's readable prefix ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CutShort {
+    pub at_offset: u64,
+    /// Chunks that look valid after it, not read.
+    pub chunks_after: u64,
 }
 
 /// Writes link `link`'s frames with timestamps in `[from, to)` to `out`; none is an error, and
@@ -59,11 +71,27 @@ pub fn extract(
         .map_err(werr(&tmp))?;
     let result = (|| {
         let mut w = BufWriter::with_capacity(1 << 20, file);
+        let report = &reader.report;
+        // Fewer frames than the sealed manifest says were recorded: the file lost some since.
+        let recorded = (burst.manifest.links.iter())
+            .find(|l| l.link == link)
+            .map(|l| l.data.frames);
+        let damaged = matches!(
+            report.end,
+            snbuf_burst::scan::End::BadChunk { .. } | snbuf_burst::scan::End::FutureVersion { .. }
+        ) || report.chunks_after_end > 0
+            || recorded.is_some_and(|n| report.frames() < n);
+        // Only where the frames asked for reach past what could be read.
+        let damaged = damaged && report.last_timestamp().is_none_or(|last| to > last);
         let mut got = Extracted {
             frames: 0,
             bytes: 0,
             first_timestamp: None,
             last_timestamp: None,
+            cut_short: damaged.then_some(CutShort {
+                at_offset: report.valid_bytes,
+                chunks_after: report.chunks_after_end,
+            }),
         };
         let fb = reader.layout.frame_bytes as usize;
         reader.frames_between(from, to, |frames: &[u8]| {

@@ -22,12 +22,13 @@ const TABLES: &[&str] = &["s3"];
 /// Options that are never keys: the file itself, and clap's own.
 /// Options only a command line gives: the injected faults ask for them each time, never a
 /// file a unit is left running with.
+const COMMAND_LINE_ONLY: &[&str] = &["inject-fault", "unsafe-faults-for-tests"];
 const NOT_KEYS: &[&str] = &[
     "config",
     "help",
     "version",
-    "inject-fault",
-    "unsafe-faults-for-tests",
+    COMMAND_LINE_ONLY[0],
+    COMMAND_LINE_ONLY[1],
 ];
 
 /// The command line parsed, with the options of a `record` or `serve` `--config` file added
@@ -132,6 +133,12 @@ fn file_args(
                 .find(|a| a.get_long() == Some(long.as_str()) && !NOT_KEYS.contains(&long.as_str()))
         });
         let Some(arg) = arg else {
+            if COMMAND_LINE_ONLY.contains(&long.as_str()) {
+                return Err(usage(format!(
+                    "--config {}: `{key}` is taken from a command line only, never a file a unit runs with: give --{long} there",
+                    path.display()
+                )));
+            }
             if command == "record" && keys("serve").contains(key) {
                 eprintln!(
                     "--config {}: `{key}` is an option of `serve`; `record` leaves it alone",

@@ -155,6 +155,11 @@ fn the_command_line_wins_paths_are_the_files_and_mistakes_are_refused() {
         ("[s3]\nnot_a_setting = 1\n", "s3"),
         ("rate-per-link = \"5MB/s\"\n", "unknown key `rate-per-link`"),
         ("output = \"\"\n", "an empty value"),
+        (
+            "inject_fault = [\"lost-flush\"]\n",
+            "`inject_fault` is taken from a command line only",
+        ),
+        ("unsafe_faults_for_tests = true\n", "a command line only"),
     ] {
         let config = write_config(dir.path(), text);
         let e = parse_from(argv(&["snbuf", "serve", "--config", &config]))

@@ -156,6 +156,9 @@ fn a_coded_object_damaged_in_the_store_is_an_error_never_other_frames() {
             out.to_str().unwrap(),
         ]);
         let got = std::fs::read(&out).unwrap_or_default();
+        // Said, and not a success: a script must not take the prefix for the link.
+        assert_eq!(o.status.code(), Some(1), "{what}: {}", stderr(&o));
+        assert!(stderr(&o).contains("damaged"), "{what}: {}", stderr(&o));
         assert!(
             got.len() < whole.len() && whole.starts_with(&got),
             "{what}: extract gave {} B, not a part of the {} B sent ({})",

@@ -337,7 +337,7 @@ fn a_fault_that_voids_durability_is_taken_only_when_asked_for_by_name() {
         );
         assert!(!out.path().join("b").exists(), "{fault}: nothing recorded");
     }
-    let (o, _) = record(
+    let (o, summary) = record(
         out.path(),
         "direct",
         &[
@@ -348,6 +348,13 @@ fn a_fault_that_voids_durability_is_taken_only_when_asked_for_by_name() {
     assert!(o.status.success(), "{}", stderr(&o));
     let m = manifest(&out.path().join("b"));
     assert_eq!(m["injected_faults"], serde_json::json!(["lost-flush"]));
+    // The recording's own summary claims no durability it did not have.
+    assert_eq!(summary["survives_power_loss"], false, "{summary}");
+    let durability = summary["durability"].as_str().unwrap();
+    assert!(
+        durability.contains("voided by injected faults: lost-flush"),
+        "{durability}"
+    );
     // A burst recorded without a fault says nothing of faults.
     let clean = tempfile::tempdir().unwrap();
     let (o, _) = record(clean.path(), "direct", &[]);

@@ -90,6 +90,16 @@ pub fn extract(args: &ExtractArgs) -> anyhow::Result<()> {
         got.last_timestamp.map_or("-".into(), |t| t.to_string()),
         args.out.display()
     );
+    if let Some(cut) = got.cut_short {
+        return Err(anyhow::Error::new(Failure(format!(
+            "link {}: its file is damaged at offset {} ({} valid-looking chunk(s) after it not read): {} holds only the frames before it; `snbuf verify {}` says what is wrong",
+            args.link,
+            cut.at_offset,
+            cut.chunks_after,
+            args.out.display(),
+            args.burst_dir.display()
+        ))));
+    }
     Ok(())
 }
 

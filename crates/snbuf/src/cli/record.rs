@@ -120,7 +120,8 @@ pub struct TriggerArgs {
     #[arg(long, default_value = "now")]
     pub at: String,
     /// Window start before the trigger, in seconds of the detector's clock (default: the
-    /// server's --pre). Beyond what the buffer holds is recorded as lost.
+    /// server's --pre; at most the server's --buffer). What has left the buffer is recorded
+    /// as lost.
     #[arg(long, value_name = "TIME", value_parser = parse_duration)]
     pub pre: Option<Duration>,
     /// Window end after the trigger (default: the server's --post).

@@ -108,7 +108,19 @@ impl Unit {
             "the manifest sealed is this burst's"
         );
         report_status("sealed");
-        let durability = manifest.durability.clone();
+        // Faults that make persists lie void what the sinks promised: said where it is read.
+        let voiding: Vec<String> = (self.config.faults.iter())
+            .filter(|f| f.kind.voids_durability())
+            .map(|f| f.to_string())
+            .collect();
+        let durability = match voiding.is_empty() {
+            true => manifest.durability.clone(),
+            false => format!(
+                "{} (voided by injected faults: {})",
+                manifest.durability,
+                voiding.join(", ")
+            ),
+        };
         let verify = crate::summary::verify_sealed(&dir, &mut manifest, &abandoned)?;
         let config = &self.config;
         let fb = config.frame_type.frame_bytes() as u64;
@@ -131,7 +143,7 @@ impl Unit {
             output_bytes_per_s: frames_recorded as f64 * fb as f64 / written.writing_s,
             method: manifest.method.clone(),
             durability,
-            survives_power_loss: written.survives_power_loss,
+            survives_power_loss: written.survives_power_loss && voiding.is_empty(),
             prepared_ahead: written.prepared_ahead,
             window_cut_to_bytes_per_link: written.cut_to_bytes_per_link,
             buffer_memory_bytes: self.buffer_memory_bytes,
