@@ -71,27 +71,12 @@ pub fn extract(
         .map_err(werr(&tmp))?;
     let result = (|| {
         let mut w = BufWriter::with_capacity(1 << 20, file);
-        let report = &reader.report;
-        // Fewer frames than the sealed manifest says were recorded: the file lost some since.
-        let recorded = (burst.manifest.links.iter())
-            .find(|l| l.link == link)
-            .map(|l| l.data.frames);
-        let damaged = matches!(
-            report.end,
-            snbuf_burst::scan::End::BadChunk { .. } | snbuf_burst::scan::End::FutureVersion { .. }
-        ) || report.chunks_after_end > 0
-            || recorded.is_some_and(|n| report.frames() < n);
-        // Only where the frames asked for reach past what could be read.
-        let damaged = damaged && report.last_timestamp().is_none_or(|last| to > last);
         let mut got = Extracted {
             frames: 0,
             bytes: 0,
             first_timestamp: None,
             last_timestamp: None,
-            cut_short: damaged.then_some(CutShort {
-                at_offset: report.valid_bytes,
-                chunks_after: report.chunks_after_end,
-            }),
+            cut_short: cut_short(burst, &reader, link, to),
         };
         let fb = reader.layout.frame_bytes as usize;
         reader.frames_between(from, to, |frames: &[u8]| {
@@ -120,6 +105,31 @@ pub fn extract(
     })();
     let _ = std::fs::remove_file(&tmp);
     result
+}
+
+/// Where link `link`'s readable prefix (`reader`) ends, if its file is damaged (a chunk that fails its
+/// checks, a newer format, valid chunks after it, fewer frames than the sealed manifest says
+/// were recorded) and the frames asked for, up to `to`, reach past it.
+fn cut_short(
+    burst: &BurstReader,
+    reader: &snbuf_burst::read::LinkReader,
+    link: u32,
+    to: u64,
+) -> Option<CutShort> {
+    let report = &reader.report;
+    let recorded = (burst.manifest.links.iter())
+        .find(|l| l.link == link)
+        .map(|l| l.data.frames);
+    let damaged = matches!(
+        report.end,
+        snbuf_burst::scan::End::BadChunk { .. } | snbuf_burst::scan::End::FutureVersion { .. }
+    ) || report.chunks_after_end > 0
+        || recorded.is_some_and(|n| report.frames() < n);
+    let reaches_past = report.last_timestamp().is_none_or(|last| to > last);
+    (damaged && reaches_past).then_some(CutShort {
+        at_offset: report.valid_bytes,
+        chunks_after: report.chunks_after_end,
+    })
 }
 
 /// `.<name>.part` beside `path`.

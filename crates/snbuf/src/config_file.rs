@@ -20,16 +20,10 @@ use crate::exit::usage;
 const TABLES: &[&str] = &["s3"];
 
 /// Options that are never keys: the file itself, and clap's own.
-/// Options only a command line gives: the injected faults ask for them each time, never a
-/// file a unit is left running with.
+const NOT_KEYS: &[&str] = &["config", "help", "version"];
+/// Options only a command line gives (the injected faults: asked for each time, never by a
+/// file a unit is left running with).
 const COMMAND_LINE_ONLY: &[&str] = &["inject-fault", "unsafe-faults-for-tests"];
-const NOT_KEYS: &[&str] = &[
-    "config",
-    "help",
-    "version",
-    COMMAND_LINE_ONLY[0],
-    COMMAND_LINE_ONLY[1],
-];
 
 /// The command line parsed, with the options of a `record` or `serve` `--config` file added
 /// where the command line does not give them. Exits as clap does on a bad command line; a bad
@@ -102,11 +96,24 @@ pub fn keys(command: &str) -> Vec<String> {
     let mut keys: Vec<String> = sub
         .get_arguments()
         .filter_map(|a| a.get_long())
-        .filter(|l| !NOT_KEYS.contains(l))
+        .filter(|l| is_key(l))
         .map(|l| l.replace('-', "_"))
         .collect();
     keys.extend(TABLES.iter().map(|t| t.to_string()));
     keys
+}
+
+fn is_key(long: &str) -> bool {
+    !NOT_KEYS.contains(&long) && !COMMAND_LINE_ONLY.contains(&long)
+}
+
+/// Refuses `key` where it names an option only a command line gives.
+fn command_line_only(path: &Path, key: &str) -> anyhow::Result<()> {
+    let long = key.replace('_', "-");
+    match COMMAND_LINE_ONLY.contains(&long.as_str()) {
+        true => Err(usage(format!("--config {}: `{key}` is taken from a command line only, never a file a unit runs with: give --{long} there", path.display()))),
+        false => Ok(()),
+    }
 }
 
 /// The file's options as command-line arguments (`--long=value`), leaving out every option
@@ -130,15 +137,10 @@ fn file_args(
         // One spelling: `rate-per-link` and `rate_per_link` both set would clash in clap.
         let arg = (!key.contains('-')).then_some(()).and_then(|()| {
             sub.get_arguments()
-                .find(|a| a.get_long() == Some(long.as_str()) && !NOT_KEYS.contains(&long.as_str()))
+                .find(|a| a.get_long() == Some(long.as_str()) && is_key(&long))
         });
         let Some(arg) = arg else {
-            if COMMAND_LINE_ONLY.contains(&long.as_str()) {
-                return Err(usage(format!(
-                    "--config {}: `{key}` is taken from a command line only, never a file a unit runs with: give --{long} there",
-                    path.display()
-                )));
-            }
+            command_line_only(path, key)?;
             if command == "record" && keys("serve").contains(key) {
                 eprintln!(
                     "--config {}: `{key}` is an option of `serve`; `record` leaves it alone",

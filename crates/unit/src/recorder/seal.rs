@@ -63,6 +63,25 @@ impl WrittenBurst {
 }
 
 impl Unit {
+    /// The durability the sinks gave, as a recording's summary says it: voided (and said so)
+    /// where an injected fault makes persists lie.
+    fn durability_as_recorded(&self, of_sinks: &str) -> (String, bool) {
+        let voiding: Vec<String> = (self.config.faults.iter())
+            .filter(|f| f.kind.voids_durability())
+            .map(|f| f.to_string())
+            .collect();
+        match voiding.is_empty() {
+            true => (of_sinks.to_string(), false),
+            false => {
+                let said = format!(
+                    "{of_sinks} (voided by injected faults: {})",
+                    voiding.join(", ")
+                );
+                (said, true)
+            }
+        }
+    }
+
     /// Seals burst `written` (its manifest, durable), reads it back (`verify`) and reports it.
     /// Runs beside the next burst's recording: it touches only this burst's files and the
     /// unit's read-only figures. A panic here is this burst's error, as while writing.
@@ -108,19 +127,7 @@ impl Unit {
             "the manifest sealed is this burst's"
         );
         report_status("sealed");
-        // Faults that make persists lie void what the sinks promised: said where it is read.
-        let voiding: Vec<String> = (self.config.faults.iter())
-            .filter(|f| f.kind.voids_durability())
-            .map(|f| f.to_string())
-            .collect();
-        let durability = match voiding.is_empty() {
-            true => manifest.durability.clone(),
-            false => format!(
-                "{} (voided by injected faults: {})",
-                manifest.durability,
-                voiding.join(", ")
-            ),
-        };
+        let (durability, voided) = self.durability_as_recorded(&manifest.durability);
         let verify = crate::summary::verify_sealed(&dir, &mut manifest, &abandoned)?;
         let config = &self.config;
         let fb = config.frame_type.frame_bytes() as u64;
@@ -143,7 +150,7 @@ impl Unit {
             output_bytes_per_s: frames_recorded as f64 * fb as f64 / written.writing_s,
             method: manifest.method.clone(),
             durability,
-            survives_power_loss: written.survives_power_loss && voiding.is_empty(),
+            survives_power_loss: written.survives_power_loss && !voided,
             prepared_ahead: written.prepared_ahead,
             window_cut_to_bytes_per_link: written.cut_to_bytes_per_link,
             buffer_memory_bytes: self.buffer_memory_bytes,
