@@ -1,11 +1,13 @@
 //! snbuf-console: what every command shows on the terminal and how it says the user was wrong.
-//! Aligned tables in human units (`table`), progress bars with the time left (`progress`), and
+//! Results and notes (`out`: `say!` on standard output, `note!` on standard error), aligned
+//! tables in human units (`table`), progress bars with the time left (`progress`), and
 //! the two errors that set a command's exit code: a usage error, a mistake in the command (a
 //! bad option, a path that cannot be used: exit 2, the same as clap's), and a failure already
 //! said in full (exit 1, one line).
 
 #![forbid(unsafe_code)]
 
+pub mod out;
 pub mod progress;
 pub mod table;
 

@@ -4,9 +4,9 @@
 
 use std::path::Path;
 
-use crate::{
-    check_status, deadline, destination, io, Destination, ExportError, Exported, EXPORTED, JOURNAL,
-};
+use crate::destination::{ExportStore, StoreError};
+use crate::journal::JOURNAL;
+use crate::{Destination, ExportError, Exported, EXPORTED};
 
 /// What a second read-back of an exported burst found.
 #[derive(Clone, Debug, PartialEq)]
@@ -36,23 +36,20 @@ pub fn read_back_again(
             dest.describe()
         )));
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(io(dir))?;
-    let checked = rt.block_on(async {
-        for o in &record.objects {
-            verify_object(dest, &o.key, o.size_bytes, o.crc32c, part_bytes).await?;
-        }
-        Ok::<(), ExportError>(())
-    });
+    let checked = record
+        .objects
+        .iter()
+        .try_for_each(|o| verify_object(dest.store(), &o.key, o.size_bytes, o.crc32c, part_bytes));
     match checked {
         Ok(()) => Ok(ReadBack::Intact {
             verified_unix_ns: record.verified_unix_ns,
         }),
         Err(e @ ExportError::Verify { .. }) => {
             // The journal still says sent: the next export starts over from the local files.
-            std::fs::remove_file(dir.join(EXPORTED)).map_err(io(dir))?;
+            std::fs::remove_file(dir.join(EXPORTED)).map_err(|cause| ExportError::Io {
+                path: dir.join(EXPORTED),
+                cause,
+            })?;
             let _ = std::fs::remove_file(dir.join(JOURNAL));
             Ok(ReadBack::Lost(e.to_string()))
         }
@@ -61,9 +58,9 @@ pub fn read_back_again(
 }
 
 /// Reads the object back in parts and checks its size and CRC-32C. A wrong or missing object
-/// is `Verify`; a store that does not answer is `Store` (nothing known about the object).
-pub(crate) async fn verify_object(
-    dest: &Destination,
+/// is `Verify`; a store that does not answer is `ExportStore` (nothing known about the object).
+pub(crate) fn verify_object(
+    store: &dyn ExportStore,
     key: &str,
     size: u64,
     crc: u32,
@@ -73,54 +70,23 @@ pub(crate) async fn verify_object(
         key: key.to_string(),
         why,
     };
+    let unanswered = |e: StoreError| ExportError::Store(format!("{key}: {e}"));
+    match store.size(key).map_err(unanswered)? {
+        None => return Err(fail("not found".into())),
+        Some(len) if len != size => return Err(fail(format!("{len} B, expected {size} B"))),
+        Some(_) => {}
+    }
     let (mut n, mut got) = (0u64, 0u32);
-    match dest {
-        Destination::Dir(root) => {
-            let len = match std::fs::metadata(root.join(key)) {
-                Ok(m) => m.len(),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    return Err(fail("not found".into()))
-                }
-                Err(e) => return Err(ExportError::Store(format!("{key}: cannot stat: {e}"))),
-            };
-            if len != size {
-                return Err(fail(format!("{len} B, expected {size} B")));
-            }
-            while n < size {
-                let data = destination::dir_read(root, key, n, part.min(size - n) as usize)
-                    .map_err(|e| fail(format!("read back: {e}")))?;
-                if data.is_empty() {
-                    break;
-                }
-                got = crc32c::crc32c_append(got, &data);
-                n += data.len() as u64;
-            }
+    while n < size {
+        let data = match store.read(key, n, part.min(size - n)) {
+            Err(StoreError::NotFound) => return Err(fail("gone while read back".into())),
+            r => r.map_err(unanswered)?,
+        };
+        if data.is_empty() {
+            break;
         }
-        Destination::S3 { bucket, .. } => {
-            let (head, code) = deadline(key, bucket.head_object(key)).await?;
-            if code == 404 {
-                return Err(fail("not found (HTTP 404)".into()));
-            }
-            check_status(key, code)?;
-            let len = head.content_length.unwrap_or(-1);
-            if len != size as i64 {
-                return Err(fail(format!("{len} B, expected {size} B")));
-            }
-            while n < size {
-                let end = (n + part).min(size) - 1;
-                let r = deadline(key, bucket.get_object_range(key, n, Some(end))).await?;
-                if r.status_code() == 404 {
-                    return Err(fail("gone while read back (HTTP 404)".into()));
-                }
-                check_status(key, r.status_code())?;
-                let data = r.as_slice();
-                if data.is_empty() {
-                    break;
-                }
-                got = crc32c::crc32c_append(got, data);
-                n += data.len() as u64;
-            }
-        }
+        got = crc32c::crc32c_append(got, &data);
+        n += data.len() as u64;
     }
     if n != size || got != crc {
         return Err(fail(format!(

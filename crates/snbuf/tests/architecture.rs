@@ -925,3 +925,100 @@ fn triggers_are_decided_by_type_and_the_fleet_talks_to_the_desk() {
         "if e.to_string() == WindowError::NothingBuffered.to_string() {"
     ));
 }
+
+/// Crates that may write to the terminal themselves: the binary, the console (the one way the
+/// others do), and the tests' kit.
+const PRINTING_CRATES: &[&str] = &["snbuf", "console", "testkit"];
+
+/// Lines of `code` that print with `print!`, `println!`, `eprint!` or `eprintln!`.
+fn printing_lines(code: &str) -> Vec<String> {
+    let printing = |l: &str| {
+        ["print!(", "println!(", "eprint!(", "eprintln!("]
+            .iter()
+            .any(|m| {
+                l.match_indices(m).any(|(i, _)| {
+                    // The macro itself, not a name that ends like it (`say_println!`).
+                    !l[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_')
+                })
+            })
+    };
+    code.lines()
+        .filter(|l| printing(l))
+        .map(|l| l.trim().to_string())
+        .collect()
+}
+
+#[test]
+fn library_crates_print_through_the_console() {
+    assert_eq!(
+        printing_lines("println!(\"a\");\nnote!(\"b\");\neprint!(\"c\");\nx.say_println!(d)"),
+        vec!["println!(\"a\");", "eprint!(\"c\");"]
+    );
+    let mut found = Vec::new();
+    for dir in crates() {
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        if PRINTING_CRATES.contains(&name.as_str()) {
+            continue;
+        }
+        for f in source_files(&dir) {
+            let code = code_of(&before_tests(&std::fs::read_to_string(&f).unwrap()));
+            for l in printing_lines(&code) {
+                found.push(format!(
+                    "{}: {l}",
+                    f.strip_prefix(workspace()).unwrap_or(&f).display()
+                ));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "library crates print through snbuf_console's say!/note! or log through tracing:\n{}",
+        found.join("\n")
+    );
+}
+
+/// A new export destination is one file of `export/src/destination/` and its line in `SCHEMES`:
+/// every destination file is there, and nothing outside the directory names a destination's
+/// type (the protocol sees only `ExportStore`).
+#[test]
+fn an_export_destination_is_one_file_and_one_line() {
+    let dir = workspace().join("crates/export/src/destination");
+    let module = std::fs::read_to_string(dir.join("mod.rs")).unwrap();
+    let table = module
+        .lines()
+        .find(|l| l.contains("const SCHEMES"))
+        .expect("the table of destinations");
+    let mut kinds = Vec::new();
+    for f in std::fs::read_dir(&dir).unwrap().flatten() {
+        let name = f.file_name().to_string_lossy().replace(".rs", "");
+        if name == "mod" {
+            continue;
+        }
+        assert!(
+            table.contains(&format!("{name}::open")),
+            "destination/{name}.rs is not in SCHEMES: {table}"
+        );
+        let text = std::fs::read_to_string(f.path()).unwrap();
+        kinds.extend(
+            text.lines()
+                .filter_map(|l| l.strip_prefix("impl ExportStore for "))
+                .map(|t| t.trim_end_matches(" {").to_string()),
+        );
+    }
+    assert!(kinds.len() >= 2, "the destinations were found: {kinds:?}");
+    for krate in crates() {
+        for f in source_files(&krate) {
+            if f.starts_with(&dir) {
+                continue;
+            }
+            let code = code_of(&before_tests(&std::fs::read_to_string(&f).unwrap()));
+            for kind in &kinds {
+                assert!(
+                    !code.contains(kind.as_str()),
+                    "{} names {kind}: it should see only ExportStore",
+                    f.display()
+                );
+            }
+        }
+    }
+}

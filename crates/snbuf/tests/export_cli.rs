@@ -44,10 +44,10 @@ fn interrupted(dir: &Path, to: &str, env: &[(String, String)]) {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(2500));
-    assert!(
-        child.try_wait().unwrap().is_none(),
-        "the slow export ended too soon"
-    );
+    if child.try_wait().unwrap().is_some() {
+        let o = child.wait_with_output().unwrap();
+        panic!("the slow export ended too soon: {}", stderr(&o));
+    }
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(!dir.join("export.json").exists(), "not marked exported");
@@ -154,31 +154,7 @@ fn bad_destinations_are_refused_before_anything_is_sent() {
 
 /// Puts `body` at `key` of bucket `snbuf`, as any S3 client could (here: a corruption).
 fn s3_put(env: &[(String, String)], key: &str, body: &[u8]) {
-    let get = |k: &str| env.iter().find(|(n, _)| n == k).unwrap().1.clone();
-    let creds = s3::creds::Credentials::new(
-        Some(&get("AWS_ACCESS_KEY_ID")),
-        Some(&get("AWS_SECRET_ACCESS_KEY")),
-        None,
-        None,
-        None,
-    )
-    .unwrap();
-    let bucket = s3::Bucket::new(
-        "snbuf",
-        s3::Region::Custom {
-            region: "garage".into(),
-            endpoint: get("SNBUF_S3_ENDPOINT"),
-        },
-        creds,
-    )
-    .unwrap()
-    .with_path_style();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let r = rt.block_on(bucket.put_object(key, body)).unwrap();
-    assert!(r.status_code() < 300);
+    common::s3_client::S3Client::of(env).put(key, body).unwrap();
 }
 
 #[test]
@@ -495,7 +471,7 @@ fn deleting_queue(
         delete_after_verify: true,
         codec: snbuf_export::ExportCodec::None,
     };
-    let dest = snbuf_export::Destination::Dir(store.to_path_buf());
+    let dest = snbuf_export::Destination::dir(store).unwrap();
     snbuf_export::queue::ExportQueue::start(dest, opts, second_read_back_after).unwrap()
 }
 

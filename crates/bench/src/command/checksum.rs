@@ -4,6 +4,7 @@
 use crate::checksum::{self, ChecksumConfig, ChecksumResult};
 use crate::{Machine, OpClock};
 use anyhow::Context;
+use snbuf_console::{note, say};
 use snbuf_quantity::Bytes;
 
 use super::args::ChecksumArgs;
@@ -22,7 +23,7 @@ pub fn run(args: ChecksumArgs) -> anyhow::Result<()> {
         passes: args.passes,
         ..ChecksumConfig::default()
     };
-    eprintln!(
+    note!(
         "snbuf bench checksum: {} from DRAM per pass, fastest of {}",
         Bytes(args.dram_size),
         args.passes
@@ -43,7 +44,7 @@ pub fn run(args: ChecksumArgs) -> anyhow::Result<()> {
         out.extend(checksum::run(&config, step).context("bench checksum")?);
         Ok(())
     })?;
-    println!(
+    say!(
         "the recorder checksums data in cache with: {} (measured at its start, snbuf_platform::crc)",
         snbuf_platform::crc::in_cache().name()
     );

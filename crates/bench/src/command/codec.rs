@@ -2,6 +2,7 @@
 //! user's file), the run, a table of ratio and GiB/s, and the targets judged beside it.
 
 use anyhow::Context;
+use snbuf_console::{note, say};
 use snbuf_frames::FrameType;
 use snbuf_readout::framegen::{FrameGen, Payload};
 
@@ -76,7 +77,7 @@ pub fn run(args: CodecArgs) -> anyhow::Result<()> {
         passes: args.passes,
         scratch,
     };
-    eprintln!(
+    note!(
         "snbuf bench codec: {} of {frame_type} frames ({}), fastest of {} passes, one core each",
         snbuf_quantity::Bytes(config.raw.len() as u64),
         config.source,
@@ -102,7 +103,7 @@ pub fn run(args: CodecArgs) -> anyhow::Result<()> {
         Ok(())
     })?;
     for line in targets(&results) {
-        println!("{line}");
+        say!("{line}");
     }
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! `snbuf methods`: the persistence methods and what this machine and build can do.
 
+use snbuf_console::say;
 use std::path::Path;
 
 use anyhow::Context;
@@ -10,7 +11,7 @@ use snbuf_console::Table;
 
 pub fn run(target: Option<&Path>) -> anyhow::Result<()> {
     let cpu = CpuFeatures::detect();
-    println!(
+    say!(
         "CPU: {} non-temporal stores; flushes: {}",
         cpu.simd_path().map(|p| p.name()).unwrap_or("no"),
         cpu.flag_names()
@@ -38,16 +39,16 @@ pub fn run(target: Option<&Path>) -> anyhow::Result<()> {
         };
         t.row(vec![m.name.to_string(), available, m.summary.to_string()]);
     }
-    print!("{}", t.render());
+    snbuf_console::out::say_text(&t.render());
     if let Some(path) = target {
         let m = medium::probe(path).with_context(|| format!("probe {}", path.display()))?;
-        println!("\n{}: {}", path.display(), m.describe());
+        say!("\n{}: {}", path.display(), m.describe());
         if m.dax {
-            println!("  mapped methods map with MAP_SYNC: a fence makes stores durable (persistent memory)");
+            say!("  mapped methods map with MAP_SYNC: a fence makes stores durable (persistent memory)");
         } else if m.volatile {
-            println!("  RAM only: mapped methods run the pmem instructions, but nothing survives power loss");
+            say!("  RAM only: mapped methods run the pmem instructions, but nothing survives power loss");
         } else {
-            println!("  not DAX: mapped methods need msync for durability; direct/uring are the fast durable path");
+            say!("  not DAX: mapped methods need msync for durability; direct/uring are the fast durable path");
         }
     }
     Ok(())

@@ -1,6 +1,7 @@
 //! `snbuf bench paper` (the plan and its runs are `crate::paper`'s): one results directory with
 //! one progress bar and the time left. `snbuf report` then turns it into figures and a report.
 
+use snbuf_console::{note, say};
 use std::path::Path;
 use std::time::Duration;
 
@@ -53,7 +54,7 @@ pub fn run(args: PaperArgs) -> anyhow::Result<()> {
         paths.push(s);
     }
     let machine = Machine::probe(&paths, clock.describe(), env!("SNBUF_GIT_COMMIT"));
-    eprintln!(
+    note!(
         "snbuf bench paper ({} scale, {}): {} on {}; results in {}",
         scale.name(),
         scale.about(),
@@ -70,7 +71,7 @@ pub fn run(args: PaperArgs) -> anyhow::Result<()> {
         );
     }
     for n in &notes {
-        eprintln!("  note: {n}");
+        note!("  note: {n}");
     }
     let b = bar(plan.steps());
     let run = plan.run(&args.out, &clock, &machine, &mut steps(&b))?;
@@ -81,7 +82,7 @@ pub fn run(args: PaperArgs) -> anyhow::Result<()> {
         serde_json::to_string_pretty(&plan.describe(&run, &notes))? + "\n",
     )
     .with_context(|| format!("write {}", meta.display()))?;
-    println!(
+    say!(
         "wrote {} in {:.0} s; next: snbuf report {} --out snbuf-report",
         args.out.display(),
         run.seconds,

@@ -2,6 +2,7 @@
 //! links deliver must hold the difference in DRAM for the whole recording:
 //! DRAM = (input rate - output rate) x recording time; the medium must hold input x time.
 
+use snbuf_console::say;
 use snbuf_console::usage;
 use snbuf_quantity::{Bytes, Rate};
 
@@ -78,32 +79,32 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
     };
     let t = args.time.as_secs_f64();
     let deficit = (input - output).max(0.0);
-    println!(
+    say!(
         "input    {} for {:.0} s: the medium must hold {}",
         Rate(input),
         t,
         Bytes((input * t) as u64)
     );
-    println!("output   {} ({source})", Rate(output));
+    say!("output   {} ({source})", Rate(output));
     if deficit == 0.0 {
-        println!(
+        say!(
             "keeps up: yes, with {:.0}% headroom; DRAM needs only the latency buffer",
             (output / input - 1.0) * 100.0
         );
         return Ok(());
     }
-    println!(
+    say!(
         "keeps up: no; the backlog grows at {} and needs {} of DRAM by the end, beyond the latency buffer",
         Rate(deficit),
         Bytes((deficit * t) as u64)
     );
-    println!(
+    say!(
         "          after recording, the backlog drains in {:.0} s",
         deficit * t / output
     );
-    println!("DRAM for the backlog vs recording time:");
+    say!("DRAM for the backlog vs recording time:");
     for f in [0.1, 0.25, 0.5, 0.75, 1.0] {
-        println!("  {:6.0} s  {}", t * f, Bytes((deficit * t * f) as u64));
+        say!("  {:6.0} s  {}", t * f, Bytes((deficit * t * f) as u64));
     }
     Ok(())
 }

@@ -4,6 +4,7 @@
 //! what it measured before failing. Each command says only what differs: how many steps, how to
 //! run, how to render, what a note or a wrong result is.
 
+use snbuf_console::{note, say};
 use std::path::Path;
 
 use crate::results::save;
@@ -59,12 +60,12 @@ pub fn run_suite<R: Serialize + Clone>(
         return Err(e);
     }
     b.finish_and_clear();
-    print!("{}", (suite.render)(&results));
+    snbuf_console::out::say_text(&(suite.render)(&results));
     let mut notes: Vec<&String> = results.iter().flat_map(|r| (suite.notes)(r)).collect();
     notes.sort();
     notes.dedup();
     for n in notes {
-        println!("note: {n}");
+        say!("note: {n}");
     }
     keep(&suite, &results)?;
     if let Some((ok, wrong)) = suite.verified {
@@ -79,7 +80,7 @@ pub fn run_suite<R: Serialize + Clone>(
 fn keep<R: Serialize + Clone>(suite: &Suite<'_, R>, results: &[R]) -> anyhow::Result<()> {
     if let Some(path) = suite.json {
         save(path, suite.name, suite.machine, results)?;
-        eprintln!("wrote {}", path.display());
+        note!("wrote {}", path.display());
     }
     if let Some(also) = suite.also {
         also(results)?;

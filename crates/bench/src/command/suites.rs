@@ -2,6 +2,7 @@
 //! bar, a table in human units, and JSON on request. `bench paper` runs them through the same
 //! `run_*` functions.
 
+use snbuf_console::note;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -70,7 +71,7 @@ pub fn latency(args: LatencyArgs) -> anyhow::Result<()> {
     let clock = OpClock::calibrate(Duration::from_millis(50));
     let target = config.target.clone().expect("set above");
     let machine = machine_for(&[&target], &clock);
-    eprintln!(
+    note!(
         "snbuf bench latency: {} B accesses over {} of DRAM and of {}; TSC {}",
         config.access_bytes,
         Bytes(config.region_bytes),
@@ -172,7 +173,7 @@ pub fn join(args: JoinArgs) -> anyhow::Result<()> {
     let clock = OpClock::calibrate(Duration::from_millis(20));
     let where_ = config.target.clone().unwrap_or_else(default_target);
     let machine = machine_for(&[&where_], &clock);
-    eprintln!(
+    note!(
         "snbuf bench join: R {} rows, S {} rows, table in {}",
         config.r_rows,
         config.s_rows,
@@ -276,7 +277,7 @@ pub fn kernels(args: KernelsArgs) -> anyhow::Result<()> {
     let clock = OpClock::calibrate(Duration::from_millis(20));
     let target = config.target.clone().expect("set above");
     let machine = machine_for(&[&target], &clock);
-    eprintln!(
+    note!(
         "snbuf bench kernels: {} in DRAM and on {}",
         config
             .kernels
@@ -380,7 +381,7 @@ pub fn app(args: AppArgs) -> anyhow::Result<()> {
     let clock = OpClock::calibrate(Duration::from_millis(50));
     let paths: Vec<&Path> = config.targets.iter().map(|t| t.as_path()).collect();
     let machine = machine_for(&paths, &clock);
-    eprintln!(
+    note!(
         "snbuf bench app: 5568 B frames, methods {}, threads {:?}, shared and per-thread targets",
         config
             .methods

@@ -1,6 +1,7 @@
 //! `snbuf bench write|read`: runs a throughput sweep with a progress bar, prints a table in
 //! human units, and exports JSON/CSV on request.
 
+use snbuf_console::note;
 use std::time::Duration;
 
 use crate::defaults::{default_region_bytes, default_target};
@@ -102,7 +103,7 @@ pub fn throughput(direction: Direction, args: ThroughputArgs) -> anyhow::Result<
     let clock = OpClock::calibrate(Duration::from_millis(50));
     let machine = Machine::probe(&files.paths(), clock.describe(), env!("SNBUF_GIT_COMMIT"));
 
-    eprintln!(
+    note!(
         "snbuf bench {}: {} ({} CPUs, {} non-temporal path), {}",
         direction.name(),
         machine.cpu_model,
@@ -118,11 +119,11 @@ pub fn throughput(direction: Direction, args: ThroughputArgs) -> anyhow::Result<
         } else {
             "not DAX"
         };
-        eprintln!("  target {} on {} ({kind})", t.path, t.filesystem);
+        note!("  target {} on {} ({kind})", t.path, t.filesystem);
     }
     let points = config.points();
     let per_point = config.warmup + config.duration;
-    eprintln!(
+    note!(
         "  {} points x ({} warm-up + {}) = at least {}; region {} per thread; latency clock: {}",
         points.len(),
         Nanos(config.warmup.as_nanos() as u64),
@@ -137,7 +138,7 @@ pub fn throughput(direction: Direction, args: ThroughputArgs) -> anyhow::Result<
         if let Some(path) = &args.csv {
             write_throughput_csv(path, results)
                 .with_context(|| format!("write CSV results to {}", path.display()))?;
-            eprintln!("wrote {}", path.display());
+            note!("wrote {}", path.display());
         }
         Ok(())
     };

@@ -4,6 +4,7 @@
 
 mod args;
 
+use snbuf_console::{note, say};
 use std::path::Path;
 
 use snbuf_burst::BurstReader;
@@ -75,7 +76,7 @@ pub fn extract(args: &ExtractArgs) -> anyhow::Result<()> {
         }
         other => anyhow::Error::new(other),
     })?;
-    eprintln!(
+    note!(
         "link {}: {} frames ({}) of {}, timestamps {}..{}, to {}",
         args.link,
         got.frames,
@@ -117,7 +118,7 @@ pub fn inspect(args: &InspectArgs) -> anyhow::Result<()> {
     )
     .map_err(read_error)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&inspection)?);
+        say!("{}", serde_json::to_string_pretty(&inspection)?);
         return Ok(());
     }
     print_burst_line(&burst);
@@ -130,7 +131,7 @@ pub fn inspect(args: &InspectArgs) -> anyhow::Result<()> {
 /// The burst: its id, state, frame type and clock, run and unit, window and method.
 fn print_burst_line(burst: &BurstReader) {
     let (m, layout) = (&burst.manifest, burst.layout);
-    println!(
+    say!(
         "burst {} in {}: {:?}, {} ({} B a frame, {} ticks at {} Hz), run {}, unit {}",
         m.burst_id,
         burst.dir.display(),
@@ -146,7 +147,7 @@ fn print_burst_line(burst: &BurstReader) {
         m.unit.as_deref().unwrap_or("-"),
     );
     if let Some(t) = &m.trigger {
-        println!(
+        say!(
             "window [{}, {}) around trigger {}; method {}, durability {}",
             t.window_start_timestamp,
             t.window_end_timestamp,
@@ -159,7 +160,7 @@ fn print_burst_line(burst: &BurstReader) {
 
 /// A link: its file and identity, a table of its chunks, and with --frames each frame.
 fn print_link(link: &InspectedLink) {
-    println!(
+    say!(
         "\nlink {} ({}): {} chunks, {} frames, lost {}, end {}{}",
         link.link,
         link.file,
@@ -192,12 +193,12 @@ fn print_link(link: &InspectedLink) {
             c.crc.clone(),
         ]);
     }
-    print!("{}", t.render());
+    snbuf_console::out::say_text(&t.render());
     for c in link.chunks.iter().filter(|c| c.frames.is_some()) {
-        println!("chunk {}:", c.sequence);
+        say!("chunk {}:", c.sequence);
         for f in c.frames.iter().flatten() {
             let v = |x: Option<u64>| x.map_or("-".into(), |x| x.to_string());
-            println!(
+            say!(
                 "  frame {:>4}  ts {}  seq_id {}  det {} crate {} slot {} stream {}",
                 f.frame,
                 f.timestamp,
@@ -208,7 +209,7 @@ fn print_link(link: &InspectedLink) {
                 v(f.stream_id.map(u64::from))
             );
             if let Some(h) = &f.hex {
-                println!("    {h}");
+                say!("    {h}");
             }
         }
     }
@@ -268,7 +269,7 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
     })?;
     bar.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
-    eprintln!(
+    note!(
         "converted {} to {} file(s): {} records of {:.3} s, {} fragments, {} frames ({}), {} \
          fragments incomplete ({} frames missing), {:.1} s",
         burst.dir.display(),
@@ -283,7 +284,7 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
         secs
     );
     for f in &done.files {
-        println!("{}", f.display());
+        say!("{}", f.display());
     }
     if let Some(p) = &args.json {
         let record = crate::hdf5::ConvertRecord {

@@ -6,6 +6,7 @@ pub mod fleet_verdict;
 pub mod garage;
 pub mod nats_cluster;
 pub mod netns;
+pub mod s3_client;
 pub mod tmux;
 pub mod trials;
 

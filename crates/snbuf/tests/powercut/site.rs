@@ -602,7 +602,7 @@ fn diagnosis(
 /// The site's store, served on the host from its own files on the mounted disk.
 struct HostStore {
     _server: KillOnDrop,
-    bucket: Box<s3::Bucket>,
+    client: common::s3_client::S3Client,
     _dir: tempfile::TempDir,
 }
 
@@ -626,18 +626,15 @@ impl HostStore {
             .stderr(std::fs::File::create(dir.path().join("garage.log")).unwrap())
             .spawn()
             .expect("garage starts");
-        let creds =
-            s3::creds::Credentials::new(Some(KEY_ID), Some(KEY_SECRET), None, None, None).unwrap();
-        let region = s3::Region::Custom {
-            region: "garage".into(),
-            endpoint: format!("http://127.0.0.1:{s3_port}"),
-        };
-        let bucket = s3::Bucket::new("snbuf", region, creds)
-            .unwrap()
-            .with_path_style();
+        let client = common::s3_client::S3Client::new(
+            &format!("http://127.0.0.1:{s3_port}"),
+            KEY_ID,
+            KEY_SECRET,
+            "snbuf",
+        );
         let store = HostStore {
             _server: KillOnDrop(server),
-            bucket,
+            client,
             _dir: dir,
         };
         // Until it answers a listing (it opens its database, then its API).
@@ -653,59 +650,33 @@ impl HostStore {
         store
     }
 
-    fn runtime() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-    }
-
     fn list(&self, prefix: &str) -> Result<Vec<String>, String> {
-        let rt = Self::runtime();
-        let pages = rt
-            .block_on(async {
-                let listing = self.bucket.list(prefix.to_string(), None);
-                tokio::time::timeout(Duration::from_secs(20), listing).await
-            })
-            .map_err(|_| "no listing within 20 s".to_string())?
-            .map_err(|e| e.to_string())?;
-        Ok(pages
-            .into_iter()
-            .flat_map(|p| p.contents.into_iter().map(|o| o.key))
-            .collect())
+        self.client.list(prefix)
     }
 
     /// Downloads every burst of `unit` into `into` and verifies each: for every trigger a valid
     /// burst answers, whether its window is whole there, and the burst.
     fn download_and_verify(&self, unit: &str, into: &Path) -> (Answered, Vec<String>) {
-        let rt = Self::runtime();
         let keys = self.list(&format!("{unit}/")).expect("the store lists");
         for key in &keys {
             let rel = &key[unit.len() + 1..];
             let to = into.join(rel);
             std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-            // An error's body is no object: a status other than 200 is tried again (Garage
-            // answers 503 while it starts), then fails the trial.
+            // An error is no object: tried again (Garage answers 503 while it starts), then
+            // fails the trial.
             let mut tries = 0;
             let body = loop {
-                let body = rt
-                    .block_on(async {
-                        let get = self.bucket.get_object(key);
-                        tokio::time::timeout(Duration::from_secs(60), get).await
-                    })
-                    .unwrap_or_else(|_| panic!("{key}: no answer within 60 s"))
-                    .unwrap_or_else(|e| panic!("{key}: {e}"));
                 tries += 1;
-                match body.status_code() {
-                    200 => break body,
-                    code if tries < 10 => {
-                        eprintln!("site: {key}: status {code}, again");
+                match self.client.get(key) {
+                    Ok(body) => break body,
+                    Err(e) if tries < 10 => {
+                        eprintln!("site: {e}, again");
                         std::thread::sleep(Duration::from_secs(1));
                     }
-                    code => panic!("{key}: status {code} {tries} times"),
+                    Err(e) => panic!("{e} ({tries} times)"),
                 }
             };
-            std::fs::write(&to, body.bytes()).unwrap();
+            std::fs::write(&to, body).unwrap();
         }
         let mut answered = BTreeMap::new();
         let mut seen = Vec::new();
