@@ -749,10 +749,18 @@ def export_unthrottled():
     cap, r, send = export_rows()
     rows = ["| round | export sending | raw upload | export / raw | reading back |", "|---:|---:|---:|---:|---:|"]
     for x in r["rows"]:
-        if x.get("rate_mb_s") is None:
+        if x.get("rate_mb_s") is None and "baseline_commit" not in x:
             raw = x["raw_upload_bytes"] / x["raw_upload_seconds"]
             rows.append(f"| {x['round']} | {send(x) / (1 << 20):.1f} MiB/s | {raw / (1 << 20):.1f} MiB/s "
                         f"| {send(x) / raw:.2f} | {x['verify_seconds']:.1f} s |")
+    base = [x for x in r["rows"] if "baseline_commit" in x]
+    if base:
+        # Each round's export beside the baseline's, run right after it on the same store.
+        head = {x["round"]: x for x in r["rows"] if x.get("rate_mb_s") is None and "baseline_commit" not in x}
+        ratios = sorted(send(head[b["round"]]) / send(b) for b in base if b["round"] in head)
+        rows += ["", f"Beside the export of {base[0]['baseline_commit']} (the same burst, store and rounds): "
+                 f"this commit's sending rate / the baseline's, per round: {', '.join(f'{q:.2f}' for q in ratios)} "
+                 f"(median {ratios[len(ratios) // 2]:.2f})."]
     return "\n".join([cap, "", *rows])
 
 

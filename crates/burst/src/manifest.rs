@@ -379,9 +379,25 @@ impl Manifest {
         let path = dir.join(MANIFEST_FILE);
         let mut text = serde_json::to_string_pretty(self).expect("a manifest always serialises");
         text.push('\n');
-        replace_file(&path, text.as_bytes(), ReplaceDurability::Durable)
+        let durability = if directory_syncs_lost(&self.injected_faults) {
+            ReplaceDurability::DurableButDirectoryLost
+        } else {
+            ReplaceDurability::Durable
+        };
+        replace_file(&path, text.as_bytes(), durability)
             .map_err(|cause| ManifestError::Io { path, cause })
     }
+}
+
+/// Whether `injected_faults` (a spec's or a manifest's, as `FaultPlan`s say themselves) holds
+/// `lost-dir-sync`: then the burst's directory syncs are skipped, its renames (the directory's
+/// own, the manifest's) not made durable, as the fault asks. Only that burst: the fault is its
+/// recording's, nothing else of the process skips a sync.
+pub fn directory_syncs_lost(injected_faults: &[String]) -> bool {
+    let lost = snbuf_persist::fault::FaultKind::LostDirSync.name();
+    injected_faults
+        .iter()
+        .any(|f| f.split_whitespace().next() == Some(lost))
 }
 
 #[cfg(test)]
@@ -408,5 +424,28 @@ mod tests {
         assert_eq!(link_of_file_name("link-0003.dat"), Some(3));
         assert_eq!(link_of_file_name("link-x.dat"), None);
         assert_eq!(link_of_file_name("manifest.json"), None);
+    }
+}
+
+#[cfg(test)]
+mod fault_tests {
+    use super::directory_syncs_lost;
+    use snbuf_persist::fault::FaultPlan;
+
+    #[test]
+    fn only_a_burst_recorded_under_lost_dir_sync_skips_its_directory_syncs() {
+        let said = |plans: &[&str]| -> Vec<String> {
+            plans
+                .iter()
+                .map(|p| FaultPlan::parse(p).unwrap().to_string())
+                .collect()
+        };
+        assert!(directory_syncs_lost(&said(&["lost-dir-sync"])));
+        assert!(directory_syncs_lost(&said(&[
+            "write-eio:link=1",
+            "lost-dir-sync"
+        ])));
+        assert!(!directory_syncs_lost(&said(&["lost-flush", "late-flush"])));
+        assert!(!directory_syncs_lost(&[]));
     }
 }

@@ -28,7 +28,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use snbuf_persist::replace::{replace_file, ReplaceDurability};
 
-pub use destination::{Destination, S3Settings};
+pub use destination::{Destination, ExportStore, S3Settings};
 use journal::{Journal, ObjectProgress, JOURNAL};
 use send::{send_multipart, send_whole, Object, Sending};
 pub use staging::ExportCodec;
@@ -228,6 +228,72 @@ fn burst_files(dir: &Path) -> Result<(String, Vec<String>), ExportError> {
     Ok((m.burst_id, files))
 }
 
+/// Sends `o`, whole when it fits one part, and records it sent.
+fn send_object<P: FnMut(u64)>(
+    store: &dyn ExportStore,
+    dir: &Path,
+    journal: &mut Journal,
+    o: &Object,
+    part_bytes: u64,
+    sending: &mut Sending<P>,
+) -> Result<(), ExportError> {
+    if o.size_bytes <= part_bytes {
+        send_whole(store, o, sending)?;
+    } else {
+        send_multipart(store, dir, journal, o, part_bytes, sending)?;
+    }
+    journal.get(o.file).uploaded = true;
+    journal.save(dir)
+}
+
+/// Writes the export record of a burst whose every object was read back and matched, then, if
+/// asked, removes the local copy (with the files of links on other outputs): only now may it go.
+/// Whether it was removed.
+fn mark_exported(
+    dir: &Path,
+    dest: &Destination,
+    records: &[ObjectRecord],
+    delete_after_verify: bool,
+) -> Result<bool, ExportError> {
+    let exported = Exported {
+        destination: dest.describe(),
+        verified_unix_ns: snbuf_quantity::now_unix_ns(),
+        objects: records.to_vec(),
+    };
+    write_json(dir, EXPORTED, &exported)?;
+    if delete_after_verify {
+        snbuf_burst::outputs::remove_burst(dir).map_err(io(dir))?;
+    }
+    Ok(delete_after_verify)
+}
+
+/// What a read-back means for the object `o`: matched, it is exported; found wrong or missing, it
+/// is no longer known to be exported (the export record goes, and the journal sends it whole
+/// again); a store that did not answer says nothing of the object, which the next run reads back
+/// again (the journal keeps it sent).
+fn forget_unless_verified(
+    dir: &Path,
+    journal: &mut Journal,
+    o: &Object,
+    crc32c: u32,
+    verified: Result<(), ExportError>,
+) -> Result<(), ExportError> {
+    match verified {
+        Ok(()) => Ok(()),
+        Err(e @ ExportError::Store(_)) => Err(e),
+        Err(e) => {
+            let _ = std::fs::remove_file(dir.join(EXPORTED));
+            *journal.get(o.file) = ObjectProgress {
+                size_bytes: o.size_bytes,
+                crc32c,
+                ..Default::default()
+            };
+            journal.save(dir)?;
+            Err(e)
+        }
+    }
+}
+
 /// Exports the burst in `dir` to `dest`; `progress(bytes_sent)` after every part.
 ///
 /// Read top to bottom it is the protocol: the journal, each object sent (resumed where a run
@@ -269,61 +335,27 @@ pub fn export_burst(
             size_bytes: size,
         };
         if !journal.object(o.file, size, crc).uploaded {
-            if size <= part {
-                send_whole(store, &o, &mut sending)?;
-            } else {
-                send_multipart(store, dir, &mut journal, &o, part, &mut sending)?;
-            }
-            journal.get(o.file).uploaded = true;
-            journal.save(dir)?;
+            send_object(store, dir, &mut journal, &o, part, &mut sending)?;
         }
         // Read back and compare, whatever happened before.
         let t_verify = Instant::now();
         let verified = verify_object(store, &key, size, crc, part);
         verify_s += t_verify.elapsed().as_secs_f64();
         sending.not_sending(t_verify.elapsed());
-        match verified {
-            // The store did not answer: nothing is known wrong with the object, which the next
-            // run reads back again (the journal keeps it sent).
-            Err(e @ ExportError::Store(_)) => return Err(e),
-            Err(e) => {
-                // No longer known to be exported: whatever an earlier run recorded goes, and
-                // the object is sent again.
-                let _ = std::fs::remove_file(dir.join(EXPORTED));
-                *journal.get(o.file) = ObjectProgress {
-                    size_bytes: size,
-                    crc32c: crc,
-                    ..Default::default()
-                };
-                journal.save(dir)?;
-                return Err(e);
-            }
-            Ok(()) => records.push(ObjectRecord {
-                file: s.name.clone(),
-                key,
-                size_bytes: size,
-                crc32c: crc,
-            }),
-        }
+        forget_unless_verified(dir, &mut journal, &o, crc, verified)?;
+        records.push(ObjectRecord {
+            file: s.name.clone(),
+            key,
+            size_bytes: size,
+            crc32c: crc,
+        });
     }
-    let exported = Exported {
-        destination: dest.describe(),
-        verified_unix_ns: snbuf_quantity::now_unix_ns(),
-        objects: records.clone(),
-    };
     assert_eq!(
-        exported.objects.len(),
+        records.len(),
         files.len(),
         "every file exported and verified"
     );
-    write_json(dir, EXPORTED, &exported)?;
-    let mut deleted = false;
-    if opts.delete_after_verify {
-        // Every object was read back and matched: only now may the local copy go, with the
-        // files of links on other outputs.
-        snbuf_burst::outputs::remove_burst(dir).map_err(io(dir))?;
-        deleted = true;
-    }
+    let deleted = mark_exported(dir, dest, &records, opts.delete_after_verify)?;
     Ok(ExportReport {
         burst_dir: dir.display().to_string(),
         destination: dest.describe(),

@@ -8,16 +8,19 @@
 //! - `Atomic`: whole versions only; after a power cut the old version (or none) may be back.
 //!   Enough for what reports durability without providing it (the status file) and for what
 //!   only repeats work when lost (the export journal).
+//! - `DurableButDirectoryLost`: the injected fault `lost-dir-sync`, for the one burst recorded
+//!   under it (a test's, which the power-cut trials must catch): the file is fsync'ed, its
+//!   directory is not, and the call says it worked. Nothing else in the process is touched.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReplaceDurability {
     Atomic,
     Durable,
+    DurableButDirectoryLost,
 }
 
 /// Replaces `path` with `contents` (see the module comment). On error the old version, if any,
@@ -30,7 +33,7 @@ pub fn replace_file(path: &Path, contents: &[u8], durability: ReplaceDurability)
         .truncate(true)
         .open(&tmp)?;
     f.write_all(contents)?;
-    if durability == ReplaceDurability::Durable {
+    if durability != ReplaceDurability::Atomic {
         f.sync_all()?;
     }
     drop(f);
@@ -44,19 +47,7 @@ pub fn replace_file(path: &Path, contents: &[u8], durability: ReplaceDurability)
 
 /// Makes the entries of `dir` (files created, renamed or removed in it) durable.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
-    if DIRECTORY_SYNCS_LOST.load(Ordering::Relaxed) {
-        return Ok(());
-    }
     File::open(dir).and_then(|d| d.sync_all())
-}
-
-/// Set by the `lost-dir-sync` fault (`crate::fault::FaultKind::LostDirSync`), only.
-static DIRECTORY_SYNCS_LOST: AtomicBool = AtomicBool::new(false);
-
-/// From now on `sync_dir` does nothing and says it worked, for this process: an injected fault
-/// that the power-cut trials must catch (`snbuf record --inject-fault lost-dir-sync`).
-pub fn lose_directory_syncs() {
-    DIRECTORY_SYNCS_LOST.store(true, Ordering::Relaxed);
 }
 
 fn parent_of(path: &Path) -> &Path {

@@ -593,11 +593,11 @@ fn test_files(src: &Path) -> BTreeSet<PathBuf> {
 /// function where data is persisted and accounted for, and at most 10 lookups of JSON by key
 /// outside tests (each a deliberate reading of a message or file another program writes). A
 /// change that makes one worse fails here, with the list to look at.
-const MAX_LONG_FUNCTIONS: usize = 5;
+const MAX_LONG_FUNCTIONS: usize = 4;
 /// TigerBeetle's limit on a function: those over it are counted, and the count only goes down
 /// (lower it when a change makes it lower).
 const TIGERBEETLE_FN_LINES: usize = 70;
-const MAX_FUNCTIONS_OVER_TIGERBEETLE: usize = 62;
+const MAX_FUNCTIONS_OVER_TIGERBEETLE: usize = 61;
 const MAX_BINARY_LINES: usize = 3000;
 const MAX_KEY_LOOKUPS: usize = 10;
 /// Assertions (`assert!`, `assert_eq!`, `debug_assert!`, ...) per function, outside tests, in

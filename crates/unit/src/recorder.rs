@@ -64,13 +64,6 @@ impl Unit {
     /// then the links and the rate meter started, in the order a failure must undo.
     pub fn start(config: &RecordConfig) -> Result<Unit, RecordError> {
         config.validate()?;
-        if config
-            .faults
-            .iter()
-            .any(|f| f.kind == snbuf_persist::fault::FaultKind::LostDirSync)
-        {
-            snbuf_persist::replace::lose_directory_syncs();
-        }
         prepare_outputs(config)?;
         let (producers, buffers, buffer_nodes) = allocate_buffers(config)?;
         assert_eq!(buffers.len(), config.links as usize, "a buffer per link");

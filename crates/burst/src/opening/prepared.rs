@@ -190,6 +190,7 @@ impl<S: Sink> PreparedBurst<S> {
         let writers = std::mem::take(&mut self.writers);
         let recording = self.recording.take();
         let burst_id = spec.burst_id.clone();
+        let directory_syncs_lost = crate::manifest::directory_syncs_lost(&spec.injected_faults);
         let writer = BurstWriter::from_writers(
             opened_in,
             (&home, &prepared_home),
@@ -223,7 +224,7 @@ impl<S: Sink> PreparedBurst<S> {
             renamed.push(k);
         }
         self.name = None;
-        for &k in &self.used {
+        for &k in self.used.iter().filter(|_| !directory_syncs_lost) {
             sync_dir(&self.outputs[k]).map_err(|cause| BurstError::Dir {
                 path: self.outputs[k].clone(),
                 cause,
