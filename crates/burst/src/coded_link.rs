@@ -88,11 +88,7 @@ pub fn encode_link_file(
     )
     .map_err(io_src)?;
     let mut out = Counting::new(BufWriter::new(File::create(dst).map_err(io_dst)?));
-    let name = frame_type.name();
-    out.write_all(MAGIC).map_err(io_dst)?;
-    out.write_all(&[VERSION, name.len() as u8])
-        .map_err(io_dst)?;
-    out.write_all(name.as_bytes()).map_err(io_dst)?;
+    write_header(&mut out, frame_type).map_err(io_dst)?;
     let mut crc = 0u32;
     let mut at = 0u64;
     let mut buf = Vec::new();
@@ -122,9 +118,7 @@ pub fn encode_link_file(
         record(&mut out, RAW, &buf).map_err(io_dst)?;
         at += n;
     }
-    out.write_all(&[END]).map_err(io_dst)?;
-    out.write_all(&len.to_le_bytes()).map_err(io_dst)?;
-    out.write_all(&crc.to_le_bytes()).map_err(io_dst)?;
+    write_end(&mut out, len, crc).map_err(io_dst)?;
     let coded_bytes = out.bytes;
     let f = out.inner.into_inner().map_err(|e| io_dst(e.into_error()))?;
     // Flushed whole before it is sent: an error here is the export's, not a short object's.
@@ -134,6 +128,25 @@ pub fn encode_link_file(
         coded_bytes,
         raw_crc32c: crc,
     })
+}
+
+/// The coded file's header: its magic, version and frame type.
+fn write_header(out: &mut impl Write, frame_type: FrameType) -> std::io::Result<()> {
+    let name = frame_type.name();
+    assert!(
+        name.len() <= u8::MAX as usize,
+        "a frame type's name fits its length byte"
+    );
+    out.write_all(MAGIC)?;
+    out.write_all(&[VERSION, name.len() as u8])?;
+    out.write_all(name.as_bytes())
+}
+
+/// The coded file's end: the length and CRC-32C of the raw file it holds, which a decode checks.
+fn write_end(out: &mut impl Write, raw_bytes: u64, raw_crc32c: u32) -> std::io::Result<()> {
+    out.write_all(&[END])?;
+    out.write_all(&raw_bytes.to_le_bytes())?;
+    out.write_all(&raw_crc32c.to_le_bytes())
 }
 
 /// A writer that counts what it wrote.

@@ -177,6 +177,48 @@ pub fn decode_into(
     decoded
 }
 
+/// What a coded chunk's header says: its format, its frames' type and size, and the length and
+/// CRC-32C of the raw bytes it holds.
+struct CodedHeader {
+    format: Format,
+    frame_type: FrameType,
+    frame_bytes: usize,
+    raw_len: u64,
+    stored_crc: u32,
+}
+
+impl CodedHeader {
+    fn read(f: &mut Fields) -> Result<CodedHeader, DecodeError> {
+        let early = DecodeError::Truncated { frame: 0 };
+        if f.take(4) != Some(&MAGIC[..]) {
+            return Err(DecodeError::NotCoded);
+        }
+        let version = f.take(1).ok_or(early.clone())?[0];
+        let format = Format::of_version(version).ok_or(match version > Format::LATEST as u8 {
+            true => DecodeError::Version(version),
+            false => DecodeError::NoSuchVersion(version),
+        })?;
+        let name_len = f.take(1).ok_or(early.clone())?[0] as usize;
+        let name = String::from_utf8_lossy(f.take(name_len).ok_or(early.clone())?).into_owned();
+        let frame_type: FrameType = name
+            .parse()
+            .map_err(|_| DecodeError::FrameType(name.clone()))?;
+        let frame_bytes = f.u32().ok_or(early.clone())? as usize;
+        if frame_bytes != frame_type.frame_bytes() as usize || frame_bytes == 0 {
+            return Err(DecodeError::FrameType(name));
+        }
+        let raw_len = f.u64().ok_or(early.clone())?;
+        let stored_crc = f.u32().ok_or(early)?;
+        Ok(CodedHeader {
+            format,
+            frame_type,
+            frame_bytes,
+            raw_len,
+            stored_crc,
+        })
+    }
+}
+
 /// `decode_into`'s work, leaving in `raw` what it decoded before an error.
 fn decode_frames(
     kernel: InstructionSet,
@@ -187,26 +229,13 @@ fn decode_frames(
         bytes: coded,
         at: 0,
     };
-    let early = DecodeError::Truncated { frame: 0 };
-    if f.take(4) != Some(&MAGIC[..]) {
-        return Err(DecodeError::NotCoded);
-    }
-    let version = f.take(1).ok_or(early.clone())?[0];
-    let format = Format::of_version(version).ok_or(match version > Format::LATEST as u8 {
-        true => DecodeError::Version(version),
-        false => DecodeError::NoSuchVersion(version),
-    })?;
-    let name_len = f.take(1).ok_or(early.clone())?[0] as usize;
-    let name = String::from_utf8_lossy(f.take(name_len).ok_or(early.clone())?).into_owned();
-    let frame_type: FrameType = name
-        .parse()
-        .map_err(|_| DecodeError::FrameType(name.clone()))?;
-    let frame_bytes = f.u32().ok_or(early.clone())? as usize;
-    if frame_bytes != frame_type.frame_bytes() as usize || frame_bytes == 0 {
-        return Err(DecodeError::FrameType(name));
-    }
-    let raw_len = f.u64().ok_or(early.clone())?;
-    let stored_crc = f.u32().ok_or(early)?;
+    let CodedHeader {
+        format,
+        frame_type,
+        frame_bytes,
+        raw_len,
+        stored_crc,
+    } = CodedHeader::read(&mut f)?;
     // Never more than the coded bytes could hold: a frame takes at least a byte of them.
     let frames = raw_len / frame_bytes as u64;
     let tail = (raw_len % frame_bytes as u64) as usize;

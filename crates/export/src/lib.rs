@@ -106,6 +106,27 @@ pub struct ExportReport {
     pub deleted: bool,
 }
 
+impl ExportReport {
+    /// The rate of sending alone: bytes sent over the time not spent reading back or coding.
+    pub fn sending_bytes_per_s(&self) -> f64 {
+        let send_s = self.seconds - self.verify_seconds - self.coding_seconds;
+        self.bytes_sent as f64 / send_s.max(1e-9)
+    }
+}
+
+/// The bytes of the burst's files in `dir`, following symbolic links (a link's file on another
+/// output counts): what an export of it sends at most, for a progress bar.
+pub fn burst_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| std::fs::metadata(e.path()).ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ObjectRecord {
     pub file: String,

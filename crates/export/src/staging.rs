@@ -151,16 +151,7 @@ pub fn stage(dir: &Path, files: &[String], codec: ExportCodec) -> Result<Staging
         });
     }
     let mut manifest = Manifest::read(dir).map_err(|e| ExportError::Usage(e.to_string()))?;
-    let frame_type: FrameType = manifest
-        .frame
-        .as_ref()
-        .and_then(|f| f.frame_type.parse().ok())
-        .ok_or_else(|| {
-            ExportError::Usage(format!(
-                "{}: the manifest names no frame type the codec knows",
-                dir.display()
-            ))
-        })?;
+    let frame_type = coded_frame_type(dir, &manifest)?;
     let staging = dir.join(STAGING_DIR);
     std::fs::create_dir_all(&staging).map_err(io(&staging))?;
     // From here on, a failure removes what was made (`Staging`'s drop).
@@ -197,16 +188,36 @@ pub fn stage(dir: &Path, files: &[String], codec: ExportCodec) -> Result<Staging
         });
     }
     manifest.coded = Some(CODEC_NAME.to_string());
-    let path = staging.join("manifest.json");
-    let json = serde_json::to_vec_pretty(&manifest).expect("a manifest serialises");
-    std::fs::write(&path, json).map_err(io(&path))?;
-    objects.push(Pending::Ready(Outgoing {
-        name: "manifest.json".into(),
-        path,
-    }));
+    objects.push(Pending::Ready(coded_manifest(&staging, &manifest)?));
     debug_assert_eq!(objects.len(), files.len(), "every file staged once");
     start_workers(jobs, frame_type, cancel);
     Ok(staged)
+}
+
+/// The frame type the burst's manifest names, which the codec models.
+fn coded_frame_type(dir: &Path, manifest: &Manifest) -> Result<FrameType, ExportError> {
+    manifest
+        .frame
+        .as_ref()
+        .and_then(|f| f.frame_type.parse().ok())
+        .ok_or_else(|| {
+            ExportError::Usage(format!(
+                "{}: the manifest names no frame type the codec knows",
+                dir.display()
+            ))
+        })
+}
+
+/// The manifest sent with coded link files (it says `coded`), written into `staging`.
+fn coded_manifest(staging: &Path, manifest: &Manifest) -> Result<Outgoing, ExportError> {
+    assert!(manifest.coded.is_some(), "the copy sent says it is coded");
+    let path = staging.join("manifest.json");
+    let json = serde_json::to_vec_pretty(manifest).expect("a manifest serialises");
+    std::fs::write(&path, json).map_err(io(&path))?;
+    Ok(Outgoing {
+        name: "manifest.json".into(),
+        path,
+    })
 }
 
 /// Codes `jobs` in order on a thread a core, each result sent to its object.

@@ -218,6 +218,19 @@ fn read_lines(text: &str) -> Result<Read, String> {
     Ok(r)
 }
 
+/// The journal file (created if need be) opened to append to, whose `text` was just read: a torn
+/// last line is cut off (it was never acknowledged), so that the next record starts on a line of
+/// its own and the file reads back whole.
+fn open_for_appending(path: &Path, text: &str) -> std::io::Result<std::fs::File> {
+    let file = OpenOptions::new().create(true).append(true).open(path)?;
+    if !text.is_empty() && !text.ends_with('\n') {
+        let whole = text.rfind('\n').map_or(0, |i| i + 1);
+        file.set_len(whole as u64)?;
+        file.sync_data()?;
+    }
+    Ok(file)
+}
+
 impl TriggerJournal {
     /// The journal in `output_dir`, read (or created). A trigger it says was `recording` but whose
     /// burst directory does not exist is turned into a `missed` one, owed to the fleet.
@@ -236,21 +249,9 @@ impl TriggerJournal {
             joined_unix_ns,
             lines,
         } = read_lines(&text).map_err(|e| say(&e))?;
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| say(&e))?;
-        // Not one whole line: a new journal (or its first line torn by a crash, cut off below).
+        let file = open_for_appending(&path, &text).map_err(|e| say(&e))?;
+        // Not one whole line: a new journal (or its first line torn by a crash, cut off).
         let new = !text.contains('\n');
-        if !text.is_empty() && !text.ends_with('\n') {
-            // The torn line is cut off (it was never acknowledged), so the next record starts
-            // on a line of its own and the file reads back whole.
-            let whole = text.rfind('\n').map_or(0, |i| i + 1);
-            file.set_len(whole as u64)
-                .and_then(|()| file.sync_data())
-                .map_err(|e| say(&e))?;
-        }
         let mut j = TriggerJournal {
             path,
             file: Some(file),
@@ -272,7 +273,16 @@ impl TriggerJournal {
                 .map_err(|e| format!("{}: {e}", output_dir.display()))?;
             j.joined_unix_ns = Some(now);
         }
-        let orphans: Vec<(String, Route)> = j
+        j.miss_orphans(output_dir)?;
+        j.compact_if_due();
+        Ok(j)
+    }
+
+    /// A trigger the journal says was `recording` whose burst directory does not exist: the
+    /// unit stopped after taking it, before its burst began. Recorded `missed`, owed to the
+    /// fleet.
+    fn miss_orphans(&mut self, output_dir: &Path) -> Result<(), String> {
+        let orphans: Vec<(String, Route)> = self
             .handled
             .iter()
             .filter(|(id, h)| {
@@ -283,7 +293,7 @@ impl TriggerJournal {
             .collect();
         for (id, route) in orphans {
             let why = "the unit stopped after taking the trigger, before its burst began";
-            j.record(
+            self.record(
                 &id,
                 Outcome::Missed,
                 Some(why.into()),
@@ -292,8 +302,7 @@ impl TriggerJournal {
                 None,
             )?;
         }
-        j.compact_if_due();
-        Ok(j)
+        Ok(())
     }
 
     /// Rewrites the journal with what it must still hold at `now_unix_ns` (see the module

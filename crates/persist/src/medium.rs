@@ -204,6 +204,10 @@ fn cgroup_headroom_bytes(cgroup: &str, root: &Path) -> Option<u64> {
         };
         let mut at = dir.join(path.trim_start_matches('/'));
         loop {
+            debug_assert!(
+                at.starts_with(&dir),
+                "the walk up stops at the hierarchy's root"
+            );
             if let (Some(limit), Some(usage)) =
                 (read(at.join(limit_file)), read(at.join(usage_file)))
             {

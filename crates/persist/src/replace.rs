@@ -27,6 +27,10 @@ pub enum ReplaceDurability {
 /// is still in place; the temporary file `.<name>.tmp` beside it may remain.
 pub fn replace_file(path: &Path, contents: &[u8], durability: ReplaceDurability) -> io::Result<()> {
     let tmp = temp_path(path)?;
+    debug_assert_ne!(
+        tmp, path,
+        "the new version is written beside the old, not over it"
+    );
     let mut f = OpenOptions::new()
         .write(true)
         .create(true)

@@ -172,6 +172,11 @@ impl SinkReport {
             config.method.capabilities().needs_io_alignment,
             "only the methods that need I/O alignment pad to more than a byte"
         );
+        assert!(
+            !medium.volatile || durability == Durability::Volatile,
+            "what a RAM-only medium holds is never said durable ({durability:?} on {})",
+            medium.fs_type
+        );
         SinkReport {
             method: config.method,
             path: config.path.clone(),

@@ -218,6 +218,31 @@ pub struct AlignedBuf {
     requested: PageSize,
 }
 
+/// A private anonymous read-write mapping of `len` bytes, with `flags` added: at no fixed address
+/// (`at` null), or with `MAP_FIXED` over a reservation of exactly `len` bytes at `at`.
+fn map_anonymous(at: *mut libc::c_void, len: usize, flags: i32) -> io::Result<*mut u8> {
+    assert!(
+        at.is_null() != (flags & libc::MAP_FIXED != 0),
+        "an address exactly when the mapping is fixed there"
+    );
+    // SAFETY: anonymous memory; at a fixed address only over a reservation the caller made for
+    // exactly len bytes.
+    let p = unsafe {
+        libc::mmap(
+            at,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | flags,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(p as *mut u8)
+}
+
 impl AlignedBuf {
     /// Allocates and prefaults `len` bytes (rounded up to the page size), zero-filled.
     pub fn new(len: usize, page_size: PageSize) -> io::Result<Self> {
@@ -230,61 +255,25 @@ impl AlignedBuf {
         let page = page_size.bytes();
         let len = len.max(1).div_ceil(page) * page;
         let ptr = match page_size {
-            PageSize::Small4K => {
-                // SAFETY: anonymous mapping with no fixed address.
-                let p = unsafe {
-                    libc::mmap(
-                        std::ptr::null_mut(),
-                        len,
-                        libc::PROT_READ | libc::PROT_WRITE,
-                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                        -1,
-                        0,
-                    )
-                };
-                if p == libc::MAP_FAILED {
-                    return Err(io::Error::last_os_error());
-                }
-                p as *mut u8
-            }
-            PageSize::Huge2M => {
-                // First choice: the hugetlbfs pool (guaranteed 2 MiB pages, if the admin reserved
-                // some). Otherwise transparent huge pages on an aligned region via MADV_HUGEPAGE.
-                // SAFETY: anonymous mapping with no fixed address.
-                let p = unsafe {
-                    libc::mmap(
-                        std::ptr::null_mut(),
-                        len,
-                        libc::PROT_READ | libc::PROT_WRITE,
-                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB,
-                        -1,
-                        0,
-                    )
-                };
-                if p != libc::MAP_FAILED {
-                    p as *mut u8
-                } else {
+            PageSize::Small4K => map_anonymous(std::ptr::null_mut(), len, 0)?,
+            // First choice: the hugetlbfs pool (guaranteed 2 MiB pages, if the admin reserved
+            // some). Otherwise transparent huge pages on an aligned region via MADV_HUGEPAGE.
+            PageSize::Huge2M => match map_anonymous(std::ptr::null_mut(), len, libc::MAP_HUGETLB) {
+                Ok(p) => p,
+                Err(_) => {
                     let at = reserve_aligned(len, HUGE_PAGE_BYTES)?;
-                    // SAFETY: MAP_FIXED over the reservation made just above for exactly len bytes.
-                    let p = unsafe {
-                        libc::mmap(
-                            at.cast(),
-                            len,
-                            libc::PROT_READ | libc::PROT_WRITE,
-                            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
-                            -1,
-                            0,
-                        )
-                    };
-                    if p == libc::MAP_FAILED {
-                        return Err(io::Error::last_os_error());
-                    }
+                    let p = map_anonymous(at.cast(), len, libc::MAP_FIXED)?;
                     // SAFETY: advice on our own mapping; failure only means no THP.
-                    unsafe { libc::madvise(p, len, libc::MADV_HUGEPAGE) };
-                    p as *mut u8
+                    unsafe { libc::madvise(p.cast(), len, libc::MADV_HUGEPAGE) };
+                    p
                 }
-            }
+            },
         };
+        assert_eq!(
+            ptr as usize % page,
+            0,
+            "a mapping starts on a page of the size asked"
+        );
         if let Some(node) = node {
             if let Err(e) = crate::numa::prefer_node(ptr, len, node) {
                 // SAFETY: the mapping made above, not used by anyone yet.

@@ -66,6 +66,17 @@ pub fn recover_all(output: &Path, clock_hz: Option<u64>) -> Vec<BurstOutcome> {
         .collect()
 }
 
+/// The detector time the most of any link lost, in seconds of its clock (`clock_hz`, else the
+/// frame type's): None without a frame type.
+fn lost_seconds(manifest: &Manifest, clock_hz: Option<u64>) -> Option<f64> {
+    let step_s = manifest
+        .frame
+        .as_ref()
+        .map(|f| f.step_ticks() as f64 / clock_hz.unwrap_or(f.clock_hz).max(1) as f64)?;
+    let most = manifest.links.iter().map(|l| l.lost_frames).max();
+    Some(most.unwrap_or(0) as f64 * step_s)
+}
+
 /// Recovers and verifies the interrupted burst in `dir` (one `find` returned): its outcome,
 /// state `recovered` (or `error`, with why: it is left as it was).
 pub fn recover_one(dir: &Path, clock_hz: Option<u64>) -> BurstOutcome {
@@ -99,19 +110,7 @@ pub fn recover_one(dir: &Path, clock_hz: Option<u64>) -> BurstOutcome {
     let valid = verify.as_ref().is_ok_and(|v| v.valid);
     let frames: u64 = manifest.links.iter().map(|l| l.data.frames).sum();
     let lost_frames: u64 = manifest.links.iter().map(|l| l.lost_frames).sum();
-    let step_s = manifest
-        .frame
-        .as_ref()
-        .map(|f| f.step_ticks() as f64 / clock_hz.unwrap_or(f.clock_hz).max(1) as f64);
-    let lost_s = step_s.map(|s| {
-        manifest
-            .links
-            .iter()
-            .map(|l| l.lost_frames)
-            .max()
-            .unwrap_or(0) as f64
-            * s
-    });
+    let lost_s = lost_seconds(&manifest, clock_hz);
     tracing::info!(
         burst = %burst_id,
         frames,

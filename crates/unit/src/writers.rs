@@ -73,6 +73,32 @@ fn writer_node(w: usize, writers: usize, link_nodes: &[Option<u32>]) -> Option<u
     on.all(|n| n == Some(first)).then_some(first)
 }
 
+/// Link `l` to writer `l % writers`: links 0..n and no more writers than links, so writer `w`
+/// has link `w` at least.
+fn links_per_writer(links: Vec<DynLink>, writers: usize) -> Vec<Vec<DynLink>> {
+    let mut per_writer: Vec<Vec<DynLink>> = (0..writers).map(|_| Vec::new()).collect();
+    for lw in links {
+        per_writer[lw.link() as usize % writers].push(lw);
+    }
+    assert!(
+        per_writer.iter().all(|l| !l.is_empty()),
+        "every writer has a link"
+    );
+    per_writer
+}
+
+impl WriterPlacement<'_> {
+    /// The CPU writer `w` runs on: one near its links' device where that is known, else the
+    /// next of the unit's CPUs after the first (the links' thread's).
+    fn cpu_of_writer(&self, w: usize) -> usize {
+        debug_assert!(w < self.writers, "writer {w} of {}", self.writers);
+        match self.near.get(w) {
+            Some(near) if !near.is_empty() => near[w % near.len()],
+            _ => self.cpus[(1 + w) % self.cpus.len()],
+        }
+    }
+}
+
 impl Writers {
     /// Starts `placement.writers` threads; link `l` goes to writer `l % writers`, reading
     /// `buffers[l]` and updating `live[l]`.
@@ -89,25 +115,13 @@ impl Writers {
             placement.writers > 0 && !placement.cpus.is_empty(),
             "writers, and CPUs to run them on"
         );
-        let mut per_writer: Vec<Vec<DynLink>> =
-            (0..placement.writers).map(|_| Vec::new()).collect();
-        for lw in links {
-            per_writer[lw.link() as usize % placement.writers].push(lw);
-        }
-        // Links 0..n, no more writers than links: writer w has link w at least.
-        assert!(
-            per_writer.iter().all(|l| !l.is_empty()),
-            "every writer has a link"
-        );
+        let per_writer = links_per_writer(links, placement.writers);
         let mut handles = Vec::new();
         let mut watches = Vec::new();
         for (w, links) in per_writer.into_iter().enumerate() {
             let watch = WriterWatch::new(&links);
             watches.push(watch.clone());
-            let cpu_id = match placement.near.get(w) {
-                Some(near) if !near.is_empty() => near[w % near.len()],
-                _ => placement.cpus[(1 + w) % placement.cpus.len()],
-            };
+            let cpu_id = placement.cpu_of_writer(w);
             let links_favoured = placement.links_favoured;
             let bufs: Vec<LatencyBuffer> = links
                 .iter()

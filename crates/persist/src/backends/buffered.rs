@@ -6,7 +6,7 @@ use std::os::unix::fs::FileExt;
 use crate::backends::{check_range, open_target, sync_as_asked, write_error};
 use crate::error::{PersistError, Result};
 use crate::medium;
-use crate::sink::{Durability, Sink, SinkConfig, SinkReport, SyncMode};
+use crate::sink::{Sink, SinkConfig, SinkReport, SyncMode};
 
 pub struct BufferedSink {
     file: File,
@@ -26,11 +26,7 @@ impl BufferedSink {
         let file = open_target(config, flags)?;
         let medium =
             medium::probe(&config.path).map_err(|e| PersistError::io("probe", &config.path, e))?;
-        let durability = match (medium.volatile, config.sync_mode) {
-            (true, _) => Durability::Volatile,
-            (false, SyncMode::Fdatasync) => Durability::Fdatasync,
-            (false, SyncMode::Dsync) => Durability::Dsync,
-        };
+        let durability = super::file_durability(medium.volatile, config.sync_mode);
         Ok(BufferedSink {
             file,
             region_offset_bytes: config.region_offset_bytes,

@@ -9,12 +9,10 @@
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
-use crate::backends::{
-    align_up, check_aligned, check_range, open_target, sync_as_asked, write_error,
-};
+use crate::backends::{align_up, check_aligned, check_range, sync_as_asked, write_error};
 use crate::error::{PersistError, Result};
 use crate::medium;
-use crate::sink::{Durability, Sink, SinkConfig, SinkReport, SyncMode};
+use crate::sink::{Sink, SinkConfig, SinkReport, SyncMode};
 use snbuf_platform::memory::AlignedBuf;
 
 pub struct DirectSink {
@@ -31,22 +29,7 @@ pub struct DirectSink {
 
 impl DirectSink {
     pub fn open(config: &SinkConfig) -> Result<Self> {
-        let mut flags = libc::O_DIRECT;
-        if config.sync_mode == SyncMode::Dsync {
-            flags |= libc::O_DSYNC;
-        }
-        let file = open_target(config, flags).map_err(|e| match e {
-            PersistError::Io { ref cause, .. } if cause.raw_os_error() == Some(libc::EINVAL) => {
-                PersistError::Unsupported {
-                    method: config.method,
-                    why: format!(
-                        "{}: the file system does not support O_DIRECT",
-                        config.path.display()
-                    ),
-                }
-            }
-            other => other,
-        })?;
+        let file = super::open_direct(config)?;
         let medium =
             medium::probe(&config.path).map_err(|e| PersistError::io("probe", &config.path, e))?;
         let alignment_bytes = medium.dio_align_bytes();
@@ -62,22 +45,13 @@ impl DirectSink {
             staging.len() >= staging_bytes && staging_bytes >= config.max_io_bytes,
             "the largest write, padded, fits the staging buffer"
         );
-        let durability = match config.sync_mode {
-            SyncMode::Fdatasync => Durability::Fdatasync,
-            SyncMode::Dsync => Durability::Dsync,
-        };
         let pages = staging.pages_obtained().ok();
         let mem_alignment_bytes = medium.dio_mem_align_bytes.unwrap_or(alignment_bytes).max(1);
         assert!(
             mem_alignment_bytes <= alignment_bytes,
             "the O_DIRECT alignment covers the buffer alignment"
         );
-        // What O_DIRECT reaches on a RAM-only file system is still RAM.
-        let durability = if medium.volatile {
-            Durability::Volatile
-        } else {
-            durability
-        };
+        let durability = super::file_durability(medium.volatile, config.sync_mode);
         Ok(DirectSink {
             file,
             alignment_bytes,

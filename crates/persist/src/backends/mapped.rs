@@ -139,6 +139,10 @@ fn store_for(config: &SinkConfig) -> Result<Store> {
         Method::Pmdk => Store::Pmdk,
         other => return Err(unsupported(&format!("{other} is not a mapped method"))),
     };
+    debug_assert!(
+        !matches!(store, Store::Flush(f) if !cpu.has(f)),
+        "a flush instruction this CPU has"
+    );
     Ok(store)
 }
 

@@ -64,6 +64,46 @@ pub(crate) fn align_up(n: u64, alignment: u64) -> u64 {
     up
 }
 
+/// The target opened with O_DIRECT (and O_DSYNC where asked): a file system that refuses
+/// O_DIRECT is `Unsupported`, for a clear message.
+pub(crate) fn open_direct(config: &SinkConfig) -> Result<File> {
+    debug_assert!(
+        config.method.capabilities().needs_io_alignment,
+        "O_DIRECT only for a method that aligns its I/O ({})",
+        config.method
+    );
+    let mut flags = libc::O_DIRECT;
+    if config.sync_mode == crate::sink::SyncMode::Dsync {
+        flags |= libc::O_DSYNC;
+    }
+    open_target(config, flags).map_err(|e| match e {
+        PersistError::Io { ref cause, .. } if cause.raw_os_error() == Some(libc::EINVAL) => {
+            PersistError::Unsupported {
+                method: config.method,
+                why: format!(
+                    "{}: the file system does not support O_DIRECT",
+                    config.path.display()
+                ),
+            }
+        }
+        other => other,
+    })
+}
+
+/// What a write to a file (pwrite, O_DIRECT, io_uring) is durable as once `sync_mode` flushed
+/// it: on a RAM-only file system, what it reaches is still RAM.
+pub(crate) fn file_durability(
+    volatile: bool,
+    sync_mode: crate::sink::SyncMode,
+) -> crate::sink::Durability {
+    use crate::sink::{Durability, SyncMode};
+    match (volatile, sync_mode) {
+        (true, _) => Durability::Volatile,
+        (false, SyncMode::Fdatasync) => Durability::Fdatasync,
+        (false, SyncMode::Dsync) => Durability::Dsync,
+    }
+}
+
 /// Opens (creating if needed) the target and makes sure its region exists: with `prefault`, the
 /// blocks are allocated now (posix_fallocate) so that no write in the timed region waits for the
 /// file system's allocator, and a target that cannot hold the region fails here with ENOSPC.

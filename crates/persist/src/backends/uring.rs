@@ -34,10 +34,10 @@ mod reap;
 pub use crate::backends::uring_buffers::SOURCE_NOT_REGISTERED;
 use crate::backends::uring_buffers::{register_buffers, SOURCE_BUFFER_INDEX};
 use crate::backends::uring_wait::{can_bound_waits, submit_and_wait_until};
-use crate::backends::{align_up, check_aligned, check_range, open_target};
+use crate::backends::{align_up, check_aligned, check_range};
 use crate::error::{PersistError, Result};
 use crate::medium;
-use crate::sink::{held_in, Durability, HeldMemory, Hold, Sink, SinkConfig, SinkReport, SyncMode};
+use crate::sink::{held_in, HeldMemory, Hold, Sink, SinkConfig, SinkReport, SyncMode};
 use snbuf_platform::memory::AlignedBuf;
 
 /// user_data of the fsync SQE and of a read's; writes use their slot's index.
@@ -110,6 +110,20 @@ pub struct UringSink {
     report: SinkReport,
 }
 
+/// Registers `file` with the ring (fixed-file writes skip a lookup per request); where the
+/// kernel will not, the plain descriptor is used, and the note says so.
+fn register_file(ring: &IoUring, file: &File, notes: &mut Vec<String>) -> bool {
+    match ring.submitter().register_files(&[file.as_raw_fd()]) {
+        Ok(()) => true,
+        Err(e) => {
+            notes.push(format!(
+                "registered file unavailable ({e}): using the plain fd"
+            ));
+            false
+        }
+    }
+}
+
 impl UringSink {
     pub fn open(config: &SinkConfig) -> Result<Self> {
         let qd = config.queue_depth.clamp(1, MAX_QUEUE_DEPTH);
@@ -123,11 +137,7 @@ impl UringSink {
                 "io_uring_setup failed ({e}); io_uring may be disabled (kernel.io_uring_disabled)"
             ),
         })?;
-        let mut flags = libc::O_DIRECT;
-        if config.sync_mode == SyncMode::Dsync {
-            flags |= libc::O_DSYNC;
-        }
-        let file = open_target(config, flags)?;
+        let file = super::open_direct(config)?;
         let medium =
             medium::probe(&config.path).map_err(|e| PersistError::io("probe", &config.path, e))?;
         let alignment_bytes = medium.dio_align_bytes();
@@ -145,24 +155,12 @@ impl UringSink {
         )];
         let (registered_buffers, source) =
             register_buffers(&ring, &slots, config.source.as_ref(), &mut notes);
-        let registered_file = match ring.submitter().register_files(&[file.as_raw_fd()]) {
-            Ok(()) => true,
-            Err(e) => {
-                notes.push(format!(
-                    "registered file unavailable ({e}): using the plain fd"
-                ));
-                false
-            }
-        };
+        let registered_file = register_file(&ring, &file, &mut notes);
         let completion_deadline = can_bound_waits(&ring).then_some(config.completion_deadline);
         if completion_deadline.is_none() {
             notes.push("waits for completions are unbounded: this kernel has no io_uring EXT_ARG (Linux 5.11)".into());
         }
-        let durability = match (medium.volatile, config.sync_mode) {
-            (true, _) => Durability::Volatile,
-            (false, SyncMode::Fdatasync) => Durability::Fdatasync,
-            (false, SyncMode::Dsync) => Durability::Dsync,
-        };
+        let durability = super::file_durability(medium.volatile, config.sync_mode);
         let pages = slots.pages_obtained().ok();
         Ok(UringSink {
             ring,

@@ -19,6 +19,10 @@ pub(crate) fn submit_and_wait_until(
     want: usize,
     deadline: Option<Instant>,
 ) -> std::io::Result<bool> {
+    debug_assert!(
+        want <= ring.params().cq_entries() as usize,
+        "a wait for {want} completions, more than the queue holds, would never end"
+    );
     loop {
         let result = match deadline {
             Some(d) if want > 0 => {

@@ -119,68 +119,107 @@ impl FaultPlan {
             problem,
         };
         let (kind, rest) = s.split_once(':').unwrap_or((s, ""));
-        let mut link = None;
-        let mut after: Option<&str> = None;
-        let mut rate: Option<&str> = None;
-        let mut delay: Option<&str> = None;
+        let keys = FaultKeys::parse(rest).map_err(bad)?;
+        let kind = keys.kind(kind).map_err(bad)?;
+        if keys.rate.is_some() && !matches!(kind, FaultKind::Slow { .. }) {
+            return Err(bad(FaultProblem::RateNotSlow));
+        }
+        if keys.delay.is_some() && !matches!(kind, FaultKind::SlowCompletion { .. }) {
+            return Err(bad(FaultProblem::DelayNotSlowCompletion));
+        }
+        Ok(FaultPlan {
+            kind,
+            link: keys.link,
+        })
+    }
+
+    pub fn applies_to(&self, link: u32) -> bool {
+        self.link.is_none_or(|l| l == link)
+    }
+}
+
+/// The `key=value` part of a fault's spec, each key at most once as written.
+#[derive(Default)]
+struct FaultKeys<'a> {
+    given: bool,
+    link: Option<u32>,
+    after: Option<&'a str>,
+    rate: Option<&'a str>,
+    delay: Option<&'a str>,
+}
+
+impl<'a> FaultKeys<'a> {
+    fn parse(rest: &'a str) -> std::result::Result<FaultKeys<'a>, FaultProblem> {
+        let mut keys = FaultKeys {
+            given: !rest.is_empty(),
+            ..Default::default()
+        };
         for kv in rest.split(',').filter(|kv| !kv.is_empty()) {
             let (k, v) = kv
                 .split_once('=')
-                .ok_or_else(|| bad(FaultProblem::NotKeyValue(kv.to_string())))?;
+                .ok_or_else(|| FaultProblem::NotKeyValue(kv.to_string()))?;
             match k {
                 "link" => {
-                    link = Some(
+                    keys.link = Some(
                         v.parse::<u32>()
-                            .map_err(|_| bad(FaultProblem::BadLink(v.to_string())))?,
+                            .map_err(|_| FaultProblem::BadLink(v.to_string()))?,
                     )
                 }
-                "after" => after = Some(v),
-                "rate" => rate = Some(v),
-                "delay" => delay = Some(v),
-                _ => return Err(bad(FaultProblem::UnknownKey(k.to_string()))),
+                "after" => keys.after = Some(v),
+                "rate" => keys.rate = Some(v),
+                "delay" => keys.delay = Some(v),
+                _ => return Err(FaultProblem::UnknownKey(k.to_string())),
             }
         }
-        let bytes = |v: Option<&str>| -> std::result::Result<u64, BadFault> {
-            v.map(|v| snbuf_quantity::parse_bytes(v).map_err(|e| bad(FaultProblem::BadSize(e))))
-                .unwrap_or(Ok(0))
-        };
-        let kind = match kind {
+        Ok(keys)
+    }
+
+    /// `after=` as bytes (0 when not given).
+    fn after_bytes(&self) -> std::result::Result<u64, FaultProblem> {
+        self.after
+            .map(|v| snbuf_quantity::parse_bytes(v).map_err(FaultProblem::BadSize))
+            .unwrap_or(Ok(0))
+    }
+
+    /// The fault `kind` names, with these keys.
+    fn kind(&self, kind: &str) -> std::result::Result<FaultKind, FaultProblem> {
+        Ok(match kind {
             "write-eio" => FaultKind::Write {
                 errno: libc::EIO,
-                after_bytes: bytes(after)?,
+                after_bytes: self.after_bytes()?,
             },
             "write-enospc" => FaultKind::Write {
                 errno: libc::ENOSPC,
-                after_bytes: bytes(after)?,
+                after_bytes: self.after_bytes()?,
             },
             "persist-eio" => FaultKind::Persist {
-                after_persists: after
+                after_persists: self
+                    .after
                     .map(|v| v.parse::<u64>())
                     .unwrap_or(Ok(0))
-                    .map_err(|_| bad(FaultProblem::AfterNotACount))?,
+                    .map_err(|_| FaultProblem::AfterNotACount)?,
             },
             "slow" => {
-                let r = rate.ok_or_else(|| bad(FaultProblem::SlowWithoutRate))?;
-                let bytes_per_s = snbuf_quantity::parse_rate_bytes_per_s(r)
-                    .map_err(|e| bad(FaultProblem::BadRate(e)))?;
+                let r = self.rate.ok_or(FaultProblem::SlowWithoutRate)?;
+                let bytes_per_s =
+                    snbuf_quantity::parse_rate_bytes_per_s(r).map_err(FaultProblem::BadRate)?;
                 if bytes_per_s == 0 {
-                    return Err(bad(FaultProblem::ZeroRate));
+                    return Err(FaultProblem::ZeroRate);
                 }
                 FaultKind::Slow { bytes_per_s }
             }
             "slow-completion" => {
-                let d = delay.ok_or_else(|| bad(FaultProblem::SlowCompletionWithoutDelay))?;
+                let d = self.delay.ok_or(FaultProblem::SlowCompletionWithoutDelay)?;
                 FaultKind::SlowCompletion {
-                    delay: snbuf_quantity::parse_duration(d)
-                        .map_err(|e| bad(FaultProblem::BadDelay(e)))?,
-                    after_bytes: bytes(after)?,
+                    delay: snbuf_quantity::parse_duration(d).map_err(FaultProblem::BadDelay)?,
+                    after_bytes: self.after_bytes()?,
                 }
             }
             "stall" => FaultKind::Stall {
-                after_bytes: bytes(after)?,
+                after_bytes: self.after_bytes()?,
             },
             "hang" => FaultKind::Hang {
-                after_bytes: bytes(after)?,
+                after_bytes: self.after_bytes()?,
             },
             "lost-flush" | "late-flush" | "lost-dir-sync" => {
                 let (name, k) = match kind {
@@ -188,24 +227,13 @@ impl FaultPlan {
                     "late-flush" => ("late-flush", FaultKind::LateFlush),
                     _ => ("lost-dir-sync", FaultKind::LostDirSync),
                 };
-                if !rest.is_empty() {
-                    return Err(bad(FaultProblem::TakesNoKeys(name)));
+                if self.given {
+                    return Err(FaultProblem::TakesNoKeys(name));
                 }
                 k
             }
-            _ => return Err(bad(FaultProblem::UnknownKind(kind.to_string()))),
-        };
-        if rate.is_some() && !matches!(kind, FaultKind::Slow { .. }) {
-            return Err(bad(FaultProblem::RateNotSlow));
-        }
-        if delay.is_some() && !matches!(kind, FaultKind::SlowCompletion { .. }) {
-            return Err(bad(FaultProblem::DelayNotSlowCompletion));
-        }
-        Ok(FaultPlan { kind, link })
-    }
-
-    pub fn applies_to(&self, link: u32) -> bool {
-        self.link.is_none_or(|l| l == link)
+            _ => return Err(FaultProblem::UnknownKind(kind.to_string())),
+        })
     }
 }
 
@@ -358,6 +386,10 @@ impl<S: Sink> Faulty<S> {
             });
         }
         for w in std::mem::take(&mut self.late) {
+            assert!(
+                w.parts.iter().all(|&(addr, _)| addr != 0),
+                "a late write's parts point at memory"
+            );
             // SAFETY: each part lies inside the memory `_held` keeps allocated (checked by
             // `held_in` when the write started). The link may have overwritten it since: the
             // device reads whatever is there now, as a DMA would; only the kernel (a block
@@ -483,6 +515,10 @@ impl<S: Sink> Sink for Faulty<S> {
     }
 
     fn persist(&mut self) -> Result<()> {
+        debug_assert!(
+            !self.flush_owed || self.faults.contains(&FaultKind::LateFlush),
+            "a flush is owed only under late-flush"
+        );
         // A failed write is never made durable as if it had worked.
         if let Some(errno) = self.failed_completion.take() {
             return Err(self.injected("write completion (injected fault)", errno));
