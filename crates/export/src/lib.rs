@@ -107,6 +107,24 @@ pub struct ExportReport {
 }
 
 impl ExportReport {
+    /// The export in one line for people: what went where, how fast, what a run before sent.
+    pub fn summary(&self) -> String {
+        use snbuf_quantity::{Bytes, Rate};
+        let resumed = if self.parts_resumed > 0 {
+            format!(", {} part(s) already sent before", self.parts_resumed)
+        } else {
+            String::new()
+        };
+        format!(
+            "exported {} objects to {}: {} sent in {:.1} s ({}){resumed}; every object read back and checked",
+            self.objects.len(),
+            self.destination,
+            Bytes(self.bytes_sent),
+            self.seconds,
+            Rate(self.bytes_sent as f64 / self.seconds.max(1e-9)),
+        )
+    }
+
     /// The rate of sending alone: bytes sent over the time not spent reading back or coding.
     pub fn sending_bytes_per_s(&self) -> f64 {
         let send_s = self.seconds - self.verify_seconds - self.coding_seconds;

@@ -83,17 +83,7 @@ fn compare_with_raw(
 }
 
 fn say_exported(r: &snbuf_export::ExportReport) {
-    println!(
-        "exported {} objects to {}: {} sent in {:.1} s ({}){}; every object read back and checked",
-        r.objects.len(),
-        r.destination,
-        Bytes(r.bytes_sent),
-        r.seconds,
-        Rate(r.bytes_sent as f64 / r.seconds.max(1e-9)),
-        (r.parts_resumed > 0)
-            .then(|| format!(", {} part(s) already sent before", r.parts_resumed))
-            .unwrap_or_default()
-    );
+    println!("{}", r.summary());
     if r.deleted {
         println!("removed the local copy {}", r.burst_dir);
     }
