@@ -28,7 +28,7 @@ pub use chunk_writer::{ChunkAck, ChunkWriter, WriteError};
 pub use link_writer::{BurstSeal, BurstWriter, LinkWriter};
 pub use manifest::{
     AnsweredTrigger, BurstState, FrameInfo, LinkData, LinkIdentity, LinkRecord, LinkState,
-    Manifest, TriggerInfo, Verified,
+    Manifest, Verified, Window,
 };
 pub use opening::prepared::PreparedBurst;
 pub use opening::{BurstFiles, OpenError};

@@ -11,8 +11,8 @@ use snbuf_persist::Sink;
 
 use crate::chunk_writer::{ChunkAck, ChunkWriter, WriteError};
 use crate::manifest::{
-    link_file_name, AnsweredTrigger, BurstState, LinkData, LinkRecord, LinkState, Manifest,
-    TriggerInfo, MANIFEST_FORMAT, MANIFEST_VERSION,
+    link_file_name, AnsweredTrigger, BurstState, LinkData, LinkRecord, LinkState, Manifest, Window,
+    MANIFEST_FORMAT, MANIFEST_VERSION,
 };
 use crate::spec::{BurstError, BurstSpec};
 
@@ -442,7 +442,7 @@ impl BurstSeal {
     /// trigger it took and the window it was recording.
     pub fn answer(
         &mut self,
-        window: TriggerInfo,
+        window: Window,
         triggers: Vec<AnsweredTrigger>,
     ) -> Result<(), BurstError> {
         debug_assert_eq!(
@@ -475,7 +475,7 @@ impl BurstSeal {
     }
 
     /// `answer` without writing the manifest now: `seal` writes it.
-    pub fn set_answered(&mut self, window: TriggerInfo, triggers: Vec<AnsweredTrigger>) {
+    pub fn set_answered(&mut self, window: Window, triggers: Vec<AnsweredTrigger>) {
         assert!(
             window.window_start_timestamp <= window.window_end_timestamp,
             "a window ends after it starts"

@@ -84,7 +84,7 @@ impl FrameInfo {
 /// A trigger's window, decided once when the trigger is accepted: the same in the reply to the
 /// trigger, in the recording and in the manifest.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct TriggerInfo {
+pub struct Window {
     pub trigger_timestamp: u64,
     /// The window to record, [start, end) in ticks.
     pub window_start_timestamp: u64,
@@ -104,15 +104,15 @@ pub struct TriggerInfo {
     pub not_buffered_s: Option<f64>,
 }
 
-impl TriggerInfo {
+impl Window {
     /// The window [start, end) around `trigger`, in ticks of a `clock_hz` clock.
-    pub fn new(trigger: u64, start: u64, end: u64, clock_hz: u64) -> TriggerInfo {
+    pub fn new(trigger: u64, start: u64, end: u64, clock_hz: u64) -> Window {
         assert!(
             start <= trigger && trigger <= end,
             "a window holds its trigger"
         );
         let s = |ticks: u64| ticks as f64 / clock_hz.max(1) as f64;
-        TriggerInfo {
+        Window {
             trigger_timestamp: trigger,
             window_start_timestamp: start,
             window_end_timestamp: end,
@@ -176,7 +176,7 @@ pub struct Manifest {
     pub state: BurstState,
     pub created_unix_ns: u64,
     pub sealed_unix_ns: Option<u64>,
-    pub trigger: Option<TriggerInfo>,
+    pub trigger: Option<Window>,
     pub frame: Option<FrameInfo>,
     /// Persistence method and what its persist achieved (`fdatasync`, `map_sync`, `volatile`, …).
     pub method: String,
@@ -234,7 +234,7 @@ pub struct AnsweredTrigger {
 
 impl AnsweredTrigger {
     /// Trigger `id` with window `w`, all of it covered.
-    pub fn whole(id: &str, w: &TriggerInfo) -> AnsweredTrigger {
+    pub fn whole(id: &str, w: &Window) -> AnsweredTrigger {
         AnsweredTrigger {
             trigger_id: id.to_string(),
             trigger_timestamp: w.trigger_timestamp,

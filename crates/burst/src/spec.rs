@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use snbuf_persist::PersistError;
 
 use crate::chunk_writer::WriteError;
-use crate::manifest::{FrameInfo, LinkIdentity, ManifestError, TriggerInfo};
+use crate::manifest::{FrameInfo, LinkIdentity, ManifestError, Window};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BurstError {
@@ -38,7 +38,7 @@ pub enum BurstError {
 pub struct BurstSpec {
     pub burst_id: String,
     pub frame: FrameInfo,
-    pub trigger: Option<TriggerInfo>,
+    pub trigger: Option<Window>,
     pub method: String,
     pub links: Vec<u32>,
     pub max_payload_bytes: usize,

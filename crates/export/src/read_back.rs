@@ -78,15 +78,18 @@ pub(crate) fn verify_object(
     }
     let (mut n, mut got) = (0u64, 0u32);
     while n < size {
-        let data = match store.read(key, n, part.min(size - n)) {
+        let (before, len) = (n, part.min(size - n));
+        let mut take = |data: &[u8]| {
+            got = crc32c::crc32c_append(got, data);
+            n += data.len() as u64;
+        };
+        match store.read(key, before, len, &mut take) {
             Err(StoreError::NotFound) => return Err(fail("gone while read back".into())),
             r => r.map_err(unanswered)?,
-        };
-        if data.is_empty() {
+        }
+        if n == before {
             break;
         }
-        got = crc32c::crc32c_append(got, &data);
-        n += data.len() as u64;
     }
     if n != size || got != crc {
         return Err(fail(format!(

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use snbuf_burst::{BurstSpec, BurstWriter, FrameInfo, TriggerInfo};
+use snbuf_burst::{BurstSpec, BurstWriter, FrameInfo, Window};
 use snbuf_export::destination::{DirStore, ExportStore, Part, StoreError};
 use snbuf_export::{export_burst, read_back_again, Destination, ExportCodec, ExportError};
 use snbuf_export::{ExportOptions, ReadBack};
@@ -31,11 +31,11 @@ fn burst(root: &Path) -> PathBuf {
             clock_hz: 50_000_000,
             frame_step_ticks: None,
         },
-        trigger: Some(TriggerInfo {
+        trigger: Some(Window {
             trigger_timestamp: FIRST_TS,
             window_start_timestamp: FIRST_TS,
             window_end_timestamp: FIRST_TS + CHUNKS * FRAMES_PER_CHUNK * TICKS_PER_FRAME,
-            ..TriggerInfo::default()
+            ..Window::default()
         }),
         method: "direct".into(),
         links: vec![0, 1],
@@ -158,8 +158,14 @@ impl ExportStore for FaultyStore {
     fn size(&self, key: &str) -> Result<Option<u64>, StoreError> {
         self.inner.size(key)
     }
-    fn read(&self, key: &str, offset: u64, len: u64) -> Result<Vec<u8>, StoreError> {
-        self.inner.read(key, offset, len)
+    fn read(
+        &self,
+        key: &str,
+        offset: u64,
+        len: u64,
+        each: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), StoreError> {
+        self.inner.read(key, offset, len, each)
     }
 }
 

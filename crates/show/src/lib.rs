@@ -19,7 +19,7 @@ use snbuf_burst::{BurstReader, End, LinkIdentity, LinkReader, ReadError};
 use snbuf_frames::adc::AdcShape;
 use snbuf_frames::FrameType;
 
-use link_view::{AdcView, Bin, ChannelStats, Gap, LinkAccumulator, Window};
+use link_view::{AdcView, Bin, ChannelStats, Gap, LinkAccumulator, PageWindow};
 
 /// What to show, and where.
 #[derive(Clone, Debug)]
@@ -211,8 +211,8 @@ pub fn show(
 }
 
 /// The window shown: the trigger's, at least a tick long, at the resolution asked for.
-fn window_of(trigger: &snbuf_burst::TriggerInfo, clock_hz: u64, opts: &ShowOptions) -> Window {
-    Window {
+fn window_of(trigger: &snbuf_burst::Window, clock_hz: u64, opts: &ShowOptions) -> PageWindow {
+    PageWindow {
         start: trigger.window_start_timestamp,
         end: trigger
             .window_end_timestamp
@@ -230,7 +230,7 @@ fn link_shown(
     r: &LinkReader,
     link: u32,
     record: Option<&snbuf_burst::manifest::LinkRecord>,
-    window: Window,
+    window: PageWindow,
     shape: Option<AdcShape>,
     opts: &ShowOptions,
     acc: LinkAccumulator,
@@ -260,7 +260,7 @@ fn link_shown(
 /// checked again as it is read; returns what it could not read, and why.
 fn read_link(
     r: &LinkReader,
-    w: Window,
+    w: PageWindow,
     acc: &mut LinkAccumulator,
     read: &mut dyn FnMut(u64),
 ) -> Result<Vec<String>, ShowError> {
@@ -310,7 +310,7 @@ const ZOOM_SAMPLES: f64 = 160.0;
 /// The waveform of the given channel, else of the channel with the largest excursion.
 fn waveform(
     r: &LinkReader,
-    w: Window,
+    w: PageWindow,
     shape: AdcShape,
     adc: &AdcView,
     acc: &LinkAccumulator,

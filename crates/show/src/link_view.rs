@@ -13,7 +13,7 @@ const ADC_VALUES: usize = 1 << snbuf_frames::adc::ADC_BITS;
 
 /// The trigger window on the detector's clock, and how finely the page resolves it.
 #[derive(Clone, Copy, Debug)]
-pub struct Window {
+pub struct PageWindow {
     pub start: u64,
     pub end: u64,
     pub trigger: u64,
@@ -24,7 +24,7 @@ pub struct Window {
     pub bins: usize,
 }
 
-impl Window {
+impl PageWindow {
     // Timestamps count from the epoch (~1e17 ticks): more than an f64 holds exactly, so every
     // float here is relative to the window's start, where it is exact to a fraction of a tick.
 
@@ -118,7 +118,7 @@ pub struct AdcView {
 
 /// Reduces one link's frames, fed in time order.
 pub struct LinkAccumulator {
-    window: Window,
+    window: PageWindow,
     layout: FrameLayout,
     step: u64,
     shape: Option<AdcShape>,
@@ -136,7 +136,12 @@ pub struct LinkAccumulator {
 }
 
 impl LinkAccumulator {
-    pub fn new(window: Window, layout: FrameLayout, step: u64, shape: Option<AdcShape>) -> Self {
+    pub fn new(
+        window: PageWindow,
+        layout: FrameLayout,
+        step: u64,
+        shape: Option<AdcShape>,
+    ) -> Self {
         assert!(window.end > window.start && window.columns > 0 && window.bins > 0);
         let ch = shape.map_or(0, |s| s.channels);
         LinkAccumulator {

@@ -2,7 +2,7 @@
 //! known baselines and noise, a pulse on one channel at a known time, a dead and a noisy
 //! channel, and a known gap. Checked from `show.json`, the data behind the figures.
 
-use snbuf_burst::{BurstSpec, BurstWriter, FrameInfo, TriggerInfo};
+use snbuf_burst::{BurstSpec, BurstWriter, FrameInfo, Window};
 use snbuf_frames::adc::{pack, ADC_BITS, ETH_ADC_OFFSET, ETH_CHANNELS};
 use snbuf_frames::FrameType;
 use snbuf_persist::{open, Method, SinkConfig};
@@ -76,11 +76,11 @@ fn write_burst_with(root: &std::path::Path, frames: bool) -> std::path::PathBuf 
             clock_hz: 62_500_000,
             frame_step_ticks: None,
         },
-        trigger: Some(TriggerInfo {
+        trigger: Some(Window {
             trigger_timestamp: FIRST_TS + TRIGGER_FRAME * TICKS,
             window_start_timestamp: FIRST_TS,
             window_end_timestamp: FIRST_TS + FRAMES * TICKS,
-            ..TriggerInfo::default()
+            ..Window::default()
         }),
         method: "direct".into(),
         links: vec![0],

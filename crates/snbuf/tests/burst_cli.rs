@@ -8,7 +8,7 @@ use common::snbuf;
 use std::path::{Path, PathBuf};
 
 use snbuf_burst::manifest::link_file_name;
-use snbuf_burst::{BurstSpec, BurstWriter, FrameInfo, TriggerInfo};
+use snbuf_burst::{BurstSpec, BurstWriter, FrameInfo, Window};
 use snbuf_persist::{open, Method, SinkConfig};
 
 /// Two links of five 3-frame chunks each (464 B frames, 25 ticks apart), written with `direct`
@@ -19,7 +19,7 @@ fn burst(root: &Path) -> PathBuf {
 
 /// `burst`, with a trigger window, and with chunk `skipped` of link 1 never written (its frames
 /// counted lost, as the recorder counts frames gone from the buffer).
-fn burst_with(root: &Path, trigger: Option<TriggerInfo>, skipped: Option<u64>) -> PathBuf {
+fn burst_with(root: &Path, trigger: Option<Window>, skipped: Option<u64>) -> PathBuf {
     let spec = BurstSpec {
         burst_id: "cli".into(),
         frame: FrameInfo {
@@ -87,7 +87,7 @@ fn verify_says_valid_with_exit_0_and_json_parses() {
 fn verify_says_whether_each_triggers_window_is_whole() {
     let root = tempfile::tempdir().unwrap();
     // Frames at 0, 25, ..., 350; the window [0, 375) is every one of them.
-    let window = TriggerInfo::new(100, 0, 375, 50_000_000);
+    let window = Window::new(100, 0, 375, 50_000_000);
     for sub in ["a", "b"] {
         std::fs::create_dir(root.path().join(sub)).unwrap();
     }

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use snbuf_burst::TriggerInfo;
+use snbuf_burst::Window;
 
 use crate::counters::LinkCounters;
 use crate::link_rates::LinkRate;
@@ -119,7 +119,7 @@ pub struct TriggerReply {
     pub ok: bool,
     pub burst_id: String,
     /// The trigger's own window (for a trigger that joined a burst, the one it asked for).
-    pub window: TriggerInfo,
+    pub window: Window,
     /// The window's length in seconds of the detector's clock.
     pub window_s: f64,
     /// Set when the trigger joined the burst already being recorded (`burst_id`) instead of
@@ -245,7 +245,7 @@ pub struct BurstOutcome {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_bytes_per_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub window: Option<TriggerInfo>,
+    pub window: Option<Window>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prepared_ahead: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -312,7 +312,7 @@ pub struct IngestStatus {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RecordingBurst {
     pub burst_id: String,
-    pub window: TriggerInfo,
+    pub window: Window,
 }
 
 /// `{"cmd":"status"}`'s answer.

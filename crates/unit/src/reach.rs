@@ -10,7 +10,7 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use snbuf_burst::{AnsweredTrigger, TriggerInfo};
+use snbuf_burst::{AnsweredTrigger, Window};
 
 use crate::config::RecordConfig;
 
@@ -76,7 +76,7 @@ pub(crate) struct BurstReach {
 
 struct Reach {
     /// The burst's window: its first trigger's, the end moved out by those that joined.
-    window: TriggerInfo,
+    window: Window,
     /// When a link with nothing more to read stops waiting for the rest of the window.
     give_up_at: Instant,
     /// A trigger waits for this burst to end: a link that has brought no frame for
@@ -127,7 +127,7 @@ pub(crate) struct LinkFiles {
 impl BurstReach {
     pub fn new(
         burst_id: &str,
-        window: TriggerInfo,
+        window: Window,
         triggers: Vec<AnsweredTrigger>,
         give_up_at: Instant,
         files: LinkFiles,
@@ -411,7 +411,7 @@ impl BurstReach {
     }
 
     /// The window and the triggers answered, with a version that changes at each join.
-    pub fn answered(&self) -> (u64, TriggerInfo, Vec<AnsweredTrigger>) {
+    pub fn answered(&self) -> (u64, Window, Vec<AnsweredTrigger>) {
         let r = self.lock();
         debug_assert!(!r.triggers.is_empty(), "a burst answers its first trigger");
         (r.version, r.window.clone(), r.triggers.clone())
@@ -492,7 +492,7 @@ impl BurstReach {
     }
 
     /// The burst's window as it is now.
-    pub fn window(&self) -> TriggerInfo {
+    pub fn window(&self) -> Window {
         self.lock().window.clone()
     }
 }
@@ -505,7 +505,7 @@ impl BurstReach {
 /// refuses meanwhile, for ever).
 pub(crate) fn give_up_at(
     config: &RecordConfig,
-    window: &TriggerInfo,
+    window: &Window,
     newest: Option<u64>,
     rates: &[crate::link_rates::LinkRate],
 ) -> Instant {
@@ -544,7 +544,7 @@ mod tests {
     }
 
     fn reach() -> BurstReach {
-        let w = TriggerInfo::new(1_000, 500, 2_000, 1_000);
+        let w = Window::new(1_000, 500, 2_000, 1_000);
         BurstReach::new(
             "t1",
             w.clone(),
@@ -561,14 +561,14 @@ mod tests {
     }
 
     fn joining(id: &str, end: u64) -> AnsweredTrigger {
-        AnsweredTrigger::whole(id, &TriggerInfo::new(1_500, 1_000, end, 1_000))
+        AnsweredTrigger::whole(id, &Window::new(1_500, 1_000, end, 1_000))
     }
 
     /// Files smaller than the window grow as the writers go: what they have yet to grow by is
     /// promised, and a join's room leaves it out (`join` subtracts it from the free space).
     #[test]
     fn what_the_files_have_yet_to_grow_by_is_kept_until_they_grow() {
-        let w = TriggerInfo::new(1_000, 500, 2_000, 1_000);
+        let w = Window::new(1_000, 500, 2_000, 1_000);
         let files = LinkFiles {
             links: 2,
             allocated_bytes: 4 << 20,

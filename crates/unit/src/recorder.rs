@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use snbuf_burst::{LinkIdentity, TriggerInfo};
+use snbuf_burst::{LinkIdentity, Window};
 use snbuf_readout::LatencyBuffer;
 
 use crate::config::RecordConfig;
@@ -243,7 +243,7 @@ impl Unit {
         at: TriggerAt,
         pre: Duration,
         post: Duration,
-    ) -> Result<TriggerInfo, crate::window::WindowError> {
+    ) -> Result<Window, crate::window::WindowError> {
         self.clock().window(self.held(), at, pre, post)
     }
 
@@ -252,7 +252,7 @@ impl Unit {
     /// recorded at a time: a second call while one records is refused.
     pub fn trigger(
         &self,
-        window: &TriggerInfo,
+        window: &Window,
         burst_id: &str,
         on_progress: impl FnMut(&Progress),
     ) -> Result<RecordSummary, RecordError> {
@@ -265,7 +265,7 @@ impl Unit {
     /// after it.
     pub fn trigger_answering(
         &self,
-        window: &TriggerInfo,
+        window: &Window,
         first: snbuf_burst::AnsweredTrigger,
         mut on_progress: impl FnMut(&Progress),
     ) -> Result<RecordSummary, RecordError> {
@@ -286,7 +286,7 @@ impl Unit {
     pub fn write(
         &self,
         burst_id: &str,
-        window: &TriggerInfo,
+        window: &Window,
         opening: crate::reach::Opening,
         on_progress: &mut dyn FnMut(&Progress),
     ) -> Result<WrittenBurst, RecordError> {
@@ -350,7 +350,7 @@ impl Unit {
     fn record_window(
         &self,
         burst_id: &str,
-        window: &TriggerInfo,
+        window: &Window,
         opening: crate::reach::Opening,
         live: &Arc<Vec<LiveLink>>,
         on_progress: &mut dyn FnMut(&Progress),
@@ -552,7 +552,7 @@ impl Unit {
 
     /// When the writers of `window` stop waiting for data that does not come
     /// (`reach::give_up_at`).
-    fn give_up_at(&self, window: &TriggerInfo) -> Instant {
+    fn give_up_at(&self, window: &Window) -> Instant {
         let newest = self.newest_timestamp();
         crate::reach::give_up_at(&self.config, window, newest, &self.link_rates())
     }

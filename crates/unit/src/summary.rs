@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 use snbuf_burst::manifest::{FrameInfo, LinkRecord};
-use snbuf_burst::{BurstState, Manifest, TriggerInfo, VerifyReport};
+use snbuf_burst::{BurstState, Manifest, VerifyReport, Window};
 use snbuf_readout::udp::IngestSnapshot;
 
 /// What `record` shows of one burst: its `record --json` result, with the sealed manifest and
@@ -26,7 +26,7 @@ pub struct RecordSummary {
 pub struct RecordResult {
     pub burst_dir: PathBuf,
     pub state: BurstState,
-    pub trigger: TriggerInfo,
+    pub trigger: Window,
     pub frame: Option<FrameInfo>,
     pub frame_bytes: u32,
     pub frames_recorded: u64,

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use snbuf_burst::TriggerInfo;
+use snbuf_burst::Window;
 use snbuf_frames::DetectorClock;
 
 /// When a trigger's window is centred.
@@ -79,7 +79,7 @@ impl WindowClock {
         at: TriggerAt,
         pre: Duration,
         post: Duration,
-    ) -> Result<TriggerInfo, WindowError> {
+    ) -> Result<Window, WindowError> {
         if pre > self.buffer {
             return Err(WindowError::PreLongerThanBuffer {
                 pre_s: pre.as_secs_f64(),
@@ -126,7 +126,7 @@ impl WindowClock {
             held.oldest_anywhere.is_none_or(|o| end > o),
             "some of the window is still in a buffer"
         );
-        let mut w = TriggerInfo::new(t, start, end, self.clock.hz());
+        let mut w = Window::new(t, start, end, self.clock.hz());
         let oldest = held.oldest.unwrap_or(newest);
         if oldest > start {
             w.not_buffered_s = Some(self.clock.seconds(oldest.min(end) - start));

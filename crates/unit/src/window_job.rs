@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use snbuf_burst::{LinkWriter, TriggerInfo};
+use snbuf_burst::{LinkWriter, Window};
 use snbuf_persist::Sink;
 
 /// A link of the burst on whichever sink was opened for it.
@@ -13,7 +13,7 @@ pub(crate) type DynLink = LinkWriter<Box<dyn Sink>>;
 /// What every writer of a burst needs to know about the window and its chunks.
 #[derive(Clone)]
 pub(crate) struct WindowJob {
-    pub window: TriggerInfo,
+    pub window: Window,
     pub ticks_per_frame: u64,
     pub chunk_frames: u32,
     /// The fewest frames that make whole blocks (`chunk_cuts`): chunks are cut on them.

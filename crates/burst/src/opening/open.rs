@@ -11,7 +11,7 @@ use super::sinks::open_link_sink;
 use super::sizing::{disk_room_for_each_link, link_region, max_payload_bytes, Limit, LinkRegion};
 use super::{BurstFiles, OpenError};
 use crate::link_writer::BurstWriter;
-use crate::manifest::{FrameInfo, LinkIdentity, TriggerInfo};
+use crate::manifest::{FrameInfo, LinkIdentity, Window};
 use crate::spec::{BurstError, BurstSpec};
 
 /// The size a burst's files opened at the trigger start at on memory: they grow from there.
@@ -40,7 +40,7 @@ pub struct OpenedBurst {
 pub fn open_burst(
     files: &BurstFiles,
     burst_id: &str,
-    window: &TriggerInfo,
+    window: &Window,
     identities: Vec<LinkIdentity>,
     prepared: Option<Prepared>,
     sources: &[SourceMemory],
@@ -104,7 +104,7 @@ pub fn open_burst(
 fn burst_spec(
     files: &BurstFiles,
     burst_id: &str,
-    window: &TriggerInfo,
+    window: &Window,
     identities: Vec<LinkIdentity>,
     step: u64,
 ) -> BurstSpec {

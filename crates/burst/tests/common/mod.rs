@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use snbuf_burst::{BurstSpec, BurstWriter, FrameInfo, Manifest, TriggerInfo};
+use snbuf_burst::{BurstSpec, BurstWriter, FrameInfo, Manifest, Window};
 use snbuf_persist::{open, Method, SinkConfig};
 
 pub const FRAME_BYTES: u32 = 5568;
@@ -53,11 +53,11 @@ pub fn write_burst(links: u32) -> TestBurst {
             clock_hz: 50_000_000,
             frame_step_ticks: None,
         },
-        trigger: Some(TriggerInfo {
+        trigger: Some(Window {
             trigger_timestamp: FIRST_TS + 10 * TICKS_PER_FRAME,
             window_start_timestamp: FIRST_TS,
             window_end_timestamp: FIRST_TS + frames_total * TICKS_PER_FRAME,
-            ..TriggerInfo::default()
+            ..Window::default()
         }),
         method: "direct".into(),
         links: (0..links).collect(),

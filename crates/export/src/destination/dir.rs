@@ -130,7 +130,13 @@ impl ExportStore for DirStore {
         }
     }
 
-    fn read(&self, key: &str, offset: u64, len: u64) -> Result<Vec<u8>, StoreError> {
+    fn read(
+        &self,
+        key: &str,
+        offset: u64,
+        len: u64,
+        each: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), StoreError> {
         let path = self.root.join(key);
         let mut f = std::fs::File::open(&path).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => StoreError::NotFound,
@@ -138,10 +144,15 @@ impl ExportStore for DirStore {
         })?;
         f.seek(SeekFrom::Start(offset))
             .map_err(failed("seek", &path))?;
-        let mut buf = Vec::new();
-        f.take(len)
-            .read_to_end(&mut buf)
-            .map_err(failed("read", &path))?;
-        Ok(buf)
+        let mut f = f.take(len);
+        let mut buf = vec![0u8; len.min(1 << 20) as usize];
+        loop {
+            match f.read(&mut buf) {
+                Ok(0) => return Ok(()),
+                Ok(n) => each(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(failed("read", &path)(e)),
+            }
+        }
     }
 }

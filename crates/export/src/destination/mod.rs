@@ -36,8 +36,15 @@ pub trait ExportStore: Send + Sync {
     fn abort_upload(&self, key: &str, upload: &str) -> Result<(), StoreError>;
     /// The size of object `key` in bytes; None when there is no such object.
     fn size(&self, key: &str) -> Result<Option<u64>, StoreError>;
-    /// `len` bytes of object `key` from `offset` (fewer at its end).
-    fn read(&self, key: &str, offset: u64, len: u64) -> Result<Vec<u8>, StoreError>;
+    /// The bytes of object `key` from `offset`, `len` of them (fewer at its end), told to
+    /// `each` as they come: a read-back checks them without holding them.
+    fn read(
+        &self,
+        key: &str,
+        offset: u64,
+        len: u64,
+        each: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), StoreError>;
 }
 
 /// One part of a multipart upload: its number (from 1) and where it sits in the object.

@@ -9,7 +9,9 @@ use futures::StreamExt;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path as Key;
-use object_store::{BackoffConfig, ClientOptions, ObjectStore, ObjectStoreExt, RetryConfig};
+use object_store::{
+    BackoffConfig, ClientOptions, GetOptions, ObjectStore, ObjectStoreExt, RetryConfig,
+};
 
 use super::{ExportStore, Part, StoreError};
 
@@ -224,9 +226,22 @@ impl ExportStore for S3Store {
         }
     }
 
-    fn read(&self, key: &str, offset: u64, len: u64) -> Result<Vec<u8>, StoreError> {
+    fn read(
+        &self,
+        key: &str,
+        offset: u64,
+        len: u64,
+        each: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), StoreError> {
         let key = Key::from(key);
-        self.run(|| self.store.get_range(&key, offset..offset + len))
-            .map(|b| b.to_vec())
+        let options = GetOptions::new().with_range(Some(offset..offset + len));
+        // The body as it arrives, each piece told and dropped: no copy of the range is made.
+        self.run(|| async {
+            let mut body = self.store.get_opts(&key, options).await?.into_stream();
+            while let Some(piece) = body.next().await {
+                each(&piece?);
+            }
+            Ok(())
+        })
     }
 }

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use snbuf_burst::TriggerInfo;
+use snbuf_burst::Window;
 
 use super::decision::Refused;
 use crate::protocol::TriggerRequest;
@@ -20,7 +20,7 @@ use snbuf_burst::opening::sizing;
 /// outputs cannot hold all of it, the end it asked for and why it is not recorded.
 #[derive(Clone, Debug)]
 pub struct CheckedTrigger {
-    pub window: TriggerInfo,
+    pub window: Window,
     pub cut: Option<Cut>,
 }
 
@@ -70,7 +70,7 @@ pub fn check(
                 window.trigger_timestamp < end && end <= window.window_end_timestamp,
                 "a cut window holds its trigger and ends no later than asked"
             );
-            let mut cut = TriggerInfo::new(
+            let mut cut = Window::new(
                 window.trigger_timestamp,
                 window.window_start_timestamp,
                 end,
@@ -96,7 +96,7 @@ pub fn check_id(id: &str) -> Result<(), Refused> {
 /// Whether `window`'s files fit on the outputs: None when they do; when only its start does,
 /// the end of what fits (on the frame grid) and the cut in words; Err when not even the
 /// trigger's own moment fits.
-fn fits(unit: &Unit, window: &TriggerInfo) -> Result<Option<(u64, String)>, Refused> {
+fn fits(unit: &Unit, window: &Window) -> Result<Option<(u64, String)>, Refused> {
     let config = unit.config();
     let step = unit.frame_step_ticks().max(1);
     let (start, end) = (window.window_start_timestamp, window.window_end_timestamp);

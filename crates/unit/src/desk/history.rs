@@ -13,7 +13,7 @@ pub(super) struct BurstHistory {
     pub(super) total: u64,
     /// Bursts by final state (`sealed`, `failed`, `recovered`, `error`), over the whole run.
     pub(super) by_state: std::collections::BTreeMap<OutcomeState, u64>,
-    /// Seconds of accepted windows the buffers no longer held (`TriggerInfo::not_buffered_s`).
+    /// Seconds of accepted windows the buffers no longer held (`Window::not_buffered_s`).
     pub(super) not_buffered_s: f64,
 }
 

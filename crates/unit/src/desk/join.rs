@@ -7,7 +7,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use snbuf_burst::TriggerInfo;
+use snbuf_burst::Window;
 
 use super::{Busy, Refused, TriggerDesk};
 use crate::protocol::{TriggerReply, TriggerRequest};
@@ -32,7 +32,7 @@ impl TriggerDesk {
     pub(super) fn join(
         &self,
         req: &TriggerRequest,
-        window: TriggerInfo,
+        window: Window,
         wait_for_ending: bool,
     ) -> Result<Option<TriggerReply>, Refused> {
         let current = self.current.lock().expect("current").clone();

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use snbuf_burst::TriggerInfo;
+use snbuf_burst::Window;
 
 use super::TriggerDesk;
 use crate::protocol::{BurstOutcome, OutcomeState, RecordingBurst};
@@ -19,7 +19,7 @@ impl TriggerDesk {
     pub(super) fn record_in_background(
         &self,
         burst_id: &str,
-        window: TriggerInfo,
+        window: Window,
         first: snbuf_burst::AnsweredTrigger,
     ) -> std::io::Result<()> {
         let recording = Recording {
@@ -42,7 +42,7 @@ struct Recording {
 }
 
 impl Recording {
-    fn start(self, id: String, window: TriggerInfo, opening: Opening) -> std::io::Result<()> {
+    fn start(self, id: String, window: Window, opening: Opening) -> std::io::Result<()> {
         let thread = std::thread::Builder::new().name("snbuf-trigger".into());
         thread.spawn(move || self.record(id, window, opening))?;
         Ok(())
@@ -51,7 +51,7 @@ impl Recording {
     /// Writes burst `id`; then either the unit is free, or (the burst reached --max-burst) its
     /// continuation starts at once on a thread of its own, the unit staying busy, so that no
     /// trigger comes between them and no frame falls between them; then seals it.
-    fn record(self, id: String, window: TriggerInfo, opening: Opening) {
+    fn record(self, id: String, window: Window, opening: Opening) {
         let unit = &self.unit;
         let unit_id = unit.config().unit_id.clone().unwrap_or_default();
         let span = tracing::info_span!("burst", unit = %unit_id, burst = %id);

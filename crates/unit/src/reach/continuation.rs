@@ -1,7 +1,7 @@
 //! What goes on past a burst's cap (--max-burst): the next burst, from the capped one's end,
 //! with every trigger's part past it; and what a burst opens for.
 
-use snbuf_burst::{AnsweredTrigger, TriggerInfo};
+use snbuf_burst::{AnsweredTrigger, Window};
 
 /// The rest of the windows that joined a burst past --max-burst: recorded as the next burst,
 /// from the first one's end (its cap) with no gap, as soon as its writers are done.
@@ -10,7 +10,7 @@ pub(crate) struct Continuation {
     /// The next burst's name.
     pub burst_id: String,
     /// Its window: from the capped burst's end to the latest end a trigger asked for.
-    pub window: TriggerInfo,
+    pub window: Window,
     /// Each trigger's part past the cap, as the next burst answers it.
     pub triggers: Vec<AnsweredTrigger>,
     /// The bursts it follows: the capped one, and where the first of them began.
@@ -33,7 +33,7 @@ impl Continuation {
                 && first.covered_end_timestamp > first.covered_start_timestamp,
             "a continued trigger is covered from the cap (or its own start) on"
         );
-        let mut window = TriggerInfo::new(
+        let mut window = Window::new(
             from,
             from,
             first.covered_end_timestamp,

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use snbuf_burst::opening::sizing;
-use snbuf_burst::{AnsweredTrigger, TriggerInfo};
+use snbuf_burst::{AnsweredTrigger, Window};
 
 use super::{BurstReach, JoinRefusal};
 use crate::config::RecordConfig;
@@ -26,7 +26,7 @@ pub(crate) fn join(
     reach: Option<&BurstReach>,
     burst_id: &str,
     id: &str,
-    w: &TriggerInfo,
+    w: &Window,
 ) -> Result<Joined, JoinRefusal> {
     let reach = reach.ok_or(JoinRefusal::NoBurst)?;
     if reach.burst_id() != burst_id {
@@ -123,11 +123,7 @@ pub(crate) fn join(
 /// Refused when window `w` begins before the burst `burst` of `reach`, unless inside the bursts
 /// that one continues (its part before is recorded in them) and not wholly before it (then the
 /// bursts already written hold all of it: none can answer it now).
-fn begins_in_reach(
-    reach: &BurstReach,
-    burst: &TriggerInfo,
-    w: &TriggerInfo,
-) -> Result<(), JoinRefusal> {
+fn begins_in_reach(reach: &BurstReach, burst: &Window, w: &Window) -> Result<(), JoinRefusal> {
     let (start, end) = (burst.window_start_timestamp, burst.window_end_timestamp);
     let chain_start = reach.chain().map_or(start, |c| c.start);
     let wholly_before = w.window_end_timestamp <= start && w.window_start_timestamp < start;
@@ -210,7 +206,7 @@ fn answered_again(config: &RecordConfig, reach: &BurstReach, id: &str) -> Option
 fn end_within_room(
     config: &RecordConfig,
     reach: &BurstReach,
-    burst: &TriggerInfo,
+    burst: &Window,
     wanted_end: u64,
 ) -> (u64, u64, u64, u64) {
     // The window as the caller read it (`burst`), not again: a join meanwhile moves the end, and

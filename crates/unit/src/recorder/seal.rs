@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use snbuf_burst::{BurstSeal, TriggerInfo};
+use snbuf_burst::{BurstSeal, Window};
 
 use super::Unit;
 use crate::counters::Progress;
@@ -39,7 +39,7 @@ pub struct WrittenBurst {
     pub(super) links: Vec<DynLink>,
     pub(super) chunks_from_source: u64,
     /// The window as recorded: its end where the last joined trigger moved it.
-    pub(super) window: TriggerInfo,
+    pub(super) window: Window,
     pub(super) writer_cpu_s: f64,
     pub(super) writing_s: f64,
     pub(super) source_cpu_s: f64,
@@ -57,7 +57,7 @@ impl WrittenBurst {
     }
 
     /// The window as recorded.
-    pub fn window(&self) -> &TriggerInfo {
+    pub fn window(&self) -> &Window {
         &self.window
     }
 }
