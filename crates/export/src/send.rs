@@ -161,7 +161,14 @@ fn send_parts<P: FnMut(u64)>(
         o.key
     );
     let tags = parts.values().cloned().collect();
-    store
-        .complete_upload(o.key, &upload, tags)
-        .map_err(store_err(o.key))
+    match store.complete_upload(o.key, &upload, tags) {
+        // The upload is gone, but the object may be whole: completed by a run that crashed
+        // before it said so, or a completion whose answer was lost. The read-back that follows
+        // checks it; an object not there (or not whole) fails the run as before.
+        Err(StoreError::NotFound) if store.size(o.key).is_ok_and(|s| s == Some(o.size_bytes)) => {
+            tracing::info!(object = %o.key, "the upload was already complete");
+            Ok(())
+        }
+        r => r.map_err(store_err(o.key)),
+    }
 }

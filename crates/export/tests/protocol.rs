@@ -80,6 +80,8 @@ struct Faults {
     /// Answers every part of an upload it did not start this run: it lost them.
     lost_uploads: Vec<String>,
     parts_taken: usize,
+    /// Answers no read (the store went away after the upload).
+    reads_fail: bool,
     /// Objects made, in order.
     made: Vec<String>,
 }
@@ -165,6 +167,9 @@ impl ExportStore for FaultyStore {
         len: u64,
         each: &mut dyn FnMut(&[u8]),
     ) -> Result<(), StoreError> {
+        if self.faults.lock().unwrap().reads_fail {
+            return Err(StoreError::Failed("connection refused".into()));
+        }
         self.inner.read(key, offset, len, each)
     }
 }
@@ -362,4 +367,51 @@ fn a_part_size_the_store_cannot_take_is_refused_before_anything_is_sent() {
     let e = export_burst(&s.burst, &s.dest, &zero, |_| {}).unwrap_err();
     assert!(matches!(e, ExportError::Usage(_)), "{e}");
     assert!(s.faults.lock().unwrap().made.is_empty());
+}
+
+#[test]
+fn a_store_that_cannot_be_read_back_keeps_what_was_sent_and_marks_nothing() {
+    let s = setup();
+    s.faults.lock().unwrap().reads_fail = true;
+    let e = export_burst(&s.burst, &s.dest, &opts(), |_| {}).unwrap_err();
+    assert!(matches!(e, ExportError::Store(_)), "{e}");
+    assert!(
+        !s.burst.join("export.json").exists(),
+        "not read back: not exported"
+    );
+    // Nothing is known wrong with the object: the next run reads it back, sends nothing again.
+    s.faults.lock().unwrap().reads_fail = false;
+    let first = &link_files(&s.burst)[0];
+    let r = export_burst(&s.burst, &s.dest, &opts(), |_| {}).unwrap();
+    let first_bytes = std::fs::metadata(s.burst.join(first)).unwrap().len();
+    let total: u64 = link_files(&s.burst)
+        .iter()
+        .chain([&"manifest.json".to_string()])
+        .map(|f| std::fs::metadata(s.burst.join(f)).unwrap().len())
+        .sum();
+    assert_eq!(
+        r.bytes_sent,
+        total - first_bytes,
+        "the object sent before is not sent again"
+    );
+    assert!(s.burst.join("export.json").exists());
+}
+
+#[test]
+fn an_upload_completed_before_its_run_said_so_is_not_sent_again() {
+    let s = setup();
+    export_burst(&s.burst, &s.dest, &opts(), |_| {}).unwrap();
+    // A crash between the completion and the journal's record of it.
+    let path = s.burst.join(".export-journal.json");
+    let mut j: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    j["objects"]["link-0000.dat"]["uploaded"] = serde_json::json!(false);
+    std::fs::write(&path, serde_json::to_vec(&j).unwrap()).unwrap();
+    std::fs::remove_file(s.burst.join("export.json")).unwrap();
+    let r = export_burst(&s.burst, &s.dest, &opts(), |_| {}).unwrap();
+    assert_eq!(
+        r.bytes_sent, 0,
+        "the whole object on the store is read back, not sent again"
+    );
+    assert!(r.parts_resumed > 1);
+    assert!(s.burst.join("export.json").exists());
 }

@@ -57,8 +57,9 @@ impl ExportStore for DirStore {
         format!("file://{}", self.root.display())
     }
 
+    /// A page: smaller parts would only make the journal (a line per part) outgrow the data.
     fn min_part_bytes(&self) -> u64 {
-        1
+        4096
     }
 
     fn probe(&self) -> Result<(), StoreError> {

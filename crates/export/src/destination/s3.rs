@@ -60,15 +60,16 @@ pub struct S3Store {
     shown: String,
 }
 
-pub(super) fn open(
-    rest: &str,
-    s3: &super::S3Settings,
-) -> Result<(Box<dyn ExportStore>, String), String> {
-    let (name, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-    let prefix = prefix.trim_matches('/').to_string();
-    if name.is_empty() {
-        return Err("no bucket".into());
-    }
+/// Where the store is and how to sign in to it: each from the config file's `[s3]` table, else
+/// the environment.
+struct Signing {
+    endpoint: String,
+    region: String,
+    key: String,
+    secret: String,
+}
+
+fn signing(s3: &S3Settings) -> Result<Signing, String> {
     let env = |k: &str| std::env::var(k).ok();
     let endpoint = s3
         .endpoint
@@ -76,6 +77,7 @@ pub(super) fn open(
         .or_else(|| env("SNBUF_S3_ENDPOINT"))
         .or_else(|| env("AWS_ENDPOINT_URL"))
         .ok_or("set SNBUF_S3_ENDPOINT (or s3.endpoint in the config file) to the object store's URL, e.g. http://127.0.0.1:3900")?;
+    let endpoint = checked_endpoint(&endpoint)?;
     let region = s3
         .region
         .clone()
@@ -92,6 +94,30 @@ pub(super) fn open(
         .clone()
         .or_else(|| env("AWS_SECRET_ACCESS_KEY"))
         .ok_or(missing)?;
+    Ok(Signing {
+        endpoint,
+        region,
+        key,
+        secret,
+    })
+}
+
+pub(super) fn open(
+    rest: &str,
+    s3: &super::S3Settings,
+) -> Result<(Box<dyn ExportStore>, String), String> {
+    let (name, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    let prefix = prefix.trim_matches('/').to_string();
+    check_bucket(name)?;
+    if !prefix.is_empty() {
+        Key::parse(&prefix).map_err(|e| format!("the prefix {prefix:?}: {e}"))?;
+    }
+    let Signing {
+        endpoint,
+        region,
+        key,
+        secret,
+    } = signing(s3)?;
     // A few quick retries of a request that failed in passing; an export that fails is tried
     // again by its next run, from its journal.
     let retry = RetryConfig {
@@ -124,31 +150,106 @@ pub(super) fn open(
     let store = S3Store {
         store,
         runtime,
-        prefix: (!prefix.is_empty()).then(|| Key::from(prefix.as_str())),
+        prefix: (!prefix.is_empty())
+            .then(|| object_key(&prefix))
+            .transpose()
+            .map_err(|e| e.to_string())?,
         shown: format!("s3://{name}/{prefix} at {endpoint}"),
     };
     Ok((Box::new(store), prefix))
 }
 
+/// A bucket name as S3 stores take them (letters, digits, `.`, `-`, `_`; at most 255): anything
+/// else would make no valid request, and is the user's mistake. (How short a name the store
+/// takes is the store's to say.)
+fn check_bucket(name: &str) -> Result<(), String> {
+    let ok = name.len() <= 255
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
+    if name.is_empty() {
+        Err("no bucket".into())
+    } else if !ok {
+        Err(format!(
+            "bucket {name:?}: a bucket name is up to 255 letters, digits, '.', '-' or '_'"
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// The endpoint as a URL of the store: http or https (any case), a host, an optional port. What
+/// is not (`127.0.0.1:3900`, `http://`) is the user's mistake, said at once.
+fn checked_endpoint(endpoint: &str) -> Result<String, String> {
+    let bad = |why: &str| format!("endpoint {endpoint:?}: {why}, e.g. http://127.0.0.1:3900");
+    let url = url::Url::parse(endpoint).map_err(|e| bad(&e.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(bad("not an http:// or https:// URL"));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(bad("no host"));
+    }
+    // The scheme as the client compares it (`HTTP://` is `http://`), the rest as given.
+    Ok(format!(
+        "{}{}",
+        url.scheme(),
+        &endpoint[url.scheme().len()..]
+    ))
+}
+
+/// The object key `k` as it is (never re-encoded: the key recorded is the key stored); a key
+/// with an empty segment, `.`, `..` or a control character is refused.
+fn object_key(k: &str) -> Result<Key, StoreError> {
+    Key::parse(k).map_err(|e| StoreError::Failed(format!("object key {k:?}: {e}")))
+}
+
+/// An error of the store with what caused it (a refused connection, a failed name lookup, a
+/// TLS mismatch), each cause once.
+fn with_causes(e: &object_store::Error) -> String {
+    let mut said = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !said.contains(&text) {
+            said = format!("{said}: {text}");
+        }
+        cause = c.source();
+    }
+    said
+}
+
+/// Longest the probe at start waits: a store that does not answer is said at once, and the
+/// unit starts (its exports are tried again later).
+const PROBE_DEADLINE: Duration = Duration::from_secs(5);
+
 impl S3Store {
-    /// Runs one request of the store to its end or its deadline; the request is made in the
-    /// runtime's context (a listing starts at once).
+    /// Runs one request of the store to its end or its deadline.
     fn run<T, F>(&self, request: impl FnOnce() -> F) -> Result<T, StoreError>
+    where
+        F: std::future::Future<Output = object_store::Result<T>>,
+    {
+        self.run_within(REQUEST_DEADLINE, request)
+    }
+
+    /// `run` with a deadline of its own; the request is made in the runtime's context (a
+    /// listing starts at once).
+    fn run_within<T, F>(
+        &self,
+        deadline: Duration,
+        request: impl FnOnce() -> F,
+    ) -> Result<T, StoreError>
     where
         F: std::future::Future<Output = object_store::Result<T>>,
     {
         let _in_runtime = self.runtime.enter();
         let f = request();
-        match self
-            .runtime
-            .block_on(tokio::time::timeout(REQUEST_DEADLINE, f))
-        {
+        match self.runtime.block_on(tokio::time::timeout(deadline, f)) {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(object_store::Error::NotFound { .. })) => Err(StoreError::NotFound),
-            Ok(Err(e)) => Err(StoreError::Failed(e.to_string())),
+            Ok(Err(e)) => Err(StoreError::Failed(with_causes(&e))),
             Err(_) => Err(StoreError::Failed(format!(
                 "the store did not answer within {} s",
-                REQUEST_DEADLINE.as_secs()
+                deadline.as_secs()
             ))),
         }
     }
@@ -170,7 +271,7 @@ impl ExportStore for S3Store {
             let mut list = self.store.list(self.prefix.as_ref());
             async move { list.next().await.transpose() }
         };
-        match self.run(listing) {
+        match self.run_within(PROBE_DEADLINE, listing) {
             Ok(_) => Ok(()),
             Err(StoreError::NotFound) => Err(StoreError::Failed(
                 "the bucket does not exist or these credentials cannot see it".into(),
@@ -180,18 +281,18 @@ impl ExportStore for S3Store {
     }
 
     fn put(&self, key: &str, data: Vec<u8>) -> Result<(), StoreError> {
-        let key = Key::from(key);
+        let key = object_key(key)?;
         self.run(|| self.store.put(&key, data.into())).map(|_| ())
     }
 
     fn begin_upload(&self, key: &str) -> Result<String, StoreError> {
-        let key = Key::from(key);
+        let key = object_key(key)?;
         self.run(|| self.store.create_multipart(&key))
     }
 
     fn put_part(&self, key: &str, upload: &str, part: Part) -> Result<String, StoreError> {
         assert!(part.number >= 1, "S3 parts are numbered from 1");
-        let (key, upload) = (Key::from(key), upload.to_string());
+        let (key, upload) = (object_key(key)?, upload.to_string());
         let index = part.number as usize - 1;
         self.run(|| self.store.put_part(&key, &upload, index, part.data.into()))
             .map(|p| p.content_id)
@@ -203,7 +304,7 @@ impl ExportStore for S3Store {
         upload: &str,
         tags: Vec<String>,
     ) -> Result<(), StoreError> {
-        let (key, upload) = (Key::from(key), upload.to_string());
+        let (key, upload) = (object_key(key)?, upload.to_string());
         let parts = tags
             .into_iter()
             .map(|content_id| PartId { content_id })
@@ -213,12 +314,12 @@ impl ExportStore for S3Store {
     }
 
     fn abort_upload(&self, key: &str, upload: &str) -> Result<(), StoreError> {
-        let (key, upload) = (Key::from(key), upload.to_string());
+        let (key, upload) = (object_key(key)?, upload.to_string());
         self.run(|| self.store.abort_multipart(&key, &upload))
     }
 
     fn size(&self, key: &str) -> Result<Option<u64>, StoreError> {
-        let key = Key::from(key);
+        let key = object_key(key)?;
         match self.run(|| self.store.head(&key)) {
             Ok(meta) => Ok(Some(meta.size)),
             Err(StoreError::NotFound) => Ok(None),
@@ -233,7 +334,7 @@ impl ExportStore for S3Store {
         len: u64,
         each: &mut dyn FnMut(&[u8]),
     ) -> Result<(), StoreError> {
-        let key = Key::from(key);
+        let key = object_key(key)?;
         let options = GetOptions::new().with_range(Some(offset..offset + len));
         // The body as it arrives, each piece told and dropped: no copy of the range is made.
         self.run(|| async {
