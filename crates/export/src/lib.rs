@@ -255,6 +255,11 @@ fn burst_files(dir: &Path) -> Result<(String, Vec<String>), ExportError> {
             dir.display()
         )));
     }
+    // The id names the objects' directory on the store: one that could leave it (`../x`) is a
+    // manifest no recorder wrote.
+    snbuf_burst::check_burst_id(&m.burst_id).map_err(|e| {
+        ExportError::Usage(format!("{}: the manifest's burst id: {e}", dir.display()))
+    })?;
     let mut files: Vec<String> = m.links.iter().map(|l| l.file.clone()).collect();
     for f in &files {
         if f.contains('/') || f.contains("..") {

@@ -415,3 +415,15 @@ fn an_upload_completed_before_its_run_said_so_is_not_sent_again() {
     assert!(r.parts_resumed > 1);
     assert!(s.burst.join("export.json").exists());
 }
+
+#[test]
+fn a_manifest_whose_burst_id_would_leave_the_destination_is_refused() {
+    let s = setup();
+    let path = s.burst.join("manifest.json");
+    let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    m["burst_id"] = serde_json::json!("../../escaped");
+    std::fs::write(&path, serde_json::to_vec(&m).unwrap()).unwrap();
+    let e = export_burst(&s.burst, &s.dest, &opts(), |_| {}).unwrap_err();
+    assert!(matches!(e, ExportError::Usage(_)), "{e}");
+    assert!(s.faults.lock().unwrap().made.is_empty(), "nothing sent");
+}
