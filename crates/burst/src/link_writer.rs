@@ -128,7 +128,7 @@ impl<S: Sink> BurstWriter<S> {
             links.len(),
             "the manifest lists every link"
         );
-        manifest.write_atomic(manifest_in)?;
+        manifest.write_as_recorded(manifest_in)?;
         Ok(BurstWriter {
             dir: dir.to_path_buf(),
             manifest,
@@ -451,7 +451,7 @@ impl BurstSeal {
             "only a burst being recorded takes more triggers"
         );
         self.set_answered(window, triggers);
-        Ok(self.manifest.write_atomic(&self.dir)?)
+        Ok(self.manifest.write_as_recorded(&self.dir)?)
     }
 
     /// The burst continues `previous` (`Manifest::continues`): written with the manifest's
@@ -544,7 +544,7 @@ impl BurstSeal {
             BurstState::Sealed
         };
         self.manifest.sealed_unix_ns = Some(snbuf_quantity::now_unix_ns());
-        self.manifest.write_atomic(&self.dir)?;
+        self.manifest.write_as_recorded(&self.dir)?;
         // Sealed: no longer being recorded. (A seal that fails drops the lock with this value:
         // the burst, still `recording`, is recovered at the unit's next start.)
         drop(self.recording.take());

@@ -372,6 +372,24 @@ impl Manifest {
     /// Replaces the manifest atomically and durably: it states what the data holds, so once
     /// this returns a power cut cannot bring an older version back.
     pub fn write_atomic(&self, dir: &Path) -> Result<(), ManifestError> {
+        self.replace(dir, ReplaceDurability::Durable)
+    }
+
+    /// `write_atomic` by the recording itself: a burst recorded under `lost-dir-sync` skips the
+    /// directory's sync, as the fault asks. Anything else that rewrites the manifest later (a
+    /// recovery, a verify) syncs it as always.
+    pub(crate) fn write_as_recorded(&self, dir: &Path) -> Result<(), ManifestError> {
+        self.replace(
+            dir,
+            if directory_syncs_lost(&self.injected_faults) {
+                ReplaceDurability::DurableButDirectoryLost
+            } else {
+                ReplaceDurability::Durable
+            },
+        )
+    }
+
+    fn replace(&self, dir: &Path, durability: ReplaceDurability) -> Result<(), ManifestError> {
         assert!(
             self.format == MANIFEST_FORMAT && self.format_version <= MANIFEST_VERSION,
             "a manifest is written in a format this snbuf reads back"
@@ -379,11 +397,6 @@ impl Manifest {
         let path = dir.join(MANIFEST_FILE);
         let mut text = serde_json::to_string_pretty(self).expect("a manifest always serialises");
         text.push('\n');
-        let durability = if directory_syncs_lost(&self.injected_faults) {
-            ReplaceDurability::DurableButDirectoryLost
-        } else {
-            ReplaceDurability::Durable
-        };
         replace_file(&path, text.as_bytes(), durability)
             .map_err(|cause| ManifestError::Io { path, cause })
     }
@@ -391,8 +404,8 @@ impl Manifest {
 
 /// Whether `injected_faults` (a spec's or a manifest's, as `FaultPlan`s say themselves) holds
 /// `lost-dir-sync`: then the burst's directory syncs are skipped, its renames (the directory's
-/// own, the manifest's) not made durable, as the fault asks. Only that burst: the fault is its
-/// recording's, nothing else of the process skips a sync.
+/// own, the manifest's as it records it) not made durable, as the fault asks. Only that burst's
+/// recording: nothing else of the process, nor a later recovery of it, skips a sync.
 pub fn directory_syncs_lost(injected_faults: &[String]) -> bool {
     let lost = snbuf_persist::fault::FaultKind::LostDirSync.name();
     injected_faults

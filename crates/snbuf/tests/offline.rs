@@ -191,6 +191,22 @@ fn inspect_shows_chunk_headers_and_decoded_frame_headers() {
         "burst",
     );
     assert_refused(&snbuf(&["inspect", s, "--link", "7"]), 2, "no link 7");
+    // Output that cannot be written (a full disk under `> file`) is an error, never a success
+    // with a short file; a reader that went away is no error at all.
+    let o = common::output_within(
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg(r#""$0" inspect "$1" --json > /dev/full"#)
+            .arg(env!("CARGO_BIN_EXE_snbuf"))
+            .arg(s),
+        common::COMMAND_DEADLINE,
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", common::stderr(&o));
+    assert!(
+        common::stderr(&o).contains("could not be written"),
+        "{}",
+        common::stderr(&o)
+    );
 }
 
 #[cfg(feature = "hdf5")]

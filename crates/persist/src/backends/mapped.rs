@@ -157,6 +157,8 @@ fn durability_of(
     let (durability, msync) = match (kind, method, medium.volatile) {
         (_, Method::Msync, true) => (Durability::Volatile, true),
         (_, Method::Msync, false) => (Durability::Msync, true),
+        // A RAM-only medium is that first, whatever mapping it gave.
+        (MapKind::Sync, _, true) => (Durability::Volatile, false),
         (MapKind::Sync, _, _) => (Durability::MapSync, false),
         (MapKind::Shared, _, true) => {
             notes.push(format!(

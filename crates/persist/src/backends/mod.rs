@@ -77,15 +77,17 @@ pub(crate) fn open_direct(config: &SinkConfig) -> Result<File> {
         flags |= libc::O_DSYNC;
     }
     open_target(config, flags).map_err(|e| match e {
-        PersistError::Io { ref cause, .. } if cause.raw_os_error() == Some(libc::EINVAL) => {
-            PersistError::Unsupported {
-                method: config.method,
-                why: format!(
-                    "{}: the file system does not support O_DIRECT",
-                    config.path.display()
-                ),
-            }
-        }
+        PersistError::Io {
+            op: "open",
+            ref cause,
+            ..
+        } if cause.raw_os_error() == Some(libc::EINVAL) => PersistError::Unsupported {
+            method: config.method,
+            why: format!(
+                "{}: the file system does not support O_DIRECT",
+                config.path.display()
+            ),
+        },
         other => other,
     })
 }

@@ -43,8 +43,9 @@ pub enum FaultKind {
     /// Every persist reports success at once and makes the data durable only when the next
     /// write comes: acknowledged before it was durable. Again only a power cut shows it.
     LateFlush,
-    /// Directory fsyncs are skipped (the whole unit, not a link): a burst's creation and its
-    /// sealed manifest are renames that a power cut can undo. See `crate::replace`.
+    /// The burst's directory fsyncs are skipped (all its links, not one): its creation and its
+    /// manifest's replacements are renames that a power cut can undo. Nothing else of the unit
+    /// is touched. See `crate::replace` and `snbuf_burst::manifest::directory_syncs_lost`.
     LostDirSync,
     /// Writes started in place that take the file past `after_bytes` complete `delay` late,
     /// and the device reads their memory only then (see the module comment).
