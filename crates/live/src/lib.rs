@@ -149,6 +149,53 @@ fn draw_unit_head(f: &mut Frame, s: &UnitStatus, head: ratatui::layout::Rect) {
     );
 }
 
+/// One link's row: its input rate, what its buffer holds, backlog, durable watermark, loss, in
+/// red when it lost frames, failed or runs at a rate it was not configured for.
+fn link_row(
+    l: &snbuf_unit::protocol::LinkStatus,
+    s: &UnitStatus,
+    history: &mut History,
+    frame_bytes: f64,
+    capacity: f64,
+) -> Row<'static> {
+    let rate = history.rate(l.counters.link as u64, l.counters.frames_in);
+    let measured = s.link_rates.iter().find(|r| r.link == l.counters.link);
+    let mismatch = measured.is_some_and(|r| r.mismatch);
+    let style = if l.counters.failed || l.counters.lost_frames > 0 || mismatch {
+        Style::default().fg(Color::Red)
+    } else {
+        Style::default()
+    };
+    Row::new(vec![
+        l.counters.link.to_string(),
+        rate.map_or("-".into(), |r| Rate(r * frame_bytes).to_string()),
+        measured
+            .and_then(|r| r.buffer_span_s)
+            .map_or("-".into(), |s| format!("{s:.2} s")),
+        format!(
+            "{:.0}%",
+            100.0 * l.counters.buffer_fill_frames as f64 / capacity
+        ),
+        format!(
+            "{:.0}%",
+            100.0 * l.counters.backlog_frames as f64 / capacity
+        ),
+        l.counters.durable_chunks.to_string(),
+        l.counters
+            .durable_until_timestamp
+            .map_or("-".into(), |t| t.to_string()),
+        l.counters.lost_frames.to_string(),
+        if l.counters.failed {
+            "FAILED".into()
+        } else if mismatch {
+            "MISMATCH".into()
+        } else {
+            "ok".into()
+        },
+    ])
+    .style(style)
+}
+
 /// A row per link: input rate, what its buffer holds, backlog, durable watermark, loss.
 fn draw_unit_links(
     f: &mut Frame,
@@ -161,44 +208,7 @@ fn draw_unit_links(
     let rows: Vec<Row> = s
         .live
         .iter()
-        .map(|l| {
-            let rate = history.rate(l.counters.link as u64, l.counters.frames_in);
-            let measured = s.link_rates.iter().find(|r| r.link == l.counters.link);
-            let mismatch = measured.is_some_and(|r| r.mismatch);
-            let style = if l.counters.failed || l.counters.lost_frames > 0 || mismatch {
-                Style::default().fg(Color::Red)
-            } else {
-                Style::default()
-            };
-            Row::new(vec![
-                l.counters.link.to_string(),
-                rate.map_or("-".into(), |r| Rate(r * frame_bytes).to_string()),
-                measured
-                    .and_then(|r| r.buffer_span_s)
-                    .map_or("-".into(), |s| format!("{s:.2} s")),
-                format!(
-                    "{:.0}%",
-                    100.0 * l.counters.buffer_fill_frames as f64 / capacity
-                ),
-                format!(
-                    "{:.0}%",
-                    100.0 * l.counters.backlog_frames as f64 / capacity
-                ),
-                l.counters.durable_chunks.to_string(),
-                l.counters
-                    .durable_until_timestamp
-                    .map_or("-".into(), |t| t.to_string()),
-                l.counters.lost_frames.to_string(),
-                if l.counters.failed {
-                    "FAILED".into()
-                } else if mismatch {
-                    "MISMATCH".into()
-                } else {
-                    "ok".into()
-                },
-            ])
-            .style(style)
-        })
+        .map(|l| link_row(l, s, history, frame_bytes, capacity))
         .collect();
     let table = Table::new(
         rows,

@@ -135,6 +135,26 @@ fn nice_max(v: f64, series: usize) -> f64 {
     }
 }
 
+/// The x axis of a line chart (log2 where asked): every point's x, with a margin so that the
+/// first and last are not drawn on the frame; a unit around a single x.
+fn x_range(c: &LineChart) -> (f64, f64) {
+    let tx = |x: f64| if c.log2_x { x.max(1.0).log2() } else { x };
+    let xs = c.series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
+    let (mut x0, mut x1) = xs.fold((f64::MAX, f64::MIN), |(a, b), x| {
+        (a.min(tx(x)), b.max(tx(x)))
+    });
+    if x0 > x1 {
+        (x0, x1) = (0.0, 1.0);
+    }
+    if x1 - x0 < 1e-9 {
+        x0 -= 0.5;
+        x1 += 0.5;
+    }
+    let pad = (x1 - x0) * 0.04;
+    debug_assert!(pad > 0.0, "an x axis of some width");
+    (x0 - pad, x1 + pad)
+}
+
 pub fn line_chart(
     dir: &Path,
     stem: &str,
@@ -146,22 +166,9 @@ pub fn line_chart(
             let c = self.0;
             let e = |x: &dyn std::fmt::Debug| format!("{x:?}");
             area.fill(&WHITE).map_err(|x| e(&x))?;
-            let xs = c.series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
             let ys = c.series.iter().flat_map(|s| s.points.iter().map(|p| p.1));
             let tx = |x: f64| if c.log2_x { x.max(1.0).log2() } else { x };
-            let (mut x0, mut x1) = xs.fold((f64::MAX, f64::MIN), |(a, b), x| {
-                (a.min(tx(x)), b.max(tx(x)))
-            });
-            if x0 > x1 {
-                (x0, x1) = (0.0, 1.0);
-            }
-            if x1 - x0 < 1e-9 {
-                x0 -= 0.5;
-                x1 += 0.5;
-            }
-            // A margin, so that the first and last points are not drawn on the frame.
-            let pad = (x1 - x0) * 0.04;
-            (x0, x1) = (x0 - pad, x1 + pad);
+            let (x0, x1) = x_range(c);
             let (y0, y1) = c
                 .y_range
                 .unwrap_or_else(|| (0.0, nice_max(ys.fold(0.0, f64::max), c.series.len())));

@@ -123,13 +123,13 @@ pub fn draw(dir: &Path, s: &Shown) -> Result<Vec<BurstFigure>, ReportError> {
     Ok(f.out)
 }
 
-/// One link's ADC figures: heat map, waveform (and its zoom), noise and baseline per channel.
-fn draw_link(
+/// A link's heat map: every channel's samples over the window, minus its baseline.
+fn draw_heat(
     f: &mut Figures,
     s: &Shown,
     n: u32,
     adc: &crate::link_view::AdcView,
-    wf: &crate::Waveform,
+    columns: usize,
 ) -> Result<(), ReportError> {
     let dir = f.dir;
     let stem = format!("link-{n}-heat");
@@ -151,9 +151,21 @@ fn draw_link(
     f.out.push(BurstFigure {
         stem,
         title: t,
-        caption: format!("Every channel's samples over the window, decimated to {} columns keeping each column's value farthest from the channel's baseline, so a one-sample spike still shows. Grey: no data (a gap).", wf.column_s.len()),
+        caption: format!("Every channel's samples over the window, decimated to {} columns keeping each column's value farthest from the channel's baseline, so a one-sample spike still shows. Grey: no data (a gap).", columns),
         link: Some(n),
     });
+    Ok(())
+}
+
+/// One link's ADC figures: heat map, waveform (and its zoom), noise and baseline per channel.
+fn draw_link(
+    f: &mut Figures,
+    s: &Shown,
+    n: u32,
+    adc: &crate::link_view::AdcView,
+    wf: &crate::Waveform,
+) -> Result<(), ReportError> {
+    draw_heat(f, s, n, adc, wf.column_s.len())?;
     let envelope = |name: &str, v: &Vec<f64>| Series {
         name: name.into(),
         points: wf

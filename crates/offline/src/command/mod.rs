@@ -224,10 +224,10 @@ pub fn convert(_: &ConvertArgs) -> anyhow::Result<()> {
     )))
 }
 
+/// The burst's window, once the paths `convert` writes to are usable: a mistake in either is the
+/// user's, said before anything is written.
 #[cfg(feature = "hdf5")]
-pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
-    use crate::hdf5::{convert, ConvertError, ConvertOptions};
-    let burst = open(&args.burst_dir)?;
+fn convertible(args: &ConvertArgs, burst: &BurstReader) -> anyhow::Result<snbuf_burst::Window> {
     if let Some(p) = &args.json {
         snbuf_quantity::values::check_parent_dir("--json", p).map_err(|e| usage(e.to_string()))?;
     }
@@ -237,12 +237,19 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
             args.out_dir.display()
         )));
     }
-    let window = burst.manifest.trigger.clone().ok_or_else(|| {
+    burst.manifest.trigger.clone().ok_or_else(|| {
         usage(format!(
             "{}: the burst has no trigger window",
             burst.dir.display()
         ))
-    })?;
+    })
+}
+
+#[cfg(feature = "hdf5")]
+pub fn convert(args: &ConvertArgs) -> anyhow::Result<()> {
+    use crate::hdf5::{convert, ConvertError, ConvertOptions};
+    let burst = open(&args.burst_dir)?;
+    let window = convertible(args, &burst)?;
     std::fs::create_dir_all(&args.out_dir)
         .map_err(|e| usage(format!("{}: {e}", args.out_dir.display())))?;
     let ticks_per_s = burst.layout.clock_hz as f64;

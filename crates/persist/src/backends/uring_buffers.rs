@@ -17,21 +17,9 @@ pub const SOURCE_NOT_REGISTERED: &str = "the latency buffer is not registered wi
 /// The registered-buffer index of `SinkConfig::source` (the slots are 0).
 pub(crate) const SOURCE_BUFFER_INDEX: u16 = 1;
 
-/// Registers the slot buffer and, where given, the source memory in-place writes come from,
-/// raising RLIMIT_MEMLOCK's soft limit to its hard limit first if needed (pinned pages count
-/// against it). What cannot be registered is written with plain requests, and a note says why:
-/// the method stays correct, only a little slower. Returns whether the slots were registered,
-/// and the source's addresses and owner if it was.
-#[allow(clippy::type_complexity)]
-pub(crate) fn register_buffers(
-    ring: &IoUring,
-    slots: &AlignedBuf,
-    source: Option<&SourceMemory>,
-    notes: &mut Vec<String>,
-) -> (bool, Option<(Range<usize>, Arc<dyn HeldMemory>)>) {
-    assert!(!slots.is_empty(), "a ring has at least one slot");
-    let source_range = source.map(|s| s.0.address_range());
-    let need = slots.len() as u64 + source_range.as_ref().map_or(0, |r| r.len() as u64);
+/// RLIMIT_MEMLOCK as it was, its soft limit raised to the hard one first where `need` bytes to pin
+/// are more than it allows (pinned pages count against it).
+fn raise_memlock_for(need: u64) -> libc::rlimit {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -49,6 +37,29 @@ pub(crate) fn register_buffers(
             libc::setrlimit(libc::RLIMIT_MEMLOCK, &raised);
         }
     }
+    debug_assert!(
+        lim.rlim_cur <= lim.rlim_max,
+        "a soft limit within its hard one"
+    );
+    lim
+}
+
+/// Registers the slot buffer and, where given, the source memory in-place writes come from,
+/// raising RLIMIT_MEMLOCK's soft limit to its hard limit first if needed (pinned pages count
+/// against it). What cannot be registered is written with plain requests, and a note says why:
+/// the method stays correct, only a little slower. Returns whether the slots were registered,
+/// and the source's addresses and owner if it was.
+#[allow(clippy::type_complexity)]
+pub(crate) fn register_buffers(
+    ring: &IoUring,
+    slots: &AlignedBuf,
+    source: Option<&SourceMemory>,
+    notes: &mut Vec<String>,
+) -> (bool, Option<(Range<usize>, Arc<dyn HeldMemory>)>) {
+    assert!(!slots.is_empty(), "a ring has at least one slot");
+    let source_range = source.map(|s| s.0.address_range());
+    let need = slots.len() as u64 + source_range.as_ref().map_or(0, |r| r.len() as u64);
+    let lim = raise_memlock_for(need);
     let iov = |r: Range<usize>| libc::iovec {
         iov_base: r.start as *mut libc::c_void,
         iov_len: r.len(),
