@@ -105,6 +105,18 @@ pub struct NatsOptions {
     pub(crate) denied: std::sync::Arc<std::sync::Mutex<Option<String>>>,
 }
 
+/// Makes ring the process's TLS crypto provider, once, before a connection is made. rustls takes
+/// its provider from its compiled features; with both aws-lc-rs (the S3 client's, which names its
+/// own) and ring (NATS's) compiled in, it cannot choose, and panicked at the first TLS connection.
+/// A provider another part of the process installed first is kept.
+pub fn tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    debug_assert!(
+        rustls::crypto::CryptoProvider::get_default().is_some(),
+        "a TLS crypto provider for the process"
+    );
+}
+
 impl NatsOptions {
     /// Options for the servers in `list` (comma separated), each a nats://, tls://, ws:// or
     /// wss:// URL; an error names the entry that is not one.
@@ -155,6 +167,7 @@ impl NatsOptions {
     }
 
     pub(crate) async fn connect_options(&self) -> std::io::Result<async_nats::ConnectOptions> {
+        tls_provider();
         let mut o = match (&self.creds, &self.nkey) {
             (Some(c), _) => async_nats::ConnectOptions::with_credentials_file(c).await?,
             (None, Some(k)) => async_nats::ConnectOptions::with_nkey(read_nkey_seed(k)?),

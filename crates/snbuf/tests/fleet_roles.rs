@@ -196,6 +196,7 @@ fn stream_admin_as(site: &Site, role: &str) -> Vec<Result<(), String>> {
         .enable_all()
         .build()
         .unwrap();
+    snbuf_fleet::connect::tls_provider();
     rt.block_on(async {
         let opts = async_nats::ConnectOptions::with_nkey(seed)
             .add_root_certificates(site.dir.join("ca.pem"))
