@@ -136,8 +136,11 @@ pub(super) fn open(
         .with_client_options(
             // The options whole (allow_http is one of them: set on the builder before, it
             // would be replaced here).
+            // A plain-http store needs no trust store: a unit without CA certificates (an
+            // initramfs, a minimal image) still reaches it (the client failed to build there).
             ClientOptions::new()
                 .with_allow_http(endpoint.starts_with("http://"))
+                .with_no_system_certificates(endpoint.starts_with("http://"))
                 .with_timeout(REQUEST_DEADLINE)
                 .with_connect_timeout(CONNECT_DEADLINE),
         )
