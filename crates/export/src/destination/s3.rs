@@ -109,9 +109,10 @@ pub(super) fn open(
     let (name, prefix) = rest.split_once('/').unwrap_or((rest, ""));
     let prefix = prefix.trim_matches('/').to_string();
     check_bucket(name)?;
-    if !prefix.is_empty() {
-        Key::parse(&prefix).map_err(|e| format!("the prefix {prefix:?}: {e}"))?;
-    }
+    let prefix_key = (!prefix.is_empty())
+        .then(|| Key::parse(&prefix))
+        .transpose()
+        .map_err(|e| format!("the prefix {prefix:?}: {e}"))?;
     let Signing {
         endpoint,
         region,
@@ -153,10 +154,7 @@ pub(super) fn open(
     let store = S3Store {
         store,
         runtime,
-        prefix: (!prefix.is_empty())
-            .then(|| object_key(&prefix))
-            .transpose()
-            .map_err(|e| e.to_string())?,
+        prefix: prefix_key,
         shown: format!("s3://{name}/{prefix} at {endpoint}"),
     };
     Ok((Box::new(store), prefix))
