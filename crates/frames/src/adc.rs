@@ -34,6 +34,8 @@ pub const WIB1_CHANNELS: usize = 256;
 
 /// Value `i` of `bits` bits from an LSB-first bit stream.
 pub fn unpack(bytes: &[u8], bits: u32, i: usize) -> u16 {
+    // (Three bytes hold a value of up to 17 bits at any shift.)
+    debug_assert!((1..=16).contains(&bits), "a value of {bits} bits");
     let bit = i * bits as usize;
     let (byte, shift) = (bit / 8, bit % 8);
     // Three bytes hold any value of up to 17 bits wherever it starts.
@@ -46,6 +48,7 @@ pub fn unpack(bytes: &[u8], bits: u32, i: usize) -> u16 {
 
 /// Writes `value` (its low `bits` bits) as value `i` of an LSB-first bit stream.
 pub fn pack(bytes: &mut [u8], bits: u32, i: usize, value: u16) {
+    debug_assert!((1..=16).contains(&bits), "a value of {bits} bits");
     let bit = i * bits as usize;
     let (byte, shift) = (bit / 8, bit % 8);
     let mask = ((1u32 << bits) - 1) << shift;
@@ -144,6 +147,12 @@ impl AdcShape {
     #[inline(always)]
     pub fn write_sample(&self, frame: &mut [u8], sample: usize, values: &[u16]) {
         assert!(sample < self.samples_per_frame && values.len() == self.channels);
+        // (The subframes' size is the frame's over its samples.)
+        debug_assert_eq!(
+            frame.len(),
+            self.frame_bytes,
+            "one frame of the shape's type"
+        );
         let (row, bits) = match self.kind {
             AdcKind::Rows { offset } => {
                 let row = self.channels * ADC_BITS as usize / 8;
@@ -206,6 +215,11 @@ impl AdcShape {
     #[inline(always)]
     pub fn sample(&self, frame: &[u8], sample: usize, out: &mut [u16]) {
         assert!(sample < self.samples_per_frame && out.len() == self.channels);
+        debug_assert_eq!(
+            frame.len(),
+            self.frame_bytes,
+            "one frame of the shape's type"
+        );
         let row = match self.kind {
             AdcKind::Rows { offset } => {
                 let row = self.channels * ADC_BITS as usize / 8;
@@ -234,6 +248,7 @@ impl AdcShape {
 /// of the block holds channels 0-3 or 4-7 of ADCs 2k and 2k + 1 in three little-endian 32-bit
 /// words, each value split into an 8-bit and a 4-bit piece.
 pub fn wib1_adc(frame: &[u8], channel: usize) -> u16 {
+    debug_assert!(channel < WIB1_CHANNELS, "WIB1 frames hold 256 channels");
     let (block, c) = (channel / 64, channel % 64);
     let (adc, ch) = (c / 8, c % 8);
     let seg = (adc / 2) * 2 + ch / 4;

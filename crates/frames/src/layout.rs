@@ -135,9 +135,11 @@ impl IdentityBits {
 
 /// `bits` bits of `word` from bit `lo`.
 fn field(word: u64, lo: u32, bits: u32) -> u64 {
+    debug_assert!(bits > 0 && lo + bits < 64, "a field of a header word");
     (word >> lo) & ((1u64 << bits) - 1)
 }
 fn with_field(word: u64, lo: u32, bits: u32, value: u64) -> u64 {
+    debug_assert!(bits > 0 && lo + bits < 64, "a field of a header word");
     let mask = ((1u64 << bits) - 1) << lo;
     (word & !mask) | ((value << lo) & mask)
 }
@@ -147,10 +149,18 @@ const WIB1_Z: u64 = 1 << 63;
 
 impl FrameLayout {
     pub fn subframe_bytes(&self) -> usize {
+        debug_assert!(
+            self.subframes > 0 && self.frame_bytes.is_multiple_of(self.subframes),
+            "a frame is whole subframes"
+        );
         (self.frame_bytes / self.subframes) as usize
     }
 
     pub fn ticks_per_subframe(&self) -> u64 {
+        debug_assert!(
+            self.subframes == 1 || self.ticks_per_frame.is_multiple_of(self.subframes as u64),
+            "subframes are evenly spaced in time"
+        );
         self.ticks_per_frame / self.subframes as u64
     }
 
@@ -227,6 +237,11 @@ impl FrameLayout {
     pub fn write_timestamp(&self, frame: &mut [u8], ts: u64) {
         let step = self.ticks_per_subframe();
         let bytes = self.subframe_bytes();
+        // (A piece of a frame would keep stale timestamps in its last subframe.)
+        assert!(
+            frame.len().is_multiple_of(bytes),
+            "timestamps are written into whole subframes"
+        );
         for (k, sub) in frame.chunks_exact_mut(bytes).enumerate() {
             self.write_subframe_timestamp(sub, ts.wrapping_add(k as u64 * step));
         }
@@ -293,6 +308,10 @@ impl FrameLayout {
             .or_else(|| IdentityBits::of(HeaderKind::DaqEth))
             .expect("DAQ Ethernet has an identity");
         let (stream_bits, slot_bits) = (bits.stream_id.1, bits.slot_id.1);
+        assert!(
+            stream_bits + slot_bits < 32,
+            "a link's stream and slot in its number"
+        );
         let l = link as u64;
         Identity {
             version,
@@ -319,6 +338,8 @@ impl FrameLayout {
             // seq_id: bits 40-51 of word 0, i.e. bytes 5 and 6.
             v.push(5..7);
         }
+        let frame_bytes = self.frame_bytes as usize;
+        debug_assert!(v.iter().all(|r| r.end <= frame_bytes), "bytes of the frame");
         v
     }
 }

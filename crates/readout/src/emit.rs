@@ -285,6 +285,11 @@ struct Message {
 
 impl Sender {
     fn new(socket: UdpSocket, frame_bytes: usize, gso: bool) -> Sender {
+        // (UDP_SEGMENT's size is a u16.)
+        assert!(
+            frame_bytes > 0 && frame_bytes <= u16::MAX as usize,
+            "a datagram's frame"
+        );
         Sender {
             socket,
             frame_bytes,
@@ -326,32 +331,10 @@ impl Sender {
 
     fn send_messages(&mut self, messages: &mut [Message]) -> std::io::Result<u64> {
         let n = messages.len();
+        assert!(n <= BATCH, "one sendmmsg batch at most");
         // One UDP_SEGMENT control message each: the segment size, a u16.
         let mut control = vec![[0u64; 4]; n];
-        // SAFETY: mmsghdr is plain data; its pointers are set below to live iovecs and control
-        // buffers.
-        let mut msgs: Vec<libc::mmsghdr> = (0..n).map(|_| unsafe { std::mem::zeroed() }).collect();
-        for ((m, message), c) in msgs.iter_mut().zip(messages.iter_mut()).zip(&mut control) {
-            m.msg_hdr.msg_iov = message.iov.as_mut_ptr();
-            m.msg_hdr.msg_iovlen = message.iov.len() as _;
-            if message.gso {
-                m.msg_hdr.msg_control = c.as_mut_ptr().cast();
-                // SAFETY: CMSG_SPACE is a size computation.
-                m.msg_hdr.msg_controllen = unsafe { libc::CMSG_SPACE(2) } as _;
-                // SAFETY: the control buffer (32 B) holds one cmsghdr with 2 bytes of data
-                // (CMSG_SPACE(2) = 24 B); the header points at it.
-                unsafe {
-                    let h = libc::CMSG_FIRSTHDR(&m.msg_hdr);
-                    (*h).cmsg_level = libc::SOL_UDP;
-                    (*h).cmsg_type = libc::UDP_SEGMENT;
-                    (*h).cmsg_len = libc::CMSG_LEN(2) as _;
-                    std::ptr::write_unaligned(
-                        libc::CMSG_DATA(h).cast::<u16>(),
-                        self.frame_bytes as u16,
-                    );
-                }
-            }
-        }
+        let mut msgs = message_headers(messages, &mut control, self.frame_bytes);
         let mut done = 0;
         let mut refused = 0;
         while done < n {
@@ -399,4 +382,41 @@ impl Sender {
         }
         Ok(refused)
     }
+}
+
+/// The headers of a sendmmsg over `messages`, each GSO message's segment size (`frame_bytes`)
+/// in its own `control` buffer: they point into both, which must outlive them.
+fn message_headers(
+    messages: &mut [Message],
+    control: &mut [[u64; 4]],
+    frame_bytes: usize,
+) -> Vec<libc::mmsghdr> {
+    let n = messages.len();
+    assert!(control.len() == n && frame_bytes <= u16::MAX as usize);
+    // SAFETY: mmsghdr is plain data; its pointers are set below to live iovecs and control
+    // buffers.
+    let mut msgs: Vec<libc::mmsghdr> = (0..n).map(|_| unsafe { std::mem::zeroed() }).collect();
+    for ((m, message), c) in msgs
+        .iter_mut()
+        .zip(messages.iter_mut())
+        .zip(control.iter_mut())
+    {
+        m.msg_hdr.msg_iov = message.iov.as_mut_ptr();
+        m.msg_hdr.msg_iovlen = message.iov.len() as _;
+        if message.gso {
+            m.msg_hdr.msg_control = c.as_mut_ptr().cast();
+            // SAFETY: CMSG_SPACE is a size computation.
+            m.msg_hdr.msg_controllen = unsafe { libc::CMSG_SPACE(2) } as _;
+            // SAFETY: the control buffer (32 B) holds one cmsghdr with 2 bytes of data
+            // (CMSG_SPACE(2) = 24 B); the header points at it.
+            unsafe {
+                let h = libc::CMSG_FIRSTHDR(&m.msg_hdr);
+                (*h).cmsg_level = libc::SOL_UDP;
+                (*h).cmsg_type = libc::UDP_SEGMENT;
+                (*h).cmsg_len = libc::CMSG_LEN(2) as _;
+                std::ptr::write_unaligned(libc::CMSG_DATA(h).cast::<u16>(), frame_bytes as u16);
+            }
+        }
+    }
+    msgs
 }

@@ -124,6 +124,8 @@ impl EmulatedDetector {
         };
         d.track_every_frames =
             ((frames_per_s * TRACK_PERIOD_S) as u64).max(2 * d.quiet_frames + d.track_frames());
+        // (A track's frames come between quiet ones: never two tracks' frames together.)
+        assert!(d.track_every_frames > d.track_frames() && d.quiet_frames >= PAYLOAD_VARIANTS);
         Some(d)
     }
 
@@ -138,11 +140,13 @@ impl EmulatedDetector {
     /// `PAYLOAD_VARIANTS` consecutive frame indexes, no bank frame comes twice.
     pub fn bank_frame(&self, frame_index: u64) -> usize {
         let at = frame_index % self.track_every_frames;
-        if at < self.track_frames() {
+        let bank_frame = if at < self.track_frames() {
             (self.quiet_frames + at) as usize
         } else {
             (frame_index % self.quiet_frames) as usize
-        }
+        };
+        debug_assert!(bank_frame < self.bank_frames(), "a frame of the bank");
+        bank_frame
     }
 
     /// Frames in the bank: the quiet ones and the track's.
@@ -185,7 +189,12 @@ impl EmulatedDetector {
         };
         // Up to +-40 counts of a 12-bit ADC (+-160 of a 14-bit one): each channel its own.
         let off = (unit(hash(&[1, link as u64, channel as u64])) - 0.5) * 80.0 * full / 4096.0;
-        (plane + off).round()
+        let baseline = (plane + off).round();
+        debug_assert!(
+            baseline > 0.0 && baseline < full,
+            "a baseline the ADC reads"
+        );
+        baseline
     }
 
     /// Channel `channel`'s noise RMS on link `link`, in ADC counts.
@@ -353,7 +362,10 @@ fn noise_taps() -> [f64; NOISE_TAPS] {
         *t = NOISE_CORRELATION.powi(j as i32);
     }
     let norm = taps.iter().map(|t| t * t).sum::<f64>().sqrt();
-    taps.map(|t| t / norm)
+    let taps = taps.map(|t| t / norm);
+    // Unit power: the noise's RMS is the channel's `noise_rms`.
+    debug_assert!((taps.iter().map(|t| t * t).sum::<f64>() - 1.0).abs() < 1e-9);
+    taps
 }
 
 /// A number in [0, 1) from a hash.

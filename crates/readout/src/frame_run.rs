@@ -16,6 +16,7 @@ pub struct FrameRun<'a> {
 
 impl<'a> FrameRun<'a> {
     pub(crate) fn empty(frame_bytes: usize) -> Self {
+        assert!(frame_bytes > 0, "a frame has bytes");
         FrameRun {
             head: &[],
             tail: &[],
@@ -29,6 +30,11 @@ impl<'a> FrameRun<'a> {
     /// to be trusted once `read_with` returned `Ok`.
     pub fn frame_crc(&self, i: usize) -> u32 {
         let in_head = self.crc_head.len();
+        assert!(
+            i < in_head + self.crc_tail.len(),
+            "frame {i} of a run of {}",
+            self.frames()
+        );
         let a = if i < in_head {
             &self.crc_head[i]
         } else {
@@ -38,11 +44,17 @@ impl<'a> FrameRun<'a> {
     }
 
     pub fn frames(&self) -> usize {
+        debug_assert!(
+            self.head.len().is_multiple_of(self.frame_bytes)
+                && self.tail.len().is_multiple_of(self.frame_bytes),
+            "a run holds whole frames"
+        );
         (self.head.len() + self.tail.len()) / self.frame_bytes
     }
 
     /// Frame `i` of the run.
     pub fn frame(&self, i: usize) -> &'a [u8] {
+        assert!(i < self.frames(), "frame {i} of a run of {}", self.frames());
         let in_head = self.head.len() / self.frame_bytes;
         let (part, j) = if i < in_head {
             (self.head, i)
@@ -54,6 +66,11 @@ impl<'a> FrameRun<'a> {
 
     /// Frames `range` as at most two contiguous byte slices (empty ones left out).
     pub fn parts(&self, range: std::ops::Range<usize>) -> impl Iterator<Item = &'a [u8]> {
+        assert!(
+            range.start <= range.end && range.end <= self.frames(),
+            "frames {range:?} of a run of {}",
+            self.frames()
+        );
         let in_head = self.head.len() / self.frame_bytes;
         let fb = self.frame_bytes;
         let h = range.start.min(in_head)..range.end.min(in_head);

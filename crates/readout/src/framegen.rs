@@ -106,9 +106,10 @@ impl FrameGen {
                 let id = emulated_identity(frame_type, link);
                 let detector = EmulatedDetector::of(frame_type, layout.ticks_per_frame);
                 let bank = detector.map_or(PAYLOAD_VARIANTS as usize, |d| d.bank_frames());
-                let frames = (0..bank)
+                let frames: Vec<Vec<u8>> = (0..bank)
                     .map(|v| emulated_frame(frame_type, detector.as_ref(), link, v, &id))
                     .collect();
+                assert!(!frames.is_empty() && frames.iter().all(|f| f.len() == fb));
                 Ok(FrameGen {
                     layout,
                     frame_type,
@@ -228,6 +229,7 @@ impl FrameGen {
                 &mut self.frames[bank_frame]
             }
         };
+        debug_assert_eq!(frame.len(), fb, "a whole frame of the link's type");
         self.layout.write_timestamp(frame, ts);
         self.layout.write_sequence(frame, index % SEQUENCE_MODULUS);
         frame

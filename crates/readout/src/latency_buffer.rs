@@ -127,6 +127,7 @@ pub fn latency_buffer_on_node(
             std::io::Error::new(std::io::ErrorKind::InvalidInput, "latency buffer too large")
         })?;
     let slots = AlignedBuf::new_on_node(bytes, page_size, node)?;
+    assert!(slots.len() >= bytes, "the ring's memory holds every slot");
     let ring = Arc::new(Ring {
         slots: UnsafeCell::new(slots),
         layout,
@@ -154,11 +155,18 @@ pub fn frame_crc32c(frame: &[u8]) -> u32 {
 
 impl Ring {
     fn index(&self, seq: u64) -> usize {
+        debug_assert!(self.capacity >= 2, "a ring of two slots or more");
         (seq % self.capacity) as usize
     }
 
     fn slot_ptr(&self, seq: u64) -> *mut u8 {
         let index = self.index(seq);
+        // SAFETY: reading the allocation's length only.
+        let len = unsafe { (*self.slots.get()).len() };
+        debug_assert!(
+            (index + 1) * self.frame_bytes <= len,
+            "slot {index} is in the ring"
+        );
         // SAFETY: index < capacity, so the slot lies inside the allocation; taking a raw pointer
         // does not create a reference to the contents.
         unsafe {
@@ -208,6 +216,10 @@ impl Producer {
         // Announce the overwrite before touching the slot, so a reader copying the old frame
         // learns of it. The fence keeps the slot's stores after the announcement.
         self.announce(seq + 1);
+        debug_assert!(
+            self.claimed > seq,
+            "a slot is announced before it is written"
+        );
         let r = &*self.ring;
         // SAFETY: only this (unique) producer writes slots; the slot is inside the ring; readers
         // that overlap validate their copy against `claimed`.
@@ -228,6 +240,7 @@ impl Producer {
             self.claimed = upto;
             self.ring.claimed.store(upto, Ordering::Relaxed);
         }
+        debug_assert!(self.claimed >= upto && self.claimed >= self.staged);
         fence(Ordering::Release);
     }
 
@@ -243,6 +256,10 @@ impl Producer {
             self.ring.capacity
         );
         self.announce(self.staged + n as u64);
+        debug_assert!(
+            self.claimed >= self.staged + n as u64,
+            "every slot lent is claimed"
+        );
         (0..n as u64)
             .map(|i| self.ring.slot_ptr(self.staged + i))
             .collect()
@@ -311,6 +328,14 @@ impl Producer {
     /// Makes every staged frame readable.
     #[inline]
     pub fn publish(&mut self) {
+        debug_assert!(
+            self.staged <= self.claimed,
+            "a frame published had its slot claimed"
+        );
+        debug_assert!(
+            self.ring.written.load(Ordering::Relaxed) <= self.staged,
+            "what is readable only grows"
+        );
         // Non-temporal stores are not ordered by a release store: drain them first.
         #[cfg(target_arch = "x86_64")]
         snbuf_platform::instructions::sfence();
@@ -381,12 +406,22 @@ impl LatencyBuffer {
 
     /// Frames in the buffer now.
     pub fn fill_frames(&self) -> u64 {
-        self.written() - self.oldest().min(self.written())
+        let written = self.written();
+        let fill = written - self.oldest().min(written);
+        debug_assert!(
+            fill <= self.ring.capacity,
+            "the ring holds at most its slots"
+        );
+        fill
     }
 
     /// Copies frames `first, first + 1, …` into `out` (a whole number of frames, at most the
     /// capacity) and returns how many were copied: fewer than asked if not all are written yet.
     pub fn read(&self, first: u64, out: &mut [u8]) -> Result<usize, RingReadError> {
+        assert!(
+            out.len().is_multiple_of(self.ring.frame_bytes),
+            "frames are read whole"
+        );
         let want = (out.len() / self.ring.frame_bytes) as u64;
         let (n, ()) = self.read_with(first, want, |run| {
             let mut pos = 0;
@@ -441,6 +476,7 @@ impl LatencyBuffer {
                 crc_tail: &r.crcs[..b],
             }
         };
+        debug_assert_eq!(run.frames(), n as usize, "the run is the frames lent");
         let out = f(&run);
         self.still_holds(first)?;
         Ok((n as usize, out))
@@ -451,13 +487,14 @@ impl LatencyBuffer {
     /// them by DMA until a completion the caller waited for). `Ok` vouches for every read of
     /// those slots that finished before this call.
     pub fn still_holds(&self, first: u64) -> Result<(), RingReadError> {
+        let written = self.ring.written.load(Ordering::Acquire);
         // Every read made before must happen before we look at `claimed`.
         fence(Ordering::Acquire);
         let claimed = self.ring.claimed.load(Ordering::Relaxed);
         let oldest = claimed.saturating_sub(self.ring.capacity);
         debug_assert!(
-            oldest <= claimed,
-            "the oldest readable frame is one claimed"
+            claimed >= written,
+            "a readable frame's slot was claimed before it was published"
         );
         if first < oldest {
             return Err(RingReadError::Overwritten { oldest });
@@ -540,6 +577,10 @@ impl LatencyBuffer {
                 }
             }
             if !lost {
+                debug_assert!(
+                    lo > oldest && lo <= newest,
+                    "found among the frames searched"
+                );
                 return Lookup::At(lo);
             }
         }

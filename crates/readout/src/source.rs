@@ -30,6 +30,10 @@ use snbuf_platform::instructions::StreamingCopy;
 pub fn clock_from_epoch(clock: DetectorClock, step_ticks: u64, offset_s: f64) -> (Instant, u64) {
     let (anchor_ns, anchor) = (snbuf_quantity::now_unix_ns(), Instant::now());
     let frames_per_s = clock.frames_per_s(step_ticks);
+    assert!(
+        frames_per_s.is_finite() && frames_per_s > 0.0,
+        "frames {step_ticks} ticks apart come at a rate"
+    );
     let detector_s = (anchor_ns as f64 / 1e9 + offset_s).max(0.0);
     let frame0 = (detector_s * frames_per_s).ceil();
     let until_frame0 = Duration::from_secs_f64((frame0 / frames_per_s - detector_s).max(0.0));
@@ -78,6 +82,7 @@ impl Emulator {
             return Err(SourceError::BadStep(step_ticks));
         }
         let frames_per_s = DetectorClock::of(frame_type).frames_per_s(step_ticks);
+        debug_assert!(frames_per_s.is_finite() && frames_per_s > 0.0);
         let links = producers
             .into_iter()
             .map(|(link, producer)| {
@@ -154,6 +159,13 @@ impl Emulator {
                 }
             }
         }
+        debug_assert!(self.produced >= due, "every frame due is made");
+        debug_assert!(
+            self.links
+                .windows(2)
+                .all(|w| w[0].next_timestamp == w[1].next_timestamp),
+            "the links keep one clock"
+        );
         n
     }
 
@@ -169,6 +181,7 @@ impl Emulator {
                 .frame_checksums()
                 .then(|| crate::latency_buffer::frame_crc32c(frame));
             l.producer.stage_with_crc(crc, |_, slot| {
+                assert_eq!(slot.len(), frame.len(), "the link's frames fill its slots");
                 // Streamed: the ring is far larger than the cache, so a regular copy would read
                 // every slot in before overwriting it.
                 copy.copy(slot, frame);

@@ -175,6 +175,68 @@ pub fn start(
 ) -> Result<(IngestInfo, std::thread::JoinHandle<()>), UdpError> {
     let links = producers.len();
     source.check(&layout, links)?;
+    assert_eq!(
+        layout.frame_bytes as usize,
+        producers
+            .first()
+            .map_or(layout.frame_bytes as usize, |p| p.buffer().frame_bytes()),
+        "the links' slots are the layout's frames"
+    );
+    let OpenSockets {
+        mut sockets,
+        granted,
+        gro,
+        gro_refused,
+    } = open_sockets(source, links)?;
+    let counters: Arc<Vec<IngestCounters>> =
+        Arc::new((0..links).map(|_| IngestCounters::default()).collect());
+    let info = IngestInfo {
+        counters: counters.clone(),
+        rcvbuf_bytes: granted,
+        rmem_max_bytes: std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+            .ok()
+            .and_then(|s| s.trim().parse().ok()),
+        routing: if links > 1 {
+            "kernel (SO_REUSEPORT + BPF on stream_id)"
+        } else {
+            "one socket"
+        },
+        gro,
+        gro_refused,
+        nap: nap(granted, timing.bytes_per_s, source.max_nap),
+        nic: None,
+        receive_cpu: None,
+    };
+    let mut rx = Receiver::new(source, layout, timing, producers, counters);
+    rx.gro = gro;
+    rx.nap = info.nap;
+    let handle = std::thread::Builder::new()
+        .name("snbuf-udp".into())
+        .spawn(move || {
+            on_thread_start();
+            rx.run(&mut sockets, &stop);
+        })
+        .map_err(|cause| UdpError::Socket {
+            op: "start the receive thread",
+            bind: source.bind,
+            cause,
+        })?;
+    Ok((info, handle))
+}
+
+/// A socket per link, bound and routed: what the kernel granted them.
+struct OpenSockets {
+    sockets: Vec<LinkSocket>,
+    /// The receive buffer granted, per socket.
+    granted: usize,
+    /// Whether they receive coalesced buffers, and why not where GRO was asked for.
+    gro: bool,
+    gro_refused: Option<String>,
+}
+
+/// Binds a socket per link on `source.bind` (in route order: the group's socket i is link
+/// `routes[i].1`), and with several links routes each stream to its own (`attach_stream_router`).
+fn open_sockets(source: &UdpSource, links: usize) -> Result<OpenSockets, UdpError> {
     let bind = source.bind;
     let err = |op: &'static str| move |cause| UdpError::Socket { op, bind, cause };
     let mut sockets = Vec::new();
@@ -208,6 +270,11 @@ pub fn start(
             drops_seen: 0,
         });
     }
+    assert_eq!(
+        sockets.len(),
+        links,
+        "a socket per link (the routes checked)"
+    );
     if links > 1 {
         attach_stream_router(&sockets[0].fd, &source.routes)
             .map_err(err("attach the stream router (SO_ATTACH_REUSEPORT_CBPF)"))?;
@@ -225,36 +292,12 @@ pub fn start(
             let _ = set_int(&s.fd, libc::SOL_UDP, libc::UDP_GRO, 0);
         }
     }
-    let counters: Arc<Vec<IngestCounters>> =
-        Arc::new((0..links).map(|_| IngestCounters::default()).collect());
-    let info = IngestInfo {
-        counters: counters.clone(),
-        rcvbuf_bytes: granted,
-        rmem_max_bytes: std::fs::read_to_string("/proc/sys/net/core/rmem_max")
-            .ok()
-            .and_then(|s| s.trim().parse().ok()),
-        routing: if links > 1 {
-            "kernel (SO_REUSEPORT + BPF on stream_id)"
-        } else {
-            "one socket"
-        },
+    Ok(OpenSockets {
+        sockets,
+        granted,
         gro,
         gro_refused,
-        nap: nap(granted, timing.bytes_per_s, source.max_nap),
-        nic: None,
-        receive_cpu: None,
-    };
-    let mut rx = Receiver::new(source, layout, timing, producers, counters);
-    rx.gro = gro;
-    rx.nap = info.nap;
-    let handle = std::thread::Builder::new()
-        .name("snbuf-udp".into())
-        .spawn(move || {
-            on_thread_start();
-            rx.run(&mut sockets, &stop);
-        })
-        .map_err(err("start the receive thread"))?;
-    Ok((info, handle))
+    })
 }
 
 fn check_routes(routes: &[(u8, u32)], links: usize) -> Result<(), UdpError> {

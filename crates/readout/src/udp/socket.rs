@@ -72,6 +72,11 @@ pub(super) fn set_rcvbuf(fd: &OwnedFd, bytes: usize) -> std::io::Result<usize> {
     if rc != 0 {
         return Err(std::io::Error::last_os_error());
     }
+    debug_assert_eq!(
+        len as usize,
+        std::mem::size_of::<i32>(),
+        "SO_RCVBUF is an int"
+    );
     Ok(got.max(0) as usize)
 }
 
@@ -152,6 +157,11 @@ pub fn stream_router(routes: &[(u8, u32)]) -> Vec<libc::sock_filter> {
         p.push(op(libc::BPF_RET | libc::BPF_K, 0, 0, index as u32));
     }
     p.push(op(libc::BPF_RET | libc::BPF_K, 0, 0, u32::MAX));
+    // Two instructions a stream: at most 256 streams, far inside the kernel's 4096.
+    assert!(
+        p.len() == 8 + 2 * routes.len() && p.len() <= 4096,
+        "a program the kernel takes"
+    );
     p
 }
 
@@ -195,10 +205,19 @@ pub(super) fn drops_so_far(fd: &OwnedFd) -> std::io::Result<u32> {
     if rc != 0 {
         return Err(std::io::Error::last_os_error());
     }
+    // (Linux 4.7 on: an older kernel's shorter answer would read as no drops, ever.)
+    assert!(
+        len as usize > libc::SK_MEMINFO_DROPS as usize * std::mem::size_of::<u32>(),
+        "SO_MEMINFO reports the socket's drops"
+    );
     Ok(info[libc::SK_MEMINFO_DROPS as usize])
 }
 
 fn attach(fd: &OwnedFd, option: i32, mut program: Vec<libc::sock_filter>) -> std::io::Result<()> {
+    assert!(
+        !program.is_empty() && program.len() <= u16::MAX as usize,
+        "a program's length is a u16"
+    );
     let prog = libc::sock_fprog {
         len: program.len() as u16,
         filter: program.as_mut_ptr(),
