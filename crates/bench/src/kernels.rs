@@ -179,54 +179,7 @@ pub fn run(
         }
         for place in placements {
             for &page in &config.page_sizes {
-                let bytes = len * 8;
-                let mut arrays = match place {
-                    None => Arrays::Dram(AlignedBuf::new(bytes, page)?),
-                    Some(t) => {
-                        let (mapping, guard) = map_target(t, bytes.div_ceil(4096) * 4096, page)?;
-                        Arrays::File {
-                            mapping,
-                            _temp_file: guard,
-                        }
-                    }
-                };
-                let data = arrays.as_f64(len);
-                let t0 = Instant::now();
-                let checksum = run_kernel(k, data, n);
-                let seconds = t0.elapsed().as_secs_f64();
-                let pages = arrays.pages();
-                let mut notes = Vec::new();
-                let obtained = pages.map(|p| p.effective_page_bytes());
-                if page == PageSize::Huge2M && obtained.is_some_and(|b| b < (2 << 20)) {
-                    notes.push(format!(
-                        "suspect: 2 MiB pages were asked for, the kernel granted {:.0}% of the arrays on them: this is a 4 KiB-page figure",
-                        pages.map(|p| p.huge_fraction() * 100.0).unwrap_or(0.0)
-                    ));
-                }
-                let verified = checksum.to_bits() == reference.to_bits();
-                if !verified {
-                    notes.push(format!(
-                        "WRONG RESULT: checksum {checksum} differs from the reference {reference}"
-                    ));
-                }
-                out.push(KernelResult {
-                    kernel: k.name().into(),
-                    n,
-                    placement: if place.is_some() { "target" } else { "dram" }.into(),
-                    target: place
-                        .map(|t| t.display().to_string())
-                        .unwrap_or_else(|| "anonymous memory".into()),
-                    page_size_bytes: page.bytes() as u64,
-                    page_size_obtained_bytes: obtained,
-                    huge_fraction: pages.map(|p| p.huge_fraction()),
-                    bytes: bytes as u64,
-                    seconds,
-                    gflops: k.flops(n, JACOBI_STEPS) / seconds / 1e9,
-                    checksum,
-                    reference_checksum: reference,
-                    verified,
-                    notes,
-                });
+                out.push(measure(k, n, place, page, reference)?);
                 progress(&format!(
                     "kernel {} {} {} KiB pages",
                     k.name(),
@@ -237,6 +190,67 @@ pub fn run(
         }
     }
     Ok(out)
+}
+
+/// One measurement: kernel `k` of size `n` on arrays in DRAM or mapped from the target
+/// (`place`), on `page`-size pages, its result checked against the heap's `reference`.
+fn measure(
+    k: Kernel,
+    n: usize,
+    place: Option<&PathBuf>,
+    page: PageSize,
+    reference: f64,
+) -> std::io::Result<KernelResult> {
+    let (mats, vecs) = k.shape();
+    let len = mats * n * n + vecs * n;
+    let bytes = len * 8;
+    let mut arrays = match place {
+        None => Arrays::Dram(AlignedBuf::new(bytes, page)?),
+        Some(t) => {
+            let (mapping, guard) = map_target(t, bytes.div_ceil(4096) * 4096, page)?;
+            Arrays::File {
+                mapping,
+                _temp_file: guard,
+            }
+        }
+    };
+    let data = arrays.as_f64(len);
+    let t0 = Instant::now();
+    let checksum = run_kernel(k, data, n);
+    let seconds = t0.elapsed().as_secs_f64();
+    let pages = arrays.pages();
+    let mut notes = Vec::new();
+    let obtained = pages.map(|p| p.effective_page_bytes());
+    if page == PageSize::Huge2M && obtained.is_some_and(|b| b < (2 << 20)) {
+        notes.push(format!(
+            "suspect: 2 MiB pages were asked for, the kernel granted {:.0}% of the arrays on them: this is a 4 KiB-page figure",
+            pages.map(|p| p.huge_fraction() * 100.0).unwrap_or(0.0)
+        ));
+    }
+    let verified = checksum.to_bits() == reference.to_bits();
+    if !verified {
+        notes.push(format!(
+            "WRONG RESULT: checksum {checksum} differs from the reference {reference}"
+        ));
+    }
+    Ok(KernelResult {
+        kernel: k.name().into(),
+        n,
+        placement: if place.is_some() { "target" } else { "dram" }.into(),
+        target: place
+            .map(|t| t.display().to_string())
+            .unwrap_or_else(|| "anonymous memory".into()),
+        page_size_bytes: page.bytes() as u64,
+        page_size_obtained_bytes: obtained,
+        huge_fraction: pages.map(|p| p.huge_fraction()),
+        bytes: bytes as u64,
+        seconds,
+        gflops: k.flops(n, JACOBI_STEPS) / seconds / 1e9,
+        checksum,
+        reference_checksum: reference,
+        verified,
+        notes,
+    })
 }
 
 /// Initialises the arrays as PolyBench does, runs the kernel, returns the sum of its output.

@@ -219,6 +219,27 @@ impl CodedHeader {
     }
 }
 
+/// Whether `raw_len` bytes of frames `frame_bytes` long can be in `room` coded bytes, each
+/// frame in the fewest its storage takes (a bit a sample, modeled): so that memory follows the
+/// input, never a header's claim (hostile input cannot ask for gigabytes).
+fn claim_fits(
+    model: Option<&FrameModel>,
+    format: Format,
+    frame_bytes: usize,
+    raw_len: u64,
+    room: u64,
+) -> bool {
+    assert!(
+        frame_bytes > 0,
+        "a header's frame length is checked when read"
+    );
+    let (frames, tail) = (raw_len / frame_bytes as u64, raw_len % frame_bytes as u64);
+    let least = 1 + model.map_or(frame_bytes, |m| {
+        (4 + m.least_coded_bytes_of(format)).min(frame_bytes)
+    });
+    frames.saturating_mul(least as u64).saturating_add(tail) <= room
+}
+
 /// `decode_into`'s work, leaving in `raw` what it decoded before an error.
 fn decode_frames(
     kernel: InstructionSet,
@@ -241,18 +262,8 @@ fn decode_frames(
     let tail = (raw_len % frame_bytes as u64) as usize;
     let mut model =
         AdcShape::of(frame_type).and_then(|shape| FrameModel::new(shape, frame_bytes, kernel));
-    // What the chunk says it holds must fit the bytes it has, each frame in the fewest its
-    // storage takes (a bit a sample, modeled): so that memory follows the input, never a
-    // header's claim (hostile input cannot ask for gigabytes).
-    let least = 1 + model.as_ref().map_or(frame_bytes, |m| {
-        (4 + m.least_coded_bytes_of(format)).min(frame_bytes)
-    });
     let room = (coded.len() - f.at) as u64;
-    if frames
-        .saturating_mul(least as u64)
-        .saturating_add(tail as u64)
-        > room
-    {
+    if !claim_fits(model.as_ref(), format, frame_bytes, raw_len, room) {
         return Err(DecodeError::Truncated { frame: 0 });
     }
     raw.reserve(frames as usize * frame_bytes + tail);

@@ -371,47 +371,8 @@ async fn trigger_consumer(
         if let Ok(c) = stream.get_consumer(&name).await {
             return Ok(c);
         }
-        // Made anew (a new unit, one killed before its first consumer existed, or a consumer
-        // the cluster lost): a unit JetStream delivered to before starts right after the last
-        // trigger its journal holds, so none sent meanwhile is skipped (the few handled by the
-        // fast path since come again, as duplicates). A unit it never delivered to, or whose
-        // stream is younger than that sequence (deleted and made again), starts from when the
-        // unit joined the fleet: the triggers sent while it was down come, and what it cannot
-        // record of them is reported missed, not never heard of (those it took by the fast path
-        // come again too, as duplicates: a stream's worth at most, `layout::TRIGGER_MAX_AGE`).
         let mut config = config.clone();
-        let (last_handled, joined) = {
-            let book = link.book();
-            (
-                book.journal.last_stream_seq(),
-                book.journal.joined_unix_ns(),
-            )
-        };
-        let stored = match last_handled {
-            Some(_) => Some(
-                js.get_stream(TRIGGER_STREAM)
-                    .await
-                    .map_err(|e| format!("stream {TRIGGER_STREAM}: {e}"))?
-                    .info()
-                    .await
-                    .map_err(|e| format!("stream {TRIGGER_STREAM}: {e}"))?
-                    .state
-                    .last_sequence,
-            ),
-            None => None,
-        };
-        config.deliver_policy = match (last_handled, stored, joined) {
-            (Some(last), Some(stored), _) if last < stored => DeliverPolicy::ByStartSequence {
-                start_sequence: last + 1,
-            },
-            // Nothing stored since the last it handled.
-            (Some(last), Some(stored), _) if last == stored => DeliverPolicy::New,
-            (_, _, Some(joined)) => DeliverPolicy::ByStartTime {
-                start_time: time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(joined))
-                    .map_err(|e| format!("the journal's join time {joined} ns: {e}"))?,
-            },
-            _ => DeliverPolicy::New,
-        };
+        config.deliver_policy = resume_policy(js, link).await?;
         stream
             .create_consumer(config)
             .await
@@ -427,6 +388,50 @@ async fn trigger_consumer(
             None => Err(e),
         },
     }
+}
+
+/// Where the unit's trigger consumer starts when it is made anew (a new unit, one killed before
+/// its first consumer existed, or a consumer the cluster lost). A unit JetStream delivered to
+/// before starts right after the last trigger its journal holds, so none sent meanwhile is
+/// skipped (the few handled by the fast path since come again, as duplicates). A unit it never
+/// delivered to, or whose stream is younger than that sequence (deleted and made again), starts
+/// from when the unit joined the fleet: the triggers sent while it was down come, and what it
+/// cannot record of them is reported missed, not never heard of (those it took by the fast path
+/// come again too, as duplicates: a stream's worth at most, `layout::TRIGGER_MAX_AGE`).
+async fn resume_policy(js: &jetstream::Context, link: &Link) -> Result<DeliverPolicy, String> {
+    let (last_handled, joined) = {
+        let book = link.book();
+        (
+            book.journal.last_stream_seq(),
+            book.journal.joined_unix_ns(),
+        )
+    };
+    let stored = match last_handled {
+        Some(_) => Some(
+            js.get_stream(TRIGGER_STREAM)
+                .await
+                .map_err(|e| format!("stream {TRIGGER_STREAM}: {e}"))?
+                .info()
+                .await
+                .map_err(|e| format!("stream {TRIGGER_STREAM}: {e}"))?
+                .state
+                .last_sequence,
+        ),
+        None => None,
+    };
+    let policy = match (last_handled, stored, joined) {
+        (Some(last), Some(stored), _) if last < stored => DeliverPolicy::ByStartSequence {
+            start_sequence: last + 1,
+        },
+        // Nothing stored since the last it handled.
+        (Some(last), Some(stored), _) if last == stored => DeliverPolicy::New,
+        (_, _, Some(joined)) => DeliverPolicy::ByStartTime {
+            start_time: time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(joined))
+                .map_err(|e| format!("the journal's join time {joined} ns: {e}"))?,
+        },
+        _ => DeliverPolicy::New,
+    };
+    Ok(policy)
 }
 
 /// The longest one publish of a unit waits for JetStream's answer.

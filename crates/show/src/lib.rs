@@ -11,6 +11,9 @@
 mod figures;
 pub mod link_view;
 mod page;
+mod page_dir;
+
+pub use page_dir::{page_dir, PageDirError};
 
 use std::path::{Path, PathBuf};
 

@@ -110,35 +110,8 @@ fn entry(path: &Path, name: &str, recording: Option<&str>, verify: bool) -> Opti
     if manifest.is_none() && files.is_empty() {
         return None;
     }
-    let state = match &manifest {
-        None => "interrupted (no manifest)".to_string(),
-        Some(m) => match m.state {
-            BurstState::Recording
-                if recording == Some(name) || snbuf_burst::being_recorded(path) =>
-            {
-                "recording".into()
-            }
-            BurstState::Recording => "interrupted".into(),
-            other if m.coded.is_some() => format!("{other:?}, coded copy").to_lowercase(),
-            other => format!("{other:?}").to_lowercase(),
-        },
-    };
-    let verified = if verify {
-        match verify_burst(path) {
-            Ok(r) if r.valid => "yes (now)".into(),
-            Ok(r) => format!(
-                "NO ({} problems)",
-                r.problems.len() + r.links.iter().map(|l| l.problems.len()).sum::<usize>()
-            ),
-            Err(e) => format!("NO ({e})"),
-        }
-    } else {
-        match manifest.as_ref().and_then(|m| m.verified) {
-            Some(v) if v.valid => "yes".into(),
-            Some(v) => format!("NO ({} problems)", v.problems),
-            None => "-".into(),
-        }
-    };
+    let state = state_words(path, name, manifest.as_ref(), recording);
+    let verified = verified_words(path, manifest.as_ref(), verify);
     let exported = snbuf_export::export_state(path);
     let window_s = manifest.as_ref().and_then(|m| {
         let (t, f) = (m.trigger.as_ref()?, m.frame.as_ref()?);
@@ -159,6 +132,50 @@ fn entry(path: &Path, name: &str, recording: Option<&str>, verify: bool) -> Opti
         verified,
         exported,
     })
+}
+
+/// How `ls` words a burst's state: "recording" while a unit records it, "interrupted" where
+/// its recording stopped short, else its manifest's state.
+fn state_words(
+    path: &Path,
+    name: &str,
+    manifest: Option<&Manifest>,
+    recording: Option<&str>,
+) -> String {
+    match manifest {
+        None => "interrupted (no manifest)".to_string(),
+        Some(m) => match m.state {
+            BurstState::Recording
+                if recording == Some(name) || snbuf_burst::being_recorded(path) =>
+            {
+                "recording".into()
+            }
+            BurstState::Recording => "interrupted".into(),
+            other if m.coded.is_some() => format!("{other:?}, coded copy").to_lowercase(),
+            other => format!("{other:?}").to_lowercase(),
+        },
+    }
+}
+
+/// How `ls` words whether a burst verified: checked now (`--verify`), or as its manifest last
+/// recorded it.
+fn verified_words(path: &Path, manifest: Option<&Manifest>, verify: bool) -> String {
+    if verify {
+        match verify_burst(path) {
+            Ok(r) if r.valid => "yes (now)".into(),
+            Ok(r) => format!(
+                "NO ({} problems)",
+                r.problems.len() + r.links.iter().map(|l| l.problems.len()).sum::<usize>()
+            ),
+            Err(e) => format!("NO ({e})"),
+        }
+    } else {
+        match manifest.and_then(|m| m.verified) {
+            Some(v) if v.valid => "yes".into(),
+            Some(v) => format!("NO ({} problems)", v.problems),
+            None => "-".into(),
+        }
+    }
 }
 
 /// The burst a unit serving `socket` is recording, if one answers within its timeout.

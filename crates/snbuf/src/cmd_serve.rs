@@ -281,6 +281,27 @@ pub fn status(args: &StatusArgs) -> anyhow::Result<()> {
     if let Some(i) = &s.ingest {
         print_ingest(i);
     }
+    print_link_rates(&s);
+    print_recording(&s);
+    for b in &s.bursts {
+        println!(
+            "  {}: {} frames, {} lost, {}",
+            b.burst_id,
+            b.frames.unwrap_or(0),
+            b.lost_frames.unwrap_or(0),
+            if b.valid {
+                "valid".to_string()
+            } else {
+                format!("NOT VALID {}", b.error.as_deref().unwrap_or(""))
+            }
+        );
+    }
+    Ok(())
+}
+
+/// Each link's measured rate and clock against what the unit was configured for, and what its
+/// latency buffer holds.
+fn print_link_rates(s: &UnitStatus) {
     for r in &s.link_rates {
         let measured = match (r.bytes_per_s, r.clock_ratio) {
             (Some(b), Some(c)) => format!(
@@ -304,6 +325,10 @@ pub fn status(args: &StatusArgs) -> anyhow::Result<()> {
             }
         );
     }
+}
+
+/// The burst being recorded, link by link (what is durable so far), or that the unit is idle.
+fn print_recording(s: &UnitStatus) {
     match &s.recording {
         Some(links) => {
             let out: u64 = links.iter().map(|l| l.frames_out).sum();
@@ -327,18 +352,4 @@ pub fn status(args: &StatusArgs) -> anyhow::Result<()> {
             s.next_burst
         ),
     }
-    for b in &s.bursts {
-        println!(
-            "  {}: {} frames, {} lost, {}",
-            b.burst_id,
-            b.frames.unwrap_or(0),
-            b.lost_frames.unwrap_or(0),
-            if b.valid {
-                "valid".to_string()
-            } else {
-                format!("NOT VALID {}", b.error.as_deref().unwrap_or(""))
-            }
-        );
-    }
-    Ok(())
 }

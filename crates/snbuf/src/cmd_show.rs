@@ -11,36 +11,8 @@ pub fn run(args: &ShowArgs) -> anyhow::Result<()> {
     if !dir.is_dir() {
         return Err(usage(format!("{}: not a burst directory", dir.display())));
     }
-    let id = dir
-        .file_name()
-        .map_or("burst".into(), |n| n.to_string_lossy().into_owned());
-    let out_dir = args
-        .out
-        .clone()
-        .unwrap_or_else(|| std::path::PathBuf::from(format!("show-{id}")));
-    let absolute = |p: &std::path::Path| {
-        std::path::absolute(p)
-            .ok()
-            .and_then(|a| a.canonicalize().ok().or(Some(a)))
-    };
-    if absolute(&out_dir)
-        .zip(absolute(dir))
-        .is_some_and(|(o, d)| o.starts_with(d))
-    {
-        return Err(usage(format!(
-            "--out {}: inside the burst; snbuf adds nothing to a burst's directory",
-            out_dir.display()
-        )));
-    }
-    // A page is rewritten in place; any other directory's files are not snbuf's to replace.
-    let foreign = std::fs::read_dir(&out_dir).is_ok_and(|mut e| e.next().is_some())
-        && !out_dir.join("show.json").is_file();
-    if foreign {
-        return Err(usage(format!(
-            "--out {}: a directory with other files in it (a page's directory holds show.json); give a new or empty one",
-            out_dir.display()
-        )));
-    }
+    let out_dir =
+        snbuf_show::page_dir(dir, args.out.as_deref()).map_err(|e| usage(e.to_string()))?;
     let opts = ShowOptions {
         out_dir: out_dir.clone(),
         links: args.link.clone(),

@@ -597,7 +597,7 @@ const MAX_LONG_FUNCTIONS: usize = 4;
 /// TigerBeetle's limit on a function: those over it are counted, and the count only goes down
 /// (lower it when a change makes it lower).
 const TIGERBEETLE_FN_LINES: usize = 70;
-const MAX_FUNCTIONS_OVER_TIGERBEETLE: usize = 47;
+const MAX_FUNCTIONS_OVER_TIGERBEETLE: usize = 38;
 const MAX_BINARY_LINES: usize = 3000;
 const MAX_KEY_LOOKUPS: usize = 10;
 /// Assertions (`assert!`, `assert_eq!`, `debug_assert!`, ...) per function, outside tests, in
@@ -606,13 +606,12 @@ const MAX_KEY_LOOKUPS: usize = 10;
 const RELEASE_FLOOR_PERSIST: f64 = 0.18;
 const RELEASE_FLOOR_BURST: f64 = 0.20;
 const RELEASE_FLOOR_UNIT: f64 = 0.23;
-const RELEASE_FLOOR_READOUT: f64 = 0.19;
+const RELEASE_FLOOR_READOUT: f64 = 0.33;
 const MIN_ASSERTIONS_PER_FUNCTION: &[(&str, f64, f64)] = &[
     ("persist", 0.5, RELEASE_FLOOR_PERSIST),
     ("burst", 0.5, RELEASE_FLOOR_BURST),
     ("unit", 0.5, RELEASE_FLOOR_UNIT),
-    // Today's, counted without tests (the UDP receiver's invariants asserted): to reach 0.5.
-    ("readout", 0.24, RELEASE_FLOOR_READOUT),
+    ("readout", 0.5, RELEASE_FLOOR_READOUT),
 ];
 
 /// Every `src/` file of `krate`, but for the files that hold only tests (`test_files`).

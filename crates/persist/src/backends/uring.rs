@@ -124,6 +124,23 @@ fn register_file(ring: &IoUring, file: &File, notes: &mut Vec<String>) -> bool {
     }
 }
 
+/// The sink's write buffers: a slot per write in flight (`qd`), each the largest write rounded
+/// up to the device's O_DIRECT alignment (and a page): the slot size and the buffers.
+fn allocate_slots(
+    config: &SinkConfig,
+    qd: u32,
+    alignment_bytes: u64,
+) -> Result<(usize, AlignedBuf)> {
+    let slot_bytes = align_up(config.max_io_bytes as u64, alignment_bytes.max(4096)) as usize;
+    let slots = AlignedBuf::new(slot_bytes * qd as usize, config.page_size)
+        .map_err(|e| PersistError::io("allocate io_uring buffers for", &config.path, e))?;
+    assert!(
+        slots.len() >= slot_bytes * qd as usize && slot_bytes >= config.max_io_bytes,
+        "a slot per write in flight, each holding the largest write"
+    );
+    Ok((slot_bytes, slots))
+}
+
 impl UringSink {
     pub fn open(config: &SinkConfig) -> Result<Self> {
         let qd = config.queue_depth.clamp(1, MAX_QUEUE_DEPTH);
@@ -142,14 +159,7 @@ impl UringSink {
             medium::probe(&config.path).map_err(|e| PersistError::io("probe", &config.path, e))?;
         let alignment_bytes = medium.dio_align_bytes();
         check_aligned(config.region_offset_bytes, alignment_bytes)?;
-        let slot_bytes = align_up(config.max_io_bytes as u64, alignment_bytes.max(4096)) as usize;
-        let slots = AlignedBuf::new(slot_bytes * qd as usize, config.page_size)
-            .map_err(|e| PersistError::io("allocate io_uring buffers for", &config.path, e))?;
-        assert!(
-            slots.len() >= slot_bytes * qd as usize && slot_bytes >= config.max_io_bytes,
-            "a slot per write in flight, each holding the largest write"
-        );
-
+        let (slot_bytes, slots) = allocate_slots(config, qd, alignment_bytes)?;
         let mut notes = vec![format!(
             "queue depth {qd}, O_DIRECT alignment {alignment_bytes} B"
         )];
