@@ -100,6 +100,25 @@ pub enum EmitError {
     Config(String),
 }
 
+impl EmitConfig {
+    /// Whether this can be sent: a link or more, at a rate, of frames that fit a datagram.
+    pub fn check(&self) -> Result<(), EmitError> {
+        if self.payloads.is_empty() {
+            return Err(EmitError::Config("no link to send".into()));
+        }
+        if !(self.frames_per_s_per_link.is_finite() && self.frames_per_s_per_link > 0.0) {
+            return Err(SourceError::BadRate(self.frames_per_s_per_link).into());
+        }
+        let frame_bytes = self.frame_type.frame_bytes() as usize;
+        if frame_bytes > MAX_GSO_BYTES {
+            return Err(EmitError::Config(format!(
+                "{frame_bytes} B frames do not fit a UDP datagram ({MAX_GSO_BYTES} B at most): DUNE sends one frame a datagram"
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// Sends until `config.duration` has passed or `stop` is set; `progress` is told the frames
 /// sent so far (all links) about once a second. The paced loop is one piece: its state (each
 /// link's schedule, the batches, the counters) every step shares.
@@ -109,12 +128,7 @@ pub fn emit(
     mut progress: impl FnMut(u64, Duration),
 ) -> Result<EmitReport, EmitError> {
     let t = config.frame_type;
-    if config.payloads.is_empty() {
-        return Err(EmitError::Config("no link to send".into()));
-    }
-    if !(config.frames_per_s_per_link.is_finite() && config.frames_per_s_per_link > 0.0) {
-        return Err(SourceError::BadRate(config.frames_per_s_per_link).into());
-    }
+    config.check()?;
     let clock = DetectorClock::of(t);
     let step = clock.frame_step_ticks(config.frames_per_s_per_link);
     let mut gens = generators(config, step)?;

@@ -135,6 +135,7 @@ fn config_from(args: &EmitArgs) -> anyhow::Result<EmitConfig> {
         config.streams.len(),
         "a stream per link"
     );
+    config.check().map_err(|e| usage(e.to_string()))?;
     Ok(config)
 }
 
