@@ -38,19 +38,37 @@ fn export_cmd(dir: &Path, to: &str, extra: &[&str], env: &[(String, String)]) ->
     c
 }
 
-/// Starts an export at a low rate and kills it once a part or two has gone.
+/// Starts an export at a low rate and kills it once its journal holds a part sent (however
+/// slowly a loaded machine starts it; within a deadline).
 fn interrupted(dir: &Path, to: &str, env: &[(String, String)]) {
     let mut child = export_cmd(dir, to, &["--rate", "4MB/s"], env)
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(2500));
-    if child.try_wait().unwrap().is_some() {
-        let o = child.wait_with_output().unwrap();
-        panic!("the slow export ended too soon: {}", stderr(&o));
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !journal_holds_a_part(dir) {
+        if child.try_wait().unwrap().is_some() {
+            let o = child.wait_with_output().unwrap();
+            panic!("the slow export ended too soon: {}", stderr(&o));
+        }
+        assert!(std::time::Instant::now() < deadline, "no part sent in 60 s");
+        std::thread::sleep(Duration::from_millis(20));
     }
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(!dir.join("export.json").exists(), "not marked exported");
+}
+
+/// Whether the burst's export journal records a part of an object as sent.
+fn journal_holds_a_part(dir: &Path) -> bool {
+    let Ok(bytes) = std::fs::read(dir.join(".export-journal.json")) else {
+        return false;
+    };
+    let journal: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    journal["objects"].as_object().is_some_and(|objects| {
+        objects
+            .values()
+            .any(|o| o["parts"].as_object().is_some_and(|p| !p.is_empty()))
+    })
 }
 
 fn run(c: &mut Command) -> std::process::Output {
