@@ -135,11 +135,17 @@ impl IdentityBits {
 
 /// `bits` bits of `word` from bit `lo`.
 fn field(word: u64, lo: u32, bits: u32) -> u64 {
-    debug_assert!(bits > 0 && lo + bits < 64, "a field of a header word");
+    debug_assert!(
+        bits > 0 && bits < 64 && lo + bits <= 64,
+        "a field of a header word"
+    );
     (word >> lo) & ((1u64 << bits) - 1)
 }
 fn with_field(word: u64, lo: u32, bits: u32, value: u64) -> u64 {
-    debug_assert!(bits > 0 && lo + bits < 64, "a field of a header word");
+    debug_assert!(
+        bits > 0 && bits < 64 && lo + bits <= 64,
+        "a field of a header word"
+    );
     let mask = ((1u64 << bits) - 1) << lo;
     (word & !mask) | ((value << lo) & mask)
 }

@@ -109,6 +109,16 @@ impl EmitConfig {
         if !(self.frames_per_s_per_link.is_finite() && self.frames_per_s_per_link > 0.0) {
             return Err(SourceError::BadRate(self.frames_per_s_per_link).into());
         }
+        // The detector's clock from the epoch in 64 bits: about 9,000 years of 62.5 MHz ticks.
+        let clock_hz = DetectorClock::of(self.frame_type).hz() as f64;
+        let detector_s = snbuf_quantity::now_unix_ns() as f64 / 1e9 + self.clock_offset_s;
+        let ticks = detector_s * clock_hz;
+        if ticks.is_nan() || ticks >= u64::MAX as f64 / 2.0 {
+            return Err(EmitError::Config(format!(
+                "--clock-offset {} s: the detector's clock would be past its 64-bit timestamps",
+                self.clock_offset_s
+            )));
+        }
         let frame_bytes = self.frame_type.frame_bytes() as usize;
         if frame_bytes > MAX_GSO_BYTES {
             return Err(EmitError::Config(format!(

@@ -128,8 +128,11 @@ pub fn show(
         .clone()
         .ok_or_else(|| ShowError::NoWindow(dir.to_path_buf()))?;
     let frame = m.frame.clone().unwrap_or_default();
+    // (A manifest whose type's frames are not its frames' size is shown without ADC values.)
     let frame_type: Option<FrameType> = frame.frame_type.parse().ok();
-    let shape = frame_type.and_then(AdcShape::of);
+    let shape = frame_type
+        .filter(|t| t.frame_bytes() == reader.layout.frame_bytes)
+        .and_then(AdcShape::of);
     if let (Some(c), Some(s)) = (opts.channel, shape) {
         if c >= s.channels {
             return Err(ShowError::NoSuchChannel {

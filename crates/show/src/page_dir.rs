@@ -2,7 +2,7 @@
 //! the burst (snbuf adds nothing to a burst's directory) and never over a directory of other
 //! files (a page's own directory, which holds `show.json`, is rewritten in place).
 
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 /// Why a page cannot go where it was asked to.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -19,14 +19,8 @@ pub fn page_dir(burst_dir: &Path, out: Option<&Path>) -> Result<PathBuf, PageDir
         .file_name()
         .map_or("burst".into(), |n| n.to_string_lossy().into_owned());
     let out_dir = out.map_or_else(|| PathBuf::from(format!("show-{id}")), Path::to_path_buf);
-    // Both as they are on disk where they exist (a symbolic link, `..`), else as written.
-    let absolute = |p: &Path| {
-        std::path::absolute(p)
-            .ok()
-            .and_then(|a| a.canonicalize().ok().or(Some(a)))
-    };
-    if absolute(&out_dir)
-        .zip(absolute(burst_dir))
+    if resolved(&out_dir)
+        .zip(resolved(burst_dir))
         .is_some_and(|(o, d)| o.starts_with(d))
     {
         return Err(PageDirError::InsideBurst(out_dir));
@@ -37,6 +31,31 @@ pub fn page_dir(burst_dir: &Path, out: Option<&Path>) -> Result<PathBuf, PageDir
         return Err(PageDirError::OtherFiles(out_dir));
     }
     Ok(out_dir)
+}
+
+/// Where `path` is, or would be once made: its longest existing ancestor as it is on disk
+/// (symbolic links and `..` resolved), then the rest of it, which cannot hold a link, with its
+/// `..` taken lexically. None where the working directory cannot be read.
+fn resolved(path: &Path) -> Option<PathBuf> {
+    let absolute = std::path::absolute(path).ok()?;
+    let parts: Vec<Component> = absolute.components().collect();
+    (1..=parts.len()).rev().find_map(|existing| {
+        let mut at = parts[..existing]
+            .iter()
+            .collect::<PathBuf>()
+            .canonicalize()
+            .ok()?;
+        for part in &parts[existing..] {
+            match part {
+                Component::ParentDir => {
+                    at.pop();
+                }
+                Component::Normal(name) => at.push(name),
+                Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
+            }
+        }
+        Some(at)
+    })
 }
 
 #[cfg(test)]
@@ -56,6 +75,19 @@ mod tests {
         assert_eq!(
             page_dir(&burst, Some(&burst)),
             Err(PageDirError::InsideBurst(burst.clone()))
+        );
+        // Nor by a way round that does not exist yet: `..` after a new directory, a link.
+        let round = tmp.path().join("new/../b1/x/y");
+        assert_eq!(
+            page_dir(&burst, Some(&round)),
+            Err(PageDirError::InsideBurst(round.clone()))
+        );
+        let link = tmp.path().join("lnk");
+        std::os::unix::fs::symlink(&burst, &link).unwrap();
+        let through = link.join("page");
+        assert_eq!(
+            page_dir(&burst, Some(&through)),
+            Err(PageDirError::InsideBurst(through.clone()))
         );
         let other = tmp.path().join("other");
         std::fs::create_dir(&other).unwrap();

@@ -115,7 +115,10 @@ fn entry(path: &Path, name: &str, recording: Option<&str>, verify: bool) -> Opti
     let exported = snbuf_export::export_state(path);
     let window_s = manifest.as_ref().and_then(|m| {
         let (t, f) = (m.trigger.as_ref()?, m.frame.as_ref()?);
-        Some((t.window_end_timestamp - t.window_start_timestamp) as f64 / f.clock_hz.max(1) as f64)
+        let ticks = t
+            .window_end_timestamp
+            .checked_sub(t.window_start_timestamp)?;
+        Some(ticks as f64 / f.clock_hz.max(1) as f64)
     });
     Some(Entry {
         id: name.to_string(),

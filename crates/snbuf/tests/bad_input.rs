@@ -112,6 +112,7 @@ const CASES: &[(&str, &str)] = &[
     ("emit --to udp://127.0.0.1:9 --links 2 --frame wib2", "stream_id"),
     ("emit --to udp://127.0.0.1:9 --cpu 99999", "--cpu"),
     ("emit --to udp://127.0.0.1:9 --frame custom:70000:1 --duration 1s", "datagram"),
+    ("emit --to udp://127.0.0.1:9 --clock-offset 4000000d --duration 1s", "--clock-offset"),
     ("emit --to udp://127.0.0.1:9 --duration 0s", "--duration"),
     ("emit --to udp://127.0.0.1:9 --duration 1ms --json /nonexistent/d/x.json", "--json"),
     // serve

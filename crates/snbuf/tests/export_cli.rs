@@ -41,20 +41,25 @@ fn export_cmd(dir: &Path, to: &str, extra: &[&str], env: &[(String, String)]) ->
 /// Starts an export at a low rate and kills it once its journal holds a part sent (however
 /// slowly a loaded machine starts it; within a deadline).
 fn interrupted(dir: &Path, to: &str, env: &[(String, String)]) {
-    let mut child = export_cmd(dir, to, &["--rate", "4MB/s"], env)
-        .spawn()
-        .unwrap();
+    // (Killed however the test ends.)
+    let mut child = common::KillOnDrop(
+        export_cmd(dir, to, &["--rate", "4MB/s"], env)
+            .spawn()
+            .unwrap(),
+    );
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while !journal_holds_a_part(dir) {
-        if child.try_wait().unwrap().is_some() {
-            let o = child.wait_with_output().unwrap();
-            panic!("the slow export ended too soon: {}", stderr(&o));
+        if let Some(status) = child.0.try_wait().unwrap() {
+            let mut err = String::new();
+            if let Some(mut e) = child.0.stderr.take() {
+                std::io::Read::read_to_string(&mut e, &mut err).unwrap();
+            }
+            panic!("the slow export ended too soon ({status}): {err}");
         }
         assert!(std::time::Instant::now() < deadline, "no part sent in 60 s");
         std::thread::sleep(Duration::from_millis(20));
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    drop(child);
     assert!(!dir.join("export.json").exists(), "not marked exported");
 }
 
