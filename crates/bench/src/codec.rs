@@ -33,6 +33,9 @@ pub struct CodecConfig {
     pub raw: Vec<u8>,
     /// Where they came from, for the results: `emulated (...)` or the file's path.
     pub source: String,
+    /// Frames per chunk the codec codes (each chunk on its own, as export codes a link file's
+    /// chunks); the peers take the whole input.
+    pub chunk_frames: usize,
     /// Timed passes per compressor; the fastest is reported.
     pub passes: u32,
     /// A directory in which the run makes one of its own for the peers' files (that one removed
@@ -60,6 +63,9 @@ pub struct CodecResult {
     pub frame_type: String,
     pub source: String,
     pub raw_bytes: u64,
+    /// The frames of each chunk the codec coded on its own (None: the whole input at once, as
+    /// the peers take it).
+    pub chunk_frames: Option<u64>,
     /// None where the compressor is not on this machine.
     pub coded_bytes: Option<u64>,
     /// Coded over raw bytes.
@@ -79,6 +85,7 @@ impl CodecResult {
             frame_type: c.frame_type.name(),
             source: c.source.clone(),
             raw_bytes: c.raw.len() as u64,
+            chunk_frames: None,
             coded_bytes: None,
             ratio: None,
             encode_gib_s: None,
@@ -241,22 +248,44 @@ fn gib_s(bytes: usize, seconds: f64) -> f64 {
 }
 
 fn codec(c: &CodecConfig, kernel: InstructionSet, name: &str) -> CodecResult {
-    // One buffer each way, kept across passes, as a reader of chunk after chunk keeps it: the
-    // codec's time, not the kernel's mapping and zeroing of fresh memory.
-    let mut coded = Vec::new();
+    assert!(c.chunk_frames > 0, "a chunk holds a frame");
+    let chunk_bytes = c
+        .chunk_frames
+        .saturating_mul(c.frame_type.frame_bytes() as usize);
+    let chunks: Vec<&[u8]> = c.raw.chunks(chunk_bytes).collect();
+    // One buffer each way, kept across chunks and passes, as export keeps it: the codec's
+    // time, not the kernel's mapping and zeroing of fresh memory. The coded chunks are kept
+    // apart (as export writes them out) for the decode.
+    let mut coded: Vec<Vec<u8>> = vec![Vec::new(); chunks.len()];
     let (encode_s, ()) = fastest(c.passes, || {
-        snbuf_codec::encode_into(kernel, c.frame_type, &c.raw, &mut coded)
+        for (raw, out) in chunks.iter().zip(&mut coded) {
+            snbuf_codec::encode_into(kernel, c.frame_type, raw, out);
+        }
     });
+    // Each chunk decoded into one buffer, as export's read-back does (and checked by the CRC
+    // each carries); then, untimed, all of them against the raw bytes.
     let mut bytes = Vec::new();
-    let (decode_s, back) = fastest(c.passes, || {
-        snbuf_codec::decode_into(kernel, &coded, &mut bytes)
+    let (decode_s, _) = fastest(c.passes, || {
+        for one in &coded {
+            let _ = snbuf_codec::decode_into(kernel, one, &mut bytes);
+        }
     });
-    let back = back.map(|t| (t, bytes));
-    let mut r = CodecResult::new(c, name, Kind::Codec).sized(coded.len() as u64);
+    let mut back = Vec::with_capacity(c.raw.len());
+    let decoded = coded.iter().try_for_each(|one| {
+        let t = snbuf_codec::decode_into(kernel, one, &mut bytes)?;
+        if t != c.frame_type {
+            return Err(snbuf_codec::DecodeError::FrameType(t.name().to_string()));
+        }
+        back.extend_from_slice(&bytes);
+        Ok(())
+    });
+    let coded_bytes: usize = coded.iter().map(Vec::len).sum();
+    let mut r = CodecResult::new(c, name, Kind::Codec).sized(coded_bytes as u64);
+    r.chunk_frames = Some(c.chunk_frames as u64);
     r.encode_gib_s = Some(gib_s(c.raw.len(), encode_s));
     r.decode_gib_s = Some(gib_s(c.raw.len(), decode_s));
-    match back {
-        Ok((t, bytes)) => r.verified = t == c.frame_type && bytes == c.raw,
+    match decoded {
+        Ok(()) => r.verified = back == c.raw,
         Err(e) => r
             .notes
             .push(format!("{name}: its own chunk did not decode: {e}")),

@@ -58,6 +58,19 @@ impl<'a> BitWriter<'a> {
         self.held -= 8 * whole;
     }
 
+    /// The low `n` bits of `value` (`n` at most 64): in two puts where they are more than
+    /// `MAX_PUT_BITS`.
+    #[inline(always)]
+    pub fn put_long(&mut self, value: u64, n: u32) {
+        debug_assert!(n <= 64 && (n == 64 || value >> n == 0));
+        if n > MAX_PUT_BITS {
+            self.put(value & u32::MAX as u64, 32);
+            self.put(value >> 32, n - 32);
+        } else {
+            self.put(value, n);
+        }
+    }
+
     /// Ends the stream with what is held, padded with zeros to a whole byte: its bytes.
     pub fn finish(self) -> usize {
         self.at + self.held.div_ceil(8) as usize

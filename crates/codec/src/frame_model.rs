@@ -177,20 +177,21 @@ impl FrameModel {
         }
         let channels = self.shape.channels;
         // Residuals, quotients and what the next frame learns, in one pass over the rows.
-        let mut escapes = 0;
         self.channels.start_learning();
         let mut prev = &self.before[..];
         let rows = self.values.chunks_exact(channels);
         let codes = self.codes.chunks_exact_mut(channels);
         let q_rows = self.quotients.chunks_exact_mut(channels);
         for ((row, mapped), q_row) in rows.zip(codes).zip(q_rows) {
-            escapes += self.channels.code_row::<ESCAPE>(prev, row, mapped, q_row) as usize;
+            self.channels.code_row::<ESCAPE>(prev, row, mapped, q_row);
             prev = row;
         }
         let ks = self.channels.ks();
         let n = self.codes.len();
         self.escaped.clear();
-        if escapes > 0 {
+        // (No quotient is over ESCAPE: the largest says whether any sample escaped.)
+        let largest = self.quotients[..n].iter().fold(0, |a, &q| a.max(q));
+        if largest as u32 == ESCAPE {
             let escaped = self.quotients[..n].iter().zip(&self.values);
             let escaped = escaped
                 .filter(|(&q, _)| q as u32 == ESCAPE)
@@ -204,7 +205,7 @@ impl FrameModel {
         out.extend_from_slice(&self.written[..len]);
         // (An escaped sample's low bits too, unread.)
         let mut w = BitWriter::new(&mut self.written);
-        low_bits::write(&mut w, &self.codes, ks);
+        low_bits::write(self.kernel, &mut w, &self.codes, ks);
         let len = w.finish();
         debug_assert_eq!(len, low_bits::bytes(ks, n / channels));
         out.extend_from_slice(&self.written[..len]);
@@ -319,12 +320,14 @@ impl FrameModel {
     fn restore_frame(&mut self, frame: &mut [u8]) -> Result<(), Corrupt> {
         let channels = self.shape.channels;
         let max = self.full_scale();
-        let mut prev = &self.before[..];
-        let rows = self.values.chunks_exact_mut(channels);
-        for (row, codes) in rows.zip(self.codes.chunks_exact(channels)) {
-            self.channels.restore(prev, codes, row, max)?;
-            prev = row;
-        }
+        // Restored and learnt from in one pass, as the encoder coded them.
+        self.channels.restore_frame(
+            self.kernel,
+            &self.before,
+            &self.codes,
+            &mut self.values,
+            max,
+        )?;
         match &self.packed {
             Some(run) => packed14::pack(self.kernel, &mut frame[run.clone()], &self.values),
             None => {
@@ -333,7 +336,8 @@ impl FrameModel {
                 }
             }
         }
-        self.learn();
+        let n = self.values.len();
+        self.before.copy_from_slice(&self.values[n - channels..]);
         Ok(())
     }
 }

@@ -11,6 +11,8 @@
 //! its code (a step of thousands of counts: a corrupt or saturated sample, a track's edge) is
 //! escaped and its sample written whole.
 
+use crate::kernel::InstructionSet;
+
 /// Largest parameter: a residual's low bits of a 14-bit sample.
 pub const MAX_K: u32 = 14;
 /// A code read that was an escape: this bit, over the sample's value (no mapped residual of a
@@ -23,9 +25,10 @@ pub const ESCAPED: u32 = 1 << 31;
 pub struct Channels {
     /// The channel's mean over the frame before (its baseline).
     mean: Vec<i32>,
-    /// 1 where the channel is predicted from its sample before (its noise smooth, as the
-    /// detector's front end shapes it), 0 from its mean (white noise, where a difference would
-    /// have twice its variance).
+    /// All ones where the channel is predicted from its sample before (its noise smooth, as
+    /// the detector's front end shapes it), 0 from its mean (white noise, where a difference
+    /// would have twice its variance): a mask, so that a prediction is chosen without a branch
+    /// or a multiply.
     from_last: Vec<i32>,
     /// The Rice parameter: a residual's low `k` bits are written as they are.
     k: Vec<u32>,
@@ -42,7 +45,7 @@ impl Channels {
         assert!(n > 0, "a frame has channels");
         Channels {
             mean: vec![start as i32; n],
-            from_last: vec![1; n],
+            from_last: vec![-1; n],
             k: vec![4; n],
             total: vec![0; n],
             cost_last: vec![0; n],
@@ -116,7 +119,7 @@ impl Channels {
                 self.cost_mean[c]
             };
             self.k[c] = rice_k(samples, sum);
-            self.from_last[c] = from_last as i32;
+            self.from_last[c] = -(from_last as i32);
             self.mean[c] = ((self.total[c] + samples / 2) / samples) as i32;
         }
     }
@@ -124,7 +127,8 @@ impl Channels {
     /// The encoder's pass over one row, `prev` the row before: each channel's mapped residual
     /// (its sample less its prediction, zigzagged) and its Rice quotient (at most `ESCAPE`, the
     /// unary codes' escape), and the row learnt from as
-    /// `learn_frame` learns (between `start_learning` and `finish_learning`); the escapes.
+    /// `learn_frame` learns (between `start_learning` and `finish_learning`). (Its escapes are
+    /// counted by the caller, over the frame's quotients at once, not a sum across a row each.)
     #[inline(always)]
     pub fn code_row<const ESCAPE: u32>(
         &mut self,
@@ -132,13 +136,12 @@ impl Channels {
         row: &[u16],
         mapped: &mut [u32],
         q: &mut [u8],
-    ) -> u32 {
+    ) {
         let n = self.k.len();
         let (prev, row, mapped, q) = (&prev[..n], &row[..n], &mut mapped[..n], &mut q[..n]);
         let (mean, from_last, k) = (&self.mean[..n], &self.from_last[..n], &self.k[..n]);
         let total = &mut self.total[..n];
         let (cost_last, cost_mean) = (&mut self.cost_last[..n], &mut self.cost_mean[..n]);
-        let mut escapes = 0;
         for c in 0..n {
             let v = row[c] as i32;
             let (from_prev, from_mean) = (zigzag(v - prev[c] as i32), zigzag(v - mean[c]));
@@ -151,41 +154,179 @@ impl Channels {
                 from_mean
             };
             mapped[c] = m;
-            let quotient = (m >> k[c]).min(ESCAPE);
-            q[c] = quotient as u8;
-            escapes += (quotient == ESCAPE) as u32;
+            q[c] = (m >> k[c]).min(ESCAPE) as u8;
         }
-        escapes
     }
 
-    /// The row whose codes were `codes` (as `read` gives them), the row before being `prev`;
-    /// an error where a value is beyond `max` (the ADC's full scale): a corrupt stream.
-    #[inline]
-    pub fn restore(
-        &self,
-        prev: &[u16],
+    /// The decoder's pass over a frame: its values, `values[sample * channels + channel]`,
+    /// from their codes (as `read` gives them, in that order), the channels' samples before
+    /// them being `before`; learnt from as the encoder learnt from them (`code_row`), for the
+    /// next frame. An error where a value is beyond `max` (the ADC's full scale): a corrupt
+    /// stream.
+    ///
+    /// Sixteen channels at a time down the frame's rows (each channel's state held in
+    /// registers over the frame, rather than loaded and stored for every row), the channels
+    /// left over one at a time.
+    #[inline(always)]
+    pub fn restore_frame(
+        &mut self,
+        kernel: InstructionSet,
+        before: &[u16],
         codes: &[u32],
-        row: &mut [u16],
+        values: &mut [u16],
         max: u16,
     ) -> Result<(), Corrupt> {
-        let mut beyond = 0u32;
-        let state = self.mean.iter().zip(&self.from_last);
-        for (((&mean, &from_last), (&p, &code)), v) in
-            state.zip(prev.iter().zip(codes)).zip(row.iter_mut())
-        {
-            let predicted = mean + from_last * (p as i32 - mean);
-            // Without a branch, so that the loop runs on vectors: all ones where escaped.
-            let escaped = ((code >> 31) as i32).wrapping_neg();
-            let value = ((code & 0xffff) as i32 & escaped)
-                | ((predicted + unzigzag(code & !ESCAPED)) & !escaped);
-            // (A negative value is beyond too, as an unsigned one.)
-            beyond |= (value as u32 > max as u32) as u32;
-            *v = value as u16;
+        const LANES: usize = 16;
+        let n = self.len();
+        assert!(
+            before.len() == n && codes.len().is_multiple_of(n) && values.len() == codes.len(),
+            "whole rows of the channels' codes and values"
+        );
+        let blocked = n / LANES * LANES;
+        let mut beyond = 0;
+        for c in (0..blocked).step_by(LANES) {
+            beyond |= match kernel {
+                // SAFETY: the kernel is only chosen where the CPU has what it is compiled for;
+                // channels c..c + 16 are there.
+                #[cfg(target_arch = "x86_64")]
+                InstructionSet::Avx512 => unsafe {
+                    self.restore_sixteen_avx512(c, before, codes, values, max)
+                },
+                InstructionSet::Portable => {
+                    self.restore_channels::<LANES>(c, before, codes, values, max)
+                }
+            };
         }
+        for c in blocked..n {
+            beyond |= self.restore_channels::<1>(c, before, codes, values, max);
+        }
+        self.finish_learning(codes.len() / n);
         if beyond != 0 {
             return Err(Corrupt);
         }
         Ok(())
+    }
+
+    /// `restore_frame`'s work on channels `first..first + L`: non-zero where a value is beyond
+    /// `max`.
+    #[inline(always)]
+    fn restore_channels<const L: usize>(
+        &mut self,
+        first: usize,
+        before: &[u16],
+        codes: &[u32],
+        values: &mut [u16],
+        max: u16,
+    ) -> u32 {
+        let n = self.len();
+        let lanes = first..first + L;
+        let mean: [i32; L] = self.mean[lanes.clone()].try_into().expect("L lanes");
+        let from_last: [i32; L] = self.from_last[lanes.clone()].try_into().expect("L lanes");
+        let mut prev: [i32; L] = std::array::from_fn(|l| before[first + l] as i32);
+        let (mut total, mut cost_last, mut cost_mean) = ([0u32; L], [0u32; L], [0u32; L]);
+        let mut beyond = [0u32; L];
+        for (codes, row) in codes.chunks_exact(n).zip(values.chunks_exact_mut(n)) {
+            let codes: &[u32; L] = codes[lanes.clone()].try_into().expect("L lanes");
+            let row: &mut [u16; L] = (&mut row[lanes.clone()]).try_into().expect("L lanes");
+            for l in 0..L {
+                let (p, m) = (prev[l], mean[l]);
+                let predicted = m + ((p - m) & from_last[l]);
+                // Without a branch, so that the loop runs on vectors: all ones where escaped.
+                let code = codes[l];
+                let escaped = ((code >> 31) as i32).wrapping_neg();
+                let value = ((code & 0xffff) as i32 & escaped)
+                    | ((predicted + unzigzag(code & !ESCAPED)) & !escaped);
+                // (A negative value is beyond too, as an unsigned one.)
+                beyond[l] |= (value as u32 > max as u32) as u32;
+                row[l] = value as u16;
+                // As the encoder learnt from the value it coded (a corrupt one fails the
+                // frame), and the sample the next row is predicted from.
+                let v = value & 0xffff;
+                total[l] += v as u32;
+                cost_last[l] += zigzag(v - p);
+                cost_mean[l] += zigzag(v - m);
+                prev[l] = v;
+            }
+        }
+        self.total[lanes.clone()].copy_from_slice(&total);
+        self.cost_last[lanes.clone()].copy_from_slice(&cost_last);
+        self.cost_mean[lanes].copy_from_slice(&cost_mean);
+        beyond.iter().fold(0, |a, &b| a | b)
+    }
+
+    /// `restore_channels::<16>` in AVX-512's registers, which the compiler does not keep its
+    /// arrays in: the same values, learnt from the same way.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    unsafe fn restore_sixteen_avx512(
+        &mut self,
+        first: usize,
+        before: &[u16],
+        codes: &[u32],
+        values: &mut [u16],
+        max: u16,
+    ) -> u32 {
+        use std::arch::x86_64::*;
+        let n = self.len();
+        let lanes = first..first + 16;
+        let load = |v: &[i32]| {
+            let v = &v[lanes.clone()];
+            // SAFETY: 16 lanes.
+            unsafe { _mm512_loadu_si512(v.as_ptr() as *const _) }
+        };
+        let (mean, from_last) = (load(&self.mean), load(&self.from_last));
+        let before = &before[lanes.clone()];
+        // SAFETY: 16 samples.
+        let mut prev =
+            _mm512_cvtepu16_epi32(unsafe { _mm256_loadu_si256(before.as_ptr() as *const _) });
+        let zero = _mm512_setzero_si512();
+        let (mut total, mut cost_last, mut cost_mean) = (zero, zero, zero);
+        let mut beyond: __mmask16 = 0;
+        let (full_scale, low16) = (_mm512_set1_epi32(max as i32), _mm512_set1_epi32(0xffff));
+        let residual_bits = _mm512_set1_epi32(!ESCAPED as i32);
+        let one = _mm512_set1_epi32(1);
+        let zigzag =
+            |r: __m512i| _mm512_xor_si512(_mm512_slli_epi32::<1>(r), _mm512_srai_epi32::<31>(r));
+        for (codes, row) in codes.chunks_exact(n).zip(values.chunks_exact_mut(n)) {
+            let (codes, row) = (&codes[lanes.clone()], &mut row[lanes.clone()]);
+            // SAFETY: 16 codes.
+            let code = unsafe { _mm512_loadu_si512(codes.as_ptr() as *const _) };
+            let escaped = _mm512_cmplt_epi32_mask(code, zero);
+            let predicted = _mm512_add_epi32(
+                mean,
+                _mm512_and_si512(_mm512_sub_epi32(prev, mean), from_last),
+            );
+            let m = _mm512_and_si512(code, residual_bits);
+            let residual = _mm512_xor_si512(
+                _mm512_srli_epi32::<1>(m),
+                _mm512_sub_epi32(zero, _mm512_and_si512(m, one)),
+            );
+            let value = _mm512_mask_blend_epi32(
+                escaped,
+                _mm512_add_epi32(predicted, residual),
+                _mm512_and_si512(code, low16),
+            );
+            // (A negative value is beyond too, as an unsigned one.)
+            beyond |= _mm512_cmpgt_epu32_mask(value, full_scale);
+            // SAFETY: room for 16 samples.
+            unsafe {
+                _mm256_storeu_si256(row.as_mut_ptr() as *mut _, _mm512_cvtepi32_epi16(value))
+            };
+            let v = _mm512_and_si512(value, low16);
+            total = _mm512_add_epi32(total, v);
+            cost_last = _mm512_add_epi32(cost_last, zigzag(_mm512_sub_epi32(v, prev)));
+            cost_mean = _mm512_add_epi32(cost_mean, zigzag(_mm512_sub_epi32(v, mean)));
+            prev = v;
+        }
+        let store = |to: &mut [u32], v: __m512i| {
+            let to = &mut to[lanes.clone()];
+            // SAFETY: 16 lanes.
+            unsafe { _mm512_storeu_si512(to.as_mut_ptr() as *mut _, v) };
+        };
+        store(&mut self.total, total);
+        store(&mut self.cost_last, cost_last);
+        store(&mut self.cost_mean, cost_mean);
+        beyond as u32
     }
 }
 
@@ -272,10 +413,9 @@ mod tests {
         for frame in values.chunks(64) {
             let before = prev;
             for &v in frame {
-                let escapes = ch.code_row::<ESCAPE>(&[prev], &[v], &mut m, &mut quotient);
+                ch.code_row::<ESCAPE>(&[prev], &[v], &mut m, &mut quotient);
                 let (k, q) = (ch.k(0), quotient[0] as u32);
                 assert_eq!(q, (m[0] >> k).min(ESCAPE));
-                assert_eq!(escapes, (q == ESCAPE) as u32);
                 if q < ESCAPE {
                     codes.push(m[0]);
                     bits += q + 1 + k;
@@ -292,15 +432,17 @@ mod tests {
         let mut prev = 8192;
         for (frame, codes) in values.chunks(64).zip(codes.chunks(64)) {
             let (from, before) = (back.len(), prev);
-            for &code in codes {
-                let mut v = [0u16];
-                ch.restore(&[prev], &[code], &mut v, u16::MAX)
-                    .expect("a sample");
-                back.push(v[0]);
-                prev = v[0];
-            }
+            let mut learnt = ch.clone();
+            let mut v = vec![0u16; codes.len()];
+            ch.restore_frame(InstructionSet::Portable, &[prev], codes, &mut v, u16::MAX)
+                .expect("samples");
+            back.extend_from_slice(&v);
+            prev = *v.last().expect("a sample");
             assert_eq!(back[from..], *frame);
-            ch.learn_frame(&[before], &back[from..]);
+            // Learnt as it was restored, as from the whole frame after.
+            learnt.learn_frame(&[before], &back[from..]);
+            assert_eq!(ch.k, learnt.k);
+            assert_eq!((&ch.mean, &ch.from_last), (&learnt.mean, &learnt.from_last));
         }
         (bits.div_ceil(8) as usize, back)
     }
@@ -338,17 +480,25 @@ mod tests {
 
     #[test]
     fn a_value_beyond_full_scale_is_corrupt() {
-        let ch = Channels::new(1, 8192);
-        let mut v = [0u16];
-        // 16384 written whole: an escape; and a residual that takes the sample above 14 bits.
-        let codes = [ESCAPED | 16384, zigzag(16384 - 8192)];
-        for code in codes {
-            assert_eq!(ch.restore(&[8192], &[code], &mut v, 16383), Err(Corrupt));
+        for kernel in [InstructionSet::Portable, InstructionSet::detect()] {
+            let restored = |codes: &[u32], channels: usize| {
+                let mut ch = Channels::new(channels, 8192);
+                let mut v = vec![0u16; codes.len()];
+                let before = vec![8192; channels];
+                ch.restore_frame(kernel, &before, codes, &mut v, 16383)
+                    .map(|()| v)
+            };
+            // 16384 written whole: an escape; and a residual that takes a sample above 14 bits.
+            for code in [ESCAPED | 16384, zigzag(16384 - 8192)] {
+                assert_eq!(restored(&[code], 1), Err(Corrupt));
+                // In a frame's first row of many, in a channel of sixteen and in one after.
+                for c in [3, 17] {
+                    let mut codes = vec![ESCAPED | 16383; 18 * 4];
+                    codes[c] = code;
+                    assert_eq!(restored(&codes, 18), Err(Corrupt), "{kernel}: channel {c}");
+                }
+            }
+            assert_eq!(restored(&[ESCAPED | 16383], 1), Ok(vec![16383]));
         }
-        assert_eq!(
-            ch.restore(&[8192], &[ESCAPED | 16383], &mut v, 16383),
-            Ok(())
-        );
-        assert_eq!(v, [16383]);
     }
 }

@@ -54,33 +54,26 @@ impl<'a> UnaryWriter<'a> {
     /// Appends `len` bits (fewer than 64), `code`'s.
     #[inline(always)]
     fn put_code(&mut self, code: u64, len: u32) {
-        // (Bits that would go past the word are dropped here and carried below.)
-        self.acc |= code << self.held;
-        self.held += len;
-        if self.held >= 64 {
-            self.out[self.at..self.at + 8].copy_from_slice(&self.acc.to_le_bytes());
-            self.at += 8;
-            self.held -= 64;
-            // The code's last `held` bits, which did not fit the word (none when held is 0:
-            // `code` has fewer than `len` bits).
-            self.acc = code >> (len - self.held);
-        }
+        self.put_word(code, len);
     }
 
-    /// Appends `len` bits (at most 64), `code`'s.
+    /// Appends `len` bits (at most 64), `code`'s. Without a branch (whether a word fills is
+    /// as random as the codes): the word is stored whether or not it is full, and passed only
+    /// when it is.
     #[inline(always)]
     pub fn put_word(&mut self, code: u64, len: u32) {
         debug_assert!(len <= 64 && (len == 64 || code >> len == 0));
-        let wide = self.acc as u128 | (code as u128) << self.held;
-        self.held += len;
-        if self.held >= 64 {
-            self.out[self.at..self.at + 8].copy_from_slice(&(wide as u64).to_le_bytes());
-            self.at += 8;
-            self.held -= 64;
-            self.acc = (wide >> 64) as u64;
-        } else {
-            self.acc = wide as u64;
-        }
+        debug_assert!(self.held < 64);
+        let word = self.acc | code << self.held;
+        // The code's bits past the word: none when nothing was held (two shifts, as one of 64
+        // would not be one).
+        let past = (code >> 1) >> (63 - self.held);
+        self.out[self.at..self.at + 8].copy_from_slice(&word.to_le_bytes());
+        let bits = self.held + len;
+        let full = bits >= 64;
+        self.at += 8 * full as usize;
+        self.acc = if full { past } else { word };
+        self.held = bits & 63;
     }
 
     /// Ends the stream, padded with zeros to a whole byte: its bytes.
@@ -118,7 +111,7 @@ fn write_pairs(w: &mut UnaryWriter, q: &[u8]) {
 /// most 64 bits) at a time: one word for a group of short codes. A group with a quotient over
 /// 14 (its sum could pass a byte: an escape, a track's edge) goes two codes at a time.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,bmi1,bmi2")]
 unsafe fn write_avx512(w: &mut UnaryWriter, q: &[u8]) {
     use std::arch::x86_64::*;
     let one = _mm512_set1_epi64(1);

@@ -331,6 +331,9 @@ fn the_codec_bench_checks_every_decode_and_judges_the_targets() {
         "codec",
         "--frames",
         "40",
+        // Three chunks, the last short: each coded and decoded on its own.
+        "--chunk-frames",
+        "16",
         "--passes",
         "1",
         "--scratch",
@@ -346,6 +349,7 @@ fn the_codec_bench_checks_every_decode_and_judges_the_targets() {
     let rows = doc["results"].as_array().unwrap();
     let codec = rows.iter().find(|r| r["kind"] == "codec").unwrap();
     assert_eq!(codec["verified"], true);
+    assert_eq!(codec["chunk_frames"], 16);
     assert!(codec["ratio"].as_f64().unwrap() < 0.40, "{codec}");
     let bound = rows.iter().find(|r| r["kind"] == "bound").unwrap();
     assert!(bound["ratio"].as_f64().unwrap() < codec["ratio"].as_f64().unwrap());

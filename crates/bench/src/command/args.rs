@@ -160,6 +160,11 @@ pub struct CodecArgs {
     /// Emulated frames to make (one link's, every frame its own noise).
     #[arg(long, value_name = "N", default_value_t = 4096, value_parser = parse_count)]
     pub frames: u64,
+    /// Frames per chunk the codec codes, as export codes a burst's link files chunk by chunk.
+    /// Default: a recorder's default chunk (about 1 MiB: 128 WIBEth frames); 0 codes all the
+    /// frames as one chunk. The peers compress the whole input, as their tools would.
+    #[arg(long, value_name = "N", value_parser = parse_count)]
+    pub chunk_frames: Option<u64>,
     /// Timed passes per compressor; the fastest is reported.
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub passes: u32,

@@ -70,15 +70,22 @@ pub fn run(args: CodecArgs) -> anyhow::Result<()> {
             std::env::temp_dir()
         }
     });
+    let chunk_frames = match args.chunk_frames {
+        None => snbuf_unit::chunk_cuts::default_chunk_frames(frame_bytes as u64) as usize,
+        Some(0) => raw.len() / frame_bytes,
+        Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+    };
     let config = CodecConfig {
         frame_type,
         raw,
         source,
+        chunk_frames,
         passes: args.passes,
         scratch,
     };
     note!(
-        "snbuf bench codec: {} of {frame_type} frames ({}), fastest of {} passes, one core each",
+        "snbuf bench codec: {} of {frame_type} frames ({}) coded in chunks of {chunk_frames} \
+         frames, fastest of {} passes, one core each",
         snbuf_quantity::Bytes(config.raw.len() as u64),
         config.source,
         args.passes
