@@ -41,8 +41,7 @@ use serde_json::Value;
 /// Links, and each link's rate, in the guest: modest, for an emulated CPU.
 const LINKS: &str = "2";
 const RATE: &str = "1MB/s";
-/// How long the guest may take to boot to its init, and a trial to reach its cut.
-const BOOT_DEADLINE: Duration = Duration::from_secs(120);
+/// How long a trial may take from its guest's init to its cut.
 const RUN_DEADLINE: Duration = Duration::from_secs(180);
 
 /// When to pull the plug.
@@ -158,16 +157,7 @@ fn params<'a>(t: &'a Trial, mode: &'a str) -> Vec<(&'a str, &'a str)> {
 /// One piece: one trial from boot to the checks, its steps sharing what the host heard.
 fn run_trial(tools: &vm::Tools, guest: &vm::Guest, t: &Trial, tally: &mut Tally) {
     let disk = vm::Disk::new(t.fs);
-    let mut vm = guest
-        .boot(tools, disk, &params(t, t.program))
-        .expect("QEMU starts");
-    if let Err(e) = vm.wait_for_line("@@ ready", BOOT_DEADLINE) {
-        panic!(
-            "{}: the guest did not come up: {e}\n{}",
-            t.label,
-            tail(&vm.console)
-        );
-    }
+    let mut vm = guest.boot_ready(tools, disk, &params(t, t.program));
     let mut heard = Heard::default();
     let until = Instant::now() + RUN_DEADLINE;
     let mut cut_at: Option<Instant> = None;
@@ -275,11 +265,9 @@ fn restart_serve(
     t: &Trial,
     heard: &Heard,
 ) -> vm::Disk {
-    let mut vm = guest
-        .boot(tools, disk, &params(t, "restart"))
-        .expect("QEMU starts again");
+    let mut vm = guest.boot_ready(tools, disk, &params(t, "restart"));
     let line = vm
-        .wait_for_line("@@ restarted ", BOOT_DEADLINE + RUN_DEADLINE)
+        .wait_for_line("@@ restarted ", RUN_DEADLINE)
         .unwrap_or_else(|e| {
             panic!(
                 "{}: serve did not come back: {e}\n{}",

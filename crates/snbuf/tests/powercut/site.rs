@@ -278,7 +278,7 @@ fn a_site_power_cut_loses_no_acknowledged_trigger() {
             ("boot", boot_no.as_str()),
             ("operator", "1"),
         ];
-        let mut vm = guest.boot(&tools, disk, &params).expect("QEMU starts");
+        let mut vm = guest.boot_ready(&tools, disk, &params);
         let mut boot = Boot::default();
         let mut seen = 0;
         let deadline = Instant::now() + BOOT_TO_ACKS;
@@ -404,7 +404,7 @@ fn settle(tools: &vm::Tools, guest: &vm::Guest, disk: vm::Disk, sync: &str, k: u
         ("boot", boot_no.as_str()),
         ("operator", "0"),
     ];
-    let mut vm = guest.boot(tools, disk, &params).expect("QEMU starts");
+    let mut vm = guest.boot_ready(tools, disk, &params);
     let deadline = Instant::now() + SETTLE_DEADLINE;
     let mut settled: BTreeMap<String, u32> = BTreeMap::new();
     let mut last: BTreeMap<String, String> = BTreeMap::new();
@@ -416,8 +416,9 @@ fn settle(tools: &vm::Tools, guest: &vm::Guest, disk: vm::Disk, sync: &str, k: u
         let left = deadline.saturating_duration_since(Instant::now());
         assert!(
             !left.is_zero(),
-            "not every burst exported within {SETTLE_DEADLINE:?}: {last:#?}\n{}",
-            super::tail(&vm.console)
+            "not every burst exported within {SETTLE_DEADLINE:?}: {last:#?}\n{}\nkernel:\n{}",
+            super::tail(&vm.console),
+            vm.kernel_tail()
         );
         let Some((_, line)) = vm.next_line(left.min(Duration::from_secs(1))) else {
             assert!(

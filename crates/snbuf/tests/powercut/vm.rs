@@ -36,6 +36,9 @@ export PATH=/bin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
+# The host reads this script's lines on the first serial port; the kernel's log goes to the
+# second (a file of the host's, read when a guest does not come up).
+exec > /dev/ttyS0 2>&1
 for m in $(cat /etc/modules); do insmod "/lib/modules/$m.ko" || echo "@@ fail insmod $m"; done
 if [ "$snbuf_mode" = probe ]; then echo "@@ ready"; poweroff -f; fi
 n=0
@@ -150,7 +153,7 @@ impl Tools {
 
 /// The guest, built once per test process: its initramfs, and how QEMU runs it here.
 pub struct Guest {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     initramfs: PathBuf,
     /// "kvm" where /dev/kvm runs this guest, else "tcg" (QEMU's emulator).
     pub accel: &'static str,
@@ -198,7 +201,7 @@ impl Guest {
             .filter(|fs| loaded.iter().any(|m| m == fs))
             .collect();
         let mut g = Guest {
-            _dir: dir,
+            dir,
             initramfs,
             accel: "tcg",
             filesystems,
@@ -451,12 +454,59 @@ pub struct Vm {
     lines: Receiver<(Instant, String)>,
     /// Every console line so far, for a failure's message.
     pub console: Vec<String>,
+    /// Where QEMU writes what the guest's kernel logs.
+    kernel_log: PathBuf,
 }
+
+impl Drop for Vm {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.kernel_log);
+    }
+}
+
+/// Boots so far, each naming its kernel log.
+static BOOTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How long a guest may take to mount its disk and say so, emulated on a loaded host.
+pub const READY_DEADLINE: Duration = Duration::from_secs(180);
+/// Boots of one disk that may stay silent before the trial fails.
+const BOOTS_FOR_READY: u32 = 3;
 
 impl Guest {
     /// Boots the guest on `disk` with the init parameters `params` (`snbuf_<key>=<value>`).
     pub fn boot(&self, tools: &Tools, disk: Disk, params: &[(&str, &str)]) -> std::io::Result<Vm> {
         launch(tools, self, self.accel, Some(disk), params)
+    }
+
+    /// `boot`, once the guest has its disk mounted ("@@ ready"). A guest that says nothing
+    /// within `READY_DEADLINE` (its kernel stuck before our init ran: seen once in CI, under
+    /// emulation on a loaded host) has its plug pulled and boots again: no snbuf code ran, and
+    /// a cut while the kernel mounts is one more cut. Its kernel's log is shown. Panics where
+    /// every boot stays silent, or the guest says it cannot run the trial.
+    pub fn boot_ready(&self, tools: &Tools, disk: Disk, params: &[(&str, &str)]) -> Vm {
+        let mut disk = Some(disk);
+        for attempt in 1..=BOOTS_FOR_READY {
+            let mut vm = self
+                .boot(tools, disk.take().expect("the disk"), params)
+                .expect("QEMU starts");
+            match vm.wait_for_line("@@ ready", READY_DEADLINE) {
+                Ok(_) => return vm,
+                Err(e) if e.starts_with("@@ fail") || attempt == BOOTS_FOR_READY => panic!(
+                    "the guest did not come up ({attempt} boots): {e}\n{}\nkernel:\n{}",
+                    super::tail(&vm.console),
+                    vm.kernel_tail()
+                ),
+                Err(e) => {
+                    eprintln!(
+                        "power cuts: boot {attempt} of the disk did not come up ({e}); cut and \
+                         booted again. Its kernel said:\n{}",
+                        vm.kernel_tail()
+                    );
+                    disk = vm.cut().0;
+                }
+            }
+        }
+        unreachable!("the last boot returns or panics")
     }
 }
 
@@ -468,7 +518,12 @@ fn launch(
     params: &[(&str, &str)],
 ) -> std::io::Result<Vm> {
     {
-        let mut append = String::from("console=ttyS0 quiet loglevel=1 panic=-1");
+        // (A file of its own per boot, in the guest's directory, which outlives every boot.)
+        let kernel_log = guest.dir.path().join(format!(
+            "kernel-{}.log",
+            BOOTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        let mut append = String::from("console=ttyS1 loglevel=6 panic=-1");
         for (k, v) in params {
             append += &format!(" snbuf_{k}={v}");
         }
@@ -482,7 +537,9 @@ fn launch(
             .args(["-cpu", if accel == "kvm" { "host" } else { "max" }])
             .args(["-m", &memory_mib.to_string(), "-smp", &cpus.to_string()])
             .args(["-display", "none", "-monitor", "none"])
-            .args(["-serial", "stdio", "-no-reboot"])
+            .args(["-serial", "stdio", "-serial"])
+            .arg(format!("file:{}", kernel_log.display()))
+            .arg("-no-reboot")
             .arg("-kernel")
             .arg(&tools.kernel)
             .arg("-initrd")
@@ -518,6 +575,7 @@ fn launch(
             disk,
             lines,
             console: Vec::new(),
+            kernel_log,
         })
     }
 }
@@ -529,6 +587,16 @@ impl Vm {
         let l = self.lines.recv_timeout(timeout).ok()?;
         self.console.push(l.1.clone());
         Some(l)
+    }
+
+    /// The last lines the guest's kernel logged, for a failure's message.
+    pub fn kernel_tail(&self) -> String {
+        let log = std::fs::read(&self.kernel_log).unwrap_or_default();
+        let lines: Vec<String> = String::from_utf8_lossy(&log)
+            .lines()
+            .map(str::to_string)
+            .collect();
+        super::tail(&lines)
     }
 
     /// Whether QEMU still runs (a guest that powered off, or crashed, has nothing more to say).
