@@ -412,6 +412,10 @@ def codec():
            f"{m.get('kernel')}, commit {m.get('git_commit')}; `bench/codec.sh`. {first['frame_type']} "
            f"frames, {first['raw_bytes'] / 2**20:.1f} MiB ({first['source']}); GiB/s of raw bytes, "
            f"fastest of the passes; every decode checked against the raw bytes.")
+    chunk = next((x.get("chunk_frames") for x in rows if x["kind"] == "codec"), None)
+    cap += (f" The codec codes chunks of {chunk} frames each, as export codes a link file's "
+            f"chunks; the peers take all the frames at once." if chunk else
+            " The codec codes all the frames as one chunk.")
     speed = lambda v: "–" if v is None else f"{v:.3f}"
     out = ["| compressor | of raw | encode GiB/s | decode GiB/s | checked |", "|---|---:|---:|---:|---|"]
     for x in rows:
