@@ -6,7 +6,7 @@
 //!
 //! The work is split by what can run side by side: a row of samples (one time sample of every
 //! channel) becomes residuals, and residuals a row of samples, in one step over all channels
-//! (`residuals`, `restore`: the compiler's vector code); the bits are the frame's (a code's
+//! (`code_row`; `restore_frame`, sixteen channels at a time down the rows); the bits are the frame's (a code's
 //! quotient `mapped >> k` in `unary`, its low `k` bits in `low_bits`). A residual too large for
 //! its code (a step of thousands of counts: a corrupt or saturated sample, a track's edge) is
 //! escaped and its sample written whole.
@@ -32,7 +32,8 @@ pub struct Channels {
     from_last: Vec<i32>,
     /// The Rice parameter: a residual's low `k` bits are written as they are.
     k: Vec<u32>,
-    /// Scratch of `learn_frame`.
+    /// What a frame's samples sum to, as `learn_frame`, `code_row` and `restore_frame` sum
+    /// them for the next frame's choice.
     total: Vec<u32>,
     cost_last: Vec<u32>,
     cost_mean: Vec<u32>,
@@ -445,6 +446,67 @@ mod tests {
             assert_eq!((&ch.mean, &ch.from_last), (&learnt.mean, &learnt.from_last));
         }
         (bits.div_ceil(8) as usize, back)
+    }
+
+    /// Frames of 18 channels (a sixteen and two more), coded row by row, restored by each
+    /// kernel: the same samples, and the same choice learnt for the next frame as the encoder's.
+    #[test]
+    fn the_decoder_learns_each_frame_as_the_encoder_did_whatever_the_kernel() {
+        const ESCAPE: u32 = crate::unary::ESCAPE;
+        let (n, rows) = (18, 64);
+        let mut x = 0x2545_f491u32;
+        let mut noise = |spread: u32| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            (x % spread) as i32 - (spread / 2) as i32
+        };
+        for kernel in [InstructionSet::Portable, InstructionSet::detect()] {
+            let (mut encoder, mut decoder) = (Channels::new(n, 8192), Channels::new(n, 8192));
+            let mut before = vec![8192u16; n];
+            for frame in 0..4 {
+                // Smooth channels, white ones, a step that escapes.
+                let mut values = vec![0u16; n * rows];
+                for (i, v) in values.iter_mut().enumerate() {
+                    let (c, s) = (i % n, i / n);
+                    let base = 3000 + 400 * c as i32 + if c % 3 == 0 { 3 * s as i32 } else { 0 };
+                    let step = if (c + s + frame) % 97 == 0 { 9000 } else { 0 };
+                    *v = (base + step + noise(if c % 2 == 0 { 9 } else { 41 })) as u16;
+                }
+                let (mut mapped, mut q) = (vec![0u32; n], vec![0u8; n]);
+                let mut codes = Vec::new();
+                encoder.start_learning();
+                let mut prev = before.clone();
+                for row in values.chunks_exact(n) {
+                    encoder.code_row::<ESCAPE>(&prev, row, &mut mapped, &mut q);
+                    for ((&m, &q), &v) in mapped.iter().zip(&q).zip(row) {
+                        codes.push(if q as u32 == ESCAPE {
+                            ESCAPED | v as u32
+                        } else {
+                            m
+                        });
+                    }
+                    prev = row.to_vec();
+                }
+                encoder.finish_learning(rows);
+                let mut back = vec![0u16; n * rows];
+                decoder
+                    .restore_frame(kernel, &before, &codes, &mut back, 16383)
+                    .expect("samples");
+                assert_eq!(back, values, "{kernel}, frame {frame}");
+                assert_eq!(decoder.k, encoder.k, "{kernel}, frame {frame}");
+                assert_eq!(decoder.mean, encoder.mean, "{kernel}, frame {frame}");
+                assert_eq!(
+                    decoder.from_last, encoder.from_last,
+                    "{kernel}, frame {frame}"
+                );
+                before.copy_from_slice(&values[n * (rows - 1)..]);
+            }
+            assert!(
+                encoder.from_last.contains(&0) && encoder.from_last.contains(&-1),
+                "both predictions chosen"
+            );
+        }
     }
 
     #[test]

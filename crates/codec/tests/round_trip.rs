@@ -35,6 +35,14 @@ fn every_frame_type_comes_back_bit_for_bit() {
             let (back_type, back) = snbuf_codec::decode(&coded).unwrap();
             assert_eq!(back_type, t);
             assert!(back == raw, "{t}: the decoded bytes differ");
+            // The fastest kernel here codes the portable one's bytes, and each decodes them.
+            let portable = snbuf_codec::InstructionSet::Portable;
+            assert!(
+                snbuf_codec::encode_with(portable, t, &raw) == coded,
+                "{t}: the kernels' chunks differ"
+            );
+            let (_, back) = snbuf_codec::decode_with(portable, &coded).unwrap();
+            assert!(back == raw, "{t}: the portable decode differs");
             let ratio = coded.len() as f64 / raw.len() as f64;
             eprintln!("{t}: {:.3} of the raw bytes", ratio);
             assert!(ratio < 0.6, "{t}: {ratio}");

@@ -163,7 +163,7 @@ pub struct CodecArgs {
     /// Frames per chunk the codec codes, as export codes a burst's link files chunk by chunk.
     /// Default: a recorder's default chunk (about 1 MiB: 128 WIBEth frames); 0 codes all the
     /// frames as one chunk. The peers compress the whole input, as their tools would.
-    #[arg(long, value_name = "N", value_parser = parse_count)]
+    #[arg(long, value_name = "N")]
     pub chunk_frames: Option<u64>,
     /// Timed passes per compressor; the fastest is reported.
     #[arg(long, value_name = "N", default_value_t = 3)]

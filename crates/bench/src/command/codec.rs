@@ -70,11 +70,14 @@ pub fn run(args: CodecArgs) -> anyhow::Result<()> {
             std::env::temp_dir()
         }
     });
+    // (As coded: never more than the frames there are, so that the results say what ran.)
+    let frames = raw.len() / frame_bytes;
     let chunk_frames = match args.chunk_frames {
         None => snbuf_unit::chunk_cuts::default_chunk_frames(frame_bytes as u64) as usize,
-        Some(0) => raw.len() / frame_bytes,
+        Some(0) => frames,
         Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
-    };
+    }
+    .min(frames);
     let config = CodecConfig {
         frame_type,
         raw,

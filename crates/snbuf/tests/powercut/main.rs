@@ -170,7 +170,7 @@ fn run_trial(tools: &vm::Tools, guest: &vm::Guest, t: &Trial, tally: &mut Tally)
             now < until,
             "{}: no cut within {RUN_DEADLINE:?}\n{}",
             t.label,
-            tail(&vm.console)
+            vm.tails()
         );
         let wait = cut_at.map_or(Duration::from_millis(200), |c| c - now);
         let Some((_, line)) = vm.next_line(wait.min(Duration::from_millis(200))) else {
@@ -178,7 +178,7 @@ fn run_trial(tools: &vm::Tools, guest: &vm::Guest, t: &Trial, tally: &mut Tally)
         };
         heard.hear(&line, &vm.console, &t.label);
         if heard.exit.is_some_and(|c| c != 0) && t.fault.is_none() {
-            panic!("{}: the recorder failed\n{}", t.label, tail(&vm.console));
+            panic!("{}: the recorder failed\n{}", t.label, vm.tails());
         }
         if cut_at.is_none() {
             let due = match t.cut {
@@ -210,7 +210,7 @@ fn run_trial(tools: &vm::Tools, guest: &vm::Guest, t: &Trial, tally: &mut Tally)
             "{}: console, cut at {}:\n{}",
             t.label,
             heard.cut_point(),
-            tail(&vm.console)
+            vm.tails()
         );
     }
     *tally.cut_points.entry(heard.cut_point()).or_default() += 1;
@@ -250,7 +250,7 @@ fn run_trial(tools: &vm::Tools, guest: &vm::Guest, t: &Trial, tally: &mut Tally)
             t.label,
             heard.cut_point(),
             tally.acked_chunks_checked - checked_before,
-            tail(&vm.console)
+            vm.tails()
         );
     }
 }
@@ -268,13 +268,7 @@ fn restart_serve(
     let mut vm = guest.boot_ready(tools, disk, &params(t, "restart"));
     let line = vm
         .wait_for_line("@@ restarted ", RUN_DEADLINE)
-        .unwrap_or_else(|e| {
-            panic!(
-                "{}: serve did not come back: {e}\n{}",
-                t.label,
-                tail(&vm.console)
-            )
-        });
+        .unwrap_or_else(|e| panic!("{}: serve did not come back: {e}\n{}", t.label, vm.tails()));
     let status: Value = serde_json::from_str(&line["@@ restarted ".len()..])
         .unwrap_or_else(|e| panic!("{}: {e}: {line}", t.label));
     let burst = status["bursts"]
@@ -288,14 +282,14 @@ fn restart_serve(
             b["state"] == "recovered" && b["valid"] == true,
             "{}: after the restart the burst is {b}\n{}",
             t.label,
-            tail(&vm.console)
+            vm.tails()
         ),
         None => assert!(
             sealed_before,
             "{}: cut {} and serve did not recover the burst: {status}\n{}",
             t.label,
             heard.cut_point(),
-            tail(&vm.console)
+            vm.tails()
         ),
     }
     let (disk, _) = vm.cut();

@@ -294,21 +294,17 @@ fn a_site_power_cut_loses_no_acknowledged_trigger() {
                 "cut {k}: {seen} of {acks_before_cut} triggers acknowledged, units up {:?}, within \
                  {BOOT_TO_ACKS:?}\n{}",
                 boot.up.keys().collect::<Vec<_>>(),
-                super::tail(&vm.console)
+                vm.tails()
             );
             let Some((at, line)) = vm.next_line(wait.min(Duration::from_millis(200))) else {
-                assert!(
-                    vm.alive(),
-                    "cut {k}: the guest stopped\n{}",
-                    super::tail(&vm.console)
-                );
+                assert!(vm.alive(), "cut {k}: the guest stopped\n{}", vm.tails());
                 continue;
             };
             hear(&line, at, k, &mut boot, &mut acked, &mut seen);
             assert!(
                 !line.starts_with("@@ fail"),
                 "cut {k}: {line}\n{}",
-                super::tail(&vm.console)
+                vm.tails()
             );
             // Once every unit is up this boot (a unit that does not start fails the trial here,
             // but for a boot cut as it starts) and the operator has had its triggers
@@ -416,23 +412,14 @@ fn settle(tools: &vm::Tools, guest: &vm::Guest, disk: vm::Disk, sync: &str, k: u
         let left = deadline.saturating_duration_since(Instant::now());
         assert!(
             !left.is_zero(),
-            "not every burst exported within {SETTLE_DEADLINE:?}: {last:#?}\n{}\nkernel:\n{}",
-            super::tail(&vm.console),
-            vm.kernel_tail()
+            "not every burst exported within {SETTLE_DEADLINE:?}: {last:#?}\n{}",
+            vm.tails()
         );
         let Some((_, line)) = vm.next_line(left.min(Duration::from_secs(1))) else {
-            assert!(
-                vm.alive(),
-                "the last boot stopped\n{}",
-                super::tail(&vm.console)
-            );
+            assert!(vm.alive(), "the last boot stopped\n{}", vm.tails());
             continue;
         };
-        assert!(
-            !line.starts_with("@@ fail"),
-            "{line}\n{}",
-            super::tail(&vm.console)
-        );
+        assert!(!line.starts_with("@@ fail"), "{line}\n{}", vm.tails());
         if let Some(fleet) = line.strip_prefix("@@ fleet ") {
             let units: Value = serde_json::from_str(fleet).unwrap_or(Value::Null);
             exporters_idle = UNITS.iter().all(|u| {

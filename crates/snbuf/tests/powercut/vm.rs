@@ -460,7 +460,10 @@ pub struct Vm {
 
 impl Drop for Vm {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.kernel_log);
+        // (Kept where a test fails, for whoever looks: its message had its last lines.)
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_file(&self.kernel_log);
+        }
     }
 }
 
@@ -492,14 +495,15 @@ impl Guest {
             match vm.wait_for_line("@@ ready", READY_DEADLINE) {
                 Ok(_) => return vm,
                 Err(e) if e.starts_with("@@ fail") || attempt == BOOTS_FOR_READY => panic!(
-                    "the guest did not come up ({attempt} boots): {e}\n{}\nkernel:\n{}",
-                    super::tail(&vm.console),
-                    vm.kernel_tail()
+                    "the guest {params:?} did not come up ({attempt} boots; QEMU {}): {e}\n{}",
+                    if vm.alive() { "running" } else { "gone" },
+                    vm.tails()
                 ),
                 Err(e) => {
                     eprintln!(
-                        "power cuts: boot {attempt} of the disk did not come up ({e}); cut and \
-                         booted again. Its kernel said:\n{}",
+                        "power cuts: boot {attempt} of {params:?} did not come up ({e}; QEMU \
+                         {}); cut and booted again. Its kernel said:\n{}",
+                        if vm.alive() { "running" } else { "gone" },
                         vm.kernel_tail()
                     );
                     disk = vm.cut().0;
@@ -587,6 +591,15 @@ impl Vm {
         let l = self.lines.recv_timeout(timeout).ok()?;
         self.console.push(l.1.clone());
         Some(l)
+    }
+
+    /// The last lines the guest printed and its kernel logged, for a failure's message.
+    pub fn tails(&self) -> String {
+        format!(
+            "{}\nkernel:\n{}",
+            super::tail(&self.console),
+            self.kernel_tail()
+        )
     }
 
     /// The last lines the guest's kernel logged, for a failure's message.
