@@ -25,42 +25,7 @@ pub fn run(args: CodecArgs) -> anyhow::Result<()> {
         return Err(usage("--passes and --frames must be at least 1"));
     }
     let frame_bytes = frame_type.frame_bytes() as usize;
-    // The bytes are held in memory, twice or more: bounded, and said before anything is made
-    // (an emulated link of a custom type makes a bank of `PAYLOAD_VARIANTS` frames).
-    let bank_or_frames = args.frames.max(snbuf_readout::framegen::PAYLOAD_VARIANTS);
-    let asked = match &args.input {
-        Some(path) => std::fs::metadata(path)
-            .with_context(|| format!("{}", path.display()))?
-            .len(),
-        None => bank_or_frames.saturating_mul(frame_bytes as u64),
-    };
-    if asked > MAX_BYTES {
-        return Err(usage(format!(
-            "{} of frames to measure: more than the {} this bench holds in memory (fewer --frames, or a part of --input: head -c)",
-            snbuf_quantity::Bytes(asked),
-            snbuf_quantity::Bytes(MAX_BYTES)
-        )));
-    }
-    let (raw, source) = match &args.input {
-        Some(path) => {
-            let mut raw = std::fs::read(path).with_context(|| format!("{}", path.display()))?;
-            raw.truncate(raw.len() / frame_bytes * frame_bytes);
-            if raw.is_empty() {
-                return Err(usage(format!(
-                    "{}: not one whole {frame_type} frame of {frame_bytes} B",
-                    path.display()
-                )));
-            }
-            (raw, path.display().to_string())
-        }
-        None => (
-            emulated(frame_type, args.frames)?,
-            format!(
-                "emulated, {} frames, every frame its own noise",
-                args.frames
-            ),
-        ),
-    };
+    let (raw, source) = frames_to_measure(&args, frame_type)?;
     // The run makes a directory of its own in it.
     let scratch = args.scratch.clone().unwrap_or_else(|| {
         let shm = std::path::Path::new("/dev/shm");
@@ -116,6 +81,48 @@ pub fn run(args: CodecArgs) -> anyhow::Result<()> {
         say!("{line}");
     }
     Ok(())
+}
+
+/// The frames a run measures on (`--input`'s whole frames, or emulated ones) and where they came
+/// from; refused where they would be more than the run holds in memory.
+fn frames_to_measure(args: &CodecArgs, frame_type: FrameType) -> anyhow::Result<(Vec<u8>, String)> {
+    let frame_bytes = frame_type.frame_bytes() as usize;
+    // The bytes are held in memory, twice or more: bounded, and said before anything is made
+    // (an emulated link of a custom type makes a bank of `PAYLOAD_VARIANTS` frames).
+    let bank_or_frames = args.frames.max(snbuf_readout::framegen::PAYLOAD_VARIANTS);
+    let asked = match &args.input {
+        Some(path) => std::fs::metadata(path)
+            .with_context(|| format!("{}", path.display()))?
+            .len(),
+        None => bank_or_frames.saturating_mul(frame_bytes as u64),
+    };
+    if asked > MAX_BYTES {
+        return Err(usage(format!(
+            "{} of frames to measure: more than the {} this bench holds in memory (fewer --frames, or a part of --input: head -c)",
+            snbuf_quantity::Bytes(asked),
+            snbuf_quantity::Bytes(MAX_BYTES)
+        )));
+    }
+    Ok(match &args.input {
+        Some(path) => {
+            let mut raw = std::fs::read(path).with_context(|| format!("{}", path.display()))?;
+            raw.truncate(raw.len() / frame_bytes * frame_bytes);
+            if raw.is_empty() {
+                return Err(usage(format!(
+                    "{}: not one whole {frame_type} frame of {frame_bytes} B",
+                    path.display()
+                )));
+            }
+            (raw, path.display().to_string())
+        }
+        None => (
+            emulated(frame_type, args.frames)?,
+            format!(
+                "emulated, {} frames, every frame its own noise",
+                args.frames
+            ),
+        ),
+    })
 }
 
 /// `frames` of link 0's emulated `t`, each frame's noise its own.
