@@ -40,7 +40,7 @@ impl<'a> UnaryWriter<'a> {
     #[inline(always)]
     pub fn put(&mut self, q: u32) {
         debug_assert!(q <= ESCAPE, "a quotient of {q}");
-        self.put_code((1u64 << q) - 1, q + 1);
+        self.put_word((1u64 << q) - 1, q + 1);
     }
 
     /// Appends the codes of `first`, then `second` (each at most `ESCAPE`): in one step.
@@ -48,13 +48,7 @@ impl<'a> UnaryWriter<'a> {
     pub fn put_two(&mut self, first: u32, second: u32) {
         debug_assert!(first <= ESCAPE && second <= ESCAPE);
         let code = ((1u64 << first) - 1) | ((1u64 << second) - 1) << (first + 1);
-        self.put_code(code, first + second + 2);
-    }
-
-    /// Appends `len` bits (fewer than 64), `code`'s.
-    #[inline(always)]
-    fn put_code(&mut self, code: u64, len: u32) {
-        self.put_word(code, len);
+        self.put_word(code, first + second + 2);
     }
 
     /// Appends `len` bits (at most 64), `code`'s. Without a branch (whether a word fills is
